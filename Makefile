@@ -1,0 +1,27 @@
+# The README's two commands:  `make run` (set up, start the app on the shipped model)
+#                             `make test` (set up, run the whole test suite).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: run test setup setup-dev
+
+run: setup
+	$(PY) app.py
+
+test: setup-dev
+	$(PY) -m pytest -q
+
+setup: $(VENV)/.setup-stamp
+setup-dev: $(VENV)/.dev-stamp
+
+# Re-install only when the pinned lists change. torch==2.13.0 is pinned: an unpinned torch pulls a CUDA build.
+$(VENV)/.setup-stamp: requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+$(VENV)/.dev-stamp: $(VENV)/.setup-stamp requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@

@@ -1,0 +1,30 @@
+"""sbd_viz: see and measure Set Block Decoding (SBD).
+
+    import sbd_viz as sv
+    model = sv.load_model()                      # the shipped model
+    trace = sv.decode(model, "assert 48 + 37 == ", gamma=0.1)
+    trace.text, trace.nfe, trace.tokens_per_call, trace.gap_fills()
+"""
+
+__version__ = "0.1.0"
+
+from .decode import DecodeConfig, decode, decode_ntp, decode_steps  # noqa: E402
+from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path  # noqa: E402
+from .solvers import RULES, Solver  # noqa: E402
+from .trace import Candidate, Commit, GapFill, SlotView, Step, Trace, TraceFormatError  # noqa: E402
+from . import tasks  # noqa: E402
+from .evaluation import evaluate  # noqa: E402
+
+
+def load_model(path=None, dtype=None) -> SBDModel:
+    """Load an SBD model folder; ``path=None`` loads the shipped default model."""
+    import torch
+
+    return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32)
+
+
+__all__ = [
+    "Candidate", "Commit", "DecodeConfig", "GapFill", "MaskTokenError", "RULES", "SBDModel", "SlotView", "Solver",
+    "Step", "Trace", "TraceFormatError", "add_mask_token", "decode", "decode_ntp", "decode_steps",
+    "default_model_path", "evaluate", "load_model", "tasks",
+]

@@ -1,0 +1,182 @@
+"""``SBDModel``: a Hugging Face causal LM + tokenizer + mask token, and the SBD block call.
+
+Only the decoder calls the model, through ``block_call``: one forward that appends the
+newly final tokens to the KV cache causally and predicts a block of slots that attend to
+the whole prefix and bidirectionally to each other (the paper's Fig. 10 inference mask).
+Keys/values of the block's slots are dropped after the call, so the cache always equals a
+causal prefill of the committed text (exact KV cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+
+MASK_TOKEN = "<|mask|>"
+DEFAULT_MODEL = "sbd-char-5m"
+
+
+class MaskTokenError(ValueError):
+    """The model has no mask token, so it cannot decode with SBD."""
+
+
+def add_mask_token(model, tokenizer, token: str = MASK_TOKEN) -> int:
+    """Give a base model a mask token: a new special token with its own embedding row.
+
+    The id is stored as ``model.config.mask_token_id``, so ``save_pretrained`` + reload keeps
+    it with no extra argument. Returns the id. A no-op if the tokenizer already has one.
+    """
+    if tokenizer.mask_token_id is None:
+        tokenizer.add_special_tokens({"mask_token": token})
+    mask_id = tokenizer.mask_token_id
+    emb = model.get_input_embeddings()
+    if mask_id >= emb.weight.shape[0]:
+        old = emb.weight.shape[0]
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        with torch.no_grad():  # start the new row(s) at the mean embedding, a neutral token
+            emb = model.get_input_embeddings()
+            emb.weight[old:] = emb.weight[:old].mean(0)
+    model.config.mask_token_id = mask_id
+    return mask_id
+
+
+def default_model_path() -> Path:
+    """The shipped model: ``$SBD_VIZ_MODEL``, else ``models/<DEFAULT_MODEL>`` beside the package."""
+    if os.environ.get("SBD_VIZ_MODEL"):
+        return Path(os.environ["SBD_VIZ_MODEL"])
+    for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        path = root / "models" / DEFAULT_MODEL
+        if path.is_dir():
+            return path
+    raise FileNotFoundError(
+        f"path: the shipped model models/{DEFAULT_MODEL} was not found next to the sbd_viz package "
+        "or in the current folder; pass path=... or set SBD_VIZ_MODEL")
+
+
+class SBDModel:
+    """A causal LM ready for SBD decoding.
+
+    ``SBDModel(hf_model, hf_tokenizer)`` wraps loaded objects; ``SBDModel.from_pretrained(path)``
+    loads a folder (no ``trust_remote_code`` unless asked). The mask token id comes from
+    ``config.mask_token_id`` or the tokenizer's mask token.
+    """
+
+    def __init__(self, model, tokenizer, name: str | None = None):
+        if not hasattr(model, "config") or not callable(model):
+            raise TypeError("model: expected a transformers causal LM (a PreTrainedModel)")
+        if not callable(getattr(tokenizer, "encode", None)):
+            raise TypeError("tokenizer: expected a transformers tokenizer")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self._eager = getattr(model.config, "_attn_implementation", "sdpa") == "eager"
+        self._text_cache: dict[int, str] = {}
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
+                        trust_remote_code: bool = False) -> "SBDModel":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # a per-load progress bar is noise in a CLI or an app log
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"path: {path} is not a model folder (no config.json)")
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa",
+                                                     trust_remote_code=trust_remote_code)
+        return cls(model, tok, name=path.name)
+
+    # -- vocabulary ---------------------------------------------------------------------
+    @property
+    def mask_token_id(self) -> int:
+        mask_id = getattr(self.model.config, "mask_token_id", None)
+        if mask_id is None:
+            mask_id = self.tokenizer.mask_token_id
+        if mask_id is None:
+            raise MaskTokenError(
+                f"model {self.name!r} has no mask token, so it cannot decode with SBD. Fine-tune it for SBD "
+                "(sbd-viz train --base DIR adds one), or call sbd_viz.add_mask_token(model, tokenizer) first; "
+                "NTP decoding (decode_ntp) works without one")
+        return int(mask_id)
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def encode(self, text: str) -> list[int]:
+        """Prompt ids, with the tokenizer's BOS if it adds one (as in training)."""
+        return list(self.tokenizer(text).input_ids)
+
+    def token_text(self, token_id: int) -> str:
+        if token_id not in self._text_cache:
+            self._text_cache[token_id] = self.tokenizer.decode([token_id])
+        return self._text_cache[token_id]
+
+    def text(self, ids) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def fingerprint(self) -> str:
+        """A short hash of the config and the weights, for caching results per model."""
+        h = hashlib.sha256(self.model.config.to_json_string().encode())
+        with torch.no_grad():
+            for name, p in sorted(self.model.state_dict().items()):
+                h.update(name.encode())
+                h.update(p.detach().float().flatten()[:: max(1, p.numel() // 4096)].numpy().tobytes())
+        return h.hexdigest()[:16]
+
+    # -- the block call -------------------------------------------------------------------
+    def new_cache(self):
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def _mask(self, past: int, n_causal: int, n_block: int) -> torch.Tensor:
+        """(1, 1, q, past + q) mask: the new final tokens causal, the block sees everything."""
+        q = n_causal + n_block
+        rows = torch.arange(q)[:, None]
+        cols = torch.arange(past + q)[None, :]
+        allowed = (cols <= past + rows) | (rows >= n_causal)  # (q, past + q)
+        if self._eager:  # eager adds the mask to the scores: it needs 0 / -inf, not bools
+            dtype = self.model.dtype
+            return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+        return allowed[None, None]
+
+    @torch.inference_mode()
+    def block_call(self, cache, new_ids: list[int], block_ids: list[int]) -> torch.Tensor:
+        """One forward: append ``new_ids`` to ``cache`` causally and predict ``block_ids``' slots.
+
+        ``new_ids`` are tokens that just became final (the prompt on the first call, the
+        previous block afterwards, or nothing); ``block_ids`` is the block with mask ids in its
+        masked slots. Returns the block's logits, float32 (k, V). The block's keys/values are
+        not kept; if the forward raises, the cache is left exactly as it was.
+        """
+        k = len(block_ids)
+        if k < 1:
+            raise ValueError("block_ids: the block must have at least one slot")
+        past = cache.get_seq_length()
+        q = len(new_ids) + k
+        mask = self._mask(past, len(new_ids), k)
+        if mask.shape[-1] != past + q:  # a wrong-size mask fails halfway and corrupts the cache
+            raise RuntimeError(f"internal: mask covers {mask.shape[-1]} keys, expected {past + q}")
+        ids = torch.tensor([list(new_ids) + list(block_ids)], device=self.device)  # (1, q)
+        positions = torch.arange(past, past + q, device=self.device)[None]  # (1, q)
+        # DynamicLayer.update concatenates (never writes in place): keeping the old tensors
+        # is enough to restore the cache if the forward fails partway through the layers.
+        saved = [(layer.keys, layer.values) for layer in getattr(cache, "layers", [])]
+        try:
+            out = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=positions,
+                             past_key_values=cache, use_cache=True, logits_to_keep=k)
+        except BaseException:
+            for layer, (keys, values) in zip(cache.layers, saved):
+                layer.keys, layer.values = keys, values
+            raise
+        cache.crop(-k)  # drop the block's keys/values: only final tokens stay cached
+        return out.logits[0, -k:].float()  # (k, V)

@@ -1,0 +1,226 @@
+"""The verifiable prompt suite ("pyasserts") and its scorer.
+
+Every item is a Python assert cut at ``== ``: the model must produce the right-hand
+side, and Python computed the expected value when the item was generated (model output
+is compared as text, never executed).
+
+Train/test disjointness is by construction: every candidate line is hashed, and a fixed
+1/16 of the hash space is reserved for the test split. Training data generation skips
+those lines, the test split is drawn only from them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import string
+from dataclasses import dataclass
+from typing import Callable
+
+# Words for the string families: common English/programming words plus random letters
+# (mixed 50/50 by the generators) so copy-type tasks cannot be memorised.
+_WORDS = tuple(
+    """able about above access actual add after again agent alarm album alert alias align alive alpha amber angle
+    apple april arena array arrow asset atlas audio audit aunt auto avoid award badge baker banana band bank base
+    basic batch beach beam bear beast begin being bench berry best beta better bind bird black blade blank block blue
+    board boat body bold bonus book boost border bound bowl brain brand bread break brick bridge brief bright broad
+    brown buffer build bunch burst bus butter cable cache cake call camel camera canal candy canvas carbon card cargo
+    carpet case cash castle cat cause cell chain chair chalk change chart check cheese chess chief child chip choice
+    circle city claim class clean clear click client climb clock close cloud coach coast code coffee coin cold color
+    column comet common config copy coral corner cotton count couple course cover craft crane cream credit crisp cross
+    crowd crown cursor curve cycle daily dance data date dealer debug decode delta depth design desk detail device
+    diary digit dinner direct disk doctor dollar domain door double draft dragon drama dream dress drift drink driver
+    eagle early earth easy echo edge editor effect eight elbow element email empty energy engine enter entry equal
+    error event exact exit extra fabric face factor fair family fancy farm fast feature field file filter final
+    finger first fish flag flame flash float floor flower fluid focus folder font force forest format frame fresh
+    friend front fruit future galaxy game garden gate gather gentle ghost giant glass global glove goal gold grace
+    grain graph grass green grid ground group guard guess guide habit hammer hand happy harbor hash header heart
+    heavy height hello helper hero hidden hint history hobby hold honey hook horse hotel house human hunter ice idea
+    image index input inside iron island item jacket jelly jewel job join joke judge juice jump kernel key kind king
+    kitchen kite label ladder lake lamp large laser later layer leader leaf lemon length letter level light limit
+    line link lion liquid list little local lock logic long loop lucky lunch machine magic main major mango map
+    marble market master match matrix meadow medal member memory menu merge metal method middle mirror mode model
+    module moment money monkey month moon motor mountain mouse movie music name native nature navy needle nest
+    network night noble node noise north note novel number object ocean offer office olive onion open option orange
+    orbit order origin output owner oxygen packet paddle page paint panel paper parent parse party paste path
+    pattern peace peach pencil people pepper piano picture pilot pixel place planet plant plate player plug pocket
+    point policy polite pool port power press price print prize proof proxy public pulse puzzle query queue quick
+    quiet rabbit radio rain range rapid raven reader record region remote render reply report result ribbon river
+    road robot rocket roof room root round router royal rubber ruler runner safe salad sample sand scale scene
+    school score screen script search season second secret select sender server session shadow shape share shell
+    shift shore signal silver simple single sister sketch skill slice slide small smart smile snake socket solid
+    sort sound source space spark speed spider spoon sport spring square stable stack stage star state status steam
+    stone store storm story stream street string strong studio style sugar summer sunset super switch symbol syntax
+    table tablet target task teacher team tempo tender test text theme thread ticket tiger timber timer title token
+    tomato tool topic tower trace track trade train tree trend tribe truck trust tunnel turtle type union unit update
+    upper usage user valid value valve vector velvet video view village violet virtual vision visit voice volume
+    wagon wallet water wave weather widget window winter wire wizard wolf wonder wood word worker world yellow yield
+    zebra zero zone""".split()
+)
+
+TEST_BUCKETS = 16  # 1 / TEST_BUCKETS of all lines are reserved for the test split
+
+
+@dataclass(frozen=True)
+class SuiteItem:
+    """One verifiable prompt: the model continues ``prompt`` and should produce ``answer``."""
+
+    prompt: str  # e.g. 'assert 48 + 37 == '
+    answer: str  # e.g. '85' (without the trailing newline)
+    family: str
+
+    @property
+    def line(self) -> str:
+        return self.prompt + self.answer
+
+
+def _word(rng: random.Random, lo: int = 3, hi: int = 8) -> str:
+    if rng.random() < 0.5:
+        return rng.choice(_WORDS)
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(lo, hi)))
+
+
+def _ints(rng: random.Random, lo_n: int, hi_n: int, hi: int = 99) -> list[int]:
+    return [rng.randint(0, hi) for _ in range(rng.randint(lo_n, hi_n))]
+
+
+def _add(rng):
+    a, b = rng.randint(0, 99), rng.randint(0, 99)
+    return f"{a} + {b}", a + b
+
+
+def _sorted(rng):
+    xs = _ints(rng, 3, 6)
+    return f"sorted({xs})", sorted(xs)
+
+
+def _reverse(rng):
+    w = _word(rng)
+    return f'"{w}"[::-1]', w[::-1]
+
+
+def _upper(rng):
+    w = _word(rng)
+    return f'"{w}".upper()', w.upper()
+
+
+def _len(rng):
+    w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
+    return f'len("{w}")', len(w)
+
+
+def _range(rng):
+    a = rng.randint(0, 99)
+    b = a + rng.randint(2, 10)
+    return f"list(range({a}, {b}))", list(range(a, b))
+
+
+def _max(rng):
+    xs = _ints(rng, 3, 6)
+    return f"max({xs})", max(xs)
+
+
+def _double(rng):
+    xs = _ints(rng, 2, 5, hi=49)
+    return f"[x * 2 for x in {xs}]", [x * 2 for x in xs]
+
+
+def _repeat(rng):
+    w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 4)))
+    n = rng.randint(2, 4)
+    return f'"{w}" * {n}', w * n
+
+
+def _join(rng):
+    sep = rng.choice(["-", ", ", "", "_", " ", ".", "/"])
+    parts = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 3)))
+             for _ in range(rng.randint(2, 4))]
+    return f'"{sep}".join({parts!r})'.replace("'", '"'), sep.join(parts)
+
+
+# family -> (generator, answer length class). "long" answers span most of a 16-slot block.
+FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] = {
+    "add": (_add, "short"),
+    "sorted": (_sorted, "long"),
+    "reverse": (_reverse, "short"),
+    "upper": (_upper, "short"),
+    "len": (_len, "short"),
+    "range": (_range, "long"),
+    "max": (_max, "short"),
+    "double": (_double, "long"),
+    "repeat": (_repeat, "long"),
+    "join": (_join, "long"),
+}
+LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")
+SHORT_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "short")
+
+
+def _render(value: object) -> str:
+    # repr() gives Python's own spelling; strings use double quotes as in the prompts.
+    if isinstance(value, str):
+        return '"' + value + '"'
+    return repr(value)
+
+
+def is_test_line(line: str) -> bool:
+    """Whether a full assert line belongs to the held-out test split (a fixed hash bucket)."""
+    digest = hashlib.blake2b(line.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % TEST_BUCKETS == 0
+
+
+def make_item(family: str, rng: random.Random) -> SuiteItem:
+    """One random item of ``family`` (either split)."""
+    if family not in FAMILIES:
+        raise ValueError(f"family: unknown family {family!r}; choose from {sorted(FAMILIES)}")
+    expr, value = FAMILIES[family][0](rng)
+    return SuiteItem(prompt=f"assert {expr} == ", answer=_render(value), family=family)
+
+
+def sample_item(family: str, rng: random.Random, split: str) -> SuiteItem:
+    """A random item of ``family`` that lies in ``split`` ('train' or 'test')."""
+    want_test = {"train": False, "test": True}[split]
+    while True:
+        item = make_item(family, rng)
+        if is_test_line(item.line) == want_test:
+            return item
+
+
+def load_suite(name: str = "pyasserts", split: str = "test", per_family: int = 40,
+               families: tuple[str, ...] | None = None, seed: int = 1234) -> list[SuiteItem]:
+    """The verifiable suite: ``per_family`` distinct items of each family, in a fixed order."""
+    if name != "pyasserts":
+        raise ValueError(f"name: unknown suite {name!r}; the only suite is 'pyasserts'")
+    if split not in ("train", "test"):
+        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
+    if per_family < 1:
+        raise ValueError(f"per_family: must be >= 1, got {per_family}")
+    items: list[SuiteItem] = []
+    for family in families or tuple(FAMILIES):
+        rng = random.Random(f"{seed}-{split}-{family}")
+        seen: set[str] = set()
+        for _ in range(per_family * 200):
+            item = sample_item(family, rng, split)
+            if item.line not in seen:
+                seen.add(item.line)
+                items.append(item)
+            if len(seen) == per_family:
+                break
+    return items
+
+
+def score(item: SuiteItem, output: str) -> bool:
+    """Exact match of the generated text's first line against the expected answer."""
+    return output.split("\n", 1)[0].rstrip() == item.answer
+
+
+def training_document(rng: random.Random, weights: dict[str, float] | None = None,
+                      lines: tuple[int, int] = (3, 8)) -> str:
+    """A few newline-terminated assert lines from the train split (the training corpus unit)."""
+    weights = weights or {}
+    fams = list(FAMILIES)
+    w = [weights.get(f, 1.0) for f in fams]
+    out = []
+    for _ in range(rng.randint(*lines)):
+        item = sample_item(rng.choices(fams, weights=w)[0], rng, "train")
+        out.append(item.line + "\n")
+    return "".join(out)

@@ -1,0 +1,347 @@
+"""The trace: plain data recorded by the decoder, one ``Step`` per model call.
+
+No model, tokenizer or tensor lives here: a trace round-trips through JSON, so it can be
+saved, shared, loaded without torch, and rendered by pure functions.
+
+Vocabulary: a *block* is ``block_size`` future positions decoded together; a *slot* is an
+index inside a block (0..k-1); a *call* is one model forward; a *step* is one call plus the
+commit decision it led to; a *commit* fixes a masked slot to a token; a commit's *gap* is
+the number of slots to its left in its block that are still masked after the step
+(``PREFIX <m> <m> TOKEN`` has gap 2). A commit with gap > 0 is a *gap fill*.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "sbd_viz.trace"
+SCHEMA_VERSION = 1
+MASK_TEXT = "<m>"
+
+
+class TraceFormatError(ValueError):
+    """A file or dict that is not a valid ``sbd_viz`` trace."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of the model's top proposals for a slot."""
+
+    token_id: int
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class SlotView:
+    """What the model predicted for one masked slot at one step."""
+
+    slot: int
+    entropy: float  # nats, of the model's (untempered) distribution
+    top: tuple[Candidate, ...]  # most probable first
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A slot fixed to a token at a step."""
+
+    slot: int
+    token_id: int
+    text: str
+    prob: float  # model probability of the committed token
+    entropy: float  # nats, of the slot's distribution when it was committed
+    gap: int  # slots left of this one in the block still masked after the step
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model call and the commits it led to."""
+
+    call: int  # global call index, from 0
+    block: int  # block index, from 0
+    block_start: int  # absolute position (in prompt + generated tokens) of slot 0
+    block_size: int
+    step: int  # step index inside the block, from 0
+    masked: tuple[int, ...]  # slots masked before the call, ascending
+    slots: tuple[SlotView, ...]  # predictions for the masked slots, same order as ``masked``
+    commits: tuple[Commit, ...]  # ascending by slot; never empty
+    wall_time: float  # seconds spent in this call (model forward + commit decision)
+    n_input: int = 0  # tokens fed to the model in this call (prefill / fused / block-only)
+
+    @property
+    def committed_slots(self) -> tuple[int, ...]:
+        return tuple(c.slot for c in self.commits)
+
+    @property
+    def masked_after(self) -> tuple[int, ...]:
+        done = set(self.committed_slots)
+        return tuple(s for s in self.masked if s not in done)
+
+    def slot_view(self, slot: int) -> SlotView | None:
+        for view in self.slots:
+            if view.slot == slot:
+                return view
+        return None
+
+
+@dataclass(frozen=True)
+class GapFill:
+    """A commit made while slots to its left in the block were still masked."""
+
+    call: int
+    block: int
+    step: int
+    slot: int
+    gap: int
+    token_id: int
+    text: str
+    entropy: float
+    prob: float
+    state: str  # the block after the step, e.g. 'PREFIX <m> <m> TOKEN' (committed text, <m> for masks)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A whole decode: the prompt, the settings, every step, and the final tokens."""
+
+    prompt: str
+    prompt_ids: tuple[int, ...]
+    config: dict[str, Any]  # decoder ('sbd' or 'ntp'), solver, gamma, block_size, ... as plain values
+    model_id: str
+    steps: tuple[Step, ...]
+    output_ids: tuple[int, ...]  # generated tokens, truncated after the stop
+    output_texts: tuple[str, ...]  # text of each output token
+    text: str  # the generated text (special tokens removed)
+    stop_reason: str  # 'stop', 'eos' or 'length'
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # -- derived measures ------------------------------------------------------------
+    @property
+    def nfe(self) -> int:
+        """Number of model calls (function evaluations), the prompt prefill included."""
+        return len(self.steps)
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.output_ids)
+
+    @property
+    def tokens_per_call(self) -> float:
+        return self.n_tokens / self.nfe if self.nfe else 0.0
+
+    @property
+    def calls_per_token(self) -> float:
+        return self.nfe / self.n_tokens if self.n_tokens else float("nan")
+
+    @property
+    def wall_time(self) -> float:
+        return sum(s.wall_time for s in self.steps)
+
+    @property
+    def n_blocks(self) -> int:
+        return len({s.block for s in self.steps})
+
+    def block_steps(self, block: int) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.block == block)
+
+    def calls_per_block(self) -> list[int]:
+        counts: dict[int, int] = {}
+        for s in self.steps:
+            counts[s.block] = counts.get(s.block, 0) + 1
+        return [counts[b] for b in sorted(counts)]
+
+    def token_calls(self) -> list[int]:
+        """For each output token, the index of the call that committed it."""
+        at = {}
+        for s in self.steps:
+            for c in s.commits:
+                at[s.block_start + c.slot] = s.call
+        start = len(self.prompt_ids)
+        return [at[start + i] for i in range(self.n_tokens)]
+
+    def block_state(self, step: Step, after: bool = True) -> list[str | None]:
+        """The texts of a block's slots before/after ``step``; ``None`` where masked."""
+        state: list[str | None] = [None] * step.block_size
+        for s in self.block_steps(step.block):
+            if s.call > step.call or (s.call == step.call and not after):
+                break
+            for c in s.commits:
+                state[c.slot] = c.text
+        return state
+
+    def text_before(self, step: Step) -> str:
+        """The prompt and generated text before ``step``'s block."""
+        n = step.block_start - len(self.prompt_ids)
+        return self.prompt + "".join(self.output_texts[:max(0, n)])
+
+    def gap_fills(self) -> list[GapFill]:
+        """Every commit that left masked slots to its left in its block, in call order."""
+        events = []
+        for s in self.steps:
+            if not any(c.gap for c in s.commits):
+                continue
+            state = self.block_state(s, after=True)
+            prefix = self.text_before(s)
+            for c in s.commits:
+                if c.gap:
+                    events.append(GapFill(
+                        call=s.call, block=s.block, step=s.step, slot=c.slot, gap=c.gap,
+                        token_id=c.token_id, text=c.text, entropy=c.entropy, prob=c.prob,
+                        state=render_state(state[: c.slot + 1], prefix)))
+        return events
+
+    def summary(self) -> str:
+        """One screen: the text with each token's call number, and the headline measures."""
+        from .summary import trace_summary  # formatting lives beside the CLI
+
+        return trace_summary(self)
+
+    # -- JSON -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json())
+        return path
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Trace":
+        return _trace_from_dict(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trace":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(f"not a trace: invalid JSON ({exc})") from None
+        return _trace_from_dict(d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            raise TraceFormatError(f"path: {path} is not a text file, so not a trace") from None
+        try:
+            return cls.from_json(text)
+        except TraceFormatError as exc:
+            raise TraceFormatError(f"path: {path}: {exc}") from None
+
+    def to_html(self, path: str | Path | None = None) -> str:
+        """A self-contained, offline page with the block-fill animation; written to ``path`` if given."""
+        from . import plots
+
+        return plots.save_html(self, path)
+
+    def _repr_html_(self) -> str:
+        from . import plots
+
+        return plots.trace_html(self)
+
+
+def render_state(slots: list[str | None], prefix: str = "", tail: int = 24) -> str:
+    """Render a block as text: the last ``tail`` characters of ``prefix``, then each slot's text
+    or ``<m>`` where masked, e.g. ``'max([3, 9]) == <m><m>9'``. Newlines show as ``⏎``."""
+    text = prefix[-tail:] + "".join(MASK_TEXT if s is None else s for s in slots)
+    return text.replace("\n", "⏎")
+
+
+# -- validation on load: every field checked, nothing executed ----------------------
+def _need(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise TraceFormatError(f"not a trace: {where} {what}")
+
+
+def _int(v, where):
+    _need(isinstance(v, int) and not isinstance(v, bool), where, f"must be an integer, got {type(v).__name__}")
+    return v
+
+
+def _num(v, where):
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), where,
+          f"must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _str(v, where):
+    _need(isinstance(v, str), where, f"must be a string, got {type(v).__name__}")
+    return v
+
+
+def _list(v, where):
+    _need(isinstance(v, list), where, f"must be a list, got {type(v).__name__}")
+    return v
+
+
+def _keys(d, where, keys):
+    _need(isinstance(d, dict), where, f"must be an object, got {type(d).__name__}")
+    missing = [k for k in keys if k not in d]
+    _need(not missing, where, f"is missing {missing}")
+    return d
+
+
+def _candidate(d, where):
+    _keys(d, where, ("token_id", "text", "prob"))
+    return Candidate(_int(d["token_id"], where + ".token_id"), _str(d["text"], where + ".text"),
+                     _num(d["prob"], where + ".prob"))
+
+
+def _step(d, where):
+    _keys(d, where, ("call", "block", "block_start", "block_size", "step", "masked", "slots", "commits",
+                     "wall_time"))
+    slots = tuple(
+        SlotView(_int(_keys(v, f"{where}.slots[{i}]", ("slot", "entropy", "top"))["slot"], where),
+                 _num(v["entropy"], f"{where}.slots[{i}].entropy"),
+                 tuple(_candidate(c, f"{where}.slots[{i}].top[{j}]") for j, c in
+                       enumerate(_list(v["top"], where))))
+        for i, v in enumerate(_list(d["slots"], where + ".slots")))
+    commits = []
+    for i, c in enumerate(_list(d["commits"], where + ".commits")):
+        w = f"{where}.commits[{i}]"
+        _keys(c, w, ("slot", "token_id", "text", "prob", "entropy", "gap"))
+        commits.append(Commit(_int(c["slot"], w), _int(c["token_id"], w), _str(c["text"], w),
+                              _num(c["prob"], w), _num(c["entropy"], w), _int(c["gap"], w)))
+    step = Step(call=_int(d["call"], where + ".call"), block=_int(d["block"], where + ".block"),
+                block_start=_int(d["block_start"], where + ".block_start"),
+                block_size=_int(d["block_size"], where + ".block_size"), step=_int(d["step"], where + ".step"),
+                masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
+                slots=slots, commits=tuple(commits), wall_time=_num(d["wall_time"], where + ".wall_time"),
+                n_input=_int(d.get("n_input", 0), where + ".n_input"))
+    _need(step.block_size >= 1, where, "has block_size < 1")
+    _need(bool(step.commits), where, "commits nothing (every step commits at least one slot)")
+    _need(set(step.committed_slots) <= set(step.masked), where, "commits a slot that was not masked")
+    _need(all(0 <= s < step.block_size for s in step.masked), where, "has a slot outside the block")
+    return step
+
+
+def _trace_from_dict(d: Any) -> Trace:
+    _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
+    _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
+    version = d.get("version")
+    _need(version == SCHEMA_VERSION, "file",
+          f"has version {version!r}; this sbd_viz reads version {SCHEMA_VERSION}")
+    _keys(d, "trace", ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts",
+                       "text", "stop_reason"))
+    _need(isinstance(d["config"], dict), "trace.config", "must be an object")
+    meta = d.get("meta", {})
+    _need(isinstance(meta, dict), "trace.meta", "must be an object")
+    steps = tuple(_step(s, f"steps[{i}]") for i, s in enumerate(_list(d["steps"], "trace.steps")))
+    _need([s.call for s in steps] == list(range(len(steps))), "trace.steps", "calls must be numbered 0, 1, 2, ...")
+    out_ids = tuple(_int(t, "trace.output_ids") for t in _list(d["output_ids"], "trace.output_ids"))
+    out_texts = tuple(_str(t, "trace.output_texts") for t in _list(d["output_texts"], "trace.output_texts"))
+    _need(len(out_ids) == len(out_texts), "trace", "output_ids and output_texts differ in length")
+    return Trace(prompt=_str(d["prompt"], "trace.prompt"),
+                 prompt_ids=tuple(_int(t, "trace.prompt_ids") for t in _list(d["prompt_ids"], "trace.prompt_ids")),
+                 config=d["config"], model_id=_str(d["model_id"], "trace.model_id"), steps=steps,
+                 output_ids=out_ids, output_texts=out_texts, text=_str(d["text"], "trace.text"),
+                 stop_reason=_str(d["stop_reason"], "trace.stop_reason"), meta=meta)

@@ -1,0 +1,315 @@
+"""SBD training: the paper's objective (arXiv 2509.04185, §3 and appendix A), through Accelerate.
+
+Each training sequence ``x`` (length n) is fed twice, as ``[x ; x_masked]`` with the same
+position ids. The clean half learns next-token prediction (shifted). The masked half is
+tiled into blocks of size k; each block sees the clean tokens strictly before it and
+itself bidirectionally, and predicts the original token at each masked slot (no shift).
+One mask rate ~ U(0,1) per sequence, i.i.d. per token; k ~ U{2..16} per step; the two
+losses are summed with no weights.
+
+Runs from scratch (``--preset``) or as a fine-tune of any HF causal LM folder (``--base``),
+single process or ``accelerate launch --num_processes N --cpu`` / on GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+# Model shapes for from-scratch runs. "char-5m" is the recipe measured in
+# shared/reference/proto2_charlevel.md; "test-1m" is for tests and smoke runs.
+PRESETS = {
+    "char-5m": dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=704),
+    "char-10m": dict(hidden_size=320, num_hidden_layers=8, num_attention_heads=5, intermediate_size=896),
+    "test-1m": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=352),
+}
+# Suite families that prototype 2 had not learned after 42 minutes are drawn more often.
+DEFAULT_WEIGHTS = {"add": 3.0, "sorted": 3.0, "max": 1.5, "range": 1.5}
+
+
+def sbd_attention_mask(n: int, block_size: int, device=None) -> torch.Tensor:
+    """The Fig. 9 training mask for ``[clean ; masked]`` of total length 2n: (2n, 2n) bool, True = attend."""
+    q = torch.arange(2 * n, device=device)[:, None]
+    kv = torch.arange(2 * n, device=device)[None, :]
+    clean_q, clean_kv = q < n, kv < n
+    q_block = (q - n) // block_size
+    causal = clean_q & clean_kv & (kv <= q)
+    same_block = ~clean_q & ~clean_kv & (q_block == (kv - n) // block_size)
+    # masked block b sees clean positions [0, b*k): strictly before its own start
+    earlier = ~clean_q & clean_kv & (q_block > kv // block_size)
+    return causal | same_block | earlier
+
+
+def mask_copy(ids: torch.Tensor, mask_id: int, generator: torch.Generator) -> torch.Tensor:
+    """(B, n) ids -> (B, n) bool, True where masked: one rate ~ U(0,1) per row, i.i.d. tokens."""
+    rate = torch.rand(ids.shape[0], 1, generator=generator)
+    return torch.rand(ids.shape, generator=generator) < rate
+
+
+def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator):
+    """Loss on one batch ``seq`` (B, n+1): returns (ntp + matp, ntp, matp), each a token mean."""
+    ids, ntp_labels = seq[:, :-1], seq[:, 1:]  # (B, n) each
+    bsz, n = ids.shape
+    masked = mask_copy(ids, mask_id, generator)  # (B, n)
+    noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+    # A trailing partial block is outside the paper's block set T: no MATP loss there.
+    in_full_block = torch.arange(n) < (n // block_size) * block_size
+    matp_labels = torch.where(masked & in_full_block, ids, torch.full_like(ids, -100))
+    positions = torch.arange(n).repeat(2)[None].expand(bsz, -1)  # (B, 2n): shared position ids
+    attn = sbd_attention_mask(n, block_size)[None, None].expand(bsz, 1, -1, -1)  # (B, 1, 2n, 2n)
+    logits = model(input_ids=torch.cat([ids, noisy], 1).to(model.device),
+                   attention_mask=attn.to(model.device),
+                   position_ids=positions.to(model.device)).logits.float()  # (B, 2n, V)
+    vocab = logits.shape[-1]
+    ntp = F.cross_entropy(logits[:, :n].reshape(-1, vocab), ntp_labels.reshape(-1).to(logits.device))
+    matp_labels = matp_labels.reshape(-1).to(logits.device)
+    if (matp_labels != -100).any():
+        matp = F.cross_entropy(logits[:, n:].reshape(-1, vocab), matp_labels)
+    else:  # a batch with no masked slot in a full block (tiny n): contributes nothing
+        matp = logits.sum() * 0.0
+    return ntp + matp, ntp, matp
+
+
+@dataclass
+class TrainConfig:
+    out: str = "runs/char-5m"
+    preset: str = "char-5m"
+    base: str | None = None
+    seq_len: int = 128
+    batch_size: int = 32
+    lr: float = 1.5e-3
+    min_lr_frac: float = 0.1
+    warmup: int = 100
+    max_steps: int = 6000
+    time_budget_min: float = 0.0  # > 0: the schedule also ends after this many minutes
+    min_block: int = 2
+    max_block: int = 16
+    seed: int = 0
+    code_frac: float = 0.0
+    code_dir: str | None = None
+    ckpt_every_min: float = 10.0
+    probe_per_family: int = 10
+    threads: int = 0
+    bf16: bool = True
+
+    def validate(self):
+        if self.preset not in PRESETS and not self.base:
+            raise ValueError(f"preset: unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
+        if not 1 <= self.min_block <= self.max_block:
+            raise ValueError(f"min_block/max_block: need 1 <= min_block <= max_block, got {self.min_block}, {self.max_block}")
+        for name in ("seq_len", "batch_size", "max_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+
+
+def _new_model(cfg: TrainConfig):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from .data import build_char_tokenizer
+
+    tok = build_char_tokenizer()
+    config = LlamaConfig(vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=True,
+                         rope_theta=10000.0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id, attn_implementation="sdpa", **PRESETS[cfg.preset])
+    torch.manual_seed(cfg.seed)
+    model = LlamaForCausalLM(config)
+    model.config.mask_token_id = tok.mask_token_id
+    return model, tok
+
+
+def _base_model(cfg: TrainConfig):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .model import add_mask_token
+
+    tok = AutoTokenizer.from_pretrained(cfg.base)
+    model = AutoModelForCausalLM.from_pretrained(cfg.base, dtype=torch.float32, attn_implementation="sdpa")
+    add_mask_token(model, tok)
+    return model, tok
+
+
+def _lr_factor(cfg: TrainConfig, step: int, elapsed: float) -> tuple[float, float]:
+    """(lr multiplier, schedule progress in [0, 1]): linear warmup, cosine to ``min_lr_frac``."""
+    progress = step / cfg.max_steps
+    if cfg.time_budget_min > 0:
+        progress = max(progress, elapsed / (60 * cfg.time_budget_min))
+    progress = min(progress, 1.0)
+    if step < cfg.warmup:
+        return (step + 1) / cfg.warmup, progress
+    cos = 0.5 * (1 + math.cos(math.pi * progress))
+    return cfg.min_lr_frac + (1 - cfg.min_lr_frac) * cos, progress
+
+
+def _save_checkpoint(path: Path, model, tok, optimizer, state: dict):
+    """Weights, tokenizer and optimizer moments as safetensors, counters as JSON (no pickle)."""
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    names = {id(p): n for n, p in model.named_parameters()}
+    moments = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            st = optimizer.state.get(p)
+            if st:
+                moments[names[id(p)] + ".exp_avg"] = st["exp_avg"].contiguous()
+                moments[names[id(p)] + ".exp_avg_sq"] = st["exp_avg_sq"].contiguous()
+                state["adam_step"] = float(st["step"])
+    save_file(moments, str(path / "optimizer.safetensors"))
+    tmp = path / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(path / "state.json")  # state.json last: its presence marks a complete checkpoint
+
+
+def _load_checkpoint(path: Path, model, optimizer) -> dict:
+    from safetensors.torch import load_file
+
+    state = json.loads((path / "state.json").read_text())
+    weights = load_file(str(path / "model.safetensors"))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    # Tied embeddings are stored once; anything else missing is a real mismatch.
+    if unexpected or [m for m in missing if "lm_head" not in m]:
+        raise ValueError(f"checkpoint {path}: weights do not match the model ({missing[:3]}, {unexpected[:3]})")
+    if model.config.tie_word_embeddings:
+        model.tie_weights()
+    moments = load_file(str(path / "optimizer.safetensors"))
+    for name, p in model.named_parameters():
+        if name + ".exp_avg" in moments:
+            optimizer.state[p] = {"step": torch.tensor(state["adam_step"]),
+                                  "exp_avg": moments[name + ".exp_avg"],
+                                  "exp_avg_sq": moments[name + ".exp_avg_sq"]}
+    return state
+
+
+def _probe(model, tok, per_family: int) -> dict:
+    """Exact-match accuracy of NTP and SBD (gamma 0.1) on a few held-out suite items."""
+    from . import tasks
+    from .evaluation import evaluate
+    from .model import SBDModel
+
+    sbd = SBDModel(model, tok)
+    suite = tasks.load_suite(split="test", per_family=per_family)
+    ntp = evaluate(sbd, suite, decoder="ntp", measure_speedup=False)
+    eb = evaluate(sbd, suite, gamma=0.1, measure_speedup=False)
+    return {"ntp_acc": ntp["accuracy"], "sbd_acc": eb["accuracy"], "sbd_calls_per_token": eb["calls_per_token"],
+            "ntp_by_family": ntp["by_family"]}
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Train (or resume) into ``cfg.out``; returns the folder holding the final model."""
+    from accelerate import Accelerator
+    from tqdm.auto import tqdm
+
+    from .data import TrainingStream, code_documents
+
+    cfg.validate()
+    acc = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.bf16 else "no")
+    torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // acc.num_processes))
+    out, ckpt = Path(cfg.out), Path(cfg.out) / "checkpoint"
+    model, tok = _base_model(cfg) if cfg.base else _new_model(cfg)
+    mask_id = model.config.mask_token_id
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "config": asdict(cfg)}
+    if (ckpt / "state.json").exists():
+        state = _load_checkpoint(ckpt, model, optimizer)
+        acc.print(f"resumed from {ckpt} at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
+    model, optimizer = acc.prepare(model, optimizer)
+    raw = acc.unwrap_model(model)
+    code = code_documents(cfg.code_dir) if cfg.code_frac > 0 else None
+    stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, DEFAULT_WEIGHTS, code, cfg.code_frac)
+    log_path = out / "train_log.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    acc.print(f"params {sum(p.numel() for p in raw.parameters()):,}; config {json.dumps(asdict(cfg))}")
+
+    step, t0, last_ckpt = state["step"], time.time() - state["elapsed"], time.time()
+    ntp_hist, matp_hist = [], []
+    bar = tqdm(total=cfg.max_steps, initial=step, disable=not acc.is_main_process, mininterval=30)
+    model.train()
+    while True:
+        factor, progress = _lr_factor(cfg, step, time.time() - t0)
+        if progress >= 1.0:
+            break
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * factor
+        # Block size and mask draws depend only on (seed, step): a resumed run continues exactly.
+        k = random.Random(f"{cfg.seed}-k-{step}").randint(cfg.min_block, cfg.max_block)
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step * 101 + acc.process_index)
+        with acc.autocast():
+            loss, ntp, matp = sbd_loss(model, stream.batch(step, cfg.batch_size), mask_id, k, gen)
+        acc.backward(loss)
+        acc.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        state["tokens"] += cfg.batch_size * cfg.seq_len * acc.num_processes
+        ntp_hist.append(ntp.item())
+        matp_hist.append(matp.item())
+        bar.update(1)
+        if step % 25 == 0 and acc.is_main_process:
+            rec = {"step": step, "min": round((time.time() - t0) / 60, 2), "lr": cfg.lr * factor,
+                   "ntp": sum(ntp_hist[-25:]) / 25, "matp": sum(matp_hist[-25:]) / 25, "tokens": state["tokens"]}
+            bar.write(json.dumps(rec))
+            with log_path.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+        if time.time() - last_ckpt > 60 * cfg.ckpt_every_min:
+            last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model)
+    bar.close()
+    _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model)
+    if acc.is_main_process:
+        raw.save_pretrained(out / "final")
+        tok.save_pretrained(out / "final")
+    acc.wait_for_everyone()
+    return out / "final"
+
+
+def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model) -> float:
+    state.update(step=step, elapsed=time.time() - t0)
+    if acc.is_main_process:
+        _save_checkpoint(ckpt, raw, tok, optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer,
+                         state)
+        if cfg.probe_per_family > 0:
+            model.eval()
+            try:
+                rec = {"step": step, "probe": _probe(raw, tok, cfg.probe_per_family)}
+            except Exception as exc:  # the probe must never kill a long run
+                rec = {"step": step, "probe_error": repr(exc)}
+            model.train()
+            acc.print(json.dumps(rec))
+            with log_path.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+    acc.wait_for_everyone()
+    return time.time()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    for name, default in asdict(TrainConfig()).items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        else:
+            kind = type(default) if default is not None else str
+            p.add_argument(flag, type=kind, default=default)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="sbd-viz train", description=__doc__.split("\n")[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    print(train(TrainConfig(**vars(args))))
+
+
+if __name__ == "__main__":
+    main()

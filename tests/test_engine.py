@@ -1,0 +1,249 @@
+"""The decoding engine: exact KV cache on several architectures, decode invariants, errors."""
+
+import math
+
+import pytest
+import torch
+
+import sbd_viz as sv
+from sbd_viz.data import build_char_tokenizer
+
+from conftest import tiny_model
+
+
+def _reference_logits(model, final_ids, block_ids):
+    """An uncached forward of [final ; block] with the paper's inference mask (Fig. 10)."""
+    n, k = len(final_ids), len(block_ids)
+    rows = torch.arange(n + k)[:, None]
+    cols = torch.arange(n + k)[None, :]
+    mask = ((cols <= rows) | (rows >= n))[None, None]
+    with torch.no_grad():
+        out = model.model(input_ids=torch.tensor([final_ids + block_ids]), attention_mask=mask,
+                          position_ids=torch.arange(n + k)[None])
+    return out.logits[0, -k:].float()
+
+
+def _prefill_keys(model, ids):
+    cache = model.new_cache()
+    with torch.no_grad():
+        model.model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+    return [layer.keys for layer in cache.layers]
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gpt_neox", "mistral"])
+def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
+    model = tiny_model(arch, seed=1)
+    final: list[int] = []  # tokens that entered the cache, in order
+    worst = {"logits": 0.0, "cache": 0.0, "calls": 0}
+    real_call = sv.SBDModel.block_call
+
+    def checked_call(self, cache, new_ids, block_ids):
+        expected = _reference_logits(self, final + list(new_ids), list(block_ids))
+        got = real_call(self, cache, new_ids, block_ids)
+        final.extend(new_ids)
+        worst["logits"] = max(worst["logits"], float((got - expected).abs().max()))
+        assert cache.get_seq_length() == len(final)
+        for cached, ref in zip((layer.keys for layer in cache.layers), _prefill_keys(self, final)):
+            worst["cache"] = max(worst["cache"], float((cached - ref).abs().max()))
+        worst["calls"] += 1
+        return got
+
+    monkeypatch.setattr(sv.SBDModel, "block_call", checked_call)
+    trace = sv.decode(model, "assert 1 + 2 == ", solver="top_k", gamma=2, block_size=5, max_new_tokens=17)
+    assert worst["calls"] == trace.nfe >= 9  # blocks of 5, 5, 5, 2 at two slots per call
+    assert trace.n_blocks == 4
+    assert worst["logits"] <= 1e-4, worst
+    assert worst["cache"] <= 1e-4, worst
+
+
+def test_bidirectional_block_really_sees_itself(tiny):
+    """Changing one committed slot changes the other slots' predictions (the mask is applied)."""
+    ids = tiny.encode("assert 3 == ")
+    m = tiny.mask_token_id
+    a = tiny.block_call(tiny.new_cache(), ids, [m, m, m, m])
+    b = tiny.block_call(tiny.new_cache(), ids, [m, m, m, 30])
+    assert float((a[0] - b[0]).abs().max()) > 1e-4
+
+
+def test_failed_call_leaves_cache_untouched(tiny, monkeypatch):
+    cache = tiny.new_cache()
+    m = tiny.mask_token_id
+    tiny.block_call(cache, tiny.encode("assert 1 == "), [m, m, m])
+    before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+    attn = tiny.model.model.layers[1].self_attn
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom in layer 1")
+
+    monkeypatch.setattr(attn, "forward", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        tiny.block_call(cache, [40, 41], [m, m, m])  # layer 0 has already appended its K/V by then
+    monkeypatch.undo()
+    assert len(cache.layers) == len(before)
+    for layer, (k, v) in zip(cache.layers, before):
+        assert torch.equal(layer.keys, k) and torch.equal(layer.values, v)
+    tiny.block_call(cache, [40, 41], [m, m, m])  # and the cache still works
+    assert cache.get_seq_length() == len(tiny.encode("assert 1 == ")) + 2
+
+
+class ScriptedModel(sv.SBDModel):
+    """Predicts a fixed script; right-hand slots of a block are the most confident, which
+    makes the entropy rules fill gaps. Lets decode logic be tested without a trained model."""
+
+    def __init__(self, script: str):
+        super().__init__(tiny_model("llama").model, build_char_tokenizer(), name="scripted")
+        self.script = script
+        self.calls = 0
+
+    class _Cache:
+        def __init__(self):
+            self.n = 0
+
+        def get_seq_length(self):
+            return self.n
+
+    def new_cache(self):
+        return self._Cache()
+
+    def block_call(self, cache, new_ids, block_ids):
+        cache.n += len(new_ids)
+        self.calls += 1
+        vocab = self.tokenizer.get_vocab()
+        logits = torch.zeros(len(block_ids), len(vocab))
+        gen_start = cache.n - self.prompt_len
+        for slot in range(len(block_ids)):
+            pos = gen_start + slot
+            char = self.script[pos] if pos < len(self.script) else " "
+            logits[slot, vocab[char]] = 4.0 + slot  # sharper to the right: low entropy there
+        return logits
+
+
+def _scripted(script, prompt="go: "):
+    model = ScriptedModel(script)
+    model.prompt_len = len(model.encode(prompt))
+    return model, prompt
+
+
+def test_decode_invariants_and_gap_fills():
+    model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz0123456789")
+    trace = sv.decode(model, prompt, gamma=0.5, block_size=8, max_new_tokens=20)
+    assert trace.text == "abcdefghijklmnopqrst"
+    assert trace.nfe == len(trace.steps) == model.calls
+    assert [s.call for s in trace.steps] == list(range(trace.nfe))
+    # every block is complete before the next starts; each slot committed exactly once
+    for b in range(trace.n_blocks):
+        steps = trace.block_steps(b)
+        slots = [c.slot for s in steps for c in s.commits]
+        assert sorted(slots) == list(range(steps[0].block_size))
+        assert all(s.commits for s in steps)
+        later = [s.call for s in trace.steps if s.block > b]
+        assert not later or min(later) > max(s.call for s in steps)
+    # the trace reproduces the text from its commits
+    rebuilt = {}
+    for s in trace.steps:
+        for c in s.commits:
+            rebuilt[s.block_start + c.slot] = c.text
+    assert "".join(rebuilt[p] for p in sorted(rebuilt)) == trace.text
+    assert trace.gap_fills(), "right-confident script should cause gap fills"
+    for g in trace.gap_fills():
+        assert g.state.count("<m>") == g.gap
+
+
+def test_gap_free_and_left_to_right_never_fill_gaps():
+    model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
+    for kwargs in (dict(gamma=0.5, gap_free=True), dict(solver="left_to_right"), dict(gamma=100.0, gap_free=True)):
+        trace = sv.decode(model, prompt, block_size=8, max_new_tokens=16, **kwargs)
+        assert trace.text == "abcdefghijklmnop"
+        assert trace.gap_fills() == []
+    assert sv.decode(model, prompt, solver="left_to_right", block_size=8, max_new_tokens=16).nfe == 16
+
+
+def test_stop_string_ends_early_and_truncates():
+    model, prompt = _scripted("12\n456789abcdefgh")
+    trace = sv.decode(model, prompt, solver="left_to_right", block_size=8, max_new_tokens=16, stop="\n")
+    assert trace.text == "12\n" and trace.stop_reason == "stop"
+    assert trace.nfe == 3  # slots after the newline are never decoded
+    big = sv.decode(model, prompt, gamma=100.0, block_size=8, max_new_tokens=16, stop=["\n"])
+    assert big.text == "12\n" and big.nfe == 1
+
+
+def test_eos_stops():
+    model, prompt = _scripted("ab_cd")
+    vocab = model.tokenizer.get_vocab()
+    original = model.block_call
+
+    def with_eos(cache, new_ids, block_ids):
+        logits = original(cache, new_ids, block_ids)
+        gen_start = cache.n - model.prompt_len
+        for slot in range(len(block_ids)):
+            if gen_start + slot == 2:
+                logits[slot] = 0
+                logits[slot, vocab["<|endoftext|>"]] = 9.0
+        return logits
+
+    model.block_call = with_eos
+    trace = sv.decode(model, prompt, solver="left_to_right", block_size=4, max_new_tokens=8)
+    assert trace.stop_reason == "eos" and trace.text == "ab" and trace.n_tokens == 3
+
+
+def test_temperature_sampling_is_seeded(tiny):
+    a = sv.decode(tiny, "x = ", temperature=1.0, seed=3, max_new_tokens=12, block_size=4)
+    b = sv.decode(tiny, "x = ", temperature=1.0, seed=3, max_new_tokens=12, block_size=4)
+    c = sv.decode(tiny, "x = ", temperature=1.0, seed=4, max_new_tokens=12, block_size=4)
+    assert a.output_ids == b.output_ids
+    assert a.output_ids != c.output_ids
+
+
+def test_ntp_baseline_is_greedy_one_token_per_call(tiny):
+    trace = sv.decode_ntp(tiny, "assert 7 == ", max_new_tokens=10)
+    assert trace.nfe == trace.n_tokens == 10
+    ids = tiny.encode("assert 7 == ")
+    for tok in trace.output_ids:  # uncached greedy, token by token
+        with torch.no_grad():
+            nxt = int(tiny.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+        assert nxt == tok
+        ids.append(nxt)
+    assert all(s.slots[0].top[0].token_id == s.commits[0].token_id for s in trace.steps)
+
+
+def test_missing_mask_token_names_the_fix():
+    model = tiny_model("llama")
+    model.model.config.mask_token_id = None
+    tok = build_char_tokenizer()
+    tok.mask_token = None
+    bare = sv.SBDModel(model.model, tok)
+    with pytest.raises(sv.MaskTokenError, match="add_mask_token"):
+        sv.decode(bare, "hi")
+    assert sv.decode_ntp(bare, "hi", max_new_tokens=2).n_tokens == 2
+
+
+def test_add_mask_token_survives_save_and_reload(tmp_path):
+    model = tiny_model("qwen2")
+    tok = build_char_tokenizer()
+    tok.mask_token = None
+    model.model.config.mask_token_id = None
+    tok.add_special_tokens({"additional_special_tokens": []})
+    mask_id = sv.add_mask_token(model.model, tok, token="<|MASK2|>")
+    assert mask_id == len(tok) - 1 and model.model.get_input_embeddings().weight.shape[0] == len(tok)
+    model.model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    again = sv.load_model(tmp_path)
+    assert again.mask_token_id == mask_id
+    assert sv.decode(again, "ab", max_new_tokens=3, block_size=3).n_tokens == 3
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(block_size=0), "block_size"), (dict(block_size=65), "block_size"), (dict(gamma=math.nan), "gamma"),
+    (dict(gamma=-1.0), "gamma"), (dict(solver="nope"), "solver"), (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(temperature=-0.5), "temperature"), (dict(stop=[""]), "stop"), (dict(solver="top_k", gamma=0.5), "gamma"),
+])
+def test_bad_arguments_name_themselves(tiny, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        sv.decode(tiny, "hi", **kwargs)
+
+
+def test_bad_prompt_and_model(tiny):
+    with pytest.raises(ValueError, match="prompt"):
+        sv.decode(tiny, "")
+    with pytest.raises(TypeError, match="model"):
+        sv.decode("not a model", "hi")
