@@ -97,6 +97,7 @@ class TrainConfig:
     code_frac: float = 0.0
     code_dir: str | None = None
     ckpt_every_min: float = 10.0
+    log_every: int = 25
     probe_per_family: int = 10
     threads: int = 0
     bf16: bool = True
@@ -106,7 +107,7 @@ class TrainConfig:
             raise ValueError(f"preset: unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
         if not 1 <= self.min_block <= self.max_block:
             raise ValueError(f"min_block/max_block: need 1 <= min_block <= max_block, got {self.min_block}, {self.max_block}")
-        for name in ("seq_len", "batch_size", "max_steps"):
+        for name in ("seq_len", "batch_size", "max_steps", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
 
@@ -212,7 +213,10 @@ def train(cfg: TrainConfig) -> Path:
 
     from .data import TrainingStream, code_documents
 
+    from transformers.utils import logging as hf_logging
+
     cfg.validate()
+    hf_logging.disable_progress_bar()  # per-save progress bars would flood the training log
     acc = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.bf16 else "no")
     torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // acc.num_processes))
     out, ckpt = Path(cfg.out), Path(cfg.out) / "checkpoint"
@@ -258,9 +262,10 @@ def train(cfg: TrainConfig) -> Path:
         ntp_hist.append(ntp.item())
         matp_hist.append(matp.item())
         bar.update(1)
-        if step % 25 == 0 and acc.is_main_process:
+        if step % cfg.log_every == 0 and acc.is_main_process:
+            n = cfg.log_every
             rec = {"step": step, "min": round((time.time() - t0) / 60, 2), "lr": cfg.lr * factor,
-                   "ntp": sum(ntp_hist[-25:]) / 25, "matp": sum(matp_hist[-25:]) / 25, "tokens": state["tokens"]}
+                   "ntp": sum(ntp_hist[-n:]) / n, "matp": sum(matp_hist[-n:]) / n, "tokens": state["tokens"]}
             bar.write(json.dumps(rec))
             with log_path.open("a") as f:
                 f.write(json.dumps(rec) + "\n")

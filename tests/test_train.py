@@ -1,0 +1,96 @@
+"""The SBD training objective: the Fig. 9 mask, the masked copy, the losses, a real step, resume."""
+
+import json
+
+import pytest
+import torch
+
+from sbd_viz import data, tasks, train
+
+
+def test_attention_mask_matches_fig9():
+    n, k = 8, 3
+    m = train.sbd_attention_mask(n, k)
+    for q in range(2 * n):
+        for kv in range(2 * n):
+            if q < n:  # clean half: causal, never sees the masked half
+                want = kv < n and kv <= q
+            elif kv >= n:  # masked half, same block: bidirectional
+                want = (q - n) // k == (kv - n) // k
+            else:  # masked block b sees clean tokens strictly before its start b*k
+                want = kv < ((q - n) // k) * k
+            assert bool(m[q, kv]) == want, (q, kv)
+
+
+def test_mask_rate_is_one_uniform_draw_per_sequence():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.zeros(400, 256, dtype=torch.long)
+    rates = train.mask_copy(ids, 1, g).float().mean(1)
+    # per-row rates spread over (0, 1) like U(0,1): mean ~0.5, sd ~0.29
+    assert abs(rates.mean().item() - 0.5) < 0.05 and abs(rates.std().item() - 0.289) < 0.04
+
+
+def test_loss_parts_and_gradient_flow():
+    tok = data.build_char_tokenizer()
+    model, _ = train._new_model(train.TrainConfig(preset="test-1m"))
+    seq = data.TrainingStream(tok, seq_len=32, seed=1).batch(0, 4)
+    loss, ntp, matp = train.sbd_loss(model, seq, tok.mask_token_id, 4, torch.Generator().manual_seed(0))
+    assert torch.isclose(loss, ntp + matp)  # summed, no weights
+    # a random-init model is near uniform over the 100-token vocabulary
+    assert 3.5 < ntp.item() < 5.5 and 3.5 < matp.item() < 5.5
+    loss.backward()
+    assert model.model.embed_tokens.weight.grad.abs().sum() > 0
+
+
+def test_masked_half_cannot_leak_into_clean_half():
+    """Changing a masked-copy token must not change any clean-half logit (no NTP leak)."""
+    model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
+    n, k = 16, 4
+    ids = torch.randint(3, 90, (1, n))
+    noisy = ids.clone()
+    attn = train.sbd_attention_mask(n, k)[None, None]
+    pos = torch.arange(n).repeat(2)[None]
+    with torch.no_grad():
+        a = model(input_ids=torch.cat([ids, noisy], 1), attention_mask=attn, position_ids=pos).logits
+        noisy[0, 5] = 1
+        b = model(input_ids=torch.cat([ids, noisy], 1), attention_mask=attn, position_ids=pos).logits
+    assert torch.allclose(a[0, :n], b[0, :n])
+    assert not torch.allclose(a[0, n + 4:n + 8], b[0, n + 4:n + 8])  # its own block does see it
+    assert torch.allclose(a[0, n + 8:], b[0, n + 8:])  # later blocks see only the clean half
+
+
+def test_training_data_never_contains_test_lines():
+    import random
+
+    test_lines = {i.line for i in tasks.load_suite(split="test", per_family=40)}
+    rng = random.Random(5)
+    for _ in range(300):
+        for line in tasks.training_document(rng, train.DEFAULT_WEIGHTS).splitlines():
+            assert line not in test_lines and not tasks.is_test_line(line)
+
+
+def test_short_run_learns_saves_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    cfg = dict(out=str(out), preset="test-1m", seq_len=48, batch_size=8, max_steps=30, warmup=5, lr=3e-3,
+               probe_per_family=0, ckpt_every_min=0.0, log_every=5)
+    final = train.train(train.TrainConfig(**cfg))
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    losses = [r["ntp"] for r in log if "ntp" in r]
+    assert losses[-1] < losses[0] - 0.3, losses  # it learns
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    assert state["step"] == 30
+    import sbd_viz as sv
+
+    model = sv.load_model(final)
+    assert model.mask_token_id == 1
+    assert sv.decode(model, "assert 1 == ", max_new_tokens=4, block_size=4).n_tokens == 4
+    # resume: continues from step 30 to 40 instead of starting over
+    train.train(train.TrainConfig(**{**cfg, "max_steps": 40}))
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["step"] == 40
+
+
+def test_bad_config_names_the_field():
+    with pytest.raises(ValueError, match="preset"):
+        train.TrainConfig(preset="huge").validate()
+    with pytest.raises(ValueError, match="min_block"):
+        train.TrainConfig(min_block=5, max_block=2).validate()
