@@ -1,0 +1,307 @@
+"""Figures drawn from hand-made traces: no model, no browser."""
+
+
+import plotly.graph_objects as go
+import pytest
+from plotly.offline import get_plotlyjs
+
+from sbd_viz.plots import (STATE_COLORS, STATES, block_fill, calls_timeline, compare, entropy_heatmap,
+                           first_difference, save_html, trace_html, tradeoff)
+from sbd_viz.trace import Candidate, Commit, SlotView, Step, Trace
+
+TOKENS = [" the", "\n", "x", "<b>", "=", " 4", "  ", "ok"]
+
+
+def token(pos: int) -> str:
+    return TOKENS[pos % len(TOKENS)]
+
+
+def entropy(call: int, slot: int) -> float:
+    return round(0.1 * (slot + 1) + 0.05 * call, 4)
+
+
+def make_trace(schedule, k=4, decoder="sbd", prompt="Q: 2 + 2?\nA:") -> Trace:
+    """``schedule[block][step]`` lists the slots committed at that step; every slot gets committed."""
+    prompt_ids = tuple(range(100, 100 + len(prompt)))
+    steps, call = [], 0
+    for block, block_schedule in enumerate(schedule):
+        start = len(prompt_ids) + block * k
+        masked = list(range(k))
+        for j, slots in enumerate(block_schedule):
+            views = tuple(SlotView(s, entropy(call, s), (Candidate(start + s, token(start + s), 0.6),
+                                                         Candidate(7, f"alt{start + s}", 0.25)))
+                          for s in masked)
+            after = [s for s in masked if s not in slots]
+            commits = tuple(Commit(slot=s, token_id=start + s, text=token(start + s), prob=0.6,
+                                   entropy=entropy(call, s), gap=sum(1 for m in after if m < s))
+                            for s in sorted(slots))
+            steps.append(Step(call=call, block=block, block_start=start, block_size=k, step=j,
+                              masked=tuple(masked), slots=views, commits=commits, wall_time=0.01))
+            masked, call = after, call + 1
+        assert not masked, "schedule must commit every slot"
+    n = len(schedule) * k
+    positions = range(len(prompt_ids), len(prompt_ids) + n)
+    texts = tuple(token(p) for p in positions)
+    config = dict(decoder=decoder, solver=None if decoder == "ntp" else "eb",
+                  gamma=None if decoder == "ntp" else 0.5, block_size=k)
+    return Trace(prompt=prompt, prompt_ids=prompt_ids, config=config, model_id="toy", steps=tuple(steps),
+                 output_ids=tuple(positions), output_texts=texts, text="".join(texts), stop_reason="length")
+
+
+@pytest.fixture
+def gap_trace():
+    # block 0: slots 0,1 then 3 (gap: slot 2 still masked) then 2; block 1: in order.
+    return make_trace([[[0, 1], [3], [2]], [[0, 1, 2, 3]]])
+
+
+@pytest.fixture
+def multi_trace():
+    return make_trace([[[0], [1, 2], [3]], [[0, 2], [1], [3]], [[0, 1, 2, 3]], [[0], [1], [2], [3]]])
+
+
+@pytest.fixture
+def gapless_trace():
+    return make_trace([[[0, 1], [2, 3]], [[0], [1, 2, 3]]])
+
+
+@pytest.fixture
+def ntp_trace():
+    return make_trace([[[0]] for _ in range(20)], k=1, decoder="ntp")
+
+
+def expected_state(trace, block, slot, call):
+    steps = trace.block_steps(block)
+    if steps[0].call > call:
+        return "future"
+    for s in steps:
+        if slot in s.committed_slots:
+            return "done" if s.call < call else "now" if s.call == call else "masked"
+    return "masked"
+
+
+def resolve(fig, i):
+    """The full state of frame ``i`` as {trace index: trace}, resolving baseframes as plotly.js does."""
+    by_name = {f.name: f for f in fig.frames}
+    chain, frame = [], fig.frames[i]
+    while frame is not None:
+        chain.append(frame)
+        frame = by_name[frame.baseframe] if frame.baseframe is not None else None
+    state = {}
+    for frame in reversed(chain):
+        state.update(zip(frame.traces, frame.data))
+    return state
+
+
+def frame_cells(fig, i=None):
+    """{(block, slot): (state, row, col)} of frame ``i`` (the figure's initial view if None)."""
+    rows = fig.layout.meta["rows"]
+    traces = dict(enumerate(fig.data)) if i is None else resolve(fig, i)
+    cells = {}
+    for r in range(rows):
+        heat = traces[r]
+        assert list(heat.y) == [r]
+        for c, cell in enumerate(heat.customdata[0]):
+            if cell is not None:
+                state, block, slot = cell
+                cells[(block, slot)] = (state, r, c)
+    return cells
+
+
+def outlined(fig, i=None):
+    """{(block, slot, call)} of the gap-fill outlines drawn in frame ``i`` (the initial view if None)."""
+    rows = fig.layout.meta["rows"]
+    traces = dict(enumerate(fig.data)) if i is None else resolve(fig, i)
+    return {tuple(t) for r in range(rows) for t in traces[rows + r].customdata if t is not None}
+
+
+def cell_attr(fig, i, block, slot, attr):
+    _, r, c = frame_cells(fig, i)[(block, slot)]
+    return getattr(resolve(fig, i)[r], attr)[0][c]
+
+
+# -- block fill ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["gap_trace", "multi_trace", "gapless_trace", "ntp_trace"])
+def test_block_fill_frames_match_trace(name, request):
+    trace = request.getfixturevalue(name)
+    fig = block_fill(trace)
+    assert len(fig.frames) == trace.nfe
+    assert [f.name for f in fig.frames] == [str(s.call) for s in trace.steps]
+    k = trace.steps[0].block_size
+    for i, step in enumerate(trace.steps):
+        cells = frame_cells(fig, i)
+        assert set(cells) == {(b, s) for b in range(trace.n_blocks) for s in range(k)}
+        for (block, slot), (state, _, _) in cells.items():
+            assert state in STATES
+            assert state == expected_state(trace, block, slot, step.call), (step.call, block, slot)
+    # The colour is the state: z sits in the state's band of the shared colour scale.
+    bands = {"future": (0, 1), "done": (1, 2), "now": (2, 3), "masked": (3, 4)}
+    last = trace.nfe - 1
+    for (block, slot), (state, r, c) in frame_cells(fig, last).items():
+        low, high = bands[state]
+        assert low < resolve(fig, last)[r].z[0][c] < high
+    # The slider and play buttons drive the frames.
+    assert [s.label for s in fig.layout.sliders[0].steps] == [f"call {s.call}" for s in trace.steps]
+    labels = [b.label for b in fig.layout.updatemenus[0].buttons]
+    assert any("play" in label for label in labels) and any("pause" in label for label in labels)
+
+
+def test_block_fill_one_row_per_block(multi_trace):
+    fig = block_fill(multi_trace)
+    assert frame_cells(fig) == frame_cells(fig, multi_trace.nfe - 1)  # first view = finished decode
+    cells = frame_cells(fig, multi_trace.nfe - 1)
+    assert {(b, s): (r, c) for (b, s), (_, r, c) in cells.items()} == \
+        {(b, s): (b, s) for b in range(4) for s in range(4)}
+    assert fig.layout.height > block_fill(make_trace([[[0, 1, 2, 3]]])).layout.height
+
+
+def test_block_fill_frames_are_incremental(multi_trace, ntp_trace):
+    for trace in (multi_trace, ntp_trace):
+        fig = block_fill(trace)
+        rows = fig.layout.meta["rows"]
+        assert sorted(fig.frames[0].traces) == list(range(2 * rows))
+        for i, frame in enumerate(fig.frames[1:], start=1):
+            assert frame.baseframe == str(i - 1)
+            assert len(frame.traces) <= 4  # this call's row and the previous call's row, with their outlines
+
+
+def test_block_fill_gap_outlines(gap_trace, gapless_trace):
+    fig = block_fill(gap_trace)
+    fills = {(g.block, g.slot, g.call) for g in gap_trace.gap_fills()}
+    assert fills == {(0, 3, 1)}
+    for i, step in enumerate(gap_trace.steps):
+        assert outlined(fig, i) == {f for f in fills if f[2] <= step.call}
+    assert outlined(fig) == fills  # the initial view is the finished decode
+    gapless = block_fill(gapless_trace)
+    assert all(outlined(gapless, i) == set() for i in range(gapless_trace.nfe))
+
+
+def test_block_fill_text_hover_and_counters(gap_trace):
+    fig = block_fill(gap_trace)
+    # After call 0 slot 2 of block 0 is still masked: its hover lists the candidates with probabilities.
+    hover = cell_attr(fig, 0, 0, 2, "hovertext")
+    pos = gap_trace.steps[0].block_start + 2
+    assert "still masked" in hover and f"{entropy(0, 2):.3f}" in hover
+    assert "alt" + str(pos) in hover and "0.600" in hover and "0.250" in hover
+    # Committed cells show their token with whitespace made visible and HTML escaped.
+    last = gap_trace.nfe - 1
+    texts = [cell_attr(fig, last, b, s, "text") for b, s in frame_cells(fig, last)]
+    assert "␣the" in texts and "⏎" in texts and "&lt;b&gt;" in texts and "▒" not in texts
+    assert cell_attr(fig, 0, 0, 2, "text") == "▒"
+    hovers = "".join(cell_attr(fig, last, b, s, "hovertext") for b, s in frame_cells(fig, last))
+    assert "<b>&lt;b&gt;</b>" in hovers and "<b><b>" not in hovers
+    last_title = fig.frames[-1].layout.title.text
+    assert f"{gap_trace.nfe}/{gap_trace.nfe} calls · {gap_trace.n_tokens} tokens" in last_title
+    assert f"{gap_trace.tokens_per_call:.2f} tokens/call" in last_title
+
+
+def test_block_fill_legend_and_max_blocks(multi_trace):
+    fig = block_fill(multi_trace)
+    legend = " ".join(a.text for a in fig.layout.annotations)
+    for label in ("committed before", "committed in this call", "still masked", "not started", "gap fill"):
+        assert label in legend
+    assert STATE_COLORS["done"] in legend and STATE_COLORS["now"] in legend
+    first_two = block_fill(multi_trace, max_blocks=2)
+    assert len(first_two.frames) == multi_trace.nfe
+    assert {b for b, _ in frame_cells(first_two, multi_trace.nfe - 1)} == {0, 1}
+    last_one = block_fill(multi_trace, max_blocks=1, last=True)
+    assert {b for b, _ in frame_cells(last_one, multi_trace.nfe - 1)} == {3}
+    with pytest.raises(ValueError, match="max_blocks"):
+        block_fill(multi_trace, max_blocks=0)
+
+
+# -- other figures --------------------------------------------------------------------
+def test_entropy_heatmap_values(gap_trace):
+    fig = entropy_heatmap(gap_trace, block=0)
+    entropies = fig.data[0].customdata
+    for r, step in enumerate(gap_trace.block_steps(0)):
+        for slot in range(4):
+            view = step.slot_view(slot)
+            assert entropies[r][slot] == (view.entropy if view else None)
+    gap_tags = {tuple(t) for t in fig.data[1].customdata if t is not None}
+    assert gap_tags == {(0, 3, 1)}
+    for bad in (5, -1, True, "0"):
+        with pytest.raises(ValueError, match="block"):
+            entropy_heatmap(gap_trace, block=bad)
+
+
+def test_calls_timeline(multi_trace, ntp_trace):
+    for fig in (calls_timeline(multi_trace), calls_timeline(multi_trace, ntp_trace=ntp_trace)):
+        line = next(t for t in fig.data if t.name == "tokens so far")
+        assert line.y[-1] == multi_trace.n_tokens and len(line.x) == multi_trace.nfe + 1
+        bars = [t for t in fig.data if isinstance(t, go.Bar)]
+        assert sum(v or 0 for b in bars for v in b.y) == multi_trace.n_tokens
+    ntp_line = next(t for t in calls_timeline(multi_trace, ntp_trace).data if t.name == "NTP run")
+    assert ntp_line.y[-1] == ntp_trace.n_tokens
+
+
+RESULTS = [
+    dict(solver="eb", gamma=0.1, accuracy=0.80, calls_per_token=0.8),
+    dict(solver="eb", gamma=0.5, accuracy=0.74, calls_per_token=0.5),
+    dict(solver="eb", gamma=1.0, accuracy=0.60, calls_per_token=0.3),
+    dict(solver="eb", gamma=0.5, accuracy=0.78, calls_per_token=0.6, gap_free=True),
+    dict(solver="topk", gamma=2, accuracy=0.70, calls_per_token=0.5),
+    dict(solver="ntp", gamma=None, accuracy=0.82, calls_per_token=1.0),
+]
+
+
+def test_tradeoff_rules_and_current():
+    fig = tradeoff(RESULTS, current=dict(solver="eb", gamma=0.5))
+    rules = [t for t in fig.data if t.meta and t.meta["role"] == "rule"]
+    assert sorted(t.name for t in rules) == ["eb", "eb · gap-free", "topk"]
+    eb = next(t for t in rules if t.name == "eb")
+    assert list(eb.x) == sorted(eb.x) and len(eb.x) == 3
+    current = next(t for t in fig.data if t.name == "current setting")
+    assert sorted(zip(current.x, current.y)) == sorted([(2.0, 0.74), (1 / 0.6, 0.78)])
+    assert any(t.name == "NTP" for t in fig.data)
+    only_plain = tradeoff(RESULTS, current=dict(solver="eb", gamma=0.5, gap_free=False))
+    assert list(next(t for t in only_plain.data if t.name == "current setting").y) == [0.74]
+    with pytest.raises(ValueError, match="current"):
+        tradeoff(RESULTS, current=dict(solver="eb", gamma=9))
+    with pytest.raises(ValueError, match="x"):
+        tradeoff(RESULTS, x="speedup_wall")
+    with pytest.raises(ValueError, match="results"):
+        tradeoff([dict(solver="eb", gamma=1)])
+
+
+# -- comparing two runs ---------------------------------------------------------------
+@pytest.mark.parametrize("a, b, expected", [
+    ("abc", "abc", None), ("abc", "abd", 2), ("abc", "abcd", 3), ("", "x", 0), ("x", "", 0), ("", "", None),
+])
+def test_first_difference(a, b, expected):
+    assert first_difference(a, b) == expected
+
+
+def test_compare_marks_first_difference(multi_trace, ntp_trace):
+    fig = compare(multi_trace, ntp_trace, labels=("SBD", "NTP"))
+    joined = ["".join(t.output_texts) for t in (multi_trace, ntp_trace)]
+    diff = first_difference(*joined)
+    assert fig.layout.meta["first_difference"] == diff
+    heat = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert len(heat) == 2
+    # each token's colour = how many tokens its call committed
+    calls = multi_trace.token_calls()
+    values = [v for row in heat[0].z for v in row if v is not None]
+    assert values == [calls.count(c) for c in calls]
+    same = compare(multi_trace, multi_trace)
+    assert same.layout.meta["first_difference"] is None
+
+
+# -- HTML ---------------------------------------------------------------------------------
+def test_html_is_offline(gap_trace, tmp_path):
+    path = tmp_path / "trace.html"
+    page = save_html(gap_trace, path)
+    assert path.read_text(encoding="utf-8") == page
+    library = get_plotlyjs()[:300]
+    assert '<script src="http' not in page and "<script src='http" not in page
+    assert page.count(library) == 1
+    assert "gap fills" in page and "Q: 2 + 2?" in page
+    fragment = trace_html(gap_trace)
+    assert fragment.count(library) == 1 and '<script src="http' not in fragment
+    assert save_html(entropy_heatmap(gap_trace)).count(library) == 1
+    with pytest.raises(ValueError, match="trace_or_fig"):
+        save_html("not a trace")
+    empty = Trace(prompt="p", prompt_ids=(1,), config={}, model_id="toy", steps=(), output_ids=(),
+                  output_texts=(), text="", stop_reason="length")
+    assert "prompt" in trace_html(empty)  # a notebook repr must not raise
+    with pytest.raises(ValueError, match="trace"):
+        block_fill(empty)
