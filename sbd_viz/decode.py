@@ -86,6 +86,14 @@ def _stop_index(model: SBDModel, ids: list[int], first: int, stop: tuple[str, ..
     return None
 
 
+def _ends_output(model: SBDModel, token_id: int, stop: tuple[str, ...]) -> bool:
+    """Whether this one token ends the output by itself (EOS, or a token containing a stop string)."""
+    if token_id == model.eos_token_id:
+        return True
+    text = model.token_text(token_id)
+    return any(st in text for st in stop)
+
+
 def _slot_views(model: SBDModel, masked, probs, entropy, top_n) -> tuple[SlotView, ...]:
     top_p, top_i = torch.topk(probs, min(top_n, probs.shape[-1]), dim=-1)  # (m, n)
     return tuple(
@@ -141,6 +149,11 @@ def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = Non
             yield Step(call=call, block=block, block_start=start, block_size=k, step=step, masked=tuple(masked),
                        slots=views, commits=tuple(commits), wall_time=time.perf_counter() - t0, n_input=n_input)
             call, step, masked = call + 1, step + 1, still
+            # "Generate until": once a slot holds a stop token, slots right of it can never reach the
+            # output, so they are no longer decoded (on short answers they would cost whole calls).
+            ends = [s for s in range(k) if s not in masked and _ends_output(model, tokens[s], config.stop)]
+            if ends:
+                masked = [s for s in masked if s < ends[0]]
             # Finish early once the block's committed prefix holds a stop: later slots would be discarded.
             prefix = next((s for s in range(k) if s in masked), k)
             if prefix > done_prefix:

@@ -30,9 +30,11 @@ def _summarise(rows: list[dict], prefix: str = "") -> dict:
 
 def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = "entropy_bounded", gamma: float = 0.1,
              block_size: int = 16, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
-             measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False) -> dict:
+             measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
+             stop: tuple[str, ...] = STOP) -> dict:
     """Decode every suite item and score it.
 
+    ``stop``: stop strings (default: the end of the line, where an assert's answer ends).
     Returns a dict: ``accuracy``, ``by_family`` (accuracy per family), ``calls_per_token``,
     ``tokens_per_call``, ``calls``, ``tokens``, ``long`` / ``short`` (the same measures on the
     long- and short-answer families), ``rows`` (one dict per item) and, with
@@ -48,10 +50,10 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = "entropy
 
     def run_sbd(item):
         return decode(model, item.prompt, solver=solver, gamma=gamma, block_size=block_size, gap_free=gap_free,
-                      max_new_tokens=max_new_tokens, stop=STOP)
+                      max_new_tokens=max_new_tokens, stop=stop)
 
     def run_ntp(item):
-        return decode_ntp(model, item.prompt, max_new_tokens=max_new_tokens, stop=STOP)
+        return decode_ntp(model, item.prompt, max_new_tokens=max_new_tokens, stop=stop)
 
     main_run = run_sbd if decoder == "sbd" else run_ntp
     rows = []

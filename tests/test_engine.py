@@ -247,3 +247,21 @@ def test_bad_prompt_and_model(tiny):
         sv.decode(tiny, "")
     with pytest.raises(TypeError, match="model"):
         sv.decode("not a model", "hi")
+
+
+def test_slots_after_a_committed_stop_are_not_decoded():
+    """Generate-until: a committed newline ends the block's useful part, even left of masked slots."""
+    model, prompt = _scripted("12\n456789abcdefgh")
+    original = model.block_call
+
+    def newline_first(cache, new_ids, block_ids):
+        logits = original(cache, new_ids, block_ids)
+        logits[2] *= 10  # the newline slot is by far the most confident
+        return logits
+
+    model.block_call = newline_first
+    trace = sv.decode(model, prompt, gamma=0.0, block_size=8, max_new_tokens=16, stop="\n")
+    assert trace.text == "12\n" and trace.stop_reason == "stop"
+    # the first call also commits slot 7 (entropy ~1e-2 after a ~0 one fits gamma=0 by eq. 8);
+    # slots 3..6 never cost a call
+    assert [s.committed_slots for s in trace.steps] == [(2, 7), (1,), (0,)]
