@@ -14,6 +14,8 @@ from .solvers import RULES, Solver  # noqa: E402
 from .trace import Candidate, Commit, GapFill, SlotView, Step, Trace, TraceFormatError  # noqa: E402
 from . import tasks  # noqa: E402
 from .evaluation import evaluate  # noqa: E402
+from . import analysis  # noqa: E402
+from .analysis import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp  # noqa: E402
 
 
 def load_model(path=None, dtype=None) -> SBDModel:
@@ -23,8 +25,16 @@ def load_model(path=None, dtype=None) -> SBDModel:
     return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32)
 
 
+def explore(model, prompt, **decode_kwargs):
+    """An ipywidgets explorer of one prompt (see ``sbd_viz.widgets.explore``); imports ipywidgets only when called."""
+    from .widgets import explore as _explore
+
+    return _explore(model, prompt, **decode_kwargs)
+
+
 __all__ = [
     "Candidate", "Commit", "DecodeConfig", "GapFill", "MaskTokenError", "RULES", "SBDModel", "SlotView", "Solver",
     "Step", "Trace", "TraceFormatError", "add_mask_token", "decode", "decode_ntp", "decode_steps",
-    "default_model_path", "evaluate", "load_model", "tasks",
+    "default_model_path", "evaluate", "explore", "load_model", "tasks",
+    "analysis", "gap_fill_events", "gap_fill_report", "gap_free_ablation", "sweep", "teacher_forced_ntp",
 ]

@@ -1,4 +1,4 @@
-"""The ``sbd-viz`` command: trace | eval | train | app (and the analysis commands)."""
+"""The ``sbd-viz`` command: trace | eval | sweep | gaps | bench | train | app."""
 
 from __future__ import annotations
 
@@ -40,6 +40,75 @@ def _eval(args) -> int:
     return 0
 
 
+def _sweep(args) -> int:
+    import sbd_viz as sv
+    from sbd_viz import analysis
+
+    model = sv.load_model(args.model)
+    suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family,
+                                families=tuple(args.families) if args.families else None)
+    df = analysis.sweep(model, suite, solvers=args.solvers, gammas=args.gammas, block_sizes=args.block_sizes,
+                        gap_free=(False, True) if args.gap_free_too else (False,),
+                        max_new_tokens=args.max_new_tokens, cache_dir=None if args.no_cache else args.cache_dir)
+    df.to_csv(args.out, index=False)
+    shown = ["solver", "gamma", "block_size", "gap_free", "accuracy", "tokens_per_call", "speedup_calls",
+             "speedup_wall", "gap_fill_rate", "ntp_agreement", "accuracy_with_gaps", "accuracy_without_gaps"]
+    print(df[shown].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"sweep written to {args.out}")
+    if args.gap_free_too:
+        print("\ngap-free ablation:")
+        print(analysis.gap_free_ablation(df).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.html:
+        try:  # plots (and plotly) are optional for a sweep: import only when asked
+            from sbd_viz import plots
+            figure = plots.tradeoff
+        except (ImportError, AttributeError) as exc:
+            print(f"no HTML written: sbd_viz.plots.tradeoff is not available ({exc})", file=sys.stderr)
+            return 1
+        plots.save_html(figure(df), args.html)
+        print(f"speed/quality figure written to {args.html}")
+    return 0
+
+
+def _gaps(args) -> int:
+    import sbd_viz as sv
+    from sbd_viz import analysis
+
+    traces = [sv.Trace.load(path) for path in args.traces]
+    model = sv.load_model(args.model) if args.model else None
+    df = analysis.gap_fill_report(traces, model=model)
+    n_gaps = sum(len(t.gap_fills()) for t in traces)
+    print(f"{len(traces)} trace(s), {sum(t.n_tokens for t in traces)} tokens, {n_gaps} gap fill(s)"
+          + ("" if model else "  (pass --model DIR to add the NTP outcomes)"))
+    if df.empty:
+        return 0
+    cols = ["trace", "call", "block", "slot", "gap", "text", "entropy", "prob", "kept"]
+    cols += ["ntp_text", "ntp_agrees", "ntp_logprob"] if model else []
+    cols += ["suspicion", "state"]
+    shown = df[cols].head(args.top).copy()
+    shown["text"] = shown["text"].map(repr)
+    if model:
+        shown["ntp_text"] = shown["ntp_text"].map(lambda t: "" if t is None else repr(t))
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if len(df) > args.top:
+        print(f"... and {len(df) - args.top} more (--top N shows more)")
+    return 0
+
+
+def _bench(args) -> int:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "bench_speed.py"
+    spec = importlib.util.spec_from_file_location("sbd_viz_bench_speed", path)
+    if spec is None or not path.is_file():
+        print(f"bench/bench_speed.py not found next to the sbd_viz package ({path})", file=sys.stderr)
+        return 2
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.main(args.rest) or 0
+
+
 def _add_decode_args(p: argparse.ArgumentParser) -> None:
     from .solvers import RULES
 
@@ -51,6 +120,8 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .solvers import RULES
+
     parser = argparse.ArgumentParser(prog="sbd-viz", description="See and measure Set Block Decoding.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -72,6 +143,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--ntp", action="store_true")
     p.set_defaults(func=_eval)
+
+    p = sub.add_parser("sweep", help="score settings on the suite beside NTP; write a CSV (cached on disk)")
+    p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
+    p.add_argument("--solvers", nargs="+", default=["entropy_bounded"], choices=RULES)
+    p.add_argument("--gammas", nargs="+", type=float, default=[0.0, 0.1, 0.35, 1.0])
+    p.add_argument("--block-sizes", nargs="+", type=int, default=[16])
+    p.add_argument("--gap-free-too", action="store_true", help="also run every setting gap-free (the ablation)")
+    p.add_argument("--split", default="test", choices=["test", "train"])
+    p.add_argument("--per-family", type=int, default=20)
+    p.add_argument("--families", nargs="+", default=None, help="only these suite families (default: all)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--cache-dir", default=".sbd_cache")
+    p.add_argument("--no-cache", action="store_true", help="measure afresh and store nothing")
+    p.add_argument("--out", required=True, help="write the sweep table here (CSV)")
+    p.add_argument("--html", help="also write the speed/quality figure here")
+    p.set_defaults(func=_sweep)
+
+    p = sub.add_parser("gaps", help="list the gap fills of saved traces, most suspicious first")
+    p.add_argument("traces", nargs="+", metavar="TRACE.json")
+    p.add_argument("--model", default=None, help="model folder: adds what NTP would have chosen (teacher forced)")
+    p.add_argument("--top", type=int, default=30, help="show at most this many events")
+    p.set_defaults(func=_gaps)
+
+    p = sub.add_parser("bench", help="SBD vs HF generate speed benchmark (bench/bench_speed.py)", add_help=False)
+    p.set_defaults(func=_bench)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("train", help="train an SBD model (see sbd_viz/train.py)", add_help=False)
     p.set_defaults(func=lambda a: _forward("sbd_viz.train", a.rest))
@@ -107,8 +204,18 @@ def _app(args) -> int:
     return 0
 
 
+FORWARDED = ("train", "bench")  # commands whose options belong to another script's parser
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] in FORWARDED:
+        # argparse.REMAINDER drops a leading option ("train --preset x"), so forward the words as they are
+        args = parser.parse_args(argv[:1])
+        args.rest = argv[1:]
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as exc:

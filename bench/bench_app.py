@@ -1,0 +1,134 @@
+"""How fast the app answers a gamma-slider move: p50 / p95 latency, request to finished response.
+
+    python bench/bench_app.py [--model DIR] [--n 30] [--max-new-tokens 64]
+
+Starts the app (``sbd-viz app``) on a free localhost port in a subprocess, drives the slider's API
+endpoint (``/decode``, what the slider's release event calls) with ``gradio_client``, one request
+at a time with varied gammas, and prints latency percentiles. The response is the finished view:
+the block-fill animation (every frame), the metrics and the texts. NTP on the same prompt is
+decoded on the first request of a session only (it does not depend on gamma), so that request is
+reported apart. ``server decode`` is the SBD decode time the app itself measured; the rest of the
+latency is building and shipping the figure, and Gradio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(model: str | None, port: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "sbd_viz", "app", "--port", str(port)] + (["--model", model] if model else [])
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the app exited with {proc.returncode}:\n{proc.stderr.read()[-3000:]}")
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("the app did not start within 180 s")
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+def run(client, prompt: str, gamma: float, max_new_tokens: int, stop: bool) -> dict:
+    """One slider move: when the numbers arrived, when the animation arrived, what the server measured."""
+    t0 = time.perf_counter()
+    job = client.submit(prompt, "entropy_bounded", gamma, False, 16, max_new_tokens, 0.0, 0, stop, api_name="/decode")
+    seen, t_numbers, t_figure = 0, None, None
+    while True:
+        done = job.done()
+        outs = job.outputs()
+        now = time.perf_counter() - t0
+        for figure, metrics, _, _ in outs[seen:]:
+            if t_numbers is None and "data-nfe" in metrics:
+                t_numbers = now
+            if t_figure is None and isinstance(figure, str) and figure:
+                t_figure = now
+        seen = len(outs)
+        if done:
+            break
+        time.sleep(0.002)
+    _, metrics, _, _ = job.result()
+    return dict(numbers=t_numbers, figure=t_figure, total=time.perf_counter() - t0,
+                nfe=int(re.search(r"data-nfe='(\d+)'", metrics).group(1)),
+                decode_ms=float(re.search(r"SBD (\d+) ms", metrics).group(1)))
+
+
+def summary(name: str, xs: list[float]) -> str:
+    ms = [1000 * x for x in xs]
+    return (f"{name}: p50 {statistics.median(ms):.0f} ms  p95 {pct(ms, 0.95):.0f} ms  "
+            f"(min {min(ms):.0f}, max {max(ms):.0f})")
+
+
+def bench(client, label: str, prompt: str, n: int, max_new_tokens: int, stop: bool, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    first = run(client, prompt, 0.5, max_new_tokens, stop)  # this one also decodes NTP
+    runs = [run(client, prompt, round(rng.uniform(0.0, 2.0), 2), max_new_tokens, stop) for _ in range(n)]
+    print(f"\n{label}: prompt {prompt!r}, max_new_tokens={max_new_tokens}, stop at newline={stop}, "
+          f"{n} slider moves, gamma ~ U[0, 2]")
+    print(f"  first request of the prompt (SBD + NTP): {1000 * first['total']:.0f} ms")
+    print("  " + summary("slider move -> full view (animation + metrics)", [r["figure"] for r in runs]))
+    print("  " + summary("slider move -> metrics and texts          ", [r["numbers"] for r in runs]))
+    print(f"  server SBD decode p50 {statistics.median(r['decode_ms'] for r in runs):.0f} ms · model calls per "
+          f"decode p50 {statistics.median(r['nfe'] for r in runs):.0f} "
+          f"(min {min(r['nfe'] for r in runs)}, max {max(r['nfe'] for r in runs)})")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
+    p.add_argument("--n", type=int, default=30, help="slider moves per scenario")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--prompt", default="assert 48 + 37 == ")
+    args = p.parse_args(argv)
+
+    from gradio_client import Client
+
+    port = free_port()
+    t0 = time.perf_counter()
+    proc = start_app(args.model, port)
+    print(f"app up on port {port} in {time.perf_counter() - t0:.1f} s (model: {args.model or 'shipped'}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}: other processes slow every number)")
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        run(client, args.prompt, 0.5, 8, True)  # warm up: first-call costs (imports, allocator) are not latency
+        bench(client, "full length", args.prompt, args.n, args.max_new_tokens, stop=False)
+        bench(client, "answer only (stops at the newline)", args.prompt, args.n, args.max_new_tokens, stop=True)
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,460 @@
+"""Measure SBD: gap-fill events and their outcomes, agreement with NTP, sweeps over the settings.
+
+A *gap fill* is a commit made while slots to its left in its block were still masked
+(``PREFIX <m> <m> TOKEN``). The question this module answers is what gap fills cost:
+
+- ``teacher_forced_ntp`` asks the same weights, decoding causally, what they would have
+  put at every output position given the final prefix (one forward, no decoding);
+- ``gap_fill_events`` / ``gap_fill_report`` list every gap fill with its outcome and a
+  ``suspicion`` score that ranks the likely failures first;
+- ``sweep`` scores settings (rule, gamma, block size, gap-free or not) on the suite beside
+  NTP, with an on-disk JSON cache so that a repeated sweep is instant;
+- ``gap_free_ablation`` puts each setting beside its gap-free twin.
+
+pandas is imported inside the functions that return frames, so ``import sbd_viz`` stays light.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import torch
+
+from . import __version__
+from .decode import DecodeConfig
+from .evaluation import STOP, evaluate
+from .model import SBDModel
+from .tasks import SuiteItem, score
+from .trace import Trace
+
+CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then simply miss
+
+EVENT_COLUMNS = ("block", "step", "call", "slot", "gap", "position", "token_id", "text", "entropy", "prob", "state",
+                 "kept", "ntp_text", "ntp_agrees", "ntp_logprob", "correct", "suspicion")
+REPORT_COLUMNS = ("trace", "prompt", "output") + EVENT_COLUMNS
+SWEEP_COLUMNS = ("solver", "gamma", "block_size", "gap_free", "accuracy", "calls_per_token", "tokens_per_call",
+                 "speedup_calls", "speedup_wall", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp",
+                 "accuracy_with_gaps", "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens",
+                 "wall_time", "ntp_wall_time", "max_new_tokens", "fingerprint", "measured_at")
+
+
+# -- teacher-forced NTP ----------------------------------------------------------------
+def _check_trace(trace, name: str = "trace") -> Trace:
+    if not isinstance(trace, Trace):
+        raise TypeError(f"{name}: expected an sbd_viz.Trace, got {type(trace).__name__}")
+    return trace
+
+
+def _check_model(model, name: str = "model") -> SBDModel:
+    if not isinstance(model, SBDModel):
+        raise TypeError(f"{name}: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
+    return model
+
+
+@torch.inference_mode()
+def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = None) -> dict:
+    """What NTP greedy decoding would choose at each output position of ``trace``, given its final prefix.
+
+    One plain causal forward over ``prompt + output``: the logits at position ``i - 1`` are
+    the model's next-token distribution for output token ``i`` given everything the trace
+    finally holds before it (teacher forcing). Returns a dict:
+
+    - ``ntp_ids`` / ``ntp_texts``: the NTP greedy (argmax) token at each output position;
+    - ``agrees``: whether the trace's token equals it; ``agreement``: their fraction (NaN
+      for an empty output);
+    - ``logprobs``: NTP log-probability of the trace's own token at each position;
+    - ``first_divergence``: index of the first output token where the trace departs from
+      NTP greedy decoding of the same prompt, ``None`` if it never does;
+      ``divergence_source`` says how it was found. With ``ntp_trace`` (a ``decode_ntp`` run
+      on the same prompt) it is the first index where the two outputs differ, or the
+      shorter length when one output is a prefix of the other (``'ntp_trace'``). Without it,
+      it is the first teacher-forced disagreement (``'teacher_forced'``): up to that index
+      the prefixes are identical, so greedy decoding would have produced the same tokens
+      there; it can only differ from a real run by ties/rounding, or where NTP would have
+      stopped earlier (EOS, stop string) than the trace.
+    """
+    model, trace = _check_model(model), _check_trace(trace)
+    prompt_ids, out_ids = list(trace.prompt_ids), list(trace.output_ids)
+    if model.encode(trace.prompt) != prompt_ids:
+        raise ValueError("trace: its prompt_ids differ from model.encode(trace.prompt); it was decoded with "
+                         "another tokenizer, so this model cannot score it")
+    vocab = model.model.get_input_embeddings().weight.shape[0]
+    if any(not 0 <= t < vocab for t in out_ids):
+        raise ValueError(f"trace: output token ids outside this model's vocabulary (size {vocab})")
+    result = {"ntp_ids": [], "ntp_texts": [], "agrees": [], "logprobs": [], "agreement": float("nan")}
+    if out_ids:
+        ids = torch.tensor([prompt_ids + out_ids[:-1]], device=model.device)  # (1, n_prompt + n_out - 1)
+        logits = model.model(input_ids=ids).logits[0, len(prompt_ids) - 1:].float()  # (n_out, V)
+        logp = torch.log_softmax(logits, -1)
+        greedy = logp.argmax(-1).tolist()
+        own = logp.gather(-1, torch.tensor(out_ids, device=logp.device)[:, None]).squeeze(-1).tolist()
+        agrees = [g == t for g, t in zip(greedy, out_ids)]
+        result.update(ntp_ids=greedy, ntp_texts=[model.token_text(g) for g in greedy], agrees=agrees,
+                      logprobs=own, agreement=sum(agrees) / len(agrees))
+    if ntp_trace is not None:
+        ntp_trace = _check_trace(ntp_trace, "ntp_trace")
+        if ntp_trace.prompt != trace.prompt:
+            raise ValueError("ntp_trace: must decode the same prompt as trace")
+        result["first_divergence"] = _first_difference(out_ids, list(ntp_trace.output_ids))
+        result["divergence_source"] = "ntp_trace"
+    else:
+        result["first_divergence"] = next((i for i, a in enumerate(result["agrees"]) if not a), None)
+        result["divergence_source"] = "teacher_forced"
+    return result
+
+
+def _first_difference(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+# -- gap-fill events ---------------------------------------------------------------------
+def suspicion(gap: int, block_size: int, entropy: float, ntp_agrees: bool | None = None,
+              ntp_logprob: float | None = None, correct: bool | None = None, kept: bool = True) -> float:
+    """How likely a gap fill is a failure; higher = look here first. Range 0..6.
+
+    ``gap / block_size`` (guessing further ahead of the known text)
+    ``+ (1 - exp(-entropy))`` (the model was unsure when it committed)
+    ``+ 2 * [NTP greedy disagrees]`` (the strongest single sign: causal decoding of the same
+    weights, given the same final prefix, would have written something else)
+    ``+ (1 - p_NTP(token))`` (how surprising the token is to causal decoding)
+    ``+ [the item's answer is wrong]``.
+    Unknown terms (no model, no item) count 0. A gap fill that the stop discarded (after the
+    end of the output) cannot have hurt the answer: its suspicion is 0.
+    """
+    if not kept:
+        return 0.0
+    s = gap / max(1, block_size) + (1.0 - math.exp(-max(0.0, entropy)))
+    if ntp_agrees is False:
+        s += 2.0
+    if ntp_logprob is not None and math.isfinite(ntp_logprob):
+        s += 1.0 - math.exp(ntp_logprob)
+    if correct is False:
+        s += 1.0
+    return s
+
+
+def _events(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
+    """The gap-fill events of ``trace``, with NTP outcomes from a ``teacher_forced_ntp`` result."""
+    events = []
+    n_prompt = len(trace.prompt_ids)
+    for g in trace.gap_fills():
+        step = trace.steps[g.call]
+        position = step.block_start + g.slot - n_prompt  # index into the output tokens
+        kept = position < trace.n_tokens  # commits after the stop were discarded
+        agrees = logprob = ntp_text = None
+        if tf is not None and kept:
+            agrees, logprob, ntp_text = tf["agrees"][position], tf["logprobs"][position], tf["ntp_texts"][position]
+        events.append({
+            "block": g.block, "step": g.step, "call": g.call, "slot": g.slot, "gap": g.gap, "position": position,
+            "token_id": g.token_id, "text": g.text, "entropy": g.entropy, "prob": g.prob, "state": g.state,
+            "kept": kept, "ntp_text": ntp_text, "ntp_agrees": agrees, "ntp_logprob": logprob,
+            "correct": correct if kept else None,
+            "suspicion": suspicion(g.gap, step.block_size, g.entropy, agrees, logprob, correct, kept)})
+    return events
+
+
+def _item_correct(trace: Trace, item) -> bool | None:
+    if item is None:
+        return None
+    if not isinstance(item, SuiteItem):
+        raise TypeError(f"item: expected a tasks.SuiteItem or None, got {type(item).__name__}")
+    if item.prompt != trace.prompt:
+        raise ValueError(f"item: its prompt {item.prompt!r} is not the trace's prompt {trace.prompt!r}")
+    return score(item, trace.text)
+
+
+def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
+    """Every gap-fill commit of ``trace`` (``trace.gap_fills()``, in call order), with its outcome.
+
+    Each event is a dict: ``block``, ``step``, ``call``, ``slot``, ``gap``, ``position`` (index
+    into the output tokens), ``token_id``, ``text``, ``entropy`` and ``prob`` at commit, the
+    block ``state`` after the step (``'... == 8<m>'``), ``kept`` (False if a stop later cut
+    the output before this slot, so the commit was discarded), and once the block is final:
+    ``ntp_text`` / ``ntp_agrees`` / ``ntp_logprob`` (NTP greedy at that position given the
+    final prefix, teacher forced; ``None`` without a model), ``correct`` (whether the item's
+    answer was right; ``None`` without an item) and ``suspicion`` (see ``suspicion``).
+    """
+    trace = _check_trace(trace)
+    correct = _item_correct(trace, item)
+    has_gaps = any(c.gap for s in trace.steps for c in s.commits)
+    tf = teacher_forced_ntp(model, trace) if model is not None and has_gaps else None
+    return _events(trace, tf, correct)
+
+
+def gap_fill_report(traces: Trace | Iterable[Trace], model: SBDModel | None = None,
+                    items: Sequence[SuiteItem | None] | None = None):
+    """A tidy ``pandas.DataFrame``: one row per gap-fill event of ``traces``, most suspicious first.
+
+    Columns: ``trace`` (index into ``traces``), ``prompt``, ``output`` and the event fields of
+    ``gap_fill_events``. ``items`` (suite items, same order and length as ``traces``; ``None``
+    entries allowed) adds whether each answer was right.
+    """
+    import pandas as pd
+
+    traces = [traces] if isinstance(traces, Trace) else list(traces)
+    for i, t in enumerate(traces):
+        _check_trace(t, f"traces[{i}]")
+    if items is not None:
+        items = list(items)
+        if len(items) != len(traces):
+            raise ValueError(f"items: got {len(items)} items for {len(traces)} traces; pass one per trace")
+    rows = []
+    for i, trace in enumerate(traces):
+        for event in gap_fill_events(model, trace, items[i] if items is not None else None):
+            rows.append({"trace": i, "prompt": trace.prompt, "output": trace.text, **event})
+    df = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
+    # stable sort: ties keep trace and call order
+    return df.sort_values("suspicion", ascending=False, kind="stable").reset_index(drop=True)
+
+
+# -- sweeps ------------------------------------------------------------------------------
+def _as_items(suite_or_prompts) -> tuple[list[SuiteItem], bool]:
+    """Suite items as given, or plain prompts wrapped as items with no answer; and whether they are scored."""
+    if isinstance(suite_or_prompts, (str, SuiteItem)):
+        suite_or_prompts = [suite_or_prompts]
+    items = list(suite_or_prompts)
+    if not items:
+        raise ValueError("suite_or_prompts: no items or prompts to decode")
+    if all(isinstance(x, SuiteItem) for x in items):
+        return items, True
+    if all(isinstance(x, str) and x for x in items):
+        return [SuiteItem(prompt=p, answer="", family="prompt") for p in items], False
+    raise ValueError("suite_or_prompts: must be suite items (tasks.load_suite) or non-empty prompt strings, "
+                     "not a mix")
+
+
+def _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens) -> list[dict]:
+    """Every combination, each validated by ``DecodeConfig`` before anything runs (errors name the argument)."""
+    lists = {}
+    for name, values in (("solvers", solvers), ("gammas", gammas), ("block_sizes", block_sizes),
+                         ("gap_free", gap_free)):
+        # a single value is a list of one: sweep(..., gammas=0.1) works
+        lists[name] = [values] if isinstance(values, str) or not hasattr(values, "__iter__") else list(values)
+        if not lists[name]:
+            raise ValueError(f"{name}: must not be empty")
+    solvers, gammas, block_sizes, gap_free = lists.values()
+    # numpy integers (np.arange) are whole numbers too; DecodeConfig wants a Python int
+    block_sizes = [int(b) if hasattr(b, "__index__") and not isinstance(b, bool) else b for b in block_sizes]
+    if not all(isinstance(g, bool) for g in gap_free):
+        raise ValueError(f"gap_free: must be a list of booleans, e.g. (False, True), got {gap_free!r}")
+    out = []
+    for solver in solvers:
+        for gamma in gammas:
+            for block_size in block_sizes:
+                for free in gap_free:
+                    DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
+                                 gap_free=free)
+                    out.append({"solver": solver, "gamma": float(gamma), "block_size": block_size,
+                                "gap_free": bool(free)})
+    return out
+
+
+def _tokenizer_hash(model: SBDModel) -> str:
+    vocab = sorted(model.tokenizer.get_vocab().items())
+    return hashlib.sha256(json.dumps(vocab).encode()).hexdigest()[:16]
+
+
+def _items_hash(items: list[SuiteItem]) -> str:
+    payload = json.dumps([[i.prompt, i.answer, i.family] for i in items])
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _cache_key(model_id: dict, setting: dict, items_hash: str, n_items: int, max_new_tokens: int) -> dict:
+    return {"cache_version": CACHE_VERSION, "sbd_viz": __version__, **model_id, **setting,
+            "max_new_tokens": max_new_tokens, "stop": list(STOP), "items": items_hash, "n_items": n_items}
+
+
+def _cache_path(cache_dir: Path, key: dict) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return cache_dir / f"sweep-{digest}.json"
+
+
+def _json_safe(value):
+    """NaN/inf are not JSON: store them as null (read back as NaN by the frame)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _read_cache(path: Path, key: dict) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # missing or damaged: recompute and overwrite
+    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("row"), dict):
+        return None
+    if not isinstance(data.get("ntp"), dict):
+        return None
+    return data
+
+
+def _write_cache(path: Path, key: dict, row: dict, ntp: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"key": key, "row": {k: _json_safe(v) for k, v in row.items()},
+            "ntp": {k: _json_safe(v) for k, v in ntp.items()}}
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
+    tmp.replace(path)  # atomic: a crash never leaves half a file behind
+
+
+def _mean(flags: list[bool]) -> float:
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
+def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dict, max_new_tokens: int,
+             progress: bool) -> tuple[dict, dict]:
+    """Run one setting (paired with NTP on every item, via ``evaluate``) and summarise it."""
+    result = evaluate(model, items, solver=setting["solver"], gamma=setting["gamma"],
+                      block_size=setting["block_size"], gap_free=setting["gap_free"],
+                      max_new_tokens=max_new_tokens, measure_speedup=True, progress=progress, keep_traces=True)
+    agree = total = gap_fills = ntp_agree = ntp_total = same = 0
+    with_gaps, without_gaps = [], []
+    for r in result["rows"]:
+        trace, ntp_trace = r["trace"], r["ntp_trace"]
+        tf = teacher_forced_ntp(model, trace)
+        agree, total = agree + sum(tf["agrees"]), total + len(tf["agrees"])
+        ntf = teacher_forced_ntp(model, ntp_trace)
+        ntp_agree, ntp_total = ntp_agree + sum(ntf["agrees"]), ntp_total + len(ntf["agrees"])
+        same += trace.output_ids == ntp_trace.output_ids
+        # only gap fills that survive into the output can change the answer
+        kept = sum(1 for e in _events(trace, None, None) if e["kept"])
+        gap_fills += kept
+        (with_gaps if kept else without_gaps).append(r["correct"])
+    nan = float("nan")
+    ntp = result["ntp"]
+    row = {**setting, "accuracy": result["accuracy"] if scored else nan,
+           "calls_per_token": result["calls_per_token"], "tokens_per_call": result["tokens_per_call"],
+           "speedup_calls": result["speedup_calls"], "speedup_wall": result["speedup_wall"],
+           "gap_fill_rate": gap_fills / result["tokens"] if result["tokens"] else nan, "n_gap_fills": gap_fills,
+           "ntp_agreement": agree / total if total else nan, "same_as_ntp": same / len(items),
+           "accuracy_with_gaps": _mean(with_gaps) if scored else nan,
+           "accuracy_without_gaps": _mean(without_gaps) if scored else nan, "n_with_gaps": len(with_gaps),
+           "n_items": len(items), "calls": result["calls"], "tokens": result["tokens"],
+           "wall_time": result["wall_time"], "ntp_wall_time": ntp["wall_time"],
+           "max_new_tokens": max_new_tokens, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    ntp_row = {"accuracy": ntp["accuracy"] if scored else nan, "calls": ntp["calls"], "tokens": ntp["tokens"],
+               "wall_time": ntp["wall_time"], "ntp_agreement": ntp_agree / ntp_total if ntp_total else nan,
+               "measured_at": row["measured_at"]}
+    return row, ntp_row
+
+
+def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> dict:
+    """The NTP reference row. NTP is decoded beside every setting; its calls and outputs are the
+    same each time, so the first setting's paired run stands for it. Speedups are 1 by definition."""
+    nan = float("nan")
+    tokens, calls = ntp["tokens"], ntp["calls"]
+    return {"solver": "ntp", "gamma": nan, "block_size": 1, "gap_free": False, "accuracy": ntp["accuracy"],
+            "calls_per_token": calls / tokens if tokens else nan, "tokens_per_call": tokens / calls if calls else nan,
+            "speedup_calls": 1.0, "speedup_wall": 1.0, "gap_fill_rate": 0.0, "n_gap_fills": 0,
+            "ntp_agreement": ntp["ntp_agreement"], "same_as_ntp": 1.0, "accuracy_with_gaps": nan,
+            "accuracy_without_gaps": ntp["accuracy"], "n_with_gaps": 0, "n_items": n_items, "calls": calls,
+            "tokens": tokens, "wall_time": ntp["wall_time"], "ntp_wall_time": ntp["wall_time"],
+            "max_new_tokens": max_new_tokens, "fingerprint": fingerprint, "measured_at": ntp["measured_at"]}
+
+
+def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_bounded",),
+          gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] = (16,),
+          gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
+          cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True):
+    """Score every (solver, gamma, block_size, gap_free) on the same items, beside NTP; a tidy DataFrame.
+
+    One row per setting plus one NTP row (``solver='ntp'``). Each setting runs through
+    ``evaluate``: for every item the SBD decode and HF ``generate`` greedy run back to back,
+    so ``speedup_calls`` (NTP calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD
+    seconds) are measured in the same run. Decoding stops at a newline (``evaluation.STOP``),
+    for plain prompts too. Columns (``SWEEP_COLUMNS``): ``accuracy`` (exact match; NaN for
+    plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
+    (gap-fill commits kept in the output per generated token; commits past the stop are not
+    counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of
+    all generated tokens equal to NTP greedy given the final prefix, teacher forced),
+    ``same_as_ntp`` (fraction of items whose output equals NTP's), ``accuracy_with_gaps`` /
+    ``accuracy_without_gaps`` (accuracy over items whose output holds >= 1 gap fill / none),
+    ``n_with_gaps``, ``n_items``, ``calls`` / ``tokens`` (totals over the items),
+    ``wall_time`` / ``ntp_wall_time`` (seconds, totals of the paired runs),
+    ``fingerprint`` and ``measured_at``.
+
+    Each setting's row is cached as JSON in ``cache_dir`` (``None`` disables the cache), keyed
+    by the model's fingerprint and tokenizer, the setting, ``max_new_tokens``, the stop and
+    the items, so a repeated sweep returns the stored rows without calling the model; their
+    wall-clock numbers are those measured when first computed (``measured_at``).
+    """
+    import pandas as pd
+
+    model = _check_model(model)
+    items, scored = _as_items(suite_or_prompts)
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens: must be a whole number >= 1, got {max_new_tokens!r}")
+    settings = _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens)
+    fingerprint = model.fingerprint()
+    model_id = {"fingerprint": fingerprint, "tokenizer": _tokenizer_hash(model)}
+    items_hash = _items_hash(items)
+    cache = Path(cache_dir) if cache_dir is not None else None
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(settings), desc="sweep", unit="setting")
+    rows, ntp = [], None
+    for setting in settings:
+        key = _cache_key(model_id, setting, items_hash, len(items), max_new_tokens)
+        hit = _read_cache(_cache_path(cache, key), key) if cache is not None else None
+        if hit is not None:
+            row, ntp_row = hit["row"], hit["ntp"]
+        else:
+            if bar is not None:
+                bar.set_postfix_str(f"{setting['solver']} gamma={setting['gamma']:g} k={setting['block_size']}"
+                                    f"{' gap-free' if setting['gap_free'] else ''}")
+            row, ntp_row = _measure(model, items, scored, setting, max_new_tokens, progress)
+            if cache is not None:
+                _write_cache(_cache_path(cache, key), key, row, ntp_row)
+        rows.append({**row, "fingerprint": fingerprint})
+        ntp = ntp or ntp_row
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    rows.append(_ntp_row(ntp, len(items), max_new_tokens, fingerprint))
+    df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+    for col in SWEEP_COLUMNS:  # nulls from the JSON cache come back as None: make them NaN
+        if col not in ("solver", "gap_free", "fingerprint", "measured_at"):
+            df[col] = pd.to_numeric(df[col])
+    df["gap_free"] = df["gap_free"].astype(bool)
+    return df
+
+
+def gap_free_ablation(df):
+    """Each free-rule setting beside its gap-free twin: one row per (solver, gamma, block_size).
+
+    ``df`` is a ``sweep`` frame run with ``gap_free=(False, True)``. Columns: the setting, then
+    ``accuracy``, ``tokens_per_call``, ``speedup_calls``, ``speedup_wall`` and ``gap_fill_rate``
+    with suffix ``_free`` / ``_gap_free``, and ``accuracy_delta`` (free minus gap-free: what
+    allowing gap fills gains, negative if it costs accuracy).
+    """
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"df: expected a pandas DataFrame from sweep(), got {type(df).__name__}")
+    missing = [c for c in ("solver", "gamma", "block_size", "gap_free") if c not in df.columns]
+    if missing:
+        raise ValueError(f"df: missing columns {missing}; pass a sweep() frame")
+    sbd = df[df["solver"] != "ntp"]
+    if not (sbd["gap_free"].any() and (~sbd["gap_free"]).any()):
+        raise ValueError("df: needs both gap_free=False and gap_free=True rows; "
+                         "run sweep(..., gap_free=(False, True))")
+    keys = ["solver", "gamma", "block_size"]
+    measures = [c for c in ("accuracy", "tokens_per_call", "speedup_calls", "speedup_wall", "gap_fill_rate")
+                if c in df.columns]
+    free = sbd[~sbd["gap_free"]][keys + measures]
+    fixed = sbd[sbd["gap_free"]][keys + measures]
+    table = free.merge(fixed, on=keys, suffixes=("_free", "_gap_free"))
+    table["accuracy_delta"] = table["accuracy_free"] - table["accuracy_gap_free"]
+    return table.reset_index(drop=True)

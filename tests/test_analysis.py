@@ -1,0 +1,350 @@
+"""Analysis: gap-fill events and their rendering, teacher-forced NTP, sweeps and their cache, the CLI."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+import sbd_viz as sv
+from sbd_viz import analysis
+from sbd_viz.cli import main as cli_main
+from sbd_viz.data import build_char_tokenizer
+from sbd_viz.trace import Commit, SlotView, Step, Trace
+
+from conftest import tiny_model
+from test_engine import _scripted
+
+TOK = build_char_tokenizer()
+PROMPT = "go: "
+
+
+def _hand_trace(blocks, stop_at=None):
+    """A trace built by hand. ``blocks``: (block text, schedule) pairs, where the schedule lists the
+    slots committed at each step. Gaps are counted here, independently of the decoder."""
+    prompt_ids = tuple(TOK(PROMPT).input_ids)
+    steps, start, call = [], len(prompt_ids), 0
+    for b, (text, schedule) in enumerate(blocks):
+        masked = list(range(len(text)))
+        for i, slots in enumerate(schedule):
+            after = [s for s in masked if s not in slots]
+            commits = tuple(Commit(s, TOK.convert_tokens_to_ids(text[s]), text[s], 0.8, 0.5,
+                                   gap=sum(1 for m in after if m < s)) for s in sorted(slots))
+            views = tuple(SlotView(s, 0.5, ()) for s in masked)
+            steps.append(Step(call=call, block=b, block_start=start, block_size=len(text), step=i,
+                              masked=tuple(masked), slots=views, commits=commits, wall_time=0.001))
+            masked, call = after, call + 1
+        start += len(text)
+    out = "".join(text for text, _ in blocks)[:stop_at]
+    ids = tuple(TOK.convert_tokens_to_ids(c) for c in out)
+    return Trace(prompt=PROMPT, prompt_ids=prompt_ids, config={"decoder": "sbd"}, model_id="hand", steps=tuple(steps),
+                 output_ids=ids, output_texts=tuple(out), text=out, stop_reason="stop" if stop_at else "length")
+
+
+HAND = [("abcdef", [{5}, {0, 3}, {1, 2, 4}]),  # gap 5, then slot 3 with slots 1, 2 open
+        ("ghij", [{0}, {1}, {2, 3}]),  # left to right: no gap
+        ("kl\nm", [{1, 3}, {0}, {2}])]  # slot 1 (gap 1), slot 3 (gap 2) lies after the stop
+
+
+def test_gap_fills_found_exactly_where_a_masked_slot_is_left_of_a_commit():
+    trace = _hand_trace(HAND, stop_at=13)  # the output ends at the newline
+    events = sv.gap_fill_events(None, trace)
+    assert [(e["call"], e["block"], e["slot"], e["gap"]) for e in events] == [
+        (0, 0, 5, 5), (1, 0, 3, 2), (6, 2, 1, 1), (6, 2, 3, 2)]
+    assert [e["state"] for e in events] == [
+        "go: <m><m><m><m><m>f", "go: a<m><m>d", "go: abcdefghij<m>l", "go: abcdefghij<m>l<m>m"]
+    assert [e["position"] for e in events] == [5, 3, 11, 13]
+    assert [e["kept"] for e in events] == [True, True, True, False]
+    assert events[-1]["suspicion"] == 0  # discarded after the stop: cannot have hurt the answer
+    assert all(e["ntp_agrees"] is None and e["correct"] is None for e in events)  # no model, no item
+
+
+def _replayed_gap_fills(trace):
+    """(call, slot, gap) of every commit that leaves a masked slot to its left, from masked/committed sets."""
+    out = []
+    for s in trace.steps:
+        after = set(s.masked) - set(s.committed_slots)
+        for slot in s.committed_slots:
+            gap = sum(1 for m in after if m < slot)
+            if gap:
+                out.append((s.call, slot, gap))
+    return out
+
+
+def test_decoded_gap_fills_match_a_replay_and_render_the_block_state():
+    model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
+    trace = sv.decode(model, prompt, gamma=0.5, block_size=8, max_new_tokens=16)
+    events = sv.gap_fill_events(None, trace)
+    assert events and [(e["call"], e["slot"], e["gap"]) for e in events] == _replayed_gap_fills(trace)
+    for e in events:
+        step = trace.steps[e["call"]]
+        state = trace.block_state(step)[: e["slot"] + 1]
+        shown = "".join("<m>" if t is None else t for t in state)
+        assert e["state"].endswith(shown) and shown.count("<m>") == e["gap"]
+        assert trace.text[e["position"]] == e["text"]  # the committed token is what the output holds
+
+
+@pytest.mark.parametrize("kwargs", [dict(solver="left_to_right"), dict(gamma=0.5, gap_free=True),
+                                    dict(gamma=100.0, gap_free=True), dict(solver="top_k", gamma=3, gap_free=True)])
+def test_no_gap_fills_left_to_right_or_gap_free(kwargs):
+    model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
+    trace = sv.decode(model, prompt, block_size=8, max_new_tokens=16, **kwargs)
+    assert sv.gap_fill_events(None, trace) == []
+    assert sv.gap_fill_report([trace]).empty
+
+
+def _greedy_token_by_token(model, trace):
+    """Uncached greedy choice at each output position given the trace's own prefix, one forward per token."""
+    ids = list(trace.prompt_ids)
+    choices, logprobs = [], []
+    for tok in trace.output_ids:
+        with torch.no_grad():
+            logp = torch.log_softmax(model.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)
+        choices.append(int(logp.argmax()))
+        logprobs.append(float(logp[tok]))
+        ids.append(tok)
+    return choices, logprobs
+
+
+def test_teacher_forced_ntp_equals_token_by_token_greedy(tiny):
+    trace = sv.decode(tiny, "assert 1 + 2 == ", gamma=1.0, block_size=4, max_new_tokens=10)
+    tf = sv.teacher_forced_ntp(tiny, trace)
+    choices, logprobs = _greedy_token_by_token(tiny, trace)
+    assert tf["ntp_ids"] == choices
+    assert tf["agrees"] == [c == t for c, t in zip(choices, trace.output_ids)]
+    assert tf["agreement"] == pytest.approx(sum(tf["agrees"]) / trace.n_tokens)
+    assert tf["logprobs"] == pytest.approx(logprobs, abs=1e-4)
+    assert tf["divergence_source"] == "teacher_forced"
+    assert tf["first_divergence"] == next((i for i, a in enumerate(tf["agrees"]) if not a), None)
+
+    ntp = sv.decode_ntp(tiny, "assert 1 + 2 == ", max_new_tokens=10)
+    assert sv.teacher_forced_ntp(tiny, ntp)["agreement"] == 1.0  # NTP agrees with itself
+    assert sv.teacher_forced_ntp(tiny, ntp)["first_divergence"] is None
+    vs_run = sv.teacher_forced_ntp(tiny, trace, ntp_trace=ntp)
+    first = next((i for i, (a, b) in enumerate(zip(trace.output_ids, ntp.output_ids)) if a != b), None)
+    assert vs_run["divergence_source"] == "ntp_trace" and vs_run["first_divergence"] == first
+    # before the first disagreement the prefixes are equal, so both ways of finding it agree
+    assert vs_run["first_divergence"] == tf["first_divergence"]
+
+
+def test_events_with_a_model_carry_ntp_outcomes_and_rank_by_suspicion(tiny):
+    model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
+    trace = sv.decode(model, prompt, gamma=0.5, block_size=8, max_new_tokens=16)
+    tf = sv.teacher_forced_ntp(model, trace)
+    events = sv.gap_fill_events(model, trace)
+    for e in events:
+        assert e["ntp_agrees"] == tf["agrees"][e["position"]]
+        assert e["ntp_logprob"] == tf["logprobs"][e["position"]]
+    item = sv.tasks.SuiteItem(prompt=prompt, answer="wrong", family="add")
+    report = sv.gap_fill_report([trace, trace], model=model, items=[None, item])
+    assert list(report.columns) == list(analysis.REPORT_COLUMNS)
+    assert len(report) == 2 * len(events)
+    assert report["suspicion"].is_monotonic_decreasing
+    assert set(report[report["trace"] == 1]["correct"]) == {False}
+    assert report["trace"].iloc[0] == 1  # the wrong answer adds to every event's suspicion
+
+
+def test_suspicion_formula():
+    assert analysis.suspicion(4, 16, 0.0) == pytest.approx(0.25)
+    base = analysis.suspicion(2, 16, 0.7)
+    assert base == pytest.approx(2 / 16 + 1 - math.exp(-0.7))
+    assert analysis.suspicion(2, 16, 0.7, ntp_agrees=False) == pytest.approx(base + 2)
+    assert analysis.suspicion(2, 16, 0.7, ntp_logprob=math.log(0.25)) == pytest.approx(base + 0.75)
+    assert analysis.suspicion(2, 16, 0.7, correct=False) == pytest.approx(base + 1)
+    assert analysis.suspicion(2, 16, 0.7, ntp_agrees=False, kept=False) == 0
+    assert analysis.suspicion(8, 16, 0.7) > analysis.suspicion(2, 16, 0.7)
+
+
+def test_bad_input_names_the_argument(tiny):
+    trace = _hand_trace(HAND)
+    with pytest.raises(ValueError, match="items"):
+        sv.gap_fill_report([trace], items=[])
+    with pytest.raises(TypeError, match="trace"):
+        sv.gap_fill_events(None, "not a trace")
+    with pytest.raises(ValueError, match="item"):
+        sv.gap_fill_events(None, trace, item=sv.tasks.SuiteItem("other prompt", "1", "add"))
+    with pytest.raises(ValueError, match="ntp_trace"):
+        sv.teacher_forced_ntp(tiny, trace, ntp_trace=sv.decode_ntp(tiny, "x", max_new_tokens=2))
+    items = sv.tasks.load_suite(per_family=1, families=("add",))
+    for kwargs, name in [(dict(gammas=()), "gammas"), (dict(gammas=(-1.0,)), "gamma"), (dict(block_sizes=(0,)),
+                         "block_size"), (dict(solvers=("nope",)), "solver"), (dict(gap_free=("no",)), "gap_free"),
+                         (dict(max_new_tokens=0), "max_new_tokens")]:
+        with pytest.raises(ValueError, match=name):
+            sv.sweep(tiny, items, cache_dir=None, progress=False, **kwargs)
+    with pytest.raises(ValueError, match="suite_or_prompts"):
+        sv.sweep(tiny, [], cache_dir=None, progress=False)
+    with pytest.raises(ValueError, match="suite_or_prompts"):
+        sv.sweep(tiny, ["ok", items[0]], cache_dir=None, progress=False)
+
+
+# -- sweeps ----------------------------------------------------------------------------------
+ITEMS = sv.tasks.load_suite(per_family=1, families=("add", "len"))
+SWEEP = dict(gammas=(0.0, 5.0), block_sizes=(4,), gap_free=(False, True), max_new_tokens=6, progress=False)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the settings the sweep actually computes (each is one ``evaluate`` run)."""
+    runs = []
+    real = analysis.evaluate
+
+    def counting(model, items, **kwargs):
+        runs.append(kwargs)
+        return real(model, items, **kwargs)
+
+    monkeypatch.setattr(analysis, "evaluate", counting)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def swept(tiny, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("sbd_cache")
+    return sv.sweep(tiny, ITEMS, cache_dir=cache, **SWEEP), cache
+
+
+def test_sweep_frame_shape(swept):
+    df, _ = swept
+    assert list(df.columns) == list(analysis.SWEEP_COLUMNS)
+    assert len(df) == 4 + 1 and list(df["solver"]).count("ntp") == 1
+    ntp = df[df["solver"] == "ntp"].iloc[0]
+    assert ntp["calls_per_token"] == 1.0 and ntp["speedup_calls"] == 1.0 and ntp["gap_fill_rate"] == 0
+    assert ntp["ntp_agreement"] == 1.0
+    sbd = df[df["solver"] != "ntp"]
+    assert (sbd[sbd["gap_free"]]["gap_fill_rate"] == 0).all()
+    assert (df["n_items"] == len(ITEMS)).all()
+    table = sv.gap_free_ablation(df)
+    assert len(table) == 2 and {"accuracy_free", "accuracy_gap_free", "accuracy_delta"} <= set(table.columns)
+    with pytest.raises(ValueError, match="gap_free"):
+        sv.gap_free_ablation(df[~df["gap_free"]])
+
+
+def test_repeated_sweep_hits_the_cache(tiny, swept, counted, monkeypatch):
+    df, cache = swept
+    forwards = []
+    real_forward = tiny.model.forward
+    monkeypatch.setattr(tiny.model, "forward", lambda *a, **k: forwards.append(1) or real_forward(*a, **k))
+    again = sv.sweep(tiny, ITEMS, cache_dir=cache, **SWEEP)
+    assert counted == [] and forwards == []  # no setting computed, not one model call
+    pd.testing.assert_frame_equal(again, df)  # wall times and measured_at included: the stored rows
+    files = sorted(cache.glob("sweep-*.json"))
+    assert len(files) == 4
+    stored = json.loads(files[0].read_text())  # plain JSON, with the key it was stored under
+    assert stored["key"]["fingerprint"] == tiny.fingerprint()
+
+
+@pytest.mark.parametrize("change", ["gamma", "block_size", "gap_free", "solver", "max_new_tokens", "items"])
+def test_any_changed_setting_misses_the_cache(tiny, swept, counted, change):
+    _, cache = swept
+    kwargs = dict(SWEEP, gap_free=(False,), gammas=(0.0,))  # a subset of what is cached: a hit
+    sv.sweep(tiny, ITEMS, cache_dir=cache, **kwargs)
+    assert counted == []
+    items = ITEMS
+    if change == "gamma":
+        kwargs["gammas"] = (0.25,)
+    elif change == "block_size":
+        kwargs["block_sizes"] = (3,)
+    elif change == "gap_free":
+        kwargs["gap_free"] = (True,)
+        kwargs["gammas"] = (0.5,)
+    elif change == "solver":
+        kwargs["solvers"] = ("entropy_threshold",)
+    elif change == "max_new_tokens":
+        kwargs["max_new_tokens"] = 5
+    else:
+        items = ITEMS[:1]
+    sv.sweep(tiny, items, cache_dir=cache, **kwargs)
+    assert len(counted) == 1
+
+
+def test_another_model_misses_the_cache(swept, counted):
+    _, cache = swept
+    other = tiny_model("llama", seed=1)
+    sv.sweep(other, ITEMS, cache_dir=cache, **dict(SWEEP, gap_free=(False,), gammas=(0.0,)))
+    assert len(counted) == 1
+
+
+def test_damaged_cache_file_is_recomputed(tiny, tmp_path, counted):
+    kwargs = dict(SWEEP, gap_free=(False,), gammas=(5.0,))
+    first = sv.sweep(tiny, ITEMS[:1], cache_dir=tmp_path, **kwargs)
+    (path,) = tmp_path.glob("sweep-*.json")
+    path.write_text("{broken")
+    second = sv.sweep(tiny, ITEMS[:1], cache_dir=tmp_path, **kwargs)
+    assert len(counted) == 2
+    assert json.loads(path.read_text())["row"]["gamma"] == 5.0
+    cols = ["calls_per_token", "accuracy", "gap_fill_rate", "ntp_agreement"]
+    pd.testing.assert_frame_equal(first[cols], second[cols])
+
+
+def test_sweep_rows_match_individual_decodes(tiny, swept):
+    df, _ = swept
+    for _, row in df[df["solver"] != "ntp"].iterrows():
+        traces = [sv.decode(tiny, item.prompt, solver=row["solver"], gamma=row["gamma"],
+                            block_size=int(row["block_size"]), gap_free=bool(row["gap_free"]),
+                            max_new_tokens=int(row["max_new_tokens"]), stop="\n") for item in ITEMS]
+        calls, tokens = sum(t.nfe for t in traces), sum(t.n_tokens for t in traces)
+        assert row["calls_per_token"] == pytest.approx(calls / tokens)
+        assert row["tokens_per_call"] == pytest.approx(tokens / calls)
+        correct = [sv.tasks.score(item, t.text) for item, t in zip(ITEMS, traces)]
+        assert row["accuracy"] == pytest.approx(sum(correct) / len(ITEMS))
+        kept = sum(1 for t in traces for e in sv.gap_fill_events(None, t) if e["kept"])
+        assert row["n_gap_fills"] == kept and row["gap_fill_rate"] == pytest.approx(kept / tokens)
+        ntp = [sv.decode_ntp(tiny, item.prompt, max_new_tokens=int(row["max_new_tokens"]), stop="\n")
+               for item in ITEMS]
+        assert row["speedup_calls"] == pytest.approx(sum(t.nfe for t in ntp) / calls)
+
+
+def test_plain_prompts_have_no_accuracy(tiny):
+    df = sv.sweep(tiny, ["x = ", "print("], gammas=(5.0,), block_sizes=(4,), max_new_tokens=4, cache_dir=None,
+                  progress=False)
+    assert df["accuracy"].isna().all() and df["accuracy_with_gaps"].isna().all()
+    assert (df["n_items"] == 2).all() and df["calls_per_token"].notna().all()
+
+
+# -- the CLI -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model_dir(tiny, tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny_model")
+    tiny.model.save_pretrained(path)
+    tiny.tokenizer.save_pretrained(path)
+    return path
+
+
+def test_cli_gaps(tmp_path, capsys, model_dir):
+    path = _hand_trace(HAND, stop_at=13).save(tmp_path / "t.json")
+    assert cli_main(["gaps", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "4 gap fill(s)" in out and "go: a<m><m>d" in out and "--model" in out
+    assert cli_main(["gaps", str(path), "--model", str(model_dir)]) == 0
+    assert "ntp_agrees" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{}")
+    assert cli_main(["gaps", str(tmp_path / "bad.json")]) == 2
+    assert "not a trace" in capsys.readouterr().err
+
+
+def test_cli_sweep_writes_csv(tmp_path, capsys, model_dir):
+    out = tmp_path / "sweep.csv"
+    args = ["sweep", "--model", str(model_dir), "--families", "add", "--per-family", "1", "--gammas", "5",
+            "--block-sizes", "4", "--max-new-tokens", "4", "--gap-free-too", "--cache-dir", str(tmp_path / "c"),
+            "--out", str(out)]
+    assert cli_main(args) == 0
+    df = pd.read_csv(out)
+    assert list(df["solver"]) == ["entropy_bounded", "entropy_bounded", "ntp"]
+    assert "gap-free ablation" in capsys.readouterr().out
+
+
+def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "bench_speed.py"
+    spec = importlib.util.spec_from_file_location("bench_speed", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.latency_table(tiny, "assert 1 == ", k=4, reps=2)
+    assert [r["n_input"] for r in rows] == [1, 4, 8, 1]
+    assert rows[0]["vs_1_token"] == 1.0 and all(r["median_ms"] > 0 for r in rows)
+    assert bench.md_table(rows[:1], [("n_input", "tokens in", "d")]) == "| tokens in |\n| --- |\n| 1 |"
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["bench", "--help"])
+    assert exc.value.code == 0 and "--per-family" in capsys.readouterr().out
