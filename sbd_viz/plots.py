@@ -448,6 +448,10 @@ def _results_frame(results: Any, x: str):
         raise ValueError(f"results: no column {x!r} to put on the x axis")
     df["gap_free"] = df["gap_free"].eq(True) if "gap_free" in df.columns else False
     df["rule"] = df["solver"].astype(str) + df["gap_free"].map({True: " · gap-free", False: ""})
+    # A sweep over several block sizes: one line per (rule, k), or the line would zigzag between them.
+    is_ntp = df["solver"].astype(str).str.lower() == "ntp"
+    if "block_size" in df.columns and df.loc[~is_ntp, "block_size"].nunique() > 1:
+        df.loc[~is_ntp, "rule"] += " · k=" + df.loc[~is_ntp, "block_size"].astype(int).astype(str)
     return df
 
 
@@ -466,6 +470,8 @@ def _current_rows(df, current: Any):
     hit = (df["solver"].astype(str) == str(current["solver"])) & same_gamma
     if "gap_free" in current:
         hit &= df["gap_free"] == bool(current["gap_free"])
+    if "block_size" in current and "block_size" in df.columns:
+        hit &= df["block_size"] == current["block_size"]
     if not hit.any():
         raise ValueError(f"current: no result row with solver={current['solver']!r}, gamma={gamma!r}")
     return df[hit]
@@ -474,8 +480,9 @@ def _current_rows(df, current: Any):
 def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_call") -> go.Figure:
     """Speed vs suite accuracy: one line per commit rule (solver, gap-free or not), a point per gamma.
 
-    Rows with solver "ntp" are drawn as the reference star and dotted accuracy line. ``current``
-    (``dict(solver=..., gamma=...[, gap_free=...])``) rings the current setting.
+    Rows with solver "ntp" are drawn as the reference star and dotted accuracy line. When the rows hold
+    several block sizes, each (rule, block size) gets its own line. ``current``
+    (``dict(solver=..., gamma=...[, gap_free=...][, block_size=...])``) rings the current setting.
     """
     df = _results_frame(results, x)
     is_ntp = df["solver"].astype(str).str.lower() == "ntp"
@@ -501,7 +508,9 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
                                  marker=dict(symbol="circle-open", size=24, color="#000000", line=dict(width=3))))
     fig.update_layout(**_common_layout(
         title=dict(text="Speed vs quality", font=dict(size=14)), width=760, height=480, legend=dict(title="rule"),
-        xaxis=dict(title=_X_AXES[x], gridcolor="#EEEEEE"), yaxis=dict(title="suite accuracy", gridcolor="#EEEEEE")))
+        xaxis=dict(title=_X_AXES[x], gridcolor="#EEEEEE"),
+        # an accuracy is never negative (autorange pads a flat line to [-0.5, 1] otherwise)
+        yaxis=dict(title="suite accuracy", gridcolor="#EEEEEE", rangemode="nonnegative")))
     return fig
 
 

@@ -263,6 +263,18 @@ def test_tradeoff_rules_and_current():
         tradeoff([dict(solver="eb", gamma=1)])
 
 
+def test_tradeoff_draws_one_line_per_block_size():
+    rows = [dict(solver="eb", gamma=g, block_size=k, accuracy=0.5, tokens_per_call=g * k)
+            for g in (0.1, 1.0) for k in (4, 16)] + [dict(solver="ntp", gamma=None, block_size=1, accuracy=0.6,
+                                                          tokens_per_call=1.0)]
+    fig = tradeoff(rows, current=dict(solver="eb", gamma=1.0, block_size=4))
+    rules = sorted(t.name for t in fig.data if t.meta and t.meta["role"] == "rule")
+    assert rules == ["eb · k=16", "eb · k=4"]
+    assert list(next(t for t in fig.data if t.name == "current setting").x) == [4.0]
+    single = tradeoff([r for r in rows if r["block_size"] != 4])  # one block size: names stay plain
+    assert [t.name for t in single.data if t.meta and t.meta["role"] == "rule"] == ["eb"]
+
+
 # -- comparing two runs ---------------------------------------------------------------
 @pytest.mark.parametrize("a, b, expected", [
     ("abc", "abc", None), ("abc", "abd", 2), ("abc", "abcd", 3), ("", "x", 0), ("x", "", 0), ("", "", None),

@@ -1,0 +1,242 @@
+"""An ipywidgets explorer for one prompt: turn the knobs, re-decode, scrub through the calls.
+
+    import sbd_viz as sv
+    sv.explore(model, "assert 48 + 37 == ", stop="\\n")
+
+Thin wiring over the library: every control change re-decodes with ``sv.decode``; the picture is
+``plots.block_fill`` shown at the call the scrubber points to (the ▶ button steps the scrubber, so
+it is the animation); NTP (``sv.decode_ntp``) is decoded once per prompt and length for the
+comparison. Nothing here computes a measure the library does not already give.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import NamedTuple
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from . import plots
+from .decode import DecodeConfig, decode, decode_ntp
+from .model import SBDModel
+from .solvers import RULES
+from .trace import Trace, render_state
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+class Knob(NamedTuple):
+    """The range of a rule's single knob (``gamma``) on the slider; see ``sbd_viz/solvers.py``."""
+
+    label: str
+    lo: float
+    hi: float
+    step: float
+    default: float
+
+
+KNOBS = {
+    "entropy_bounded": Knob("γ (nats)", 0.0, 2.0, 0.01, 0.1),
+    "entropy_threshold": Knob("γ (nats)", 0.0, 2.0, 0.01, 0.5),
+    "confidence_threshold": Knob("γ (prob.)", 0.0, 1.0, 0.01, 0.9),
+    "factor": Knob("f", 0.01, 2.0, 0.01, 1.0),
+    "top_k": Knob("slots/call", 1, 16, 1, 4),
+    "left_to_right": Knob("(ignored)", 0.0, 1.0, 0.01, 0.0),
+}
+assert set(KNOBS) == set(RULES), "every commit rule needs a knob range"
+
+
+def figure_at_call(fig: go.Figure, call: int) -> go.Figure:
+    """A still copy of a ``plots.block_fill`` figure showing the blocks after ``call``.
+
+    block_fill's frames are incremental (frame 0 holds every row, frame ``c`` only the rows that
+    changed at call ``c``), so the state at ``call`` is frame 0 with frames 1..call applied in order.
+    The play buttons and slider are dropped: without frames they would do nothing.
+    """
+    if not 0 <= call < len(fig.frames):
+        raise ValueError(f"call: must be in [0, {len(fig.frames) - 1}], got {call!r}")
+    data = list(fig.frames[0].data)
+    for frame in fig.frames[1:call + 1]:
+        for index, trace in zip(frame.traces, frame.data):
+            data[index] = trace
+    extra = list(fig.data[len(data):])  # the entropy colour bar, which no frame touches
+    still = go.Figure(data + extra, layout=fig.layout)
+    still.layout.updatemenus, still.layout.sliders = (), ()  # (update_layout would merge, not clear)
+    # The bottom margin held the play buttons and slider: give it back, but keep room for the entropy
+    # scale, which hangs from the top of the grid and can be taller than a short grid.
+    margin, grid = fig.layout.margin, fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    bar = max((t.marker.colorbar.len or 0 for t in extra if getattr(t, "marker", None) and t.marker.showscale),
+              default=0)
+    bottom = max(30, int(bar - grid) + 20)
+    still.update_layout(title_text=fig.frames[call].layout.title.text, margin=dict(b=bottom),
+                        height=fig.layout.height - (margin.b - bottom))
+    return still
+
+
+def _display_data(fig: go.Figure) -> dict:
+    """An output record for an ``Output`` widget, as the Jupyter plotly renderer would make it.
+
+    Built directly (not with ``display``) so the widget also updates without a running kernel."""
+    bundle = pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict())
+    return {"output_type": "display_data", "metadata": {},
+            "data": {PLOTLY_MIME: bundle[PLOTLY_MIME], "text/plain": "<block-fill figure>"}}
+
+
+def _visible(text: str) -> str:
+    return html.escape(text.replace("\n", "⏎"))
+
+
+class Explorer(widgets.VBox):
+    """The widget ``explore`` returns. Its parts are attributes so notebooks and tests can drive it:
+    ``gamma``, ``rule``, ``gap_free``, ``block_size``, ``max_new_tokens``, ``prompt`` (controls),
+    ``call`` / ``play`` (scrubber), ``metrics`` / ``step_info`` (HTML), ``view`` (Output holding the
+    figure), and the current ``trace``, ``ntp_trace`` and ``figure`` (the full animation)."""
+
+    def __init__(self, model: SBDModel, prompt: str, **decode_kwargs):
+        if not isinstance(model, SBDModel):
+            raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
+        DecodeConfig(**decode_kwargs)  # bad settings fail here, named, before a slider clamps them silently
+        self.model = model
+        self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
+        solver = self.extra.pop("solver", "entropy_bounded")
+        knob = KNOBS[solver]
+        gamma = self.extra.pop("gamma", knob.default)
+        wide = {"description_width": "110px"}
+        self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
+                                   layout=widgets.Layout(width="640px"))
+        self.rule = widgets.Dropdown(options=RULES, value=solver, description="rule", style=wide)
+        # The range stretches to hold a gamma given outside it, rather than clamping it silently.
+        self.gamma = widgets.FloatSlider(description=knob.label, min=min(knob.lo, gamma), max=max(knob.hi, gamma),
+                                         step=knob.step, value=gamma, continuous_update=False, readout_format=".2f",
+                                         style=wide, disabled=solver == "left_to_right")
+        self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free")
+        self.block_size = widgets.IntSlider(self.extra.pop("block_size", 16), min=1, max=64,
+                                            description="block size k", continuous_update=False, style=wide)
+        length = self.extra.pop("max_new_tokens", 64)
+        self.max_new_tokens = widgets.IntSlider(length, min=1, max=max(256, length),
+                                                description="max tokens", continuous_update=False, style=wide)
+        self.call = widgets.IntSlider(0, min=0, max=0, description="call", style=wide,
+                                      layout=widgets.Layout(width="520px"))
+        self.play = widgets.Play(interval=700, min=0, max=0, description="play the calls")
+        widgets.link((self.play, "value"), (self.call, "value"))
+        self.metrics, self.step_info, self.view = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.trace: Trace | None = None
+        self.ntp_trace: Trace | None = None
+        self.figure: go.Figure | None = None
+        self._ntp_key = None
+        self._quiet = False  # set while the widget itself moves controls, so they do not re-decode
+
+        self.rule.observe(self._rule_changed, "value")
+        for control in (self.prompt, self.gamma, self.gap_free, self.block_size, self.max_new_tokens):
+            control.observe(self._redecode, "value")
+        self.call.observe(lambda change: self.show_call(change["new"]), "value")
+        super().__init__([
+            self.prompt,
+            widgets.HBox([self.rule, self.gamma, self.gap_free]),
+            widgets.HBox([self.block_size, self.max_new_tokens]),
+            self.metrics,
+            widgets.HBox([self.play, self.call]),
+            self.step_info,
+            self.view,
+        ])
+        self.redecode()
+
+    # -- decoding -------------------------------------------------------------------------
+    def settings(self) -> dict:
+        """The keyword arguments of ``sv.decode`` that the controls currently say."""
+        return dict(solver=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
+                    block_size=self.block_size.value, max_new_tokens=self.max_new_tokens.value, **self.extra)
+
+    def redecode(self) -> None:
+        """Decode with the current settings and redraw everything; a bad setting shows its error."""
+        try:
+            trace = decode(self.model, self.prompt.value, **self.settings())
+            key = (self.prompt.value, self.max_new_tokens.value, self.extra.get("stop"))
+            if key != self._ntp_key:  # NTP does not depend on the rule, gamma or k
+                self.ntp_trace = decode_ntp(self.model, self.prompt.value, max_new_tokens=self.max_new_tokens.value,
+                                            stop=self.extra.get("stop"))
+                self._ntp_key = key
+        except (ValueError, TypeError) as exc:
+            self.metrics.value = f"<p style='color:#D55E00'><b>error:</b> {html.escape(str(exc))}</p>"
+            return
+        self.trace, self.figure = trace, plots.block_fill(trace)
+        self.metrics.value = self._metrics_html()
+        last = trace.nfe - 1
+        self._quiet = True  # moving the scrubber's range must not redraw a stale call
+        try:
+            self.play.playing = False
+            self.play.max = self.call.max = last
+            self.play.value = self.call.value = last
+        finally:
+            self._quiet = False
+        self.show_call(last)  # the finished decode first; ▶ replays from call 0
+
+    def _redecode(self, change) -> None:
+        if not self._quiet:
+            self.redecode()
+
+    def _rule_changed(self, change) -> None:
+        knob = KNOBS[change["new"]]
+        self._quiet = True  # one decode for a rule change, not one per slider attribute
+        try:
+            self.gamma.description = knob.label
+            # Widen first so the new value is never clamped by the old range.
+            self.gamma.min, self.gamma.max = min(self.gamma.min, knob.lo), max(self.gamma.max, knob.hi)
+            self.gamma.step, self.gamma.value = knob.step, knob.default
+            self.gamma.min, self.gamma.max = knob.lo, knob.hi
+            self.gamma.disabled = change["new"] == "left_to_right"
+        finally:
+            self._quiet = False
+        self.redecode()
+
+    # -- views ----------------------------------------------------------------------------
+    def show_call(self, call: int) -> None:
+        """Show the blocks after ``call`` (0-based model call) in the figure and the step line."""
+        if self._quiet or self.trace is None:
+            return
+        call = max(0, min(int(call), self.trace.nfe - 1))
+        self.view.outputs = (_display_data(figure_at_call(self.figure, call)),)
+        self.step_info.value = self._step_html(call)
+
+    def _metrics_html(self) -> str:
+        t, n = self.trace, self.ntp_trace
+        fills = t.gap_fills()
+        same = "the same text" if t.text == n.text else "a different text"
+        rows = [
+            ("SBD", f"<b>{t.nfe}</b> calls for {t.n_tokens} tokens · <b>{t.tokens_per_call:.2f}</b> tokens per call"
+                    f" · <b>{len(fills)}</b> gap fill(s) · {t.wall_time:.2f} s"),
+            ("NTP", f"{n.nfe} calls for {n.n_tokens} tokens (one per call) · {n.wall_time:.2f} s · "
+                    f"SBD wrote {same} in {n.nfe / max(1, t.nfe):.2f}× fewer calls"),
+            ("SBD text", f"<code>{_visible(t.text)}</code>"),
+            ("NTP text", f"<code>{_visible(n.text)}</code>"),
+        ]
+        body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
+        return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
+
+    def _step_html(self, call: int) -> str:
+        t = self.trace
+        step = t.steps[call]
+        k = step.block_size
+        if step.step > 0:
+            fed = f"{k} block slots (the prefix is in the KV cache)"
+        elif step.call == 0:
+            fed = f"the prompt's {step.n_input - k} tokens causally + {k} masked slots (prefill fused with block 0)"
+        else:
+            fed = (f"the previous block's {step.n_input - k} final tokens causally + {k} masked slots "
+                   f"(the fused call)")
+        commits = ", ".join(
+            f"slot {c.slot} <code>{_visible(c.text)}</code> (p {c.prob:.2f}, H {c.entropy:.2f}"
+            + (f", <b>gap {c.gap}</b>" if c.gap else "") + ")" for c in step.commits)
+        state = render_state(t.block_state(step), t.text_before(step))
+        return (f"<div style='font-family:monospace;font-size:13px'><b>call {call}</b> · block {step.block} "
+                f"step {step.step} · fed {step.n_input} tokens: {fed}<br>{len(step.masked)} slot(s) masked before"
+                f" the call; committed {commits}<br>after: <code>{html.escape(state)}</code></div>")
+
+
+def explore(model: SBDModel, prompt: str, **decode_kwargs) -> Explorer:
+    """An interactive explorer of ``prompt`` decoded by ``model``: rule, gamma, gap-free, block size and
+    length controls (each change re-decodes), a call scrubber with play, the block-fill view at that
+    call, and the measures beside NTP. ``decode_kwargs`` are ``sv.decode``'s (``stop="\\n"`` etc.)."""
+    return Explorer(model, prompt, **decode_kwargs)

@@ -1,0 +1,120 @@
+"""The ipywidgets explorer, driven headlessly (no kernel, no browser) on a tiny random model."""
+
+import subprocess
+import sys
+
+import ipywidgets as widgets
+import pytest
+
+import sbd_viz as sv
+from sbd_viz import plots, widgets as sbd_widgets
+from sbd_viz.widgets import PLOTLY_MIME, figure_at_call
+
+PROMPT = "assert 4 + 5 == "
+# A random-init model is unsure everywhere (entropy ~ log V ~ 4.6 nats per slot), so gamma 50
+# commits a whole block per call and gamma 0 commits one slot per call: the two are easy to tell apart.
+SMALL = dict(block_size=4, max_new_tokens=8)
+
+
+def shown_figure(explorer) -> dict:
+    """The plotly figure (as a dict) the explorer's Output widget currently holds."""
+    (record,) = explorer.view.outputs
+    return record["data"][PLOTLY_MIME]
+
+
+def cell_states(figure: dict) -> list[str]:
+    """Every grid cell's state in a shown block-fill figure, row by row."""
+    rows = figure["layout"]["meta"]["rows"]
+    return [cell[0] for heatmap in figure["data"][:rows] for cell in heatmap["customdata"][0] if cell]
+
+
+@pytest.fixture
+def explorer(tiny):
+    return sv.explore(tiny, PROMPT, gamma=50.0, **SMALL)
+
+
+def test_explore_builds_a_widget_showing_the_finished_decode(explorer):
+    assert isinstance(explorer, widgets.Widget)
+    trace = explorer.trace
+    assert trace.config["gamma"] == 50.0 and trace.config["block_size"] == 4
+    assert trace.nfe == 2  # two blocks of 4, each filled in one call
+    assert explorer.call.max == explorer.play.max == trace.nfe - 1
+    assert explorer.call.value == trace.nfe - 1
+    shown = shown_figure(explorer)
+    assert set(cell_states(shown)) <= {"done", "now"}  # finished: nothing masked, nothing in the future
+    assert not shown["layout"].get("sliders") and not shown["layout"].get("updatemenus")
+    assert f"<b>{trace.nfe}</b> calls" in explorer.metrics.value
+    assert f"{explorer.ntp_trace.nfe} calls" in explorer.metrics.value
+    assert "call 1" in explorer.step_info.value
+
+
+def test_changing_gamma_redecodes_and_redraws(explorer):
+    before_metrics, before_figure = explorer.metrics.value, shown_figure(explorer)
+    ntp = explorer.ntp_trace
+    explorer.gamma.value = 0.0
+    trace = explorer.trace
+    assert trace.config["gamma"] == 0.0
+    assert trace.nfe == 8  # one slot per call
+    assert explorer.call.max == 7 and explorer.call.value == 7
+    assert explorer.metrics.value != before_metrics and "<b>8</b> calls" in explorer.metrics.value
+    assert shown_figure(explorer) != before_figure
+    assert explorer.ntp_trace is ntp  # NTP does not depend on gamma: decoded once
+
+
+def test_the_scrubber_shows_the_blocks_after_that_call(explorer):
+    explorer.gamma.value = 0.0
+    explorer.call.value = 0
+    states = cell_states(shown_figure(explorer))
+    assert states.count("now") == 1 and states.count("masked") == 3 and states.count("future") == 4
+    assert "call 0" in explorer.step_info.value and "prefill fused with block 0" in explorer.step_info.value
+    explorer.call.value = 4  # the first call of block 1 also feeds block 0's final tokens
+    assert "the fused call" in explorer.step_info.value
+    assert "call 4" in shown_figure(explorer)["layout"]["title"]["text"]
+
+
+def test_a_rule_change_resets_the_knob_and_decodes_once(tiny, monkeypatch):
+    explorer = sv.explore(tiny, PROMPT, **SMALL)
+    calls = []
+    real = sbd_widgets.decode
+    monkeypatch.setattr(sbd_widgets, "decode", lambda *a, **k: calls.append(k) or real(*a, **k))
+    explorer.rule.value = "top_k"
+    assert len(calls) == 1
+    assert calls[0]["solver"] == "top_k" and calls[0]["gamma"] == sbd_widgets.KNOBS["top_k"].default
+    assert explorer.trace.nfe == 2 * 4 // 4  # four slots per call, two blocks of 4
+    explorer.rule.value = "left_to_right"
+    assert explorer.gamma.disabled and explorer.trace.nfe == 8
+
+
+def test_a_bad_setting_shows_its_error_and_keeps_the_last_decode(explorer):
+    trace = explorer.trace
+    explorer.prompt.value = ""
+    assert "error" in explorer.metrics.value and "prompt" in explorer.metrics.value
+    assert explorer.trace is trace
+
+
+def test_other_decode_arguments_pass_through(tiny):
+    explorer = sv.explore(tiny, PROMPT, stop="\n", seed=3, temperature=1.0, **SMALL)
+    assert explorer.trace.config["stop"] == ["\n"] and explorer.trace.config["seed"] == 3
+    with pytest.raises(ValueError, match="solver"):
+        sv.explore(tiny, PROMPT, solver="nope")
+    with pytest.raises(ValueError, match="block_size"):  # named, not clamped to the slider's range
+        sv.explore(tiny, PROMPT, block_size=100)
+
+
+def test_figure_at_call_resolves_the_incremental_frames(tiny):
+    trace = sv.decode(tiny, PROMPT, gamma=0.0, block_size=4, max_new_tokens=12)
+    fig = plots.block_fill(trace)
+    last = figure_at_call(fig, trace.nfe - 1)
+    rows = fig.layout.meta["rows"]
+    for r in range(2 * rows):  # heatmap rows and gap outlines equal the finished view
+        assert last.data[r].to_plotly_json() == fig.data[r].to_plotly_json()
+    first = figure_at_call(fig, 0)
+    assert [c[0] for c in first.data[rows - 1].customdata[0]] == ["future"] * 4
+    with pytest.raises(ValueError, match="call"):
+        figure_at_call(fig, trace.nfe)
+
+
+def test_importing_sbd_viz_does_not_import_ipywidgets():
+    code = "import sys, sbd_viz; print('ipywidgets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
