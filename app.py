@@ -1,0 +1,635 @@
+"""The sbd_viz app: watch Set Block Decoding fill its blocks, and trade speed for quality with gamma.
+
+    python app.py                   # or: sbd-viz app [--model DIR] [--port N]
+
+The same file runs unchanged as a Hugging Face Space (``PORT`` / ``GRADIO_SERVER_NAME`` are
+honoured). The speed/quality curve comes from ``sweep.json`` beside the model; make it once per
+model and commit it (``python -c "import app; app.precompute_sweep()"``), else the app computes
+it in a background thread at startup (minutes on 2 CPUs).
+
+A thin UI over the library: handlers validate the inputs, then call ``sv.decode_steps`` (streamed),
+``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``. Each session keeps its own
+results in ``gr.State``; nothing mutable is shared between requests except the read-only model
+(and the speed/quality curve, written once by a background thread, read-only afterwards).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import NamedTuple
+
+import gradio as gr
+
+import sbd_viz as sv
+from sbd_viz import tasks
+
+MAX_PROMPT_CHARS = 400  # a char-level model trained on 128-token windows gains nothing from longer prompts
+MAX_NEW_TOKENS = 128
+MAX_BLOCK_SIZE = 64
+MAX_SEED = 2**31 - 1
+PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
+STOP = ("\n",)  # an assert's answer ends at the end of its line
+SWEEP_FILE = "sweep.json"  # the precomputed speed/quality curve, committed beside the model
+
+class Knob(NamedTuple):
+    """What a rule's single knob means (see sbd_viz/solvers.py), and its slider."""
+
+    label: str
+    meaning: str  # for error messages: "gamma: for <rule> it is <meaning> ..."
+    lo: float
+    hi: float
+    step: float
+    default: float
+
+
+KNOBS = {
+    "entropy_bounded": Knob("γ · entropy budget per call (nats); higher = more slots per call",
+                            "the entropy budget per call in nats", 0.0, 2.0, 0.01, 0.5),
+    "entropy_threshold": Knob("γ · commit every slot with entropy below this (nats)",
+                              "the per-slot entropy threshold in nats", 0.0, 2.0, 0.01, 0.5),
+    "confidence_threshold": Knob("γ · commit every slot more probable than this (probability)",
+                                 "a probability threshold", 0.0, 1.0, 0.01, 0.9),
+    "factor": Knob("f · Fast-dLLM factor (> 0); higher = more slots per call", "the Fast-dLLM factor f",
+                   0.01, 2.0, 0.01, 1.0),
+    "top_k": Knob("k · slots committed per call", "the number of slots committed per call", 1, 16, 1, 4),
+    "left_to_right": Knob("(ignored: left to right commits one slot per call)", "ignored, but still checked",
+                          0.0, 2.0, 0.01, 0.0),
+}
+assert set(KNOBS) == set(sv.RULES), "every commit rule needs a knob description"
+
+# The speed/quality curve: one line per rule, points at these knob values (suite, block 16).
+SWEEP_GRID = {
+    "entropy_bounded": (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
+    "entropy_threshold": (0.1, 0.25, 0.5, 1.0, 2.0),
+    "confidence_threshold": (0.5, 0.7, 0.9, 0.99),
+    "factor": (0.25, 0.5, 1.0, 2.0),
+}
+SWEEP_PER_FAMILY = 10
+
+# Prompts offered as examples: test-split suite items (so the app scores them), picked by decoding
+# the test split with a training checkpoint (bench/pick_examples.py lists candidates per behaviour;
+# re-run it on the shipped model). The first one is decoded when the page opens.
+EXAMPLES = [
+    ("assert sorted([94, 45, 70, 79, 58, 25]) == ", "sorted: scaffold first, digits later"),
+    ("assert [x * 2 for x in [47, 23, 30, 11]] == ", "double: gap fills"),
+    ("assert list(range(69, 78)) == ", "range: several slots per call"),
+    ("assert 79 + 48 == ", "addition: which digit first?"),
+    ('assert len("pipkvrslxt") == ', "len: a short answer"),
+]
+
+GAP_COLUMNS = ["call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
+               "block after the call"]
+GAP_LABEL = "gap fills ({n}): commits made while slots to their left were still masked · click a row to show its call"
+DEFAULTS = dict(rule="entropy_bounded", gap_free=False, block_size=16, max_new_tokens=64, temperature=0.0, seed=0,
+                stop_at_newline=True)
+
+PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
+
+CSS = """
+#sbd-title h1 {margin-bottom: 0}
+#sbd-metrics .cards {display: grid; grid-template-columns: repeat(auto-fit, minmax(130px, 1fr)); gap: 8px}
+#sbd-metrics .card {border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 8px 10px;
+                    background: var(--block-background-fill)}
+#sbd-metrics .label {font-size: 12px; color: var(--body-text-color-subdued)}
+#sbd-metrics .value {font-size: 24px; font-weight: 700; line-height: 1.25; font-variant-numeric: tabular-nums}
+#sbd-metrics .sub {font-size: 12px; color: var(--body-text-color-subdued)}
+#sbd-metrics .good {color: #009E73} #sbd-metrics .bad {color: #D55E00}
+#sbd-texts table, #sbd-texts td, #sbd-texts tr {border: none !important; background: none !important}
+#sbd-texts table {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 15px;
+                  border-collapse: collapse}
+#sbd-texts td {padding: 3px 10px 3px 0; vertical-align: top; border: none}
+#sbd-texts .who {font-family: var(--font); font-size: 13px; font-weight: 600; white-space: nowrap}
+#sbd-texts mark {background: #F6C9A9; color: inherit; border-bottom: 2px solid #D55E00; padding: 0}
+#sbd-texts .note {font-family: var(--font); font-size: 13px; color: var(--body-text-color-subdued)}
+#sbd-anim {overflow-x: auto}
+#sbd-anim .sbd-empty {padding: 40px; color: var(--body-text-color-subdued)}
+"""
+
+# The block-fill animation needs Plotly *frames* (play button, call slider). gr.Plot hands only
+# data + layout to Plotly.react and drops frames, so the figure is drawn by this small renderer
+# inside a gr.HTML component instead; plotly.js is served from the installed plotly package
+# (works offline, same version as the Python figure).
+ANIM_TEMPLATE = "<div class='sbd-anim-plot'></div>"
+ANIM_JS = """
+const box = element.querySelector('.sbd-anim-plot');
+let drawn = 0;
+async function draw() {
+  const my = ++drawn;
+  if (!props.value) {
+    box.innerHTML = "<div class='sbd-empty'>Decode a prompt to watch its blocks fill.</div>";
+    return;
+  }
+  const fig = JSON.parse(props.value);
+  box.innerHTML = '';
+  // The figure is laid out for a wide screen; narrower containers get narrower cells, not a scrollbar.
+  const room = element.clientWidth;
+  if (room > 300 && fig.layout.width > room) fig.layout.width = room;
+  await Plotly.newPlot(box, fig.data, fig.layout, {displaylogo: false, responsive: false,
+                                                     modeBarButtonsToRemove: ['select2d', 'lasso2d']});
+  if (my !== drawn) return;
+  if (fig.frames && fig.frames.length) await Plotly.addFrames(box, fig.frames);
+  box.dataset.frames = String((fig.frames || []).length);
+  box.dataset.drawn = String(my);
+}
+draw();
+watch('value', draw);
+"""
+# "show call N": jump the animation to a frame in the browser, no round trip.
+SHOW_CALL_JS = """
+(n) => {
+  const box = document.querySelector('#sbd-anim .sbd-anim-plot');
+  if (box && window.Plotly && box._transitionData && box._transitionData._frames.length) {
+    Plotly.animate(box, [String(n)], {mode: 'immediate', frame: {duration: 0, redraw: true},
+                                      transition: {duration: 0}});
+  }
+  return n;
+}
+"""
+
+
+# -- input checking: one place, every error names the field --------------------------------------
+def _number(value, field: str) -> float:
+    if isinstance(value, bool) or value is None or value == "":
+        raise gr.Error(f"{field}: must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{field}: must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise gr.Error(f"{field}: must be a finite number, got {value!r}")
+    return x
+
+
+def _whole(value, field: str, lo: int, hi: int) -> int:
+    x = _number(value, field)
+    if x != int(x) or not lo <= x <= hi:
+        raise gr.Error(f"{field}: must be a whole number from {lo} to {hi}, got {value!r}")
+    return int(x)
+
+
+def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                  stop_at_newline) -> dict:
+    """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise gr.Error(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
+    if rule not in KNOBS:
+        raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+    knob = KNOBS[rule]
+    g = _number(gamma, "gamma")
+    if not knob.lo <= g <= knob.hi:
+        raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {knob.lo:g} to {knob.hi:g}, "
+                       f"got {gamma!r}")
+    if rule == "top_k":
+        g = _whole(g, "gamma (k, slots per call)", int(knob.lo), int(knob.hi))
+    return dict(prompt=prompt, solver=rule, gamma=g, gap_free=bool(gap_free),
+                block_size=_whole(block_size, "block size", 1, MAX_BLOCK_SIZE),
+                max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
+                temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
+                stop=STOP if stop_at_newline else None)
+
+
+def _temperature(value) -> float:
+    t = _number(value, "temperature")
+    if not 0 <= t <= 2:
+        raise gr.Error(f"temperature: must be from 0 (greedy) to 2, got {value!r}")
+    return t
+
+
+# -- small renderers (HTML strings) -----------------------------------------------------------
+def _visible(text: str) -> str:
+    return text.replace("\n", "⏎").replace("\t", "⇥")
+
+
+def _token(text: str) -> str:
+    """A single token, with a space shown as ␣: a blank cell reads as nothing committed."""
+    return _visible(text).replace(" ", "␣") or "∅"
+
+
+def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
+    return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
+            f"<div class='sub'>{sub}</div></div>")
+
+
+def metrics_html(result: dict) -> str:
+    """The headline numbers of one decode beside NTP on the same prompt (NTP may still be running)."""
+    trace, ntp = result["trace"], result["ntp"]
+    sbd_s, ntp_s = result["sbd_seconds"], result["ntp_seconds"]
+    item = result["item"]
+    if item is None:
+        answer = _card("answer", "—", "not a suite prompt: unscored")
+    elif tasks.score(item, trace.text):
+        answer = _card("answer", "✓ correct", f"expected {html.escape(item.answer)}", "good")
+    else:
+        answer = _card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad")
+    if ntp is None:
+        calls_sub, speed_calls, speed_wall, wall_sub = "NTP: running…", "…", "…", f"SBD {1000 * sbd_s:.0f} ms"
+    else:
+        # Per generated token, so a run that stops earlier or later than NTP is compared fairly.
+        calls_sub = f"NTP: {ntp.nfe} for {ntp.n_tokens} tokens"
+        speed_calls = (f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×" if ntp.n_tokens and trace.n_tokens
+                       else "—")
+        per_tok_sbd, per_tok_ntp = sbd_s / max(1, trace.n_tokens), ntp_s / max(1, ntp.n_tokens)
+        speed_wall = f"{per_tok_ntp / per_tok_sbd:.2f}×" if per_tok_sbd > 0 else "—"
+        wall_sub = (f"SBD {1000 * sbd_s:.0f} ms · NTP {1000 * ntp_s:.0f} ms"
+                    + (" (timed on the first decode of this prompt)" if result["ntp_cached"] else ""))
+    cards = [
+        _card("model calls", f"{trace.nfe}", calls_sub),
+        _card("tokens per call", f"{trace.tokens_per_call:.2f}",
+              f"{trace.n_tokens} tokens · stop: {trace.stop_reason}"),
+        _card("speedup · calls", speed_calls, "vs NTP, per generated token"),
+        _card("speedup · wall clock", speed_wall, wall_sub),
+        _card("gap fills", f"{result['gap_fills']}", "commits with masked slots to their left"),
+        answer,
+    ]
+    return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
+            f"data-ntp='{'pending' if ntp is None else ntp.nfe}'>{''.join(cards)}</div>")
+
+
+def progress_html(steps) -> str:
+    tokens = sum(len(s.commits) for s in steps)
+    return (f"<div class='cards' data-progress='{len(steps)}'>{_card('model calls', str(len(steps)), 'decoding…')}"
+            f"{_card('slots committed', str(tokens), f'{tokens / len(steps):.2f} per call so far')}</div>")
+
+
+def filling_html(prompt: str, steps) -> str:
+    """The text so far while decoding: committed slots, and ▒ for slots of the open block still masked."""
+    from sbd_viz.plots import MASK_GLYPH
+
+    text, first = {}, steps[0].block_start
+    for s in steps:
+        for c in s.commits:
+            text[s.block_start + c.slot] = c.text
+    end = steps[-1].block_start + steps[-1].block_size
+    body = html.escape(_visible("".join(text.get(p, MASK_GLYPH) for p in range(first, end))))
+    return (f"<table><tr><td class='who'>SBD (decoding)</td><td>{body}</td></tr></table>"
+            f"<div class='note'>prompt: <code>{html.escape(_visible(prompt[-80:]))}</code></div>")
+
+
+def texts_html(result: dict) -> str:
+    """SBD's and NTP's outputs one above the other, from the first difference on highlighted."""
+    from sbd_viz import plots
+
+    a, ntp = result["trace"].text, result["ntp"]
+    diff = plots.first_difference(a, ntp.text) if ntp is not None else None
+
+    def row(who, text, mark_from):
+        if mark_from is None:
+            body = html.escape(_visible(text))
+        elif mark_from >= len(text):  # the other text is longer: mark where this one ends
+            body = html.escape(_visible(text)) + "<mark>&nbsp;</mark>"
+        else:
+            body = (html.escape(_visible(text[:mark_from])) + "<mark>" + html.escape(_visible(text[mark_from:]))
+                    + "</mark>")
+        return f"<tr><td class='who'>{who}</td><td>{body or '∅'}</td></tr>"
+
+    rows = [row("SBD", a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
+    if result["item"] is not None:
+        rows.append(row("expected", result["item"].answer, None))
+    note = ("NTP is running" if ntp is None else "SBD and NTP wrote the same text" if diff is None else
+            f"SBD and NTP first differ at character {diff} (highlighted)")
+    return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
+            f"<code>{html.escape(_visible(result['trace'].prompt[-80:]))}</code> · {note}</div>")
+
+
+# -- the speed/quality curve ------------------------------------------------------------------
+class SpeedQualityCurve:
+    """The suite sweep behind the trade-off figure: loaded from ``sweep.json`` beside the model, else
+    computed once in a background thread (``analysis.sweep``, cached on disk). Written once, then read-only."""
+
+    def __init__(self, model=None, model_dir=None, results=None, compute: bool = True):
+        self.df, self.status, self.model = None, "no speed/quality curve for this model", model
+        if results is not None:
+            self._set(results, "given")
+            return
+        path = Path(model_dir) / SWEEP_FILE if model_dir else None
+        if path is not None and path.is_file():
+            try:
+                self._set(json.loads(path.read_text())["rows"], f"precomputed ({path.name})")
+                return
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                self.status = f"could not read {path}: {exc}"
+        if compute and model is not None:
+            self.status = "computing the suite sweep in the background (a few minutes on 2 CPUs)…"
+            threading.Thread(target=self._compute, name="sbd-viz-sweep", daemon=True).start()
+
+    def _set(self, rows, how: str):
+        import pandas as pd
+
+        self.df = pd.DataFrame(rows)
+        self.status = f"suite sweep: {how}"
+
+    def _compute(self):
+        try:
+            self._set(compute_sweep(self.model), "computed at startup")
+        except Exception as exc:  # a failed sweep must not take the app down: the curve just stays empty
+            self.status = f"the suite sweep failed: {exc}"
+
+    def figure(self, solver: str, gamma: float, gap_free: bool):
+        """``plots.tradeoff`` with the measured point nearest to the current setting highlighted."""
+        from sbd_viz import plots
+
+        df = self.df
+        if df is None:
+            return None, self.status
+        same = df[(df["solver"] == solver) & (df["gap_free"].astype(bool) == bool(gap_free))]
+        if same.empty:
+            return plots.tradeoff(df), f"{self.status} · no measured points for {solver}" + \
+                (" gap-free" if gap_free else "")
+        nearest = float(same.iloc[(same["gamma"] - gamma).abs().argsort().iloc[0]]["gamma"])
+        fig = plots.tradeoff(df, current=dict(solver=solver, gamma=nearest, gap_free=bool(gap_free)))
+        return fig, f"{self.status} · ring = nearest measured point to the current setting (γ = {nearest:g})"
+
+
+def compute_sweep(model) -> list[dict]:
+    """The suite sweep shown by the app, as JSON-ready rows (one ``analysis.sweep`` per rule)."""
+    import pandas as pd
+
+    from sbd_viz import analysis
+
+    suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
+    frames = [analysis.sweep(model, suite, solvers=[rule], gammas=list(gammas), block_sizes=[16], progress=False)
+              for rule, gammas in SWEEP_GRID.items()]
+    df = pd.concat(frames, ignore_index=True)
+    df = pd.concat([df[df["solver"] != "ntp"], df[df["solver"] == "ntp"].head(1)], ignore_index=True)
+    return json.loads(df.to_json(orient="records"))  # NaN -> null, numpy -> plain
+
+
+def precompute_sweep(model_path=None) -> Path:
+    """Write ``sweep.json`` beside the model (commit it: the Space then shows the curve instantly)."""
+    path = Path(model_path or sv.default_model_path())
+    out = path / SWEEP_FILE
+    rows = compute_sweep(sv.load_model(path))
+    out.write_text(json.dumps({"suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family", "block_size": 16,
+                               "rows": rows}, indent=1))
+    return out
+
+
+# -- handlers ---------------------------------------------------------------------------------
+class Handlers:
+    """The event handlers. They hold only read-only things: the model, the suite lookup, the curve."""
+
+    def __init__(self, model, curve: SpeedQualityCurve):
+        self.model, self.curve = model, curve
+        items = tasks.load_suite("pyasserts", "test")
+        self.suite = {item.prompt: item for item in items}  # recognise suite prompts, to score them
+        self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
+
+    def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+               session):
+        """Decode with SBD, streaming the block state while it fills; then the metrics, then the animation;
+        then NTP on the same prompt (once per prompt and length: it does not depend on the other settings)."""
+        from sbd_viz import plots
+        from sbd_viz.decode import trace_from_steps
+
+        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                                 stop_at_newline)
+        prompt = settings.pop("prompt")
+        try:
+            config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
+        except ValueError as exc:  # the library's checks name the argument too
+            raise gr.Error(str(exc)) from None
+        skip = gr.skip()
+        steps, info, paused = [], {}, 0.0
+        t0 = last = time.perf_counter()
+        for step in sv.decode_steps(self.model, prompt, config, info):
+            steps.append(step)
+            now = time.perf_counter()
+            if now - last > PROGRESS_EVERY:  # a progress view now and then; the finished views cost more
+                yield skip, skip, progress_html(steps), filling_html(prompt, steps), skip
+                last = time.perf_counter()
+                paused += last - now  # time spent showing progress is not decoding time
+        trace = trace_from_steps(self.model, prompt, steps, info, config.as_dict())
+        sbd_seconds = time.perf_counter() - t0 - paused
+
+        ntp_key = (prompt, config.max_new_tokens, config.stop)
+        old = session if isinstance(session, dict) else {}
+        cached = old.get("ntp_key") == ntp_key
+        result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
+                      ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
+                      sbd_seconds=sbd_seconds, item=self.suite.get(prompt), gap_fills=len(trace.gap_fills()))
+        # The numbers and texts first (cheap), then the animation (its frames take longer to build).
+        yield result, skip, metrics_html(result), texts_html(result), skip
+        figure = plots.block_fill(trace).to_json(engine="orjson")
+        last_call = trace.nfe - 1
+        call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
+        yield result, figure, metrics_html(result), texts_html(result), call_slider
+        if not cached:
+            t0 = time.perf_counter()
+            result["ntp"] = sv.decode_ntp(self.model, prompt, max_new_tokens=config.max_new_tokens, stop=config.stop)
+            result["ntp_seconds"] = time.perf_counter() - t0
+            # Everything again in the last message (API clients read only that one); Gradio sends
+            # generator updates as diffs, so the unchanged figure costs nothing on the wire.
+            yield result, figure, metrics_html(result), texts_html(result), call_slider
+
+    def details(self, session):
+        """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
+        from sbd_viz import analysis, plots
+
+        if not isinstance(session, dict):
+            raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
+        trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
+        events = analysis.gap_fill_events(self.model, trace, session["item"])
+        # "NTP" = what causal greedy decoding would put there given the final prefix (teacher forced);
+        # "—" where the stop later cut the slot out of the output.
+        table = [[e["call"], e["block"], e["slot"], e["gap"], _token(e["text"]), round(e["entropy"], 3),
+                  round(e["prob"], 3), "—" if e["ntp_text"] is None else _token(e["ntp_text"]),
+                  {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
+                 for e in events]
+        tradeoff, status = self.curve.figure(cfg["solver"], cfg["gamma"], cfg["gap_free"])
+        table = gr.update(value=table, label=GAP_LABEL.format(n=len(table)))
+        return (table, fit(plots.calls_timeline(trace, ntp)), fit(plots.compare(trace, ntp, labels=("SBD", "NTP"))),
+                fit(tradeoff), status, self._trace_file(trace))
+
+    def show_call(self, session, call):
+        """What one call saw and did, and the entropy heatmap of its block."""
+        from sbd_viz import plots
+
+        if not isinstance(session, dict):
+            return None, ""
+        trace = session["trace"]
+        # Clamped, not refused: the slider can briefly hold the previous decode's range.
+        step = trace.steps[min(max(0, int(_number(call, "show call"))), trace.nfe - 1)]
+        return fit(plots.entropy_heatmap(trace, step.block)), step_markdown(trace, step)
+
+    def select_gap(self, session, evt: gr.SelectData):
+        """A click on a gap-fill row: show that call (the animation jumps to it in the browser)."""
+        if not isinstance(session, dict) or evt.index is None:
+            return gr.update()
+        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+        fills = session["trace"].gap_fills()
+        return gr.update(value=fills[row].call) if 0 <= row < len(fills) else gr.update()
+
+    def rule_changed(self, rule):
+        """Relabel the knob: its meaning and range depend on the rule."""
+        if rule not in KNOBS:
+            raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+        knob = KNOBS[rule]
+        return gr.update(label=knob.label, minimum=knob.lo, maximum=knob.hi, step=knob.step, value=knob.default,
+                         interactive=rule != "left_to_right")
+
+    def _trace_file(self, trace) -> str:
+        # One folder per file keeps the download's name readable; folders older than 10 min go.
+        now = time.time()
+        for old in self.files.iterdir():
+            if now - old.stat().st_mtime > 600:
+                shutil.rmtree(old, ignore_errors=True)
+        folder = self.files / uuid.uuid4().hex
+        folder.mkdir()
+        cfg = trace.config
+        return str(trace.save(folder / f"sbd_trace_{cfg['solver']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"))
+
+
+def fit(fig):
+    """Let a figure take its container's width: the library lays figures out at fixed pixel sizes."""
+    return None if fig is None else fig.update_layout(width=None, autosize=True)
+
+
+def step_markdown(trace, step) -> str:
+    """One call in words: the block before and after, and what was committed where."""
+    from sbd_viz.trace import render_state
+
+    prefix = trace.text_before(step)
+    before = render_state(trace.block_state(step, after=False), prefix)
+    after = render_state(trace.block_state(step, after=True), prefix)
+    commits = ", ".join(f"slot {c.slot} ← `{_token(c.text)}` (p={c.prob:.2f}, H={c.entropy:.2f}"
+                        f"{f', gap {c.gap}' if c.gap else ''})" for c in step.commits)
+    return (f"**call {step.call}** · block {step.block}, step {step.step} · {len(step.masked)} masked slots, "
+            f"{len(step.commits)} committed\n\n```\nbefore: {before}\nafter:  {after}\n```\n{commits}")
+
+
+# -- the page ---------------------------------------------------------------------------------
+def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
+    """The app as a ``gr.Blocks``. ``model=None`` loads the shipped model.
+
+    ``sweep``: ``"auto"`` shows the curve from ``sweep.json`` beside the model, or computes it in a
+    background thread; a list of rows / a DataFrame shows those; ``None`` shows no curve.
+    """
+    if model is None:
+        model_dir = model_dir or sv.default_model_path()
+        model = sv.load_model(model_dir)
+    if sweep == "auto":
+        curve = SpeedQualityCurve(model, model_dir)
+    else:
+        curve = SpeedQualityCurve(results=sweep) if sweep is not None else SpeedQualityCurve(compute=False)
+    h = Handlers(model, curve)
+    gr.set_static_paths([PLOTLY_JS])
+    knob = KNOBS[DEFAULTS["rule"]]
+
+    with gr.Blocks(title="sbd_viz · Set Block Decoding", delete_cache=(600, 1800), fill_width=True) as demo:
+        session = gr.State(None, time_to_live=3600)
+        gr.Markdown(
+            "# Set Block Decoding, visualised\n"
+            "A language model fills a **block** of future slots, all starting as a mask, over a few model "
+            "**calls**; after each call a commit rule fixes the slots it is sure about, not necessarily in order "
+            "(*gap fills*). Move **γ** and watch speed trade against quality. "
+            f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185)",
+            elem_id="sbd-title")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300):
+                prompt = gr.Textbox(EXAMPLES[0][0], label="prompt", lines=2, max_lines=6,
+                                    max_length=MAX_PROMPT_CHARS,
+                                    info="A suite prompt ends with '== ' (with the space); its answer is scored.")
+                examples = gr.Examples([[p] for p, _ in EXAMPLES], inputs=[prompt],
+                                       example_labels=[label for _, label in EXAMPLES], label="examples")
+                rule = gr.Dropdown(list(sv.RULES), value=DEFAULTS["rule"], label="commit rule",
+                                   info="which masked slots to fix after each call")
+                gamma = gr.Slider(knob.lo, knob.hi, value=knob.default, step=knob.step, label=knob.label,
+                                  elem_id="sbd-gamma")
+                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free",
+                                       info="only commit a contiguous run from the left: no gap fills")
+                with gr.Accordion("more settings", open=False):
+                    block_size = gr.Slider(1, MAX_BLOCK_SIZE, value=DEFAULTS["block_size"], step=1,
+                                           label="block size (slots decoded together)")
+                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
+                                               label="max new tokens")
+                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"], label="stop at the end of the line")
+                    temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05,
+                                            label="temperature (0 = greedy, the paper's setting)")
+                    seed = gr.Number(DEFAULTS["seed"], label="seed (for temperature > 0)", precision=0,
+                                     minimum=0, maximum=MAX_SEED)
+                run = gr.Button("Decode", variant="primary")
+            with gr.Column(scale=3, min_width=600):
+                metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
+                animation = gr.HTML(None, html_template=ANIM_TEMPLATE, js_on_load=ANIM_JS, elem_id="sbd-anim",
+                                    head=f"<script src='gradio_api/file={PLOTLY_JS}'></script>",
+                                    min_height=420)
+                show_call = gr.Slider(0, 1, value=0, step=1, label="show call", elem_id="sbd-show-call",
+                                      info="jump the animation to a call (or click a gap fill below)")
+                texts = gr.HTML(elem_id="sbd-texts", js_on_load=None)
+        with gr.Tabs():
+            with gr.Tab("Gap fills"):
+                gaps = gr.Dataframe(
+                    headers=GAP_COLUMNS, datatype=["number"] * 4 + ["str", "number", "number", "str", "str", "number",
+                                                                    "str"],
+                    interactive=False, max_height=300, elem_id="sbd-gaps",
+                    column_widths=["6%", "6%", "6%", "6%", "7%", "8%", "7%", "7%", "8%", "9%", "30%"],
+                    label=GAP_LABEL.format(n=0))
+                with gr.Row():
+                    call_info = gr.Markdown(elem_id="sbd-call-info")
+                    heatmap = gr.Plot(label="entropy of the shown call's block", show_label=True)
+            with gr.Tab("Calls vs NTP"):
+                timeline = gr.Plot(label="tokens per call")
+                comparison = gr.Plot(label="SBD vs NTP, token by token")
+            with gr.Tab("Speed vs quality (suite)"):
+                curve_status = gr.Markdown(curve.status)
+                tradeoff = gr.Plot(label="speed vs suite accuracy")
+            with gr.Tab("Trace JSON"):
+                trace_file = gr.File(label="the full trace of the current decode (sbd_viz.Trace.load reads it)")
+
+        # -- wiring -------------------------------------------------------------------------------
+        controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+                    session]
+        # preprocess=False: the handler checks the raw values itself, so errors name the field
+        # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
+        # Every event that runs the model shares one concurrency group, so the queue's limit (2) bounds
+        # the model work on the machine, not each event type separately.
+        decode_kw = dict(fn=h.decode, inputs=controls, outputs=[session, animation, metrics, texts, show_call],
+                         preprocess=False, show_progress="minimal", concurrency_id="model")
+        details_kw = dict(fn=h.details, inputs=[session],
+                          outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
+                          show_progress="hidden", concurrency_id="model")
+
+        gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
+        for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
+                      stop_at_newline.input, temperature.release, seed.submit):
+            event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        rule.input(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
+            **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        examples.load_input_event.then(**decode_kw, api_visibility="undocumented").then(
+            **details_kw, api_visibility="undocumented")
+        demo.load(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+
+        show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
+        show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
+                         api_name="show_call", show_progress="hidden")
+        gaps.select(h.select_gap, inputs=[session], outputs=[show_call], api_visibility="undocumented")
+    return demo
+
+
+def main(model_path=None, host: str = "127.0.0.1", port: int = 7860) -> None:
+    """Load the model, build the page, serve it with a queue (2 decodes at a time)."""
+    import torch
+
+    # Two decodes run at once on a 2-core machine: one thread each beats two oversubscribed ones.
+    torch.set_num_threads(int(os.environ.get("SBD_VIZ_THREADS", max(1, (os.cpu_count() or 2) // 2))))
+    model_dir = Path(model_path) if model_path else sv.default_model_path()
+    demo = build_demo(sv.load_model(model_dir), model_dir=model_dir)
+    demo.queue(default_concurrency_limit=2, max_size=64)
+    demo.launch(server_name=host, server_port=port, state_session_capacity=500, css=CSS)
+
+
+if __name__ == "__main__":
+    # Hugging Face Spaces set GRADIO_SERVER_NAME=0.0.0.0 and the port; locally: 127.0.0.1:7860.
+    main(host=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+         port=int(os.environ.get("PORT") or os.environ.get("GRADIO_SERVER_PORT") or 7860))

@@ -1,0 +1,242 @@
+"""The Gradio app, served for real and driven with gradio_client, on a tiny random model.
+
+What a user relies on: the slider endpoint returns what ``sv.decode`` returns for the same
+settings; a larger gamma never costs more calls; bad input comes back as an error naming the
+field and the app keeps serving; concurrent sessions get their own, correct results.
+"""
+
+import concurrent.futures
+import html
+import importlib.util
+import json
+import re
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+import sbd_viz as sv
+
+from conftest import tiny_model
+
+ROOT = Path(__file__).resolve().parent.parent
+# Gradio's queue statistics trip pandas 3 deprecation warnings: not ours, and not news.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")
+PROMPT = "assert 48 + 37 == "
+MAX_NEW = 24  # short decodes keep the module fast
+
+
+def load_app():
+    spec = importlib.util.spec_from_file_location("sbd_viz_app_under_test", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sharp_tiny_model():
+    """A tiny random model with a scaled-up head: its entropies span 0..2 nats, so gamma matters
+    (a plain random model is near-uniform, ~4.4 nats per slot: every gamma commits one slot per call)."""
+    model = tiny_model(seed=1)
+    with torch.no_grad():
+        model.model.lm_head.weight *= 32
+    return model
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# A small hand-made curve: the trade-off tab needs no sweep to be tested.
+SWEEP_ROWS = [dict(solver="entropy_bounded", gamma=g, block_size=16, gap_free=False, accuracy=a, tokens_per_call=t,
+                   calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.8 * t)
+              for g, a, t in ((0.0, 0.9, 1.0), (0.5, 0.85, 2.0), (1.0, 0.8, 3.0), (2.0, 0.6, 4.0))] + [
+    dict(solver="ntp", gamma=float("nan"), block_size=1, gap_free=False, accuracy=0.9, tokens_per_call=1.0,
+         calls_per_token=1.0, speedup_calls=1.0, speedup_wall=1.0)]
+
+
+@pytest.fixture(scope="module")
+def app_module():
+    return load_app()
+
+
+@pytest.fixture(scope="module")
+def served(app_module):
+    """(url, model): the app on a sharpened tiny model, on a free localhost port, with its queue."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as main() does: two decodes at once on two cores
+    model = sharp_tiny_model()
+    demo = app_module.build_demo(model, sweep=SWEEP_ROWS)
+    demo.queue(default_concurrency_limit=2, max_size=64)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                css=app_module.CSS)
+    yield f"http://127.0.0.1:{port}/", model
+    demo.close()
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    from gradio_client import Client
+
+    return Client(served[0], verbose=False)
+
+
+def decode(client, prompt=PROMPT, rule="entropy_bounded", gamma=0.5, gap_free=False, block_size=16,
+           max_new_tokens=MAX_NEW, temperature=0.0, seed=0, stop=False):
+    """The slider's endpoint: (animation figure JSON, metrics HTML, texts HTML, show-call slider)."""
+    return client.predict(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop,
+                          api_name="/decode")
+
+
+def nfe_of(metrics_html: str) -> int:
+    return int(re.search(r"data-nfe='(\d+)'", metrics_html).group(1))
+
+
+def trace_of(client) -> sv.Trace:
+    """The current session's trace, through the download the app offers."""
+    out = client.predict(api_name="/details")
+    return sv.Trace.load(out[-1])
+
+
+# -- results --------------------------------------------------------------------------------------
+def test_slider_endpoint_returns_the_library_decode(client, served):
+    _, model = served
+    figure, metrics, texts, _ = decode(client, gamma=1.0, block_size=8)
+    expected = sv.decode(model, PROMPT, gamma=1.0, block_size=8, max_new_tokens=MAX_NEW)
+    trace = trace_of(client)
+    assert trace.output_ids == expected.output_ids
+    assert [s.committed_slots for s in trace.steps] == [s.committed_slots for s in expected.steps]
+    assert nfe_of(metrics) == expected.nfe
+    fig = json.loads(figure)
+    assert [f["name"] for f in fig["frames"]] == [str(c) for c in range(expected.nfe)]  # one frame per call
+    assert "NTP (greedy)" in texts and "SBD" in texts
+
+
+def test_higher_gamma_never_needs_more_calls(client):
+    calls = [nfe_of(decode(client, gamma=g)[1]) for g in (0.0, 0.5, 1.0, 2.0)]
+    assert calls == sorted(calls, reverse=True), calls
+    assert calls[0] == MAX_NEW  # gamma 0: one slot per call
+    assert calls[-1] < calls[0]  # the two ends really differ
+
+
+def test_details_views_and_show_call(client):
+    decode(client, gamma=1.0)
+    table, timeline, comparison, tradeoff, status, path = client.predict(api_name="/details")
+    trace = sv.Trace.load(path)
+    rows = table["value"]["data"]  # a gr.update: the table and its label (with the count)
+    assert len(rows) == len(trace.gap_fills()) > 0 and f"gap fills ({len(rows)})" in table["label"]
+    assert [row[0] for row in rows] == [g.call for g in trace.gap_fills()]
+    for plot in (timeline, comparison, tradeoff):
+        assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
+    assert "γ = 1" in status  # the ring marks the measured point nearest to the current gamma
+    heatmap, words = client.predict(trace.gap_fills()[0].call, api_name="/show_call")
+    assert json.loads(heatmap["plot"])["data"] and f"call {trace.gap_fills()[0].call}" in words
+
+
+def test_suite_prompt_is_scored_and_other_prompts_are_not(client):
+    item = sv.tasks.load_suite("pyasserts", "test", per_family=1, families=("reverse",))[0]
+    _, metrics, texts, _ = decode(client, prompt=item.prompt, stop=True)
+    assert f"expected {html.escape(item.answer)}" in metrics
+    _, metrics, _, _ = decode(client, prompt="def f(x):", stop=True)
+    assert "unscored" in metrics
+
+
+# -- bad input --------------------------------------------------------------------------------------
+BAD = [
+    (dict(prompt=""), "prompt"),
+    (dict(prompt="   "), "prompt"),
+    (dict(prompt="x" * 401), "prompt"),
+    (dict(prompt="x" * 20000), "prompt"),
+    (dict(gamma="nan"), "gamma"),
+    (dict(gamma=-0.1), "gamma"),
+    (dict(gamma=2.5), "gamma"),
+    (dict(gamma=None), "gamma"),
+    (dict(rule="confidence_threshold", gamma=1.5), "gamma"),
+    (dict(rule="top_k", gamma=2.5), "gamma"),
+    (dict(block_size=0), "block size"),
+    (dict(block_size=65), "block size"),
+    (dict(block_size=8.5), "block size"),
+    (dict(rule="no_such_rule"), "rule"),
+    (dict(max_new_tokens=0), "max new tokens"),
+    (dict(max_new_tokens=129), "max new tokens"),
+    (dict(temperature=-1), "temperature"),
+    (dict(seed=-3), "seed"),
+]
+
+
+@pytest.mark.parametrize("change, field", BAD, ids=[f"{f}={str(c)[:30]}" for c, f in BAD])
+def test_bad_input_is_an_error_naming_the_field(client, change, field):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=re.escape(field)):
+        decode(client, **change)
+
+
+def test_the_largest_allowed_request_is_served(client):
+    figure, metrics, _, _ = decode(client, prompt="x" * 400, gamma=2.0, block_size=64, max_new_tokens=128)
+    assert "data-tokens='128'" in metrics and json.loads(figure)["frames"]
+
+
+def test_nan_gamma_over_raw_http_is_an_error_and_the_app_keeps_serving(served, client):
+    # JSON has no NaN, so gradio_client cannot send one; a raw request can (Python's parser accepts it).
+    url, _ = served
+    body = json.dumps({"data": [PROMPT, "entropy_bounded", float("nan"), False, 16, MAX_NEW, 0, 0, False]})
+    req = urllib.request.Request(url + "gradio_api/call/decode", data=body.encode(),
+                                 headers={"Content-Type": "application/json"})
+    event_id = json.loads(urllib.request.urlopen(req, timeout=30).read())["event_id"]
+    stream = urllib.request.urlopen(f"{url}gradio_api/call/decode/{event_id}", timeout=60).read().decode()
+    assert "event: error" in stream and "gamma" in stream
+    _, metrics, _, _ = decode(client)  # still serving
+    assert nfe_of(metrics) > 0
+
+
+def test_examples_are_test_suite_items(app_module):
+    """Examples are scored in the app only if they are suite prompts."""
+    suite = {item.prompt for item in sv.tasks.load_suite("pyasserts", "test")}
+    assert all(prompt in suite for prompt, _ in app_module.EXAMPLES)
+
+
+def test_every_rule_default_knob_is_valid(app_module):
+    """Each rule's slider range and default are values the library accepts; out of range is refused."""
+    import gradio as gr
+
+    assert set(app_module.KNOBS) == set(sv.RULES)
+    for rule, knob in app_module.KNOBS.items():
+        for value in (knob.lo, knob.default, knob.hi):
+            settings = app_module.read_settings(PROMPT, rule, value, False, 16, 8, 0, 0, True)
+            settings.pop("prompt")
+            sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
+        with pytest.raises(gr.Error, match="gamma"):
+            app_module.read_settings(PROMPT, rule, knob.hi + 1, False, 16, 8, 0, 0, True)
+
+
+# -- sessions -------------------------------------------------------------------------------------------
+def test_concurrent_sessions_get_their_own_correct_results(served):
+    """8 clients at once, each its own session, prompt and settings: each gets exactly its own decode."""
+    from gradio_client import Client
+
+    url, model = served
+    jobs = [(f"assert {10 + i} + {3 * i} == ", round(0.25 * i, 2), (4, 8, 16)[i % 3]) for i in range(8)]
+
+    def one(job):
+        prompt, gamma, block = job
+        client = Client(url, verbose=False)
+        _, metrics, texts, _ = decode(client, prompt=prompt, gamma=gamma, block_size=block)
+        return metrics, texts, trace_of(client)
+
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, jobs))
+    assert time.perf_counter() - t0 < 90
+    for (prompt, gamma, block), (metrics, texts, trace) in zip(jobs, results):
+        expected = sv.decode(model, prompt, gamma=gamma, block_size=block, max_new_tokens=MAX_NEW)
+        assert trace.prompt == prompt and trace.config["gamma"] == gamma and trace.config["block_size"] == block
+        assert trace.output_ids == expected.output_ids
+        assert nfe_of(metrics) == expected.nfe
+        assert html.escape(prompt) in texts  # the texts panel names this session's prompt
