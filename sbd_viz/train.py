@@ -8,7 +8,12 @@ One mask rate ~ U(0,1) per sequence, i.i.d. per token; k ~ U{2..16} per step; th
 losses are summed with no weights.
 
 Runs from scratch (``--preset``) or as a fine-tune of any HF causal LM folder (``--base``),
-single process or ``accelerate launch --num_processes N --cpu`` / on GPUs.
+single process, or several through Accelerate:
+
+    accelerate launch --multi_gpu --num_processes 2 -m sbd_viz.train --preset char-5m ...
+
+runs two processes on a CPU-only machine (no GPU: the ranks talk over gloo) and N on N GPUs.
+accelerate 1.x's ``--cpu`` flag would start one process whatever ``--num_processes`` says.
 """
 
 from __future__ import annotations
