@@ -133,3 +133,32 @@ def test_bad_config_names_the_field():
         train.TrainConfig(preset="huge").validate()
     with pytest.raises(ValueError, match="min_block"):
         train.TrainConfig(min_block=5, max_block=2).validate()
+
+
+def test_masked_slot_probe_reads_the_right_positions():
+    """An oracle that knows the clean text scores 1.0 on both halves; a random model is near chance."""
+    from types import SimpleNamespace
+
+    import sbd_viz as sv
+    from conftest import tiny_model
+
+    tiny = tiny_model()
+    vocab = len(tiny.tokenizer)
+
+    def oracle(input_ids, attention_mask, position_ids):
+        n = input_ids.shape[1] // 2
+        clean = input_ids[0, :n]
+        nxt = torch.cat([clean[1:], clean[-1:]])  # causal position i predicts x_{i+1}
+        logits = torch.cat([torch.nn.functional.one_hot(nxt, vocab), torch.nn.functional.one_hot(clean, vocab)])
+        return SimpleNamespace(logits=logits[None].float())
+
+    cheat = SimpleNamespace(model=oracle, tokenizer=tiny.tokenizer, mask_token_id=tiny.mask_token_id,
+                            device=torch.device("cpu"), token_text=tiny.token_text)
+    perfect = sv.evaluation.masked_slot_accuracy(cheat, n_windows=4)
+    assert perfect["matp_accuracy"] == 1.0 and perfect["ntp_accuracy"] == 1.0
+    assert perfect["n_slots"] > 0 and 0 < perfect["unigram_accuracy"] < 0.5
+    chance = sv.evaluation.masked_slot_accuracy(tiny, n_windows=4)
+    assert chance["matp_accuracy"] < perfect["unigram_accuracy"] + 0.1
+    assert chance["n_slots"] == perfect["n_slots"] and chance["unigram_accuracy"] == perfect["unigram_accuracy"]
+    with pytest.raises(ValueError, match="block_size"):
+        sv.evaluation.masked_slot_accuracy(tiny, block_size=0)
