@@ -95,18 +95,24 @@ def _gaps(args) -> int:
     return 0
 
 
-def _bench(args) -> int:
+def _checkout_module(relative: str):
+    """A script of the checkout beside the package (``app.py``, ``bench/...``), loaded as a module; None if absent."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "bench_speed.py"
-    spec = importlib.util.spec_from_file_location("sbd_viz_bench_speed", path)
+    path = Path(__file__).resolve().parent.parent / relative
+    spec = importlib.util.spec_from_file_location("sbd_viz_" + path.stem, path)
     if spec is None or not path.is_file():
-        print(f"bench/bench_speed.py not found next to the sbd_viz package ({path})", file=sys.stderr)
-        return 2
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench.main(args.rest) or 0
+        print(f"{relative} not found next to the sbd_viz package ({path})", file=sys.stderr)
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bench(args) -> int:
+    bench = _checkout_module("bench/bench_speed.py")
+    return 2 if bench is None else bench.main(args.rest) or 0
 
 
 def _add_decode_args(p: argparse.ArgumentParser) -> None:
@@ -190,16 +196,9 @@ def _forward(module: str, rest: list[str]) -> int:
 
 
 def _app(args) -> int:
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "app.py"
-    spec = importlib.util.spec_from_file_location("sbd_viz_app", path)
-    if spec is None or not path.is_file():
-        print(f"app.py not found next to the sbd_viz package ({path})", file=sys.stderr)
+    app = _checkout_module("app.py")
+    if app is None:
         return 2
-    app = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(app)
     app.main(model_path=args.model, host=args.host, port=args.port)
     return 0
 
