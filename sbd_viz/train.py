@@ -271,7 +271,7 @@ def train(cfg: TrainConfig) -> Path:
         matp_hist.append(matp.item())
         bar.update(1)
         if step % cfg.log_every == 0 and acc.is_main_process:
-            n = cfg.log_every
+            n = min(cfg.log_every, len(ntp_hist))  # fewer right after a resume
             rec = {"step": step, "min": round((time.time() - t0) / 60, 2), "lr": cfg.lr * factor,
                    "ntp": sum(ntp_hist[-n:]) / n, "matp": sum(matp_hist[-n:]) / n, "tokens": state["tokens"]}
             bar.write(json.dumps(rec))
