@@ -76,12 +76,13 @@ SWEEP_GRID = {
 SWEEP_PER_FAMILY = 10
 
 # Prompts offered as examples: test-split suite items (so the app scores them), picked by decoding
-# the test split with a training checkpoint (bench/pick_examples.py lists candidates per behaviour;
-# re-run it on the shipped model). The first one is decoded when the page opens.
+# the test split with the shipped model at the app's default settings (entropy-bounded, γ 0.5, block 16;
+# `python bench/pick_examples.py` lists candidates per behaviour). The first is decoded when the page opens.
 EXAMPLES = [
-    ("assert sorted([94, 45, 70, 79, 58, 25]) == ", "sorted: scaffold first, digits later"),
-    ("assert [x * 2 for x in [47, 23, 30, 11]] == ", "double: gap fills"),
-    ("assert list(range(69, 78)) == ", "range: several slots per call"),
+    ("assert list(range(69, 78)) == ", "range: 36 characters in 5 calls, with gap fills"),
+    ("assert sorted([77, 28, 34, 18, 19]) == ", "sorted: 16 slots in one call"),
+    ("assert list(range(5, 13)) == ", "range: gap fills gone wrong at γ 0.5; try 0.1"),
+    ('assert "/".join(["mv", "vi", "zx", "nh"]) == ', "join: a slip at γ 0.5; try 0.1"),
     ("assert 79 + 48 == ", "addition: which digit first?"),
     ('assert len("pipkvrslxt") == ', "len: a short answer"),
 ]

@@ -58,10 +58,10 @@ def tables(rows: list[dict], header: dict) -> str:
                "long: accuracy | long: calls/token | long: speedup (calls) | long: speedup (wall) | gap fills/token |")
     out.append("|" + " --- |" * 11)
     for r in rows:
-        f = lambda k, fmt="{:.2f}": fmt.format(r[k]) if k in r else "1.00 (ref)"  # noqa: E731
+        f = lambda k: f"{r[k]:.2f}x" if k in r else "1 (ref)"  # noqa: E731
         out.append(f"| {_name(r)} | {r['accuracy']:.3f} | {r['calls_per_token']:.3f} | {r['tokens_per_call']:.2f} | "
-                   f"{f('speedup_calls')}x | {f('speedup_wall')}x | {r['long_accuracy']:.3f} | "
-                   f"{r['long_calls_per_token']:.3f} | {f('long_speedup_calls')}x | {f('long_speedup_wall')}x | "
+                   f"{f('speedup_calls')} | {f('speedup_wall')} | {r['long_accuracy']:.3f} | "
+                   f"{r['long_calls_per_token']:.3f} | {f('long_speedup_calls')} | {f('long_speedup_wall')} | "
                    f"{r['gap_fill_rate']:.3f} |")
     out += ["", "Per family: exact match (calls per token).", ""]
     fams = list(FAMILIES)
@@ -74,19 +74,31 @@ def tables(rows: list[dict], header: dict) -> str:
 
 
 def parity_claim(rows: list[dict]) -> str:
-    """The issue's bar: the lowest gamma within 2 points of NTP, and its speed on the long families."""
+    """The issue's bar: speed on the long-answer families of the gammas within 2 points of NTP accuracy.
+
+    gamma 0 commits one slot per call (no speedup by construction), so the claim names the lowest
+    gamma > 0 within 2 points and the fastest one, with every such gamma listed."""
     ntp = next(r for r in rows if r["solver"] == "ntp")
     eb = sorted((r for r in rows if r["solver"] == "entropy_bounded" and not r["gap_free"]), key=lambda r: r["gamma"])
-    at_parity = [r for r in eb if r["accuracy"] >= ntp["accuracy"] - 0.02]
+    at_parity = [r for r in eb if r["accuracy"] >= ntp["accuracy"] - 0.02 and r["gamma"] > 0]
     if not at_parity:
         best = max(eb, key=lambda r: r["accuracy"])
-        return (f"No gamma reaches within 2 points of NTP accuracy ({ntp['accuracy']:.3f}); the best SBD setting "
-                f"is gamma {best['gamma']:g} at {best['accuracy']:.3f}.")
-    r = at_parity[0]
-    return (f"Lowest gamma within 2 points of NTP accuracy ({ntp['accuracy']:.3f}): gamma {r['gamma']:g} at "
-            f"{r['accuracy']:.3f}. On the long-answer families it needs {r['long_speedup_calls']:.2f}x fewer model "
-            f"calls per generated token than NTP and its wall-clock time is {r['long_speedup_wall']:.2f}x faster "
-            f"(>1 = SBD faster), measured side by side.")
+        return (f"No gamma > 0 reaches within 2 points of NTP accuracy ({ntp['accuracy']:.3f}); the best SBD "
+                f"setting is gamma {best['gamma']:g} at {best['accuracy']:.3f}.")
+
+    def say(r):
+        return (f"gamma {r['gamma']:g}: accuracy {r['accuracy']:.3f}; long-answer families: "
+                f"{r['long_speedup_calls']:.2f}x fewer model calls per generated token than NTP, wall-clock "
+                f"{r['long_speedup_wall']:.2f}x faster")
+    lowest, fastest = at_parity[0], max(at_parity, key=lambda r: r["long_speedup_calls"])
+    out = [f"NTP accuracy {ntp['accuracy']:.3f}. Entropy-bounded gammas > 0 within 2 points of it: "
+           + ", ".join(f"{r['gamma']:g}" for r in at_parity) + ".",
+           f"- lowest: {say(lowest)}."]
+    if fastest is not lowest:
+        out.append(f"- fastest: {say(fastest)}.")
+    out.append("(Speedups are ratios of totals measured side by side in the same run, NTP / SBD; > 1 = SBD "
+               "faster. gamma 0 commits one slot per call: about NTP's call count by construction.)")
+    return "\n".join(out)
 
 
 def matp_table(matp: dict) -> str:
@@ -107,7 +119,14 @@ def main(argv=None) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--from-results", action="store_true",
+                   help="only re-render card_tables.md from the model's card_results.json (no decoding)")
     args = p.parse_args(argv)
+    if args.from_results:
+        folder = Path(args.model) if args.model else sv.default_model_path()
+        saved = json.loads((folder / "card_results.json").read_text())
+        write_tables(folder, saved["rows"], saved["header"], saved["matp"])
+        return
     torch.set_num_threads(args.threads)
     model = sv.load_model(args.model)
     folder = Path(args.model) if args.model else sv.default_model_path()
@@ -127,6 +146,10 @@ def main(argv=None) -> None:
               + f" --per-family {args.per_family}", "model_fingerprint": model.fingerprint()}
     matp = {k: sv.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
     (folder / "card_results.json").write_text(json.dumps({"header": header, "rows": rows, "matp": matp}, indent=1))
+    write_tables(folder, rows, header, matp)
+
+
+def write_tables(folder: Path, rows: list[dict], header: dict, matp: dict) -> None:
     text = tables(rows, header) + "\n\n" + parity_claim(rows) + "\n\n" + matp_table(matp) + "\n"
     (folder / "card_tables.md").write_text(text)
     print(text)

@@ -28,13 +28,14 @@ from sbd_viz import plots  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 STOP = "\n"
 # (prompt, expected answer): Python computes the answers; model output is only compared as text.
-EXAMPLES = [
+EXAMPLES = [  # held-out suite items
+    ("assert list(range(69, 78)) == ", repr(list(range(69, 78)))),
     ("assert sorted([31, 7, 19, 2]) == ", repr(sorted([31, 7, 19, 2]))),
     ("assert list(range(3, 9)) == ", repr(list(range(3, 9)))),
     ("assert [x * 2 for x in [12, 7, 30]] == ", repr([x * 2 for x in [12, 7, 30]])),
     ('assert "stressed"[::-1] == ', '"desserts"'),
 ]
-SETTINGS = dict(solver="entropy_bounded", gamma=0.35, block_size=8, stop=STOP)
+SETTINGS = dict(solver="entropy_bounded", gamma=0.5, block_size=16, stop=STOP)  # the app's defaults
 
 
 def pick_example(model) -> sv.Trace:
