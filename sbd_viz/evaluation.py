@@ -123,7 +123,7 @@ def masked_slot_accuracy(model: SBDModel, n_windows: int = 96, seq_len: int = 12
 
     from . import tasks
     from .data import TrainingStream
-    from .train import DEFAULT_WEIGHTS, mask_copy, sbd_attention_mask
+    from .train import DEFAULT_WEIGHTS, sbd_inputs
 
     if n_windows < 1 or seq_len < block_size or block_size < 1:
         raise ValueError(f"n_windows/seq_len/block_size: need n_windows >= 1 and seq_len >= block_size >= 1, "
@@ -141,19 +141,16 @@ def masked_slot_accuracy(model: SBDModel, n_windows: int = 96, seq_len: int = 12
     train_rows = TrainingStream(model.tokenizer, seq_len, seed=seed + 1, weights=DEFAULT_WEIGHTS).batch(0, 256)
     top_token = Counter(train_rows[:, 1:].flatten().tolist()).most_common(1)[0][0]
 
-    gen = torch.Generator().manual_seed(seed)
     n = seq_len
-    masked = mask_copy(x, model.mask_token_id, gen) & (torch.arange(n) < (n // block_size) * block_size)  # (W, n)
-    noisy = torch.where(masked, torch.full_like(x, model.mask_token_id), x)
-    attn = sbd_attention_mask(n, block_size)[None, None]  # (1, 1, 2n, 2n)
-    pos = torch.arange(n).repeat(2)[None]  # (1, 2n): both halves share position ids
+    # masked exactly as in training: one rate per window, the Fig. 9 mask, shared position ids
+    inputs, attn, pos, scored = sbd_inputs(x, model.mask_token_id, block_size, torch.Generator().manual_seed(seed))
     hits = ntp_hits = ntp_total = uni_hits = total = 0
     with torch.inference_mode():
         for w in range(n_windows):
-            inp = torch.cat([x[w:w + 1], noisy[w:w + 1]], 1)  # (1, 2n)
-            logits = model.model(input_ids=inp.to(model.device), attention_mask=attn.to(model.device),
-                                 position_ids=pos.to(model.device)).logits[0].float().cpu()  # (2n, V)
-            m = masked[w]
+            logits = model.model(input_ids=inputs[w:w + 1].to(model.device),
+                                 attention_mask=attn[w:w + 1].to(model.device),
+                                 position_ids=pos[w:w + 1].to(model.device)).logits[0].float().cpu()  # (2n, V)
+            m = scored[w]
             target = x[w][m]
             hits += (logits[n:][m].argmax(-1) == target).sum().item()
             uni_hits += (target == top_token).sum().item()

@@ -63,19 +63,29 @@ def mask_copy(ids: torch.Tensor, mask_id: int, generator: torch.Generator) -> to
     return torch.rand(ids.shape, generator=generator) < rate
 
 
-def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator):
-    """Loss on one batch ``seq`` (B, n+1): returns (ntp + matp, ntp, matp), each a token mean."""
-    ids, ntp_labels = seq[:, :-1], seq[:, 1:]  # (B, n) each
+def sbd_inputs(ids: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator):
+    """The paper's input for (B, n) ids: ``[clean ; masked]`` with its attention mask and position ids.
+
+    Returns ``(input_ids (B, 2n), attention_mask (B, 1, 2n, 2n), position_ids (B, 2n), scored (B, n))``;
+    ``scored`` marks the masked slots that carry MATP loss (a trailing partial block is outside the
+    paper's block set T: its masked slots carry none).
+    """
     bsz, n = ids.shape
     masked = mask_copy(ids, mask_id, generator)  # (B, n)
     noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
-    # A trailing partial block is outside the paper's block set T: no MATP loss there.
     in_full_block = torch.arange(n) < (n // block_size) * block_size
-    matp_labels = torch.where(masked & in_full_block, ids, torch.full_like(ids, -100))
     positions = torch.arange(n).repeat(2)[None].expand(bsz, -1)  # (B, 2n): shared position ids
     attn = sbd_attention_mask(n, block_size)[None, None].expand(bsz, 1, -1, -1)  # (B, 1, 2n, 2n)
-    logits = model(input_ids=torch.cat([ids, noisy], 1).to(model.device),
-                   attention_mask=attn.to(model.device),
+    return torch.cat([ids, noisy], 1), attn, positions, masked & in_full_block
+
+
+def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator):
+    """Loss on one batch ``seq`` (B, n+1): returns (ntp + matp, ntp, matp), each a token mean."""
+    ids, ntp_labels = seq[:, :-1], seq[:, 1:]  # (B, n) each
+    n = ids.shape[1]
+    inputs, attn, positions, scored = sbd_inputs(ids, mask_id, block_size, generator)
+    matp_labels = torch.where(scored, ids, torch.full_like(ids, -100))
+    logits = model(input_ids=inputs.to(model.device), attention_mask=attn.to(model.device),
                    position_ids=positions.to(model.device)).logits.float()  # (B, 2n, V)
     vocab = logits.shape[-1]
     ntp = F.cross_entropy(logits[:, :n].reshape(-1, vocab), ntp_labels.reshape(-1).to(logits.device))
