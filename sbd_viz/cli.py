@@ -59,13 +59,9 @@ def _sweep(args) -> int:
         print("\ngap-free ablation:")
         print(analysis.gap_free_ablation(df).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.html:
-        try:  # plots (and plotly) are optional for a sweep: import only when asked
-            from sbd_viz import plots
-            figure = plots.tradeoff
-        except (ImportError, AttributeError) as exc:
-            print(f"no HTML written: sbd_viz.plots.tradeoff is not available ({exc})", file=sys.stderr)
-            return 1
-        plots.save_html(figure(df), args.html)
+        from sbd_viz import plots
+
+        plots.save_html(plots.tradeoff(df), args.html)
         print(f"speed/quality figure written to {args.html}")
     return 0
 
