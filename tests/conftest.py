@@ -32,6 +32,15 @@ def tiny_model(arch: str = "llama", seed: int = 0, attn: str = "sdpa"):
     return sv.SBDModel(model.eval(), tok, name=f"tiny-{arch}")
 
 
+def free_port() -> int:
+    """A free localhost TCP port (for the app's server, or Accelerate's rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="session")
 def tiny():
     return tiny_model("llama")

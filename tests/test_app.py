@@ -10,7 +10,6 @@ import html
 import importlib.util
 import json
 import re
-import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -20,7 +19,7 @@ import torch
 
 import sbd_viz as sv
 
-from conftest import tiny_model
+from conftest import free_port, tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
 # Gradio's queue statistics trip pandas 3 deprecation warnings: not ours, and not news.
@@ -43,12 +42,6 @@ def sharp_tiny_model():
     with torch.no_grad():
         model.model.lm_head.weight *= 32
     return model
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # A small hand-made curve: the trade-off tab needs no sweep to be tested.

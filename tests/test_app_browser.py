@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from test_app import SWEEP_ROWS, free_port, load_app, sharp_tiny_model
+from conftest import free_port
+from test_app import SWEEP_ROWS, load_app, sharp_tiny_model
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

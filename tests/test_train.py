@@ -91,14 +91,6 @@ def test_short_run_learns_saves_and_resumes(tmp_path):
     assert json.loads((out / "checkpoint" / "state.json").read_text())["step"] == 40
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_process_accelerate_run_completes(tmp_path):
     """``accelerate launch --multi_gpu --num_processes 2`` trains with two ranks on this CPU-only machine.
 
@@ -108,13 +100,15 @@ def test_two_process_accelerate_run_completes(tmp_path):
     import subprocess
     import sys
 
+    from conftest import free_port
+
     out = tmp_path / "run2"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "sbd_viz.train",
            "--preset", "test-1m", "--out", str(out), "--seq-len", "32", "--batch-size", "4", "--max-steps", "6",
            "--warmup", "2", "--probe-per-family", "0", "--log-every", "2", "--no-bf16", "--threads", "1"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    cmd[cmd.index("--num_machines"):cmd.index("--num_machines")] = ["--main_process_port", str(_free_port())]
+    cmd[cmd.index("--num_machines"):cmd.index("--num_machines")] = ["--main_process_port", str(free_port())]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads((out / "checkpoint" / "state.json").read_text())
