@@ -1,4 +1,4 @@
-"""The ``sbd-viz`` command: trace | eval | sweep | gaps | bench | train | app."""
+"""The ``sbd-viz`` command: trace | eval | sweep | gaps | roofline | bench | train | app."""
 
 from __future__ import annotations
 
@@ -91,6 +91,13 @@ def _gaps(args) -> int:
     return 0
 
 
+def _roofline(args) -> int:
+    from . import roofline
+
+    print(roofline.run(args))
+    return 0
+
+
 def _checkout_module(relative: str):
     """A script of the checkout beside the package (``app.py``, ``bench/...``), loaded as a module; None if absent."""
     import importlib.util
@@ -167,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="model folder: adds what NTP would have chosen (teacher forced)")
     p.add_argument("--top", type=int, default=30, help="show at most this many events")
     p.set_defaults(func=_gaps)
+
+    from . import roofline
+
+    p = sub.add_parser("roofline", help="project calls onto GPU hardware: the paper's Tables 3 and 4, or a saved trace")
+    roofline.add_arguments(p)
+    p.set_defaults(func=_roofline)
 
     p = sub.add_parser("bench", help="SBD vs HF generate speed benchmark (bench/bench_speed.py)", add_help=False)
     p.set_defaults(func=_bench)

@@ -625,3 +625,65 @@ def trace_html(trace: Trace) -> str:
     """HTML fragment for Jupyter: header plus the block-fill animation, with one inline plotly.js copy."""
     figure = _figure_html(block_fill(trace)) if trace.steps else ""  # a repr must not raise
     return f"<div>{_header_html(trace)}{figure}</div>"
+
+
+# -- roofline: what a call would cost on other hardware ---------------------------------
+def roofline(hardware: Any = ("h100-fp8", "h100-bf16", "a100-bf16"), model: Any = "paper-8b",
+             batches: Any = (1, 16), kv_len: int = 16, max_tokens: int = 1024, mode: str = "corrected",
+             measured: Any = None, measured_label: str = "measured") -> go.Figure:
+    """Seconds per model call against tokens in the call (log-log): one line per (hardware, batch).
+
+    ``hardware`` and ``model`` are names or records of ``sbd_viz.roofline`` (``model`` may also be
+    an ``SBDModel`` or a config); every call has ``kv_len`` cached tokens and ``batch`` sequences of
+    that many tokens each. A diamond marks each line's knee: the fewest tokens at which compute
+    takes over from memory (``roofline.knee_tokens``; absent beyond ``max_tokens``). ``measured``:
+    optional ``(tokens, seconds)`` pairs, e.g. block calls timed on this machine, drawn as black
+    points. Reading it without a browser: ``trace.meta["role"]`` is ``"line"``, ``"knee"`` or
+    ``"measured"``; lines and knees also carry ``hardware``, ``batch`` (and ``tokens`` for a knee).
+    """
+    from . import roofline as rf
+
+    hws = [hardware] if isinstance(hardware, (str, rf.Hardware)) else list(hardware)
+    if not hws:
+        raise ValueError(f"hardware: give at least one of {list(rf.hardware_names())}")
+    hws, shape = [rf.get_hardware(h) for h in hws], rf.get_model(model)
+    batches = [batches] if isinstance(batches, int) else list(batches)
+    if not batches:
+        raise ValueError("batches: give at least one batch size")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
+        raise ValueError(f"max_tokens: must be a whole number >= 2, got {max_tokens!r}")
+    tokens = sorted({max(1, round(max_tokens ** (i / 60))) for i in range(61)})  # even steps on a log axis
+    dashes = ("solid", "dash", "dot", "dashdot", "longdash")
+    fig = go.Figure()
+    for i, hw in enumerate(hws):
+        color = RULE_COLORS[i % len(RULE_COLORS)]
+        for j, b in enumerate(batches):
+            name = f"{hw.name} · batch {b}"
+            seconds = [rf.forward_time(q, kv_len, b, hw, shape, mode) for q in tokens]
+            fig.add_trace(go.Scatter(
+                x=tokens, y=seconds, name=name, mode="lines", line=dict(color=color, width=2, dash=dashes[j % 5]),
+                meta=dict(role="line", hardware=hw.name, batch=b),
+                hovertemplate=f"{_esc(name)}<br>%{{x}} tokens: %{{y:.3s}}s per call<extra></extra>"))
+            knee = rf.knee_tokens(b, hw, shape, kv_len, mode, max_tokens)
+            if knee is not None:
+                fig.add_trace(go.Scatter(
+                    x=[knee], y=[rf.forward_time(knee, kv_len, b, hw, shape, mode)], name=f"knee · {name}",
+                    mode="markers", showlegend=False, meta=dict(role="knee", hardware=hw.name, batch=b, tokens=knee),
+                    marker=dict(symbol="diamond", size=11, color=color, line=dict(color="#000000", width=1)),
+                    hovertemplate=f"{_esc(name)}: compute-bound from {knee} tokens<extra></extra>"))
+    if measured is not None:
+        points = list(measured)
+        if not points or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in p) for p in points):
+            raise ValueError(f"measured: expected (tokens, seconds) pairs of positive numbers, got {points!r:.200}")
+        fig.add_trace(go.Scatter(
+            x=[p[0] for p in points], y=[p[1] for p in points], name=measured_label, mode="markers",
+            meta=dict(role="measured"), marker=dict(symbol="circle", size=9, color="#000000"),
+            hovertemplate=f"{_esc(measured_label)}<br>%{{x}} tokens: %{{y:.3s}}s<extra></extra>"))
+    fig.update_layout(**_common_layout(
+        title=dict(text=f"Time per call: {_esc(shape.name)}, {kv_len} cached tokens, {mode} shapes · "
+                        "◆ compute takes over", font=dict(size=13)),
+        width=820, height=520, legend=dict(title="hardware · batch"),
+        xaxis=dict(title="tokens in the call (per sequence)", type="log", gridcolor="#EEEEEE"),
+        yaxis=dict(title="seconds per call", type="log", gridcolor="#EEEEEE")))
+    return fig

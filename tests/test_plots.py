@@ -317,3 +317,26 @@ def test_html_is_offline(gap_trace, tmp_path):
     assert "prompt" in trace_html(empty)  # a notebook repr must not raise
     with pytest.raises(ValueError, match="trace"):
         block_fill(empty)
+
+
+def test_roofline_draws_a_line_and_knee_per_hardware_and_batch():
+    from sbd_viz import plots
+    from sbd_viz import roofline as rf
+
+    fig = plots.roofline(("h100-fp8", "a100-bf16"), batches=(1, 16), measured=[(1, 0.01), (16, 0.013)])
+    lines = [t for t in fig.data if t.meta["role"] == "line"]
+    assert {(t.meta["hardware"], t.meta["batch"]) for t in lines} == {
+        (h, b) for h in ("h100-fp8", "a100-bf16") for b in (1, 16)}
+    for t in lines:  # a call never gets cheaper with more tokens in it
+        assert list(t.y) == sorted(t.y)
+    for knee in (t for t in fig.data if t.meta["role"] == "knee"):
+        assert knee.meta["tokens"] == rf.knee_tokens(knee.meta["batch"], knee.meta["hardware"], "paper-8b", 16,
+                                                     "corrected", 1024)
+    measured = [t for t in fig.data if t.meta["role"] == "measured"]
+    assert len(measured) == 1 and list(measured[0].x) == [1, 16]
+    with pytest.raises(ValueError, match="hardware"):
+        plots.roofline("tpu-v9")
+    with pytest.raises(ValueError, match="measured"):
+        plots.roofline(measured=[(1, -2.0)])
+    with pytest.raises(ValueError, match="max_tokens"):
+        plots.roofline(max_tokens=1)
