@@ -32,7 +32,10 @@ import gradio as gr
 import sbd_viz as sv
 from sbd_viz import tasks
 
-MAX_PROMPT_CHARS = 400  # a char-level model trained on 128-token windows gains nothing from longer prompts
+# The longest prompt whose answer still fits the shipped model's trained context of 512 positions
+# at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
+# against their own context when a request comes in (SBDModel.check_fits).
+MAX_PROMPT_CHARS = 383
 MAX_NEW_TOKENS = 128
 MAX_BLOCK_SIZE = 64
 MAX_SEED = 2**31 - 1
@@ -398,6 +401,8 @@ class Handlers:
         prompt = settings.pop("prompt")
         try:
             config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
+            # the trained context, checked before streaming starts (a generator raises only when iterated)
+            self.model.check_fits(len(self.model.encode(prompt)), config.max_new_tokens)
         except ValueError as exc:  # the library's checks name the argument too
             raise gr.Error(str(exc)) from None
         skip = gr.skip()

@@ -112,6 +112,7 @@ def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = Non
     model, prompt, config = _check_model(model), _check_prompt(prompt), config or DecodeConfig()
     mask_id, solver, k_max = model.mask_token_id, config._solver, config.block_size
     prompt_ids = model.encode(prompt)
+    model.check_fits(len(prompt_ids), config.max_new_tokens)
     gen = torch.Generator().manual_seed(config.seed)
     cache = model.new_cache()
     pending = list(prompt_ids)  # final tokens not yet in the cache: fed causally with the next block
@@ -213,6 +214,7 @@ def decode_ntp(model: SBDModel, prompt: str, max_new_tokens: int = 64,
     model, prompt = _check_model(model), _check_prompt(prompt)
     config = DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n)  # validates the arguments
     prompt_ids = model.encode(prompt)
+    model.check_fits(len(prompt_ids), config.max_new_tokens)
     ids = torch.tensor([prompt_ids], device=model.device)
     clock = _Clock()
     t0 = time.perf_counter()

@@ -46,6 +46,11 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = "entropy
     items = list(suite)
     if not items:
         raise ValueError("suite: no items to evaluate")
+    for i, item in enumerate(items):  # every item checked against the trained context before any decode
+        try:
+            model.check_fits(len(model.encode(item.prompt)), max_new_tokens)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (suite item {i}, family {item.family!r})") from None
     paired = measure_speedup and decoder == "sbd"
 
     def run_sbd(item):

@@ -108,6 +108,33 @@ class SBDModel:
         return self.tokenizer.eos_token_id
 
     @property
+    def context_length(self) -> int | None:
+        """Positions the model was trained on: ``config.sbd_context_length`` as recorded by
+        ``sbd-viz train``, else ``max_position_embeddings``, else None (no known limit)."""
+        config = self.model.config
+        for name in ("sbd_context_length", "max_position_embeddings", "n_positions"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
+        """Raise ``ValueError`` naming ``prompt`` or ``max_new_tokens`` if the decode could run past the context.
+
+        ``n_prompt`` counts the prompt's tokens (with BOS). Beyond the trained context a model
+        silently writes nonsense, so the limit is enforced before any call.
+        """
+        limit = self.context_length
+        if limit is None or n_prompt + max_new_tokens <= limit:
+            return
+        if n_prompt >= limit:
+            raise ValueError(f"prompt: {n_prompt} tokens, but model {self.name!r} was trained on a context of "
+                             f"{limit} tokens (prompt + max_new_tokens must fit in it); shorten the prompt")
+        raise ValueError(f"max_new_tokens: {max_new_tokens} new tokens after a {n_prompt}-token prompt need "
+                         f"{n_prompt + max_new_tokens} positions, but model {self.name!r} was trained on a "
+                         f"context of {limit}; use max_new_tokens <= {limit - n_prompt} or a shorter prompt")
+
+    @property
     def device(self) -> torch.device:
         return self.model.device
 

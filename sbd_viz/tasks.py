@@ -2,7 +2,9 @@
 
 Every item is a Python assert cut at ``== ``: the model must produce the right-hand
 side, and Python computed the expected value when the item was generated (model output
-is compared as text, never executed).
+is compared as text, never executed). Items of the context families (``ctx_*``) start
+with assignment lines that the assert refers to (``xs = [4, 1, 7]`` then
+``assert sorted(xs) == ``), so the answer needs the earlier lines, not only the last one.
 
 Train/test disjointness is by construction: every candidate line is hashed, and a fixed
 1/16 of the hash space is reserved for the test split. Training data generation skips
@@ -138,6 +140,47 @@ def _join(rng):
     return f'"{sep}".join({parts!r})'.replace("'", '"'), sep.join(parts)
 
 
+_NAMES = ("a", "b", "n", "x", "y", "z", "k", "xs", "ys", "vals", "nums", "data", "items", "s", "t", "w", "word",
+          "name", "key", "total", "count", "start", "first", "last", "value", "low", "high")
+
+
+def _names(rng: random.Random, n: int) -> list[str]:
+    return rng.sample(_NAMES, n)
+
+
+# Context families: a generator returns (expr, value, setup), where setup is the assignment
+# lines the expression reads. A distractor assignment sits between or before them, so the
+# model must find the right name, not copy the nearest line.
+def _ctx_add(rng):
+    a, b, c = _names(rng, 3)
+    va, vb, vc = rng.randint(0, 99), rng.randint(0, 99), rng.randint(0, 99)
+    lines = [f"{a} = {va}", f"{b} = {vb}", f"{c} = {vc}"]
+    rng.shuffle(lines)
+    return f"{a} + {b}", va + vb, "".join(line + "\n" for line in lines)
+
+
+def _ctx_upper(rng):
+    a, b = _names(rng, 2)
+    wa, wb = _word(rng), _word(rng)
+    lines = [f'{a} = "{wa}"', f'{b} = "{wb}"']
+    rng.shuffle(lines)
+    return f"{a}.upper()", wa.upper(), "".join(line + "\n" for line in lines)
+
+
+def _ctx_sorted(rng):
+    a, b = _names(rng, 2)
+    xs, other = _ints(rng, 3, 6), rng.randint(0, 99)
+    lines = [f"{a} = {xs}", f"{b} = {other}"]
+    rng.shuffle(lines)
+    return f"sorted({a})", sorted(xs), "".join(line + "\n" for line in lines)
+
+
+def _ctx_range(rng):
+    a, b = _names(rng, 2)
+    va, vb = rng.randint(0, 99), rng.randint(2, 10)
+    return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), f"{a} = {va}\n{b} = {vb}\n"
+
+
 # family -> (generator, answer length class). "long" answers span most of a 16-slot block.
 FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] = {
     "add": (_add, "short"),
@@ -150,9 +193,14 @@ FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] =
     "double": (_double, "long"),
     "repeat": (_repeat, "long"),
     "join": (_join, "long"),
+    "ctx_add": (_ctx_add, "short"),
+    "ctx_upper": (_ctx_upper, "short"),
+    "ctx_sorted": (_ctx_sorted, "long"),
+    "ctx_range": (_ctx_range, "long"),
 }
 LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")
 SHORT_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "short")
+CONTEXT_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ctx_"))
 
 
 def _render(value: object) -> str:
@@ -172,8 +220,8 @@ def make_item(family: str, rng: random.Random) -> SuiteItem:
     """One random item of ``family`` (either split)."""
     if family not in FAMILIES:
         raise ValueError(f"family: unknown family {family!r}; choose from {sorted(FAMILIES)}")
-    expr, value = FAMILIES[family][0](rng)
-    return SuiteItem(prompt=f"assert {expr} == ", answer=_render(value), family=family)
+    expr, value, *setup = FAMILIES[family][0](rng)
+    return SuiteItem(prompt="".join(setup) + f"assert {expr} == ", answer=_render(value), family=family)
 
 
 def sample_item(family: str, rng: random.Random, split: str) -> SuiteItem:
@@ -215,7 +263,12 @@ def score(item: SuiteItem, output: str) -> bool:
 
 def training_document(rng: random.Random, weights: dict[str, float] | None = None,
                       lines: tuple[int, int] = (3, 8)) -> str:
-    """A few newline-terminated assert lines from the train split (the training corpus unit)."""
+    """A few newline-terminated items from the train split (the training corpus unit).
+
+    ``lines`` is the (min, max) number of items; a context item brings its assignment lines.
+    """
+    if not 1 <= lines[0] <= lines[1]:
+        raise ValueError(f"lines: need 1 <= min <= max, got {lines}")
     weights = weights or {}
     fams = list(FAMILIES)
     w = [weights.get(f, 1.0) for f in fams]
@@ -224,3 +277,44 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
         item = sample_item(rng.choices(fams, weights=w)[0], rng, "train")
         out.append(item.line + "\n")
     return "".join(out)
+
+
+# Prompt-length buckets (characters) for in-document evaluation. The last one ends where a
+# prompt plus its answer still fits a 512-position context (see ``in_document``).
+LENGTH_BUCKETS = ((0, 128), (128, 256), (256, 512))
+
+
+def in_document(items: list[SuiteItem], length: tuple[int, int], seed: int = 0,
+                max_chars: int | None = None) -> list[SuiteItem]:
+    """Each item placed after train-split lines, so that its whole prompt is ``length`` characters long.
+
+    ``length`` is a (lo, hi) range: the prompt gets ``lo < len(prompt) <= hi`` characters
+    (``hi`` is lowered to ``max_chars`` when given: a model's context minus the answer's room).
+    The lines before it are train-split items of every family with their answers, as a document
+    would hold them; the test item stays last and is scored as before. An item whose own prompt
+    is already longer than the range is kept as it is only if it falls inside it, else skipped.
+    """
+    lo, hi = length
+    if max_chars is not None:
+        hi = min(hi, max_chars)
+    if not 0 <= lo < hi:
+        raise ValueError(f"length: need 0 <= lo < hi (after max_chars), got {(lo, hi)}")
+    out = []
+    for i, item in enumerate(items):
+        rng = random.Random(f"{seed}-doc-{i}-{item.line}")
+        # a target length drawn across the range, so prompts spread over the bucket, not just past lo
+        target = rng.randint(max(lo + 1, len(item.prompt)), hi) if len(item.prompt) <= hi else hi
+        context, misses = "", 0
+        for _ in range(2000):
+            line = sample_item(rng.choice(list(FAMILIES)), rng, "train").line + "\n"
+            if len(context) + len(line) + len(item.prompt) <= target:
+                context, misses = context + line, 0
+                continue
+            misses += 1
+            if misses > 20:  # no line fits the rest: done if inside the range, else start again
+                if lo < len(context) + len(item.prompt):
+                    break
+                context, misses = "", 0
+        if lo < len(context) + len(item.prompt) <= hi:
+            out.append(SuiteItem(prompt=context + item.prompt, answer=item.answer, family=item.family))
+    return out

@@ -40,8 +40,14 @@ PRESETS = {
 # Line mix by family. Prototype 2 (equal weights, 42 min) had add at 5% and sorted at 17.5%,
 # range and max at 80-85%, and the copy-type families at ~100% by minute 20: the hard
 # families are drawn more often and the saturated ones less.
-DEFAULT_WEIGHTS = {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5,
-                   "repeat": 0.75, "upper": 0.75, "reverse": 0.75, "len": 0.75}
+# v3 adds the context families (new to the model, so drawn often) and keeps v2's mix otherwise.
+MIXES = {
+    "v2": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
+           "reverse": 0.75, "len": 0.75, "ctx_add": 0.0, "ctx_upper": 0.0, "ctx_sorted": 0.0, "ctx_range": 0.0},
+    "v3": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
+           "reverse": 0.75, "len": 0.75, "ctx_add": 3.0, "ctx_upper": 1.5, "ctx_sorted": 3.0, "ctx_range": 2.0},
+}
+DEFAULT_WEIGHTS = MIXES["v3"]
 
 
 def sbd_attention_mask(n: int, block_size: int, device=None) -> torch.Tensor:
@@ -112,6 +118,9 @@ class TrainConfig:
     min_block: int = 2
     max_block: int = 16
     seed: int = 0
+    mix: str = "v3"  # family weights, a key of MIXES
+    doc_min_lines: int = 3  # items per training document: long documents fill long windows
+    doc_max_lines: int = 8
     code_frac: float = 0.0
     code_dir: str | None = None
     ckpt_every_min: float = 10.0
@@ -125,6 +134,11 @@ class TrainConfig:
             raise ValueError(f"preset: unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
         if not 1 <= self.min_block <= self.max_block:
             raise ValueError(f"min_block/max_block: need 1 <= min_block <= max_block, got {self.min_block}, {self.max_block}")
+        if self.mix not in MIXES:
+            raise ValueError(f"mix: unknown family mix {self.mix!r}; choose from {sorted(MIXES)}")
+        if not 1 <= self.doc_min_lines <= self.doc_max_lines:
+            raise ValueError(f"doc_min_lines/doc_max_lines: need 1 <= min <= max, "
+                             f"got {self.doc_min_lines}, {self.doc_max_lines}")
         for name in ("seq_len", "batch_size", "max_steps", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
@@ -136,7 +150,7 @@ def _new_model(cfg: TrainConfig):
     from .data import build_char_tokenizer
 
     tok = build_char_tokenizer()
-    config = LlamaConfig(vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=True,
+    config = LlamaConfig(vocab_size=len(tok), max_position_embeddings=max(512, cfg.seq_len), tie_word_embeddings=True,
                          rope_theta=10000.0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                          pad_token_id=tok.pad_token_id, attn_implementation="sdpa", **PRESETS[cfg.preset])
     torch.manual_seed(cfg.seed)
@@ -154,6 +168,20 @@ def _base_model(cfg: TrainConfig):
     model = AutoModelForCausalLM.from_pretrained(cfg.base, dtype=torch.float32, attn_implementation="sdpa")
     add_mask_token(model, tok)
     return model, tok
+
+
+def trained_context(model, cfg: TrainConfig) -> int:
+    """The context (positions) the model will have been trained on, recorded in its config.
+
+    A from-scratch model knows ``seq_len`` positions. A base model keeps what it knew before
+    (its recorded ``sbd_context_length``, else ``max_position_embeddings``) or ``seq_len`` if
+    longer, never more than its position table.
+    """
+    limit = getattr(model.config, "max_position_embeddings", None) or cfg.seq_len
+    if not cfg.base:
+        return min(cfg.seq_len, limit)
+    before = getattr(model.config, "sbd_context_length", None) or limit
+    return min(limit, max(cfg.seq_len, before))
 
 
 def _lr_factor(cfg: TrainConfig, step: int, elapsed: float) -> tuple[float, float]:
@@ -239,6 +267,7 @@ def train(cfg: TrainConfig) -> Path:
     torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // acc.num_processes))
     out, ckpt = Path(cfg.out), Path(cfg.out) / "checkpoint"
     model, tok = _base_model(cfg) if cfg.base else _new_model(cfg)
+    model.config.sbd_context_length = trained_context(model, cfg)  # saved with every checkpoint
     mask_id = model.config.mask_token_id
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -251,7 +280,8 @@ def train(cfg: TrainConfig) -> Path:
     model, optimizer = acc.prepare(model, optimizer)
     raw = acc.unwrap_model(model)
     code = code_documents(cfg.code_dir) if cfg.code_frac > 0 else None
-    stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, DEFAULT_WEIGHTS, code, cfg.code_frac)
+    stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, MIXES[cfg.mix], code, cfg.code_frac,
+                            (cfg.doc_min_lines, cfg.doc_max_lines))
     log_path = out / "train_log.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     acc.print(f"params {sum(p.numel() for p in raw.parameters()):,}; config {json.dumps(asdict(cfg))}")

@@ -97,7 +97,8 @@ class Explorer(widgets.VBox):
     def __init__(self, model: SBDModel, prompt: str, **decode_kwargs):
         if not isinstance(model, SBDModel):
             raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
-        DecodeConfig(**decode_kwargs)  # bad settings fail here, named, before a slider clamps them silently
+        config = DecodeConfig(**decode_kwargs)  # bad settings fail here, named, before a slider clamps them silently
+        model.check_fits(len(model.encode(prompt)), config.max_new_tokens)  # so does a prompt past the context
         self.model = model
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
         solver = self.extra.pop("solver", "entropy_bounded")

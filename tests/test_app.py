@@ -171,9 +171,23 @@ def test_bad_input_is_an_error_naming_the_field(client, change, field):
         decode(client, **change)
 
 
-def test_the_largest_allowed_request_is_served(client):
-    figure, metrics, _, _ = decode(client, prompt="x" * 400, gamma=2.0, block_size=64, max_new_tokens=128)
-    assert "data-tokens='128'" in metrics and json.loads(figure)["frames"]
+def test_the_largest_allowed_request_is_served(client, app_module):
+    figure, metrics, _, _ = decode(client, prompt="x" * app_module.MAX_PROMPT_CHARS, gamma=2.0, block_size=64,
+                                   max_new_tokens=app_module.MAX_NEW_TOKENS)
+    assert f"data-tokens='{app_module.MAX_NEW_TOKENS}'" in metrics and json.loads(figure)["frames"]
+
+
+@pytest.mark.parametrize("prompt_chars, max_new_tokens, field", [(70, 8, "prompt"), (40, 30, "max_new_tokens")])
+def test_a_request_past_the_models_context_is_an_error_naming_the_field(app_module, prompt_chars, max_new_tokens,
+                                                                        field):
+    import gradio as gr
+
+    model = tiny_model()
+    model.model.config.sbd_context_length = 64  # as `sbd-viz train` records it
+    handlers = app_module.Handlers(model, app_module.SpeedQualityCurve(results=SWEEP_ROWS, compute=False))
+    with pytest.raises(gr.Error, match=f"{field}.*64"):
+        next(handlers.decode("x" * prompt_chars, "entropy_bounded", 0.5, False, 16, max_new_tokens, 0, 0, False,
+                             None))
 
 
 def test_nan_gamma_over_raw_http_is_an_error_and_the_app_keeps_serving(served, client):
