@@ -1,11 +1,16 @@
 """Measure a model on the verifiable suite and write the tables of its model card.
 
-    python bench/model_card.py --model models/sbd-char-5m [--per-family 40]
+    python bench/model_card.py --model models/sbd-char-5m [--per-family 40] [--baseline OLD.json]
 
 Writes ``<model>/card_results.json`` (every measured row, also read by the app for its
 speed/quality curve) and ``<model>/card_tables.md`` (the tables pasted into the card).
 Every SBD setting is run with NTP interleaved item by item (see ``sbd_viz.evaluation``),
 so each wall-clock speedup is a ratio measured side by side in one run.
+
+Two parts: the standalone suite (each item alone, every setting), and the same items placed
+inside documents (``tasks.in_document``: train-split lines before each item) in prompt-length
+buckets up to the model's trained context, with NTP and entropy-bounded gamma 0.1.
+``--baseline`` names another model's ``card_results.json``: its numbers are shown beside.
 """
 
 from __future__ import annotations
@@ -20,11 +25,64 @@ from pathlib import Path
 import torch
 
 import sbd_viz as sv
-from sbd_viz.tasks import FAMILIES, LONG_FAMILIES
+from sbd_viz import tasks
+from sbd_viz.tasks import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES
 
 GAMMAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 OTHERS = (("top_k", 2.0, False), ("top_k", 4.0, False), ("confidence_threshold", 0.9, False),
           ("confidence_threshold", 0.7, False), ("entropy_bounded", 0.1, True), ("entropy_bounded", 0.35, True))
+QUICK_GAMMAS = (0.1, 0.35)  # --quick: enough to set a baseline model beside a new one
+BUCKET_GAMMA = 0.1
+MAX_NEW_TOKENS = 64
+
+
+def bucket_rows(model, suite, gamma: float = BUCKET_GAMMA, progress: bool = True) -> list[dict]:
+    """NTP and entropy-bounded ``gamma`` on the suite placed inside documents, per prompt-length bucket.
+
+    A bucket's prompts end where the prompt, BOS and ``MAX_NEW_TOKENS`` of answer still fit the
+    model's trained context (``SBDModel.check_fits``), so the last bucket fills the context.
+    """
+    limit = model.context_length or 512
+    max_chars = limit - 1 - MAX_NEW_TOKENS
+    rows = []
+    for lo, hi in tasks.LENGTH_BUCKETS:
+        if lo >= max_chars:
+            break
+        items = tasks.in_document(suite, (lo, hi), max_chars=max_chars)
+        r = sv.evaluate(model, items, solver="entropy_bounded", gamma=gamma, max_new_tokens=MAX_NEW_TOKENS,
+                        progress=progress)
+        ctx = [row for row in r["rows"] if row["family"] in CONTEXT_FAMILIES]
+        rows.append({"bucket": [lo, min(hi, max_chars)], "n_items": len(items), "gamma": gamma,
+                     "prompt_chars": [min(len(i.prompt) for i in items), max(len(i.prompt) for i in items)],
+                     "ntp_accuracy": r["ntp"]["accuracy"], "sbd_accuracy": r["accuracy"],
+                     "ntp_by_family": r["ntp"]["by_family"], "sbd_by_family": r["by_family"],
+                     "ctx_ntp_accuracy": sum(x["ntp_correct"] for x in ctx) / max(1, len(ctx)),
+                     "ctx_sbd_accuracy": sum(x["correct"] for x in ctx) / max(1, len(ctx)),
+                     "tokens_per_call": r["tokens_per_call"], "long_tokens_per_call": r["long"]["tokens_per_call"],
+                     "speedup_calls": r["speedup_calls"], "speedup_wall": r["speedup_wall"],
+                     "long_speedup_wall": r["long"]["speedup_wall"]})
+    return rows
+
+
+def bucket_table(buckets: list[dict], baseline: list[dict] | None = None, names=("this model", "baseline")) -> str:
+    """Per prompt-length bucket: NTP and SBD accuracy (context families too) and speed; a baseline beside."""
+    base = {tuple(b["bucket"]): b for b in baseline or []}
+    out = [f"The held-out suite placed inside documents (train-split lines before each item, "
+           f"`tasks.in_document`), per prompt-length bucket (characters, BOS not counted); SBD is entropy-bounded "
+           f"gamma {buckets[0]['gamma']:g}, block 16, with NTP interleaved item by item."
+           + (f" In brackets: {names[1]} on the same items." if base else ""), "",
+           "| prompt length | items | NTP accuracy | SBD accuracy | context families: NTP | context families: SBD | "
+           "tokens/call (long answers) | speedup (wall) |", "|" + " --- |" * 8]
+    for b in buckets:
+        old = base.get(tuple(b["bucket"]))
+
+        def cell(key, fmt="{:.3f}"):
+            return fmt.format(b[key]) + (f" ({fmt.format(old[key])})" if old else "")
+        out.append(f"| {b['bucket'][0]}-{b['bucket'][1]} (measured {b['prompt_chars'][0]}-{b['prompt_chars'][1]}) "
+                   f"| {b['n_items']} | {cell('ntp_accuracy')} | {cell('sbd_accuracy')} | {cell('ctx_ntp_accuracy')} | "
+                   f"{cell('ctx_sbd_accuracy')} | {cell('long_tokens_per_call', '{:.2f}')} | "
+                   f"{b['speedup_wall']:.2f}x |")  # a baseline's seconds come from another run: not beside
+    return "\n".join(out)
 
 
 def _row(result: dict) -> dict:
@@ -68,7 +126,8 @@ def tables(rows: list[dict], header: dict) -> str:
     out.append("| decoder | " + " | ".join(f + (" (long)" if f in LONG_FAMILIES else "") for f in fams) + " |")
     out.append("|" + " --- |" * (len(fams) + 1))
     for r in rows:
-        cells = [f"{r['by_family'][f]:.2f} ({r['by_family_calls_per_token'][f]:.2f})" for f in fams]
+        cells = [f"{r['by_family'][f]:.2f} ({r['by_family_calls_per_token'][f]:.2f})" if f in r["by_family"]
+                 else "-" for f in fams]  # "-": a family the suite did not have when this row was measured
         out.append(f"| {_name(r)} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -119,38 +178,55 @@ def main(argv=None) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true",
+                   help=f"only NTP and entropy-bounded gamma {', '.join(map(str, QUICK_GAMMAS))} (e.g. for a baseline)")
+    p.add_argument("--out", default=None, help="write the results here (default: the model's folder)")
+    p.add_argument("--baseline", default=None, help="another model's card_results.json, shown beside")
     p.add_argument("--from-results", action="store_true",
                    help="only re-render card_tables.md from the model's card_results.json (no decoding)")
     args = p.parse_args(argv)
     if args.from_results:
-        folder = Path(args.model) if args.model else sv.default_model_path()
+        folder = Path(args.out or args.model or sv.default_model_path())
         saved = json.loads((folder / "card_results.json").read_text())
-        write_tables(folder, saved["rows"], saved["header"], saved["matp"])
+        write_tables(folder, saved, _baseline(args.baseline))
         return
     torch.set_num_threads(args.threads)
     model = sv.load_model(args.model)
-    folder = Path(args.model) if args.model else sv.default_model_path()
+    folder = Path(args.out or args.model or sv.default_model_path())
+    folder.mkdir(parents=True, exist_ok=True)
     suite = sv.tasks.load_suite(split="test", per_family=args.per_family)
     t0 = time.time()
     rows = [_row(sv.evaluate(model, suite, decoder="ntp", progress=True))]
-    settings = [("entropy_bounded", g, False) for g in GAMMAS] + list(OTHERS)
+    settings = [("entropy_bounded", g, False) for g in (QUICK_GAMMAS if args.quick else GAMMAS)]
+    settings += [] if args.quick else list(OTHERS)
     for solver, gamma, gap_free in settings:
         if solver == "top_k":
             gamma = int(gamma)
         rows.append(_row(sv.evaluate(model, suite, solver=solver, gamma=gamma, gap_free=gap_free, progress=True)))
+    buckets = bucket_rows(model, suite)
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     header = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores, {cpu}, {platform.system()}",
               "threads": torch.get_num_threads(), "torch": torch.__version__, "dtype": str(model.model.dtype),
               "n_items": len(suite), "per_family": args.per_family, "minutes": (time.time() - t0) / 60,
               "command": "python bench/model_card.py" + (f" --model {args.model}" if args.model else "")
-              + f" --per-family {args.per_family}", "model_fingerprint": model.fingerprint()}
+              + f" --per-family {args.per_family}" + (" --quick" if args.quick else ""),
+              "model_fingerprint": model.fingerprint(), "context_length": model.context_length}
     matp = {k: sv.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
-    (folder / "card_results.json").write_text(json.dumps({"header": header, "rows": rows, "matp": matp}, indent=1))
-    write_tables(folder, rows, header, matp)
+    results = {"header": header, "rows": rows, "buckets": buckets, "matp": matp}
+    (folder / "card_results.json").write_text(json.dumps(results, indent=1))
+    write_tables(folder, results, _baseline(args.baseline))
 
 
-def write_tables(folder: Path, rows: list[dict], header: dict, matp: dict) -> None:
-    text = tables(rows, header) + "\n\n" + parity_claim(rows) + "\n\n" + matp_table(matp) + "\n"
+def _baseline(path) -> dict | None:
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def write_tables(folder: Path, results: dict, baseline: dict | None = None) -> None:
+    rows, header = results["rows"], results["header"]
+    text = tables(rows, header) + "\n\n" + parity_claim(rows) + "\n\n" + matp_table(results["matp"]) + "\n"
+    if results.get("buckets"):
+        text += "\n" + bucket_table(results["buckets"], (baseline or {}).get("buckets"),
+                                    ("this model", baseline["header"]["command"] if baseline else "")) + "\n"
     (folder / "card_tables.md").write_text(text)
     print(text)
 
