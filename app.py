@@ -7,10 +7,11 @@ honoured). The speed/quality curve comes from ``sweep.json`` beside the model; m
 model and commit it (``python -c "import app; app.precompute_sweep()"``), else the app computes
 it in a background thread at startup (minutes on 2 CPUs).
 
-A thin UI over the library: handlers validate the inputs, then call ``sv.decode_steps`` (streamed),
-``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``. Each session keeps its own
-results in ``gr.State``; nothing mutable is shared between requests except the read-only model
-(and the speed/quality curve, written once by a background thread, read-only afterwards).
+A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
+streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``. Each
+session keeps its own results in ``gr.State``; nothing mutable is shared between requests except
+the read-only model (and the speed/quality curve, written once by a background thread, read-only
+afterwards).
 """
 
 from __future__ import annotations
@@ -31,16 +32,16 @@ import gradio as gr
 
 import sbd_viz as sv
 from sbd_viz import tasks
+from sbd_viz.decoder import MAX_BLOCK_SIZE
+from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions
 # at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
 # against their own context when a request comes in (SBDModel.check_fits).
 MAX_PROMPT_CHARS = 383
 MAX_NEW_TOKENS = 128
-MAX_BLOCK_SIZE = 64
-MAX_SEED = 2**31 - 1
+MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
-STOP = ("\n",)  # an assert's answer ends at the end of its line
 SWEEP_FILE = "sweep.json"  # the precomputed speed/quality curve, committed beside the model
 
 class Knob(NamedTuple):
@@ -394,28 +395,26 @@ class Handlers:
         """Decode with SBD, streaming the block state while it fills; then the metrics, then the animation;
         then NTP on the same prompt (once per prompt and length: it does not depend on the other settings)."""
         from sbd_viz import plots
-        from sbd_viz.decode import trace_from_steps
 
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline)
         prompt = settings.pop("prompt")
         try:
             config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
-            # the trained context, checked before streaming starts (a generator raises only when iterated)
-            self.model.check_fits(len(self.model.encode(prompt)), config.max_new_tokens)
+            decoding = sv.Decoding(self.model, prompt, config)  # checks the trained context before any call
         except ValueError as exc:  # the library's checks name the argument too
             raise gr.Error(str(exc)) from None
         skip = gr.skip()
-        steps, info, paused = [], {}, 0.0
+        steps, paused = [], 0.0
         t0 = last = time.perf_counter()
-        for step in sv.decode_steps(self.model, prompt, config, info):
+        for step in decoding.steps():
             steps.append(step)
             now = time.perf_counter()
             if now - last > PROGRESS_EVERY:  # a progress view now and then; the finished views cost more
                 yield skip, skip, progress_html(steps), filling_html(prompt, steps), skip
                 last = time.perf_counter()
                 paused += last - now  # time spent showing progress is not decoding time
-        trace = trace_from_steps(self.model, prompt, steps, info, config.as_dict())
+        trace = decoding.trace()
         sbd_seconds = time.perf_counter() - t0 - paused
 
         ntp_key = (prompt, config.max_new_tokens, config.stop)

@@ -29,7 +29,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz.evaluation import STOP
 
-decode_module = importlib.import_module("sbd_viz.decode")  # the module (``sbd_viz.decode`` is also the function)
+decode_module = importlib.import_module("sbd_viz.decoder")  # the decoding loop, whose _slot_views is swapped out
 
 HERE = Path(__file__).resolve().parent
 

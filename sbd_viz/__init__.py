@@ -8,7 +8,7 @@
 
 __version__ = "0.1.0"
 
-from .decode import DecodeConfig, decode, decode_ntp, decode_steps  # noqa: E402
+from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps  # noqa: E402
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path  # noqa: E402
 from .solvers import RULES, Solver  # noqa: E402
 from .trace import Candidate, Commit, GapFill, SlotView, Step, Trace, TraceFormatError  # noqa: E402
@@ -33,8 +33,8 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "Candidate", "Commit", "DecodeConfig", "GapFill", "MaskTokenError", "RULES", "SBDModel", "SlotView", "Solver",
-    "Step", "Trace", "TraceFormatError", "add_mask_token", "decode", "decode_ntp", "decode_steps",
+    "Candidate", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "SBDModel", "SlotView",
+    "Solver", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode", "decode_ntp", "decode_steps",
     "default_model_path", "evaluate", "explore", "load_model", "tasks",
     "analysis", "gap_fill_events", "gap_fill_report", "gap_free_ablation", "sweep", "teacher_forced_ntp",
 ]

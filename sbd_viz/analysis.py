@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 import torch
 
 from . import __version__
-from .decode import DecodeConfig
+from .decoder import DecodeConfig
 from .evaluation import STOP, evaluate
 from .model import SBDModel
 from .tasks import SuiteItem, score

@@ -1,7 +1,8 @@
 """The SBD decoding loop (paper Algorithms 2-3) and the NTP baseline, both recorded as traces.
 
-``decode_steps`` is a generator: one ``Step`` per model call, so a UI can stream steps,
-a progress bar can count them, and ``decode`` simply collects them into a ``Trace``.
+``Decoding.steps()`` is a generator: one ``Step`` per model call, so a UI can stream steps and a
+progress bar can count them; ``Decoding.trace()`` then gives the whole ``Trace``, and ``decode``
+does both in one call.
 """
 
 from __future__ import annotations
@@ -102,73 +103,107 @@ def _slot_views(model: SBDModel, masked, probs, entropy, top_n) -> tuple[SlotVie
         for slot, h, ps, ids in zip(masked, entropy.tolist(), top_p.tolist(), top_i.tolist()))
 
 
-def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = None,
-                 info: dict | None = None) -> Generator[Step, None, None]:
-    """Decode ``prompt`` with SBD, yielding one ``Step`` per model call.
+class Decoding:
+    """One SBD decode of ``prompt``: iterate ``steps()`` (one ``Step`` per model call), then ``trace()``.
 
-    ``info``, if given, is filled at the end with ``prompt_ids``, ``output_ids`` and
-    ``stop_reason`` (what ``decode`` needs to build the trace).
+    Everything is checked on construction (the settings, the prompt, the model's trained context),
+    so a streaming UI hears of a bad request before it starts, not at the first ``next``::
+
+        decoding = sv.Decoding(model, "assert 48 + 37 == ", sv.DecodeConfig(gamma=0.5, stop="\\n"))
+        for step in decoding.steps():
+            ...  # show the step while the block fills
+        trace = decoding.trace()
     """
-    model, prompt, config = _check_model(model), _check_prompt(prompt), config or DecodeConfig()
-    mask_id, solver, k_max = model.mask_token_id, config._solver, config.block_size
-    prompt_ids = model.encode(prompt)
-    model.check_fits(len(prompt_ids), config.max_new_tokens)
-    gen = torch.Generator().manual_seed(config.seed)
-    cache = model.new_cache()
-    pending = list(prompt_ids)  # final tokens not yet in the cache: fed causally with the next block
-    generated: list[int] = []
-    call, block, reason = 0, 0, "length"
-    while len(generated) < config.max_new_tokens and reason == "length":
-        k = min(k_max, config.max_new_tokens - len(generated))
-        start = len(prompt_ids) + len(generated)
-        tokens = [mask_id] * k  # the block: mask ids in masked slots
-        masked = list(range(k))
-        step, done_prefix = 0, 0
-        while masked:
-            t0 = time.perf_counter()
-            logits = model.block_call(cache, pending, tokens)[masked]  # (m, V) for the masked slots
-            n_input, pending = len(pending) + k, []
-            logp = torch.log_softmax(logits, -1)
-            probs = logp.exp()
-            entropy = -(probs * logp).sum(-1)  # (m,) nats, of the untempered distribution
-            if config.temperature == 0:
-                proposal = probs.argmax(-1)
-            else:
-                proposal = torch.multinomial(torch.softmax(logits / config.temperature, -1), 1,
-                                             generator=gen).squeeze(-1)
-            confidence = probs.gather(-1, proposal[:, None]).squeeze(-1)  # (m,)
-            chosen = solver.select(entropy, confidence)
-            views = _slot_views(model, masked, probs, entropy, config.top_n)
-            chosen_slots = {masked[i] for i in chosen}
-            still = [s for s in masked if s not in chosen_slots]
-            commits = []
-            for i in chosen:
-                slot, tok = masked[i], int(proposal[i])
-                tokens[slot] = tok
-                commits.append(Commit(slot, tok, model.token_text(tok), float(confidence[i]), float(entropy[i]),
-                                      gap=sum(1 for s in still if s < slot)))
-            yield Step(call=call, block=block, block_start=start, block_size=k, step=step, masked=tuple(masked),
-                       slots=views, commits=tuple(commits), wall_time=time.perf_counter() - t0, n_input=n_input)
-            call, step, masked = call + 1, step + 1, still
-            # "Generate until": once a slot holds a stop token, slots right of it can never reach the
-            # output, so they are no longer decoded (on short answers they would cost whole calls).
-            ends = [s for s in range(k) if s not in masked and _ends_output(model, tokens[s], config.stop)]
-            if ends:
-                masked = [s for s in masked if s < ends[0]]
-            # Finish early once the block's committed prefix holds a stop: later slots would be discarded.
-            prefix = next((s for s in range(k) if s in masked), k)
-            if prefix > done_prefix:
-                hit = _stop_index(model, generated + tokens[:prefix], len(generated) + done_prefix + 1, config.stop)
-                done_prefix = prefix
-                if hit:
-                    generated, reason = (generated + tokens[:prefix])[: hit[0]], hit[1]
-                    break
-        if reason == "length":
-            generated += tokens
-            pending = list(tokens)
-        block += 1
-    if info is not None:
-        info.update(prompt_ids=prompt_ids, output_ids=generated, stop_reason=reason)
+
+    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None):
+        self.model, self.prompt = _check_model(model), _check_prompt(prompt)
+        self.config = DecodeConfig() if config is None else config
+        if not isinstance(self.config, DecodeConfig):
+            raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
+        self.prompt_ids = model.encode(prompt)
+        model.check_fits(len(self.prompt_ids), self.config.max_new_tokens)
+        self.output_ids: list[int] | None = None  # set once the decode has finished
+        self.stop_reason: str | None = None  # 'stop', 'eos' or 'length', once finished
+        self._steps: list[Step] = []
+        self._started = False
+
+    def steps(self) -> Generator[Step, None, None]:
+        """Decode, yielding one ``Step`` per model call (paper Algorithms 2-3)."""
+        if self._started:  # a second run would append a second decode's steps to the first's
+            raise RuntimeError("steps: this Decoding has already run; make a new one to decode again")
+        self._started = True
+        model, config, prompt_ids = self.model, self.config, self.prompt_ids
+        mask_id, solver, k_max = model.mask_token_id, config._solver, config.block_size
+        gen = torch.Generator().manual_seed(config.seed)
+        cache = model.new_cache()
+        pending = list(prompt_ids)  # final tokens not yet in the cache: fed causally with the next block
+        generated: list[int] = []
+        call, block, reason = 0, 0, "length"
+        while len(generated) < config.max_new_tokens and reason == "length":
+            k = min(k_max, config.max_new_tokens - len(generated))
+            start = len(prompt_ids) + len(generated)
+            tokens = [mask_id] * k  # the block: mask ids in masked slots
+            masked = list(range(k))
+            step, done_prefix = 0, 0
+            while masked:
+                t0 = time.perf_counter()
+                logits = model.block_call(cache, pending, tokens)[masked]  # (m, V) for the masked slots
+                n_input, pending = len(pending) + k, []
+                logp = torch.log_softmax(logits, -1)
+                probs = logp.exp()
+                entropy = -(probs * logp).sum(-1)  # (m,) nats, of the untempered distribution
+                if config.temperature == 0:
+                    proposal = probs.argmax(-1)
+                else:
+                    proposal = torch.multinomial(torch.softmax(logits / config.temperature, -1), 1,
+                                                 generator=gen).squeeze(-1)
+                confidence = probs.gather(-1, proposal[:, None]).squeeze(-1)  # (m,)
+                chosen = solver.select(entropy, confidence)
+                views = _slot_views(model, masked, probs, entropy, config.top_n)
+                chosen_slots = {masked[i] for i in chosen}
+                still = [s for s in masked if s not in chosen_slots]
+                commits = []
+                for i in chosen:
+                    slot, tok = masked[i], int(proposal[i])
+                    tokens[slot] = tok
+                    commits.append(Commit(slot, tok, model.token_text(tok), float(confidence[i]),
+                                          float(entropy[i]), gap=sum(1 for s in still if s < slot)))
+                self._steps.append(Step(call=call, block=block, block_start=start, block_size=k, step=step,
+                                        masked=tuple(masked), slots=views, commits=tuple(commits),
+                                        wall_time=time.perf_counter() - t0, n_input=n_input))
+                yield self._steps[-1]
+                call, step, masked = call + 1, step + 1, still
+                # "Generate until": once a slot holds a stop token, slots right of it can never reach the
+                # output, so they are no longer decoded (on short answers they would cost whole calls).
+                ends = [s for s in range(k) if s not in masked and _ends_output(model, tokens[s], config.stop)]
+                if ends:
+                    masked = [s for s in masked if s < ends[0]]
+                # Finish early once the block's committed prefix holds a stop: later slots would be discarded.
+                prefix = next((s for s in range(k) if s in masked), k)
+                if prefix > done_prefix:
+                    hit = _stop_index(model, generated + tokens[:prefix], len(generated) + done_prefix + 1,
+                                      config.stop)
+                    done_prefix = prefix
+                    if hit:
+                        generated, reason = (generated + tokens[:prefix])[: hit[0]], hit[1]
+                        break
+            if reason == "length":
+                generated += tokens
+                pending = list(tokens)
+            block += 1
+        self.output_ids, self.stop_reason = generated, reason
+
+    def trace(self) -> Trace:
+        """The finished decode as a ``Trace``."""
+        if self.stop_reason is None:
+            raise RuntimeError("trace: the decode has not finished; iterate steps() to the end first")
+        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
+                      self.config.as_dict())
+
+
+def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = None) -> Generator[Step, None, None]:
+    """Decode ``prompt`` with SBD, yielding one ``Step`` per model call (``Decoding`` also gives the trace)."""
+    return Decoding(model, prompt, config).steps()
 
 
 def _meta(model: SBDModel) -> dict:
@@ -176,11 +211,12 @@ def _meta(model: SBDModel) -> dict:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def trace_from_steps(model: SBDModel, prompt: str, steps: Iterable[Step], info: dict, config: dict) -> Trace:
-    out = list(info["output_ids"])
-    return Trace(prompt=prompt, prompt_ids=tuple(info["prompt_ids"]), config=config, model_id=model.name,
+def _trace(model: SBDModel, prompt: str, prompt_ids: list[int], steps: Iterable[Step], output_ids: list[int],
+           stop_reason: str, config: dict) -> Trace:
+    out = list(output_ids)
+    return Trace(prompt=prompt, prompt_ids=tuple(prompt_ids), config=config, model_id=model.name,
                  steps=tuple(steps), output_ids=tuple(out), output_texts=tuple(model.token_text(t) for t in out),
-                 text=model.text(out), stop_reason=info["stop_reason"], meta=_meta(model))
+                 text=model.text(out), stop_reason=stop_reason, meta=_meta(model))
 
 
 def decode(model: SBDModel, prompt: str, solver: str = "entropy_bounded", gamma: float = 0.1,
@@ -189,9 +225,10 @@ def decode(model: SBDModel, prompt: str, solver: str = "entropy_bounded", gamma:
     """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``."""
     config = DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n)
-    info: dict = {}
-    steps = list(decode_steps(model, prompt, config, info))
-    return trace_from_steps(model, prompt, steps, info, config.as_dict())
+    decoding = Decoding(model, prompt, config)
+    for _ in decoding.steps():
+        pass
+    return decoding.trace()
 
 
 class _Clock:
@@ -236,8 +273,6 @@ def decode_ntp(model: SBDModel, prompt: str, max_new_tokens: int = 64,
                           slots=_slot_views(model, (0,), probs, torch.tensor([h]), config.top_n),
                           commits=(Commit(0, tok, model.token_text(tok), float(probs[0, tok]), h, 0),),
                           wall_time=times[i + 1] - times[i], n_input=len(prompt_ids) if i == 0 else 1))
-    info = {"prompt_ids": prompt_ids, "output_ids": new,
-            "stop_reason": hit[1] if hit else "length"}
     cfg = {"decoder": "ntp", "solver": "ntp", "max_new_tokens": config.max_new_tokens,
            "stop": list(config.stop), "top_n": config.top_n, "block_size": 1, "temperature": 0.0}
-    return trace_from_steps(model, prompt, steps, info, cfg)
+    return _trace(model, prompt, prompt_ids, steps, new, hit[1] if hit else "length", cfg)

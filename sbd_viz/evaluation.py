@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from typing import Iterable
 
-from .decode import decode, decode_ntp
+from .decoder import decode, decode_ntp
 from .model import SBDModel
 from .tasks import LONG_FAMILIES, SuiteItem, score
 

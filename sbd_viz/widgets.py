@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import plots
-from .decode import DecodeConfig, decode, decode_ntp
+from .decoder import DecodeConfig, decode, decode_ntp
 from .model import SBDModel
 from .solvers import RULES
 from .trace import Trace, render_state

@@ -265,3 +265,31 @@ def test_slots_after_a_committed_stop_are_not_decoded():
     # the first call also commits slot 7 (entropy ~1e-2 after a ~0 one fits gamma=0 by eq. 8);
     # slots 3..6 never cost a call
     assert [s.committed_slots for s in trace.steps] == [(2, 7), (1,), (0,)]
+
+
+def test_decoding_streams_steps_then_gives_the_trace():
+    """The public streaming path (what the app uses) gives exactly what ``decode`` gives."""
+    model, prompt = _scripted("12\n456789abcdefgh")
+    config = sv.DecodeConfig(gamma=0.5, block_size=8, max_new_tokens=16, stop="\n")
+    decoding = sv.Decoding(model, prompt, config)
+    with pytest.raises(RuntimeError, match="trace"):
+        decoding.trace()  # nothing decoded yet
+    steps = list(decoding.steps())
+    trace = decoding.trace()
+    expected = sv.decode(model, prompt, gamma=0.5, block_size=8, max_new_tokens=16, stop="\n")
+    assert trace.steps == tuple(steps) and trace.text == expected.text == "12\n"
+    assert (trace.output_ids, trace.stop_reason, trace.config) == (expected.output_ids, "stop", expected.config)
+    assert [s.commits for s in steps] == [s.commits for s in expected.steps]
+    with pytest.raises(RuntimeError, match="steps"):
+        next(decoding.steps())  # one Decoding, one decode
+
+
+def test_decoding_checks_everything_before_the_first_call(tiny):
+    short = tiny_model()
+    short.model.config.sbd_context_length = 16
+    with pytest.raises(ValueError, match="prompt"):
+        sv.Decoding(short, "x" * 20)  # raised on construction, not at the first next()
+    with pytest.raises(TypeError, match="config"):
+        sv.Decoding(tiny, "hi", {"gamma": 0.5})
+    with pytest.raises(ValueError, match="prompt"):
+        sv.decode_steps(tiny, "")
