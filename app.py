@@ -8,10 +8,10 @@ model and commit it (``python -c "import app; app.precompute_sweep()"``), else t
 it in a background thread at startup (minutes on 2 CPUs).
 
 A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
-streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``. Each
-session keeps its own results in ``gr.State``; nothing mutable is shared between requests except
-the read-only model (and the speed/quality curve, written once by a background thread, read-only
-afterwards).
+streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``; the
+rule knobs come from ``sbd_viz.solvers.COMMIT_RULES``. Each session keeps its own results in
+``gr.State``; nothing mutable is shared between requests except the read-only model (and the
+speed/quality curve, written once by a background thread, read-only afterwards).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import NamedTuple
 
 import gradio as gr
 
@@ -34,6 +33,7 @@ import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
+from sbd_viz.solvers import COMMIT_RULES, DEFAULT_RULE
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions
 # at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
@@ -43,32 +43,6 @@ MAX_NEW_TOKENS = 128
 MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
 SWEEP_FILE = "sweep.json"  # the precomputed speed/quality curve, committed beside the model
-
-class Knob(NamedTuple):
-    """What a rule's single knob means (see sbd_viz/solvers.py), and its slider."""
-
-    label: str
-    meaning: str  # for error messages: "gamma: for <rule> it is <meaning> ..."
-    lo: float
-    hi: float
-    step: float
-    default: float
-
-
-KNOBS = {
-    "entropy_bounded": Knob("γ · entropy budget per call (nats); higher = more slots per call",
-                            "the entropy budget per call in nats", 0.0, 2.0, 0.01, 0.5),
-    "entropy_threshold": Knob("γ · commit every slot with entropy below this (nats)",
-                              "the per-slot entropy threshold in nats", 0.0, 2.0, 0.01, 0.5),
-    "confidence_threshold": Knob("γ · commit every slot more probable than this (probability)",
-                                 "a probability threshold", 0.0, 1.0, 0.01, 0.9),
-    "factor": Knob("f · Fast-dLLM factor (> 0); higher = more slots per call", "the Fast-dLLM factor f",
-                   0.01, 2.0, 0.01, 1.0),
-    "top_k": Knob("k · slots committed per call", "the number of slots committed per call", 1, 16, 1, 4),
-    "left_to_right": Knob("(ignored: left to right commits one slot per call)", "ignored, but still checked",
-                          0.0, 2.0, 0.01, 0.0),
-}
-assert set(KNOBS) == set(sv.RULES), "every commit rule needs a knob description"
 
 # The speed/quality curve: one line per rule, points at these knob values (suite, block 16).
 SWEEP_GRID = {
@@ -94,7 +68,7 @@ EXAMPLES = [
 GAP_COLUMNS = ["call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
                "block after the call"]
 GAP_LABEL = "gap fills ({n}): commits made while slots to their left were still masked · click a row to show its call"
-DEFAULTS = dict(rule="entropy_bounded", gap_free=False, block_size=16, max_new_tokens=64, temperature=0.0, seed=0,
+DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, block_size=16, max_new_tokens=64, temperature=0.0, seed=0,
                 stop_at_newline=True)
 
 PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
@@ -188,15 +162,15 @@ def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, tem
         raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise gr.Error(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
-    if rule not in KNOBS:
+    if rule not in COMMIT_RULES:
         raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
-    knob = KNOBS[rule]
+    knob = COMMIT_RULES[rule]
+    lo, hi, _ = knob.slider  # the app takes what its slider offers
     g = _number(gamma, "gamma")
-    if not knob.lo <= g <= knob.hi:
-        raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {knob.lo:g} to {knob.hi:g}, "
-                       f"got {gamma!r}")
-    if rule == "top_k":
-        g = _whole(g, "gamma (k, slots per call)", int(knob.lo), int(knob.hi))
+    if not lo <= g <= hi:
+        raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
+    if knob.valid.whole:
+        g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
     return dict(prompt=prompt, solver=rule, gamma=g, gap_free=bool(gap_free),
                 block_size=_whole(block_size, "block size", 1, MAX_BLOCK_SIZE),
                 max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
@@ -477,11 +451,12 @@ class Handlers:
 
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""
-        if rule not in KNOBS:
+        if rule not in COMMIT_RULES:
             raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
-        knob = KNOBS[rule]
-        return gr.update(label=knob.label, minimum=knob.lo, maximum=knob.hi, step=knob.step, value=knob.default,
-                         interactive=rule != "left_to_right")
+        knob = COMMIT_RULES[rule]
+        lo, hi, step = knob.slider
+        return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
+                         interactive=knob.tunable)
 
     def _trace_file(self, trace) -> str:
         # One folder per file keeps the download's name readable; folders older than 10 min go.
@@ -529,7 +504,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         curve = SpeedQualityCurve(results=sweep) if sweep is not None else SpeedQualityCurve(compute=False)
     h = Handlers(model, curve)
     gr.set_static_paths([PLOTLY_JS])
-    knob = KNOBS[DEFAULTS["rule"]]
+    knob = COMMIT_RULES[DEFAULTS["rule"]]
 
     with gr.Blocks(title="sbd_viz · Set Block Decoding", delete_cache=(600, 1800), fill_width=True) as demo:
         session = gr.State(None, time_to_live=3600)
@@ -549,7 +524,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                        example_labels=[label for _, label in EXAMPLES], label="examples")
                 rule = gr.Dropdown(list(sv.RULES), value=DEFAULTS["rule"], label="commit rule",
                                    info="which masked slots to fix after each call")
-                gamma = gr.Slider(knob.lo, knob.hi, value=knob.default, step=knob.step, label=knob.label,
+                gamma = gr.Slider(*knob.slider[:2], value=knob.default, step=knob.slider[2], label=knob.label,
                                   elem_id="sbd-gamma")
                 gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free",
                                        info="only commit a contiguous run from the left: no gap fills")

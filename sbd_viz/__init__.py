@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps  # noqa: E402
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path  # noqa: E402
-from .solvers import RULES, Solver  # noqa: E402
+from .solvers import COMMIT_RULES, RULES, Solver  # noqa: E402
 from .trace import Candidate, Commit, GapFill, SlotView, Step, Trace, TraceFormatError  # noqa: E402
 from . import tasks  # noqa: E402
 from .evaluation import evaluate  # noqa: E402
@@ -33,8 +33,8 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "Candidate", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "SBDModel", "SlotView",
-    "Solver", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode", "decode_ntp", "decode_steps",
-    "default_model_path", "evaluate", "explore", "load_model", "tasks",
+    "COMMIT_RULES", "Candidate", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES",
+    "SBDModel", "SlotView", "Solver", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
+    "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
     "analysis", "gap_fill_events", "gap_fill_report", "gap_free_ablation", "sweep", "teacher_forced_ntp",
 ]

@@ -13,7 +13,7 @@ def _trace(args) -> int:
     if args.ntp:
         trace = sv.decode_ntp(model, args.prompt, max_new_tokens=args.max_new_tokens, stop=args.stop)
     else:
-        trace = sv.decode(model, args.prompt, solver=args.solver, gamma=args.gamma, block_size=args.block_size,
+        trace = sv.decode(model, args.prompt, solver=args.solver, gamma=_gamma(args), block_size=args.block_size,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                           stop=args.stop, gap_free=args.gap_free)
     print(trace.summary())
@@ -32,7 +32,7 @@ def _eval(args) -> int:
 
     model = sv.load_model(args.model)
     suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family)
-    result = sv.evaluate(model, suite, solver=args.solver, gamma=args.gamma, block_size=args.block_size,
+    result = sv.evaluate(model, suite, solver=args.solver, gamma=_gamma(args), block_size=args.block_size,
                          gap_free=args.gap_free, decoder="ntp" if args.ntp else "sbd", progress=True,
                          measure_speedup=not args.ntp)
     result.pop("rows")
@@ -118,12 +118,20 @@ def _bench(args) -> int:
     return 2 if bench is None else bench.main(args.rest) or 0
 
 
-def _add_decode_args(p: argparse.ArgumentParser) -> None:
-    from .solvers import RULES
+def _gamma(args) -> float:
+    """``--gamma``, or the chosen rule's default knob."""
+    from .solvers import COMMIT_RULES
 
+    return COMMIT_RULES[args.solver].default if args.gamma is None else args.gamma
+
+
+def _add_decode_args(p: argparse.ArgumentParser) -> None:
+    from .solvers import COMMIT_RULES, DEFAULT_RULE, RULES
+
+    knobs = "; ".join(f"{name}: {rule.meaning}, default {rule.default:g}" for name, rule in COMMIT_RULES.items())
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--solver", default="entropy_bounded", choices=RULES)
-    p.add_argument("--gamma", type=float, default=0.1, help="the rule's knob (entropy budget in nats by default)")
+    p.add_argument("--solver", default=DEFAULT_RULE, choices=RULES)
+    p.add_argument("--gamma", type=float, default=None, help=f"the rule's knob ({knobs})")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
 

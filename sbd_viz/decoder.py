@@ -16,7 +16,7 @@ import torch
 
 from . import __version__
 from .model import SBDModel
-from .solvers import Solver
+from .solvers import DEFAULT_GAMMA, DEFAULT_RULE, Solver
 from .trace import Candidate, Commit, SlotView, Step, Trace
 
 MAX_BLOCK_SIZE = 64
@@ -27,8 +27,8 @@ MAX_NEW_TOKENS = 4096
 class DecodeConfig:
     """Settings of one SBD decode; validated on construction (errors name the argument)."""
 
-    solver: str = "entropy_bounded"
-    gamma: float = 0.1
+    solver: str = DEFAULT_RULE
+    gamma: float = DEFAULT_GAMMA
     block_size: int = 16
     max_new_tokens: int = 64
     temperature: float = 0.0  # 0 = argmax (the paper's setting); > 0 samples with ``seed``
@@ -95,6 +95,11 @@ def _ends_output(model: SBDModel, token_id: int, stop: tuple[str, ...]) -> bool:
     return any(st in text for st in stop)
 
 
+def _entropy(probs: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
+    """(m, V) -> (m,) nats. A token the model rules out (logit -inf) adds 0, not 0 * -inf = NaN."""
+    return -torch.where(probs > 0, probs * logp, 0.0).sum(-1)
+
+
 def _slot_views(model: SBDModel, masked, probs, entropy, top_n) -> tuple[SlotView, ...]:
     top_p, top_i = torch.topk(probs, min(top_n, probs.shape[-1]), dim=-1)  # (m, n)
     return tuple(
@@ -151,7 +156,7 @@ class Decoding:
                 n_input, pending = len(pending) + k, []
                 logp = torch.log_softmax(logits, -1)
                 probs = logp.exp()
-                entropy = -(probs * logp).sum(-1)  # (m,) nats, of the untempered distribution
+                entropy = _entropy(probs, logp)  # (m,) nats, of the untempered distribution
                 if config.temperature == 0:
                     proposal = probs.argmax(-1)
                 else:
@@ -219,7 +224,7 @@ def _trace(model: SBDModel, prompt: str, prompt_ids: list[int], steps: Iterable[
                  text=model.text(out), stop_reason=stop_reason, meta=_meta(model))
 
 
-def decode(model: SBDModel, prompt: str, solver: str = "entropy_bounded", gamma: float = 0.1,
+def decode(model: SBDModel, prompt: str, solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
            block_size: int = 16, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
            stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5) -> Trace:
     """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``."""
@@ -268,7 +273,7 @@ def decode_ntp(model: SBDModel, prompt: str, max_new_tokens: int = 64,
     for i, tok in enumerate(new):
         logp = torch.log_softmax(out.logits[i][0].float(), -1)[None]  # (1, V)
         probs = logp.exp()
-        h = float(-(probs * logp).sum())
+        h = float(_entropy(probs, logp)[0])
         steps.append(Step(call=i, block=i, block_start=len(prompt_ids) + i, block_size=1, step=0, masked=(0,),
                           slots=_slot_views(model, (0,), probs, torch.tensor([h]), config.top_n),
                           commits=(Commit(0, tok, model.token_text(tok), float(probs[0, tok]), h, 0),),

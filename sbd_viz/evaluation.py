@@ -13,6 +13,7 @@ from typing import Iterable
 
 from .decoder import decode, decode_ntp
 from .model import SBDModel
+from .solvers import DEFAULT_GAMMA, DEFAULT_RULE
 from .tasks import LONG_FAMILIES, SuiteItem, score
 
 STOP = ("\n",)  # an assert's answer ends at the end of its line
@@ -28,7 +29,7 @@ def _summarise(rows: list[dict], prefix: str = "") -> dict:
             "wall_time": sum(r[prefix + "wall_time"] for r in rows)}
 
 
-def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = "entropy_bounded", gamma: float = 0.1,
+def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
              block_size: int = 16, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
              measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
              stop: tuple[str, ...] = STOP) -> dict:

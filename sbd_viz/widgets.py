@@ -12,8 +12,6 @@ comparison. Nothing here computes a measure the library does not already give.
 from __future__ import annotations
 
 import html
-from typing import NamedTuple
-
 import ipywidgets as widgets
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -21,31 +19,10 @@ import plotly.io as pio
 from . import plots
 from .decoder import DecodeConfig, decode, decode_ntp
 from .model import SBDModel
-from .solvers import RULES
+from .solvers import COMMIT_RULES, DEFAULT_RULE, RULES
 from .trace import Trace, render_state
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-
-
-class Knob(NamedTuple):
-    """The range of a rule's single knob (``gamma``) on the slider; see ``sbd_viz/solvers.py``."""
-
-    label: str
-    lo: float
-    hi: float
-    step: float
-    default: float
-
-
-KNOBS = {
-    "entropy_bounded": Knob("γ (nats)", 0.0, 2.0, 0.01, 0.1),
-    "entropy_threshold": Knob("γ (nats)", 0.0, 2.0, 0.01, 0.5),
-    "confidence_threshold": Knob("γ (prob.)", 0.0, 1.0, 0.01, 0.9),
-    "factor": Knob("f", 0.01, 2.0, 0.01, 1.0),
-    "top_k": Knob("slots/call", 1, 16, 1, 4),
-    "left_to_right": Knob("(ignored)", 0.0, 1.0, 0.01, 0.0),
-}
-assert set(KNOBS) == set(RULES), "every commit rule needs a knob range"
 
 
 def figure_at_call(fig: go.Figure, call: int) -> go.Figure:
@@ -101,17 +78,18 @@ class Explorer(widgets.VBox):
         model.check_fits(len(model.encode(prompt)), config.max_new_tokens)  # so does a prompt past the context
         self.model = model
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
-        solver = self.extra.pop("solver", "entropy_bounded")
-        knob = KNOBS[solver]
+        solver = self.extra.pop("solver", DEFAULT_RULE)
+        knob = COMMIT_RULES[solver]
+        lo, hi, step = knob.slider
         gamma = self.extra.pop("gamma", knob.default)
         wide = {"description_width": "110px"}
         self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
                                    layout=widgets.Layout(width="640px"))
         self.rule = widgets.Dropdown(options=RULES, value=solver, description="rule", style=wide)
         # The range stretches to hold a gamma given outside it, rather than clamping it silently.
-        self.gamma = widgets.FloatSlider(description=knob.label, min=min(knob.lo, gamma), max=max(knob.hi, gamma),
-                                         step=knob.step, value=gamma, continuous_update=False, readout_format=".2f",
-                                         style=wide, disabled=solver == "left_to_right")
+        self.gamma = widgets.FloatSlider(description=knob.symbol, tooltip=knob.label, min=min(lo, gamma),
+                                         max=max(hi, gamma), step=step, value=gamma, continuous_update=False,
+                                         readout_format=".2f", style=wide, disabled=not knob.tunable)
         self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free")
         self.block_size = widgets.IntSlider(self.extra.pop("block_size", 16), min=1, max=64,
                                             description="block size k", continuous_update=False, style=wide)
@@ -179,15 +157,16 @@ class Explorer(widgets.VBox):
             self.redecode()
 
     def _rule_changed(self, change) -> None:
-        knob = KNOBS[change["new"]]
+        knob = COMMIT_RULES[change["new"]]
+        lo, hi, step = knob.slider
         self._quiet = True  # one decode for a rule change, not one per slider attribute
         try:
-            self.gamma.description = knob.label
+            self.gamma.description, self.gamma.tooltip = knob.symbol, knob.label
             # Widen first so the new value is never clamped by the old range.
-            self.gamma.min, self.gamma.max = min(self.gamma.min, knob.lo), max(self.gamma.max, knob.hi)
-            self.gamma.step, self.gamma.value = knob.step, knob.default
-            self.gamma.min, self.gamma.max = knob.lo, knob.hi
-            self.gamma.disabled = change["new"] == "left_to_right"
+            self.gamma.min, self.gamma.max = min(self.gamma.min, lo), max(self.gamma.max, hi)
+            self.gamma.step, self.gamma.value = step, knob.default
+            self.gamma.min, self.gamma.max = lo, hi
+            self.gamma.disabled = not knob.tunable
         finally:
             self._quiet = False
         self.redecode()

@@ -1,11 +1,11 @@
-"""Commit rules on hand-made distributions."""
+"""Commit rules on hand-made and random distributions, and the rule registry."""
 
 import math
 
 import pytest
 import torch
 
-from sbd_viz.solvers import RULES, Solver
+from sbd_viz.solvers import COMMIT_RULES, RULES, Range, Solver
 
 ENTROPY = torch.tensor([0.9, 0.05, 0.3, 0.01, 1.5, 0.2])  # six masked slots, left to right
 CONFIDENCE = torch.tensor([0.55, 0.98, 0.85, 0.995, 0.3, 0.9])
@@ -68,16 +68,66 @@ def test_gap_free_commits_a_run_from_the_left(rule):
         assert len(chosen) <= max(1, len(free))
 
 
+def _valid_gammas(rule, g):
+    """The knob's edges, its default and slider ends, and random values in its valid range."""
+    r = COMMIT_RULES[rule]
+    lo = r.valid.lo if math.isfinite(r.valid.lo) else -5.0
+    hi = r.valid.hi if math.isfinite(r.valid.hi) else 50.0
+    edges = [lo + 1e-9 if r.valid.lo_open else lo, hi, r.default, *r.slider[:2]]
+    draws = (lo + (hi - lo) * torch.rand(20, generator=g)).tolist()
+    values = [round(v) for v in edges + draws] if r.valid.whole else edges + draws
+    return [v for v in values if v in r.valid]
+
+
+@pytest.mark.parametrize("gap_free", [False, True])
 @pytest.mark.parametrize("rule", RULES)
-def test_always_commits_at_least_one(rule):
-    for m in (1, 2, 9):
-        ent, conf = torch.full((m,), 3.0), torch.full((m,), 0.01)
-        assert len(Solver(rule, 1 if rule == "top_k" else 0.0 if rule != "factor" else 0.1).select(ent, conf)) >= 1
+def test_every_rule_commits_at_least_one_slot_of_any_block(rule, gap_free):
+    """The decoder relies on it (a step that commits nothing would repeat forever): random blocks of 1..16
+    masked slots, with spread-out, tied, all-zero and all-high entropies, at valid knobs from edge to edge."""
+    g = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        m = 1 + trial % 16
+        ent = torch.rand(m, generator=g) * 5 * (trial % 4 != 0)  # every fourth block: all entropies 0
+        if trial % 5 == 0:
+            ent = torch.full((m,), 4.6)  # near-uniform over 100 tokens: every slot unsure
+        conf = torch.rand(m, generator=g) * (0.01 if trial % 3 == 0 else 1.0)
+        for gamma in _valid_gammas(rule, g):
+            chosen = Solver(rule, gamma, gap_free=gap_free).select(ent, conf)
+            assert chosen and chosen == sorted(set(chosen)) and 0 <= chosen[0] and chosen[-1] < m, (gamma, chosen)
+
+
+def test_non_finite_scores_are_refused():
+    with pytest.raises(ValueError, match="entropy/confidence"):
+        Solver().select(torch.tensor([0.1, math.nan]), torch.tensor([0.5, 0.5]))
+
+
+def test_the_registry_is_consistent():
+    for name, rule in COMMIT_RULES.items():
+        lo, hi, step = rule.slider
+        assert lo in rule.valid and hi in rule.valid and rule.default in rule.valid, name
+        assert lo <= rule.default <= hi and step > 0, name
+        assert not rule.valid.whole or step == int(step) == 1, name
+        assert Solver(name, rule.default).select(ENTROPY, CONFIDENCE)
+    assert RULES == tuple(COMMIT_RULES)
+
+
+def test_range():
+    assert 0 in Range(lo=0.0) and -0.1 not in Range(lo=0.0) and math.inf in Range(lo=0.0)
+    assert 0 not in Range(lo=0.0, lo_open=True) and 1e-9 in Range(lo=0.0, lo_open=True)
+    assert 2 in Range(lo=1, whole=True) and 2.5 not in Range(lo=1, whole=True)
+    assert [str(r) for r in (Range(lo=0.0), Range(0.0, 1.0), Range(lo=0.0, lo_open=True), Range(lo=1, whole=True),
+                             Range())] == ["a number >= 0", "a number in [0, 1]", "a number > 0",
+                                           "a whole number >= 1", "a number"]
 
 
 @pytest.mark.parametrize("name, gamma", [("nope", 0.1), ("entropy_bounded", -0.1), ("entropy_bounded", math.nan),
                                          ("confidence_threshold", 1.5), ("factor", 0.0), ("top_k", 0),
                                          ("top_k", 2.5), ("entropy_bounded", "0.1")])
 def test_bad_settings_are_rejected(name, gamma):
-    with pytest.raises(ValueError, match="solver|gamma"):
+    with pytest.raises(ValueError, match="^solver|^gamma"):
         Solver(name, gamma)
+
+
+def test_a_knob_out_of_range_error_says_what_the_knob_is():
+    with pytest.raises(ValueError, match=r"gamma: for factor it is the Fast-dLLM factor f and must be a number > 0"):
+        Solver("factor", 0.0)

@@ -79,7 +79,7 @@ def test_a_rule_change_resets_the_knob_and_decodes_once(tiny, monkeypatch):
     monkeypatch.setattr(sbd_widgets, "decode", lambda *a, **k: calls.append(k) or real(*a, **k))
     explorer.rule.value = "top_k"
     assert len(calls) == 1
-    assert calls[0]["solver"] == "top_k" and calls[0]["gamma"] == sbd_widgets.KNOBS["top_k"].default
+    assert calls[0]["solver"] == "top_k" and calls[0]["gamma"] == sv.COMMIT_RULES["top_k"].default
     assert explorer.trace.nfe == 2 * 4 // 4  # four slots per call, two blocks of 4
     explorer.rule.value = "left_to_right"
     assert explorer.gamma.disabled and explorer.trace.nfe == 8
