@@ -228,7 +228,7 @@ def metrics_html(result: dict) -> str:
               f"{trace.n_tokens} tokens · stop: {trace.stop_reason}"),
         _card("speedup · calls", speed_calls, "vs NTP, per generated token"),
         _card("speedup · wall clock", speed_wall, wall_sub),
-        _card("gap fills", f"{result['gap_fills']}", "commits with masked slots to their left"),
+        _card("gap fills", f"{result['gap_fills']}", "commits with masked slots to their left, kept in the output"),
         answer,
     ]
     return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
@@ -396,7 +396,7 @@ class Handlers:
         cached = old.get("ntp_key") == ntp_key
         result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
                       ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
-                      sbd_seconds=sbd_seconds, item=self.suite.get(prompt), gap_fills=len(trace.gap_fills()))
+                      sbd_seconds=sbd_seconds, item=self.suite.get(prompt), gap_fills=len(trace.kept_gap_fills()))
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
         yield result, skip, metrics_html(result), texts_html(result), skip
         figure = plots.block_fill(trace).to_json(engine="orjson")
@@ -426,7 +426,9 @@ class Handlers:
                   {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
                  for e in events]
         tradeoff, status = self.curve.figure(cfg["solver"], cfg["gamma"], cfg["gap_free"])
-        table = gr.update(value=table, label=GAP_LABEL.format(n=len(table)))
+        kept = sum(e["kept"] for e in events)  # the count the metrics card shows; the table lists them all
+        n = f"{kept}" if kept == len(events) else f"{kept} kept + {len(events) - kept} the stop discarded"
+        table = gr.update(value=table, label=GAP_LABEL.format(n=n))
         return (table, fit(plots.calls_timeline(trace, ntp)), fit(plots.compare(trace, ntp, labels=("SBD", "NTP"))),
                 fit(tradeoff), status, self._trace_file(trace))
 

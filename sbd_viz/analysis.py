@@ -149,16 +149,15 @@ def _events(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
     for g in trace.gap_fills():
         step = trace.steps[g.call]
         position = step.block_start + g.slot - n_prompt  # index into the output tokens
-        kept = position < trace.n_tokens  # commits after the stop were discarded
         agrees = logprob = ntp_text = None
-        if tf is not None and kept:
+        if tf is not None and g.kept:
             agrees, logprob, ntp_text = tf["agrees"][position], tf["logprobs"][position], tf["ntp_texts"][position]
         events.append({
             "block": g.block, "step": g.step, "call": g.call, "slot": g.slot, "gap": g.gap, "position": position,
             "token_id": g.token_id, "text": g.text, "entropy": g.entropy, "prob": g.prob, "state": g.state,
-            "kept": kept, "ntp_text": ntp_text, "ntp_agrees": agrees, "ntp_logprob": logprob,
-            "correct": correct if kept else None,
-            "suspicion": suspicion(g.gap, step.block_size, g.entropy, agrees, logprob, correct, kept)})
+            "kept": g.kept, "ntp_text": ntp_text, "ntp_agrees": agrees, "ntp_logprob": logprob,
+            "correct": correct if g.kept else None,
+            "suspicion": suspicion(g.gap, step.block_size, g.entropy, agrees, logprob, correct, g.kept)})
     return events
 
 
@@ -177,8 +176,8 @@ def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None
 
     Each event is a dict: ``block``, ``step``, ``call``, ``slot``, ``gap``, ``position`` (index
     into the output tokens), ``token_id``, ``text``, ``entropy`` and ``prob`` at commit, the
-    block ``state`` after the step (``'... == 8<m>'``), ``kept`` (False if a stop later cut
-    the output before this slot, so the commit was discarded), and once the block is final:
+    block ``state`` after the step (``'... == 8<m>'``), ``kept`` (``GapFill.kept``: False if a stop
+    later cut the output before this slot, so the commit was discarded), and once the block is final:
     ``ntp_text`` / ``ntp_agrees`` / ``ntp_logprob`` (NTP greedy at that position given the
     final prefix, teacher forced; ``None`` without a model), ``correct`` (whether the item's
     answer was right; ``None`` without an item) and ``suspicion`` (see ``suspicion``).
@@ -316,7 +315,7 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
     result = evaluate(model, items, solver=setting["solver"], gamma=setting["gamma"],
                       block_size=setting["block_size"], gap_free=setting["gap_free"],
                       max_new_tokens=max_new_tokens, measure_speedup=True, progress=progress, keep_traces=True)
-    agree = total = gap_fills = ntp_agree = ntp_total = same = 0
+    agree = total = ntp_agree = ntp_total = same = 0
     with_gaps, without_gaps = [], []
     for r in result["rows"]:
         trace, ntp_trace = r["trace"], r["ntp_trace"]
@@ -325,16 +324,14 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
         ntf = teacher_forced_ntp(model, ntp_trace)
         ntp_agree, ntp_total = ntp_agree + sum(ntf["agrees"]), ntp_total + len(ntf["agrees"])
         same += trace.output_ids == ntp_trace.output_ids
-        # only gap fills that survive into the output can change the answer
-        kept = sum(1 for e in _events(trace, None, None) if e["kept"])
-        gap_fills += kept
-        (with_gaps if kept else without_gaps).append(r["correct"])
+        # r["gap_fills"] counts the kept ones (Trace.kept_gap_fills): only they can change the answer
+        (with_gaps if r["gap_fills"] else without_gaps).append(r["correct"])
     nan = float("nan")
     ntp = result["ntp"]
     row = {**setting, "accuracy": result["accuracy"] if scored else nan,
            "calls_per_token": result["calls_per_token"], "tokens_per_call": result["tokens_per_call"],
            "speedup_calls": result["speedup_calls"], "speedup_wall": result["speedup_wall"],
-           "gap_fill_rate": gap_fills / result["tokens"] if result["tokens"] else nan, "n_gap_fills": gap_fills,
+           "gap_fill_rate": result["gap_fill_rate"], "n_gap_fills": sum(r["gap_fills"] for r in result["rows"]),
            "ntp_agreement": agree / total if total else nan, "same_as_ntp": same / len(items),
            "accuracy_with_gaps": _mean(with_gaps) if scored else nan,
            "accuracy_without_gaps": _mean(without_gaps) if scored else nan, "n_with_gaps": len(with_gaps),
@@ -373,8 +370,8 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     seconds) are measured in the same run. Decoding stops at a newline (``evaluation.STOP``),
     for plain prompts too. Columns (``SWEEP_COLUMNS``): ``accuracy`` (exact match; NaN for
     plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
-    (gap-fill commits kept in the output per generated token; commits past the stop are not
-    counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of
+    (``evaluate``'s: kept gap fills, ``Trace.kept_gap_fills``, per generated token; commits past the
+    stop are not counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of
     all generated tokens equal to NTP greedy given the final prefix, teacher forced),
     ``same_as_ntp`` (fraction of items whose output equals NTP's), ``accuracy_with_gaps`` /
     ``accuracy_without_gaps`` (accuracy over items whose output holds >= 1 gap fill / none),

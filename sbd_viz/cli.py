@@ -73,8 +73,9 @@ def _gaps(args) -> int:
     traces = [sv.Trace.load(path) for path in args.traces]
     model = sv.load_model(args.model) if args.model else None
     df = analysis.gap_fill_report(traces, model=model)
-    n_gaps = sum(len(t.gap_fills()) for t in traces)
-    print(f"{len(traces)} trace(s), {sum(t.n_tokens for t in traces)} tokens, {n_gaps} gap fill(s)"
+    kept = sum(len(t.kept_gap_fills()) for t in traces)
+    print(f"{len(traces)} trace(s), {sum(t.n_tokens for t in traces)} tokens, {kept} gap fill(s) kept in the output"
+          + (f", {len(df) - kept} discarded by the stop" if len(df) > kept else "")
           + ("" if model else "  (pass --model DIR to add the NTP outcomes)"))
     if df.empty:
         return 0

@@ -38,7 +38,8 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
     ``stop``: stop strings (default: the end of the line, where an assert's answer ends).
     Returns a dict: ``accuracy``, ``by_family`` (accuracy per family), ``calls_per_token``,
     ``tokens_per_call``, ``calls``, ``tokens``, ``long`` / ``short`` (the same measures on the
-    long- and short-answer families), ``rows`` (one dict per item) and, with
+    long- and short-answer families), ``gap_fill_rate`` (kept gap fills, ``Trace.kept_gap_fills``,
+    per output token), ``rows`` (one dict per item, ``gap_fills`` its kept gap fills) and, with
     ``measure_speedup``, ``ntp`` (NTP's measures on the same items), ``speedup_calls`` (NTP
     calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD seconds).
     """
@@ -80,7 +81,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
             row[prefix + "correct"] = score(item, trace.text)
             row[prefix + "nfe"] = trace.nfe
             row[prefix + "n_tokens"] = trace.n_tokens
-            row[prefix + "gap_fills"] = len(trace.gap_fills())
+            row[prefix + "gap_fills"] = len(trace.kept_gap_fills())
             if keep_traces:
                 row[prefix + "trace"] = trace
         rows.append(row)
@@ -93,7 +94,8 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
     result["by_family_calls_per_token"] = {f: _summarise(rs)["calls_per_token"] for f, rs in families.items()}
     result["long"] = _summarise([r for r in rows if r["family"] in LONG_FAMILIES])
     result["short"] = _summarise([r for r in rows if r["family"] not in LONG_FAMILIES])
-    result["gap_fill_rate"] = sum(r["gap_fills"] for r in rows) / max(1, result["tokens"])
+    result["gap_fill_rate"] = (sum(r["gap_fills"] for r in rows) / result["tokens"] if result["tokens"]
+                               else float("nan"))
     if paired:
         ntp = _summarise(rows, "ntp_")
         ntp["by_family"] = {f: _summarise(rs, "ntp_")["accuracy"] for f, rs in families.items()}

@@ -85,11 +85,6 @@ def _block_size(trace: Trace) -> int:
     return max((s.block_size for s in trace.steps), default=1)
 
 
-def _output_end(trace: Trace) -> int:
-    """Absolute position just past the output; commits at or after it were cut at the stop."""
-    return len(trace.prompt_ids) + trace.n_tokens
-
-
 def _candidates(step: Step | None, slot: int, n: int = 5) -> str:
     view = step.slot_view(slot) if step else None
     if view is None:
@@ -189,7 +184,7 @@ def _cell(trace: Trace, steps: tuple[Step, ...], commit_at: dict, block: int, sl
                  f"<b>{_esc(_visible(commit.text))}</b><br>p = {commit.prob:.3f} · entropy {commit.entropy:.3f} nats")
         if commit.gap:
             hover += f"<br>gap fill: {commit.gap} masked slot(s) to its left"
-        if start + slot >= _output_end(trace):
+        if not trace.kept(step, slot):
             hover += "<br>(after the stop: not in the output)"
         return state, commit.text, _Z[state], hover + _candidates(step, slot)
     latest = [s for s in steps if s.call <= call][-1]  # the block's last call so far predicted this slot
@@ -224,9 +219,9 @@ def _row_outlines(grid: _Grid, fills: list, row: int, call: int) -> list:
 
 def _counters(trace: Trace) -> list[str]:
     """Per call: the running counters shown as the frame title."""
-    end, tokens, titles = _output_end(trace), 0, []
+    tokens, titles = 0, []
     for s in trace.steps:
-        tokens += sum(1 for c in s.commits if s.block_start + c.slot < end)
+        tokens += sum(1 for c in s.commits if trace.kept(s, c.slot))
         titles.append(f"<b>call {s.call}</b> · block {s.block} step {s.step} · {s.call + 1}/{trace.nfe} calls · "
                       f"{tokens} tokens · {tokens / (s.call + 1):.2f} tokens/call")
     return titles
@@ -372,10 +367,9 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
 # -- calls timeline ---------------------------------------------------------------------
 def _per_call(trace: Trace) -> tuple[list[int], list[int]]:
     """Output tokens committed per call, split into in-order commits and gap fills."""
-    end = _output_end(trace)
     in_order, gap = [], []
     for s in trace.steps:
-        kept = [c for c in s.commits if s.block_start + c.slot < end]
+        kept = [c for c in s.commits if trace.kept(s, c.slot)]
         gap.append(sum(1 for c in kept if c.gap))
         in_order.append(len(kept) - gap[-1])
     return in_order, gap
@@ -590,11 +584,15 @@ _CSS = ("<style>.sbd-trace{font-family:DejaVu Sans Mono,Menlo,Consolas,monospace
 def _header_html(trace: Trace) -> str:
     fills = trace.gap_fills()
     listed = "".join(f"<br>call {g.call}, block {g.block}, slot {g.slot} (gap {g.gap}): {_esc(g.state)}"
-                     for g in fills[:8]) + ("<br>…" if len(fills) > 8 else "")
+                     + ("" if g.kept else " (after the stop: discarded)") for g in fills[:8])
+    listed += "<br>…" if len(fills) > 8 else ""
+    kept = sum(g.kept for g in fills)
     rows = [("settings", _esc(_settings(trace))),
             ("calls", f"{trace.nfe} model calls for {trace.n_tokens} tokens · {trace.tokens_per_call:.2f} tokens "
                       f"per call · {trace.wall_time:.2f} s · stop: {_esc(trace.stop_reason)}"),
-            ("gap fills", f"{len(fills)}{listed}")]
+            ("gap fills", f"{kept} kept in the output"
+                          + (f" ({len(fills) - kept} more discarded by the stop)" if len(fills) > kept else "")
+                          + listed)]
     table = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
     prompt = trace.prompt if len(trace.prompt) <= 2000 else trace.prompt[:2000] + "…"
     return (f"{_CSS}<div class='sbd-trace'><b>prompt</b><pre>{_esc(prompt)}</pre>"

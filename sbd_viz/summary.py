@@ -31,10 +31,11 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     lines += [row_t, row_c, ""]
     gaps = trace.gap_fills()
     lines.append(f"tokens {trace.n_tokens}  calls (NFE) {trace.nfe}  tokens/call {trace.tokens_per_call:.2f}  "
-                 f"blocks {trace.n_blocks}  gap fills {len(gaps)}  stop {trace.stop_reason}  "
+                 f"blocks {trace.n_blocks}  gap fills {len(trace.kept_gap_fills())} kept  stop {trace.stop_reason}  "
                  f"time {1000 * trace.wall_time:.0f} ms")
     for g in gaps[:10]:
-        lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}")
+        lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"
+                     + ("" if g.kept else "  (after the stop: discarded)"))
     if len(gaps) > 10:
         lines.append(f"  ... and {len(gaps) - 10} more")
     return "\n".join(lines)

@@ -7,7 +7,8 @@ Vocabulary: a *block* is ``block_size`` future positions decoded together; a *sl
 index inside a block (0..k-1); a *call* is one model forward; a *step* is one call plus the
 commit decision it led to; a *commit* fixes a masked slot to a token; a commit's *gap* is
 the number of slots to its left in its block that are still masked after the step
-(``PREFIX <m> <m> TOKEN`` has gap 2). A commit with gap > 0 is a *gap fill*.
+(``PREFIX <m> <m> TOKEN`` has gap 2). A commit with gap > 0 is a *gap fill*; it is *kept* if
+it is in the final output (a stop can cut the output before it, and then it was discarded).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ class GapFill:
     entropy: float
     prob: float
     state: str  # the block after the step, e.g. 'PREFIX <m> <m> TOKEN' (committed text, <m> for masks)
+    kept: bool  # in the final output; False if a stop later cut the output before this slot
 
 
 @dataclass(frozen=True)
@@ -178,8 +180,16 @@ class Trace:
         n = step.block_start - len(self.prompt_ids)
         return self.prompt + "".join(self.output_texts[:max(0, n)])
 
+    def kept(self, step: Step, slot: int) -> bool:
+        """Whether ``slot`` of ``step``'s block is in the output (a stop cuts the output: commits past it are
+        discarded)."""
+        return step.block_start + slot < len(self.prompt_ids) + self.n_tokens
+
     def gap_fills(self) -> list[GapFill]:
-        """Every commit that left masked slots to its left in its block, in call order."""
+        """Every commit that left masked slots to its left in its block, in call order, kept or not.
+
+        What happened during decoding (the pictures show all of them); for a measure, count
+        ``kept_gap_fills``."""
         events = []
         for s in self.steps:
             if not any(c.gap for c in s.commits):
@@ -191,8 +201,15 @@ class Trace:
                     events.append(GapFill(
                         call=s.call, block=s.block, step=s.step, slot=c.slot, gap=c.gap,
                         token_id=c.token_id, text=c.text, entropy=c.entropy, prob=c.prob,
-                        state=render_state(state[: c.slot + 1], prefix)))
+                        state=render_state(state[: c.slot + 1], prefix), kept=self.kept(s, c.slot)))
         return events
+
+    def kept_gap_fills(self) -> list[GapFill]:
+        """The gap fills in the final output: commits made while slots to their left in the block were
+        still masked, and not discarded by a stop. Only these can change the answer, so every count of
+        gap fills (``evaluate``'s ``gap_fills`` and ``gap_fill_rate``, ``sweep``'s, the app's, the
+        summaries') is this one."""
+        return [g for g in self.gap_fills() if g.kept]
 
     def summary(self) -> str:
         """One screen: the text with each token's call number, and the headline measures."""

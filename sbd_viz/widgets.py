@@ -182,11 +182,11 @@ class Explorer(widgets.VBox):
 
     def _metrics_html(self) -> str:
         t, n = self.trace, self.ntp_trace
-        fills = t.gap_fills()
+        fills = t.kept_gap_fills()
         same = "the same text" if t.text == n.text else "a different text"
         rows = [
             ("SBD", f"<b>{t.nfe}</b> calls for {t.n_tokens} tokens · <b>{t.tokens_per_call:.2f}</b> tokens per call"
-                    f" · <b>{len(fills)}</b> gap fill(s) · {t.wall_time:.2f} s"),
+                    f" · <b>{len(fills)}</b> gap fill(s) kept · {t.wall_time:.2f} s"),
             ("NTP", f"{n.nfe} calls for {n.n_tokens} tokens (one per call) · {n.wall_time:.2f} s · "
                     f"SBD wrote {same} in {n.nfe / max(1, t.nfe):.2f}× fewer calls"),
             ("SBD text", f"<code>{_visible(t.text)}</code>"),

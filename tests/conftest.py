@@ -1,10 +1,11 @@
-"""Shared fixtures: tiny random-init models of several architectures, with the char tokenizer."""
+"""Shared fixtures: tiny random-init models of several architectures, with the char tokenizer; hand-made traces."""
 
 import pytest
 import torch
 
 import sbd_viz as sv
 from sbd_viz.data import build_char_tokenizer
+from sbd_viz.trace import Commit, SlotView, Step, Trace
 
 torch.set_num_threads(2)
 
@@ -30,6 +31,40 @@ def tiny_model(arch: str = "llama", seed: int = 0, attn: str = "sdpa"):
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation=attn)
     model.config.mask_token_id = tok.mask_token_id
     return sv.SBDModel(model.eval(), tok, name=f"tiny-{arch}")
+
+
+HAND_PROMPT = "go: "
+# Three blocks: block 0 commits slot 5 with five slots open (gap 5), then slot 3 with slots 1, 2 open
+# (gap 2); block 1 goes left to right (no gap); block 2 commits slot 1 (gap 1) and slot 3 (gap 2),
+# and with ``stop_at=13`` the output ends at its newline, so slot 3's gap fill is discarded.
+HAND = [("abcdef", [{5}, {0, 3}, {1, 2, 4}]),
+        ("ghij", [{0}, {1}, {2, 3}]),
+        ("kl\nm", [{1, 3}, {0}, {2}])]
+
+
+def hand_trace(blocks=HAND, stop_at=None) -> Trace:
+    """A trace built by hand. ``blocks``: (block text, schedule) pairs, where the schedule lists the
+    slots committed at each step; ``stop_at`` cuts the output after that many characters. Gaps are
+    counted here, independently of the decoder."""
+    tok = build_char_tokenizer()
+    prompt_ids = tuple(tok(HAND_PROMPT).input_ids)
+    steps, start, call = [], len(prompt_ids), 0
+    for b, (text, schedule) in enumerate(blocks):
+        masked = list(range(len(text)))
+        for i, slots in enumerate(schedule):
+            after = [s for s in masked if s not in slots]
+            commits = tuple(Commit(s, tok.convert_tokens_to_ids(text[s]), text[s], 0.8, 0.5,
+                                   gap=sum(1 for m in after if m < s)) for s in sorted(slots))
+            views = tuple(SlotView(s, 0.5, ()) for s in masked)
+            steps.append(Step(call=call, block=b, block_start=start, block_size=len(text), step=i,
+                              masked=tuple(masked), slots=views, commits=commits, wall_time=0.001))
+            masked, call = after, call + 1
+        start += len(text)
+    out = "".join(text for text, _ in blocks)[:stop_at]
+    ids = tuple(tok.convert_tokens_to_ids(c) for c in out)
+    return Trace(prompt=HAND_PROMPT, prompt_ids=prompt_ids, config={"decoder": "sbd"}, model_id="hand",
+                 steps=tuple(steps), output_ids=ids, output_texts=tuple(out), text=out,
+                 stop_reason="stop" if stop_at else "length")
 
 
 def free_port() -> int:

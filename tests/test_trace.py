@@ -1,4 +1,4 @@
-"""Trace: JSON round trip, rejection of bad files, derived measures."""
+"""Trace: JSON round trip, rejection of bad files, derived measures, kept gap fills."""
 
 import json
 
@@ -6,6 +6,8 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz.trace import render_state
+
+from conftest import hand_trace
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +21,6 @@ def test_json_round_trip_is_lossless(trace, tmp_path):
     again = sv.Trace.load(path)
     assert again == trace
     assert again.to_json() == trace.to_json()
-    assert again.nfe == trace.nfe and again.tokens_per_call == trace.tokens_per_call
 
 
 def test_ntp_trace_round_trips(tiny):
@@ -28,11 +29,23 @@ def test_ntp_trace_round_trips(tiny):
 
 
 def test_derived_measures(trace):
-    assert trace.nfe == len(trace.steps)
-    assert sum(trace.calls_per_block()) == trace.nfe
-    assert trace.tokens_per_call == pytest.approx(trace.n_tokens / trace.nfe)
-    assert len(trace.token_calls()) == trace.n_tokens
     assert trace.calls_per_block() == [2, 2, 1]  # 3 slots per call in blocks of 6, 6, 2
+    hand = hand_trace(stop_at=13)  # 9 calls; the output "abcdefghijkl\n" stops in block 2
+    assert (hand.nfe, hand.n_tokens, hand.n_blocks, hand.calls_per_block()) == (9, 13, 3, [3, 3, 3])
+    assert hand.tokens_per_call == pytest.approx(13 / 9)
+    # a b c d e f | g h i j | k l \n: each token's call, from the schedules in conftest.HAND
+    assert hand.token_calls() == [1, 2, 2, 1, 2, 0, 3, 4, 5, 5, 7, 6, 8]
+
+
+def test_kept_gap_fills_leave_out_what_the_stop_discarded():
+    """A gap fill is a commit made while slots to its left in its block were still masked; it counts
+    (kept_gap_fills) only if it is in the final output. Block 2 commits slot 3 ('m') with slots 0 and 2
+    open, and the output then stops at slot 2's newline: that gap fill was discarded."""
+    trace = hand_trace(stop_at=13)
+    assert [(g.call, g.slot, g.gap, g.text, g.kept) for g in trace.gap_fills()] == [
+        (0, 5, 5, "f", True), (1, 3, 2, "d", True), (6, 1, 1, "l", True), (6, 3, 2, "m", False)]
+    assert trace.kept_gap_fills() == trace.gap_fills()[:3]
+    assert [g.kept for g in hand_trace().gap_fills()] == [True] * 4  # no stop: every gap fill is kept
 
 
 @pytest.mark.parametrize("mutate, message", [
