@@ -6,16 +6,15 @@
     trace.text, trace.nfe, trace.tokens_per_call, trace.gap_fills()
 """
 
-__version__ = "0.1.0"
-
-from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps  # noqa: E402
-from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path  # noqa: E402
-from .solvers import COMMIT_RULES, RULES, Solver  # noqa: E402
-from .trace import Candidate, Commit, GapFill, SlotView, Step, Trace, TraceFormatError  # noqa: E402
-from . import tasks  # noqa: E402
-from .evaluation import evaluate  # noqa: E402
-from . import analysis  # noqa: E402
-from .analysis import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp  # noqa: E402
+from ._version import __version__
+from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps
+from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
+from .solvers import COMMIT_RULES, RULES, Solver
+from .trace import Candidate, Commit, GapFill, SlotView, Step, Trace, TraceFormatError
+from . import tasks
+from .evaluation import evaluate
+from . import analysis
+from .analysis import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp
 
 
 def load_model(path=None, dtype=None) -> SBDModel:

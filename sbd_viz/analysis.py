@@ -26,7 +26,7 @@ from typing import Iterable, Sequence
 
 import torch
 
-from . import __version__
+from ._version import __version__
 from .decoder import DecodeConfig
 from .evaluation import STOP, evaluate
 from .model import SBDModel

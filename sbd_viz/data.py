@@ -20,6 +20,17 @@ from . import tasks
 EOS = "<|endoftext|>"
 MASK = "<|mask|>"
 UNK = "<|unk|>"
+# Line mix by family. Prototype 2 (equal weights, 42 min) had add at 5% and sorted at 17.5%,
+# range and max at 80-85%, and the copy-type families at ~100% by minute 20: the hard
+# families are drawn more often and the saturated ones less.
+# v3 adds the context families (new to the model, so drawn often) and keeps v2's mix otherwise.
+MIXES = {
+    "v2": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
+           "reverse": 0.75, "len": 0.75, "ctx_add": 0.0, "ctx_upper": 0.0, "ctx_sorted": 0.0, "ctx_range": 0.0},
+    "v3": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
+           "reverse": 0.75, "len": 0.75, "ctx_add": 3.0, "ctx_upper": 1.5, "ctx_sorted": 3.0, "ctx_range": 2.0},
+}
+DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.
 CHARS = ["\n", "\t"] + [chr(c) for c in range(32, 127)]
 

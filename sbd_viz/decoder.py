@@ -14,7 +14,7 @@ from typing import Generator, Iterable
 
 import torch
 
-from . import __version__
+from ._version import __version__
 from .model import SBDModel
 from .solvers import DEFAULT_GAMMA, DEFAULT_RULE, Solver
 from .trace import Candidate, Commit, SlotView, Step, Trace

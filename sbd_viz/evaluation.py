@@ -13,6 +13,7 @@ from typing import Iterable
 
 from .decoder import decode, decode_ntp
 from .model import SBDModel
+from .objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 from .solvers import DEFAULT_GAMMA, DEFAULT_RULE
 from .tasks import LONG_FAMILIES, SuiteItem, score
 
@@ -111,63 +112,3 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
                           "block_size": block_size, "gap_free": gap_free, "max_new_tokens": max_new_tokens,
                           "n_items": len(items)}
     return result
-
-
-def masked_slot_accuracy(model: SBDModel, n_windows: int = 96, seq_len: int = 128, block_size: int = 16,
-                         seed: int = 0) -> dict:
-    """Did the MATP head learn? Its accuracy on held-out text, masked exactly as in training, vs a unigram guess.
-
-    The text is test-split suite lines (never seen in training) cut into ``n_windows`` windows of
-    ``seq_len`` tokens; each window is masked at one rate ~ U(0,1) and fed as ``[clean ; masked]``
-    with the Fig. 9 mask (blocks of ``block_size``). Returns ``matp_accuracy`` (argmax at the masked
-    slots), ``unigram_accuracy`` (always guessing the most frequent token of the training data at the
-    same slots), ``ntp_accuracy`` (the causal half's next-token argmax for the same tokens, for
-    scale), ``n_slots`` and ``unigram_token``.
-    """
-    import random
-    from collections import Counter
-
-    import torch
-
-    from . import tasks
-    from .data import TrainingStream
-    from .train import DEFAULT_WEIGHTS, sbd_inputs
-
-    if n_windows < 1 or seq_len < block_size or block_size < 1:
-        raise ValueError(f"n_windows/seq_len/block_size: need n_windows >= 1 and seq_len >= block_size >= 1, "
-                         f"got {n_windows}, {seq_len}, {block_size}")
-    rng = random.Random(seed)
-    lines = [item.line + "\n" for item in tasks.load_suite(split="test", per_family=40)]
-    eos = model.tokenizer.eos_token_id
-    stream: list[int] = []
-    while len(stream) < n_windows * seq_len:
-        doc = "".join(rng.sample(lines, rng.randint(3, 8)))
-        stream += [eos] + model.tokenizer.encode(doc, add_special_tokens=False)
-    x = torch.tensor(stream[:n_windows * seq_len]).view(n_windows, seq_len)  # (W, n)
-
-    # the unigram baseline: the most frequent token of the training data
-    train_rows = TrainingStream(model.tokenizer, seq_len, seed=seed + 1, weights=DEFAULT_WEIGHTS).batch(0, 256)
-    top_token = Counter(train_rows[:, 1:].flatten().tolist()).most_common(1)[0][0]
-
-    n = seq_len
-    # masked exactly as in training: one rate per window, the Fig. 9 mask, shared position ids
-    inputs, attn, pos, scored = sbd_inputs(x, model.mask_token_id, block_size, torch.Generator().manual_seed(seed))
-    hits = ntp_hits = ntp_total = uni_hits = total = 0
-    with torch.inference_mode():
-        for w in range(n_windows):
-            logits = model.model(input_ids=inputs[w:w + 1].to(model.device),
-                                 attention_mask=attn[w:w + 1].to(model.device),
-                                 position_ids=pos[w:w + 1].to(model.device)).logits[0].float().cpu()  # (2n, V)
-            m = scored[w]
-            target = x[w][m]
-            hits += (logits[n:][m].argmax(-1) == target).sum().item()
-            uni_hits += (target == top_token).sum().item()
-            total += int(m.sum())
-            # NTP for x_i is read at clean position i-1; slot 0 has no context inside the window
-            at = torch.nonzero(m).flatten()
-            at = at[at > 0]
-            ntp_hits += (logits[at - 1].argmax(-1) == x[w][at]).sum().item()
-            ntp_total += len(at)
-    return {"matp_accuracy": hits / max(1, total), "unigram_accuracy": uni_hits / max(1, total),
-            "ntp_accuracy": ntp_hits / max(1, ntp_total), "n_slots": total,
-            "unigram_token": model.token_text(top_token), "block_size": block_size, "n_windows": n_windows}

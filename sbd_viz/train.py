@@ -1,11 +1,8 @@
-"""SBD training: the paper's objective (arXiv 2509.04185, §3 and appendix A), through Accelerate.
+"""SBD training: the loop that minimises the paper's objective (``objective.sbd_loss``), through Accelerate.
 
-Each training sequence ``x`` (length n) is fed twice, as ``[x ; x_masked]`` with the same
-position ids. The clean half learns next-token prediction (shifted). The masked half is
-tiled into blocks of size k; each block sees the clean tokens strictly before it and
-itself bidirectionally, and predicts the original token at each masked slot (no shift).
-One mask rate ~ U(0,1) per sequence, i.i.d. per token; k ~ U{2..16} per step; the two
-losses are summed with no weights.
+Block size k ~ U{min_block..max_block} per step (the paper's 2..16 by default), a linear warmup
+and cosine schedule, checkpoints as safetensors that a run resumes from exactly, and a small
+accuracy probe at each checkpoint.
 
 Runs from scratch (``--preset``) or as a fine-tune of any HF causal LM folder (``--base``),
 single process, or several through Accelerate:
@@ -28,7 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+
+from .data import MIXES
+from .objective import sbd_loss
 
 # Model shapes for from-scratch runs. "char-5m" is the recipe measured in
 # shared/reference/proto2_charlevel.md; "test-1m" is for tests and smoke runs.
@@ -37,70 +36,6 @@ PRESETS = {
     "char-10m": dict(hidden_size=320, num_hidden_layers=8, num_attention_heads=5, intermediate_size=896),
     "test-1m": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=352),
 }
-# Line mix by family. Prototype 2 (equal weights, 42 min) had add at 5% and sorted at 17.5%,
-# range and max at 80-85%, and the copy-type families at ~100% by minute 20: the hard
-# families are drawn more often and the saturated ones less.
-# v3 adds the context families (new to the model, so drawn often) and keeps v2's mix otherwise.
-MIXES = {
-    "v2": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
-           "reverse": 0.75, "len": 0.75, "ctx_add": 0.0, "ctx_upper": 0.0, "ctx_sorted": 0.0, "ctx_range": 0.0},
-    "v3": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
-           "reverse": 0.75, "len": 0.75, "ctx_add": 3.0, "ctx_upper": 1.5, "ctx_sorted": 3.0, "ctx_range": 2.0},
-}
-DEFAULT_WEIGHTS = MIXES["v3"]
-
-
-def sbd_attention_mask(n: int, block_size: int, device=None) -> torch.Tensor:
-    """The Fig. 9 training mask for ``[clean ; masked]`` of total length 2n: (2n, 2n) bool, True = attend."""
-    q = torch.arange(2 * n, device=device)[:, None]
-    kv = torch.arange(2 * n, device=device)[None, :]
-    clean_q, clean_kv = q < n, kv < n
-    q_block = (q - n) // block_size
-    causal = clean_q & clean_kv & (kv <= q)
-    same_block = ~clean_q & ~clean_kv & (q_block == (kv - n) // block_size)
-    # masked block b sees clean positions [0, b*k): strictly before its own start
-    earlier = ~clean_q & clean_kv & (q_block > kv // block_size)
-    return causal | same_block | earlier
-
-
-def mask_copy(ids: torch.Tensor, mask_id: int, generator: torch.Generator) -> torch.Tensor:
-    """(B, n) ids -> (B, n) bool, True where masked: one rate ~ U(0,1) per row, i.i.d. tokens."""
-    rate = torch.rand(ids.shape[0], 1, generator=generator)
-    return torch.rand(ids.shape, generator=generator) < rate
-
-
-def sbd_inputs(ids: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator):
-    """The paper's input for (B, n) ids: ``[clean ; masked]`` with its attention mask and position ids.
-
-    Returns ``(input_ids (B, 2n), attention_mask (B, 1, 2n, 2n), position_ids (B, 2n), scored (B, n))``;
-    ``scored`` marks the masked slots that carry MATP loss (a trailing partial block is outside the
-    paper's block set T: its masked slots carry none).
-    """
-    bsz, n = ids.shape
-    masked = mask_copy(ids, mask_id, generator)  # (B, n)
-    noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
-    in_full_block = torch.arange(n) < (n // block_size) * block_size
-    positions = torch.arange(n).repeat(2)[None].expand(bsz, -1)  # (B, 2n): shared position ids
-    attn = sbd_attention_mask(n, block_size)[None, None].expand(bsz, 1, -1, -1)  # (B, 1, 2n, 2n)
-    return torch.cat([ids, noisy], 1), attn, positions, masked & in_full_block
-
-
-def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator):
-    """Loss on one batch ``seq`` (B, n+1): returns (ntp + matp, ntp, matp), each a token mean."""
-    ids, ntp_labels = seq[:, :-1], seq[:, 1:]  # (B, n) each
-    n = ids.shape[1]
-    inputs, attn, positions, scored = sbd_inputs(ids, mask_id, block_size, generator)
-    matp_labels = torch.where(scored, ids, torch.full_like(ids, -100))
-    logits = model(input_ids=inputs.to(model.device), attention_mask=attn.to(model.device),
-                   position_ids=positions.to(model.device)).logits.float()  # (B, 2n, V)
-    vocab = logits.shape[-1]
-    ntp = F.cross_entropy(logits[:, :n].reshape(-1, vocab), ntp_labels.reshape(-1).to(logits.device))
-    matp_labels = matp_labels.reshape(-1).to(logits.device)
-    if (matp_labels != -100).any():
-        matp = F.cross_entropy(logits[:, n:].reshape(-1, vocab), matp_labels)
-    else:  # a batch with no masked slot in a full block (tiny n): contributes nothing
-        matp = logits.sum() * 0.0
-    return ntp + matp, ntp, matp
 
 
 @dataclass

@@ -6,7 +6,7 @@ import random
 import pytest
 
 import sbd_viz as sv
-from sbd_viz import tasks, train
+from sbd_viz import data, tasks, train
 
 from conftest import tiny_model
 
@@ -38,7 +38,7 @@ def test_training_documents_never_contain_a_whole_test_item():
     test_items = ["\n" + i.line + "\n" for i in tasks.load_suite(split="test", per_family=40)]
     rng = random.Random(5)
     for _ in range(300):
-        doc = "\n" + tasks.training_document(rng, train.DEFAULT_WEIGHTS, (4, 16))
+        doc = "\n" + tasks.training_document(rng, data.DEFAULT_WEIGHTS, (4, 16))
         assert not any(item in doc for item in test_items)
 
 

@@ -1,8 +1,17 @@
-"""The pinned package lists agree, and the front-door files exist."""
+"""The pinned package lists agree, the front-door files exist, and the package has no import circle."""
 
+import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "sbd_viz"
+MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__main__")  # __main__ runs the CLI
+# A trace renders itself only when asked (Trace.summary, to_html, _repr_html_), by importing its
+# renderers inside those methods; the renderers import trace for its types. These two edges are the
+# only lazy ones allowed to point back.
+LAZY_RENDERERS = {("trace", "plots"), ("trace", "summary")}
 
 
 def _pins(path: Path) -> set[str]:
@@ -25,3 +34,93 @@ def test_environment_yml_names_the_same_pins_as_requirements():
 def test_fixed_top_level_exists():
     for name in ("sbd_viz", "notebooks", "tests", "app.py", "environment.yml", "README.md", ".ci/run"):
         assert (ROOT / name).exists(), name
+
+
+class _Imports(ast.NodeVisitor):
+    """The sbd_viz modules one module imports (``__init__`` for the package itself); with
+    ``at_import_time``, only the imports that run when it is imported (not those inside functions)."""
+
+    def __init__(self, at_import_time: bool):
+        self.at_import_time, self.found = at_import_time, set()
+
+    def visit_FunctionDef(self, node):
+        if not self.at_import_time:
+            self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            if alias.name == "sbd_viz" or alias.name.startswith("sbd_viz."):
+                self.found.add((alias.name.split(".") + ["__init__"])[1])
+
+    def visit_ImportFrom(self, node):
+        if node.level == 1:
+            base = "sbd_viz" + (f".{node.module}" if node.module else "")
+        elif node.level == 0 and node.module and node.module.split(".")[0] == "sbd_viz":
+            base = node.module
+        else:
+            return
+        if base != "sbd_viz":
+            self.found.add(base.split(".")[1])
+            return
+        for alias in node.names:  # from sbd_viz import plots (a module) / __version__ (the package's)
+            self.found.add(alias.name if alias.name in MODULES else "__init__")
+
+
+def _graph(at_import_time: bool) -> dict[str, set[str]]:
+    graph = {}
+    for name in MODULES:
+        visitor = _Imports(at_import_time)
+        visitor.visit(ast.parse((PACKAGE / f"{name}.py").read_text()))
+        graph[name] = visitor.found - {name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph as a path (first == last), or None."""
+    state, path = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = "done"
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_circle_in_the_package():
+    at_import = _graph(at_import_time=True)
+    assert _cycle(at_import) is None, " -> ".join(_cycle(at_import))
+    # Imports inside functions too (they run later, but a circle there is still two modules knowing each
+    # other): none, apart from the trace's lazy renderers.
+    lazy = {name: {m for m in deps if (name, m) not in LAZY_RENDERERS} for name, deps in _graph(False).items()}
+    assert _cycle(lazy) is None, " -> ".join(_cycle(lazy))
+    assert not at_import["trace"] & {"plots", "summary"}, "trace imports its renderers only when rendering"
+    assert "train" not in _graph(False)["evaluation"] and "evaluation" not in _graph(False)["objective"]
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_every_module_imports_on_its_own():
+    """Each module imported first, in a clean package state (one interpreter: torch loads once)."""
+    code = ("import importlib, sys\n"
+            f"for name in {MODULES!r}:\n"
+            "    for m in [m for m in sys.modules if m == 'sbd_viz' or m.startswith('sbd_viz.')]:\n"
+            "        del sys.modules[m]\n"
+            "    importlib.import_module('sbd_viz.' + name)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -5,12 +5,12 @@ import json
 import pytest
 import torch
 
-from sbd_viz import data, tasks, train
+from sbd_viz import data, objective, tasks, train
 
 
 def test_attention_mask_matches_fig9():
     n, k = 8, 3
-    m = train.sbd_attention_mask(n, k)
+    m = objective.sbd_attention_mask(n, k)
     for q in range(2 * n):
         for kv in range(2 * n):
             if q < n:  # clean half: causal, never sees the masked half
@@ -25,7 +25,7 @@ def test_attention_mask_matches_fig9():
 def test_mask_rate_is_one_uniform_draw_per_sequence():
     g = torch.Generator().manual_seed(0)
     ids = torch.zeros(400, 256, dtype=torch.long)
-    rates = train.mask_copy(ids, 1, g).float().mean(1)
+    rates = objective.mask_copy(ids, 1, g).float().mean(1)
     # per-row rates spread over (0, 1) like U(0,1): mean ~0.5, sd ~0.29
     assert abs(rates.mean().item() - 0.5) < 0.05 and abs(rates.std().item() - 0.289) < 0.04
 
@@ -34,7 +34,7 @@ def test_loss_parts_and_gradient_flow():
     tok = data.build_char_tokenizer()
     model, _ = train._new_model(train.TrainConfig(preset="test-1m"))
     seq = data.TrainingStream(tok, seq_len=32, seed=1).batch(0, 4)
-    loss, ntp, matp = train.sbd_loss(model, seq, tok.mask_token_id, 4, torch.Generator().manual_seed(0))
+    loss, ntp, matp = objective.sbd_loss(model, seq, tok.mask_token_id, 4, torch.Generator().manual_seed(0))
     assert torch.isclose(loss, ntp + matp)  # summed, no weights
     # a random-init model is near uniform over the 100-token vocabulary
     assert 3.5 < ntp.item() < 5.5 and 3.5 < matp.item() < 5.5
@@ -48,7 +48,7 @@ def test_masked_half_cannot_leak_into_clean_half():
     n, k = 16, 4
     ids = torch.randint(3, 90, (1, n))
     noisy = ids.clone()
-    attn = train.sbd_attention_mask(n, k)[None, None]
+    attn = objective.sbd_attention_mask(n, k)[None, None]
     pos = torch.arange(n).repeat(2)[None]
     with torch.no_grad():
         a = model(input_ids=torch.cat([ids, noisy], 1), attention_mask=attn, position_ids=pos).logits
@@ -127,6 +127,7 @@ def test_masked_slot_probe_reads_the_right_positions():
     import sbd_viz as sv
     from conftest import tiny_model
 
+    assert sv.evaluation.masked_slot_accuracy is objective.masked_slot_accuracy  # still read from there
     tiny = tiny_model()
     vocab = len(tiny.tokenizer)
 
@@ -139,11 +140,11 @@ def test_masked_slot_probe_reads_the_right_positions():
 
     cheat = SimpleNamespace(model=oracle, tokenizer=tiny.tokenizer, mask_token_id=tiny.mask_token_id,
                             device=torch.device("cpu"), token_text=tiny.token_text)
-    perfect = sv.evaluation.masked_slot_accuracy(cheat, n_windows=4)
+    perfect = objective.masked_slot_accuracy(cheat, n_windows=4)
     assert perfect["matp_accuracy"] == 1.0 and perfect["ntp_accuracy"] == 1.0
     assert perfect["n_slots"] > 0 and 0 < perfect["unigram_accuracy"] < 0.5
-    chance = sv.evaluation.masked_slot_accuracy(tiny, n_windows=4)
+    chance = objective.masked_slot_accuracy(tiny, n_windows=4)
     assert chance["matp_accuracy"] < perfect["unigram_accuracy"] + 0.1
     assert chance["n_slots"] == perfect["n_slots"] and chance["unigram_accuracy"] == perfect["unigram_accuracy"]
     with pytest.raises(ValueError, match="block_size"):
-        sv.evaluation.masked_slot_accuracy(tiny, block_size=0)
+        objective.masked_slot_accuracy(tiny, block_size=0)
