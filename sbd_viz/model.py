@@ -190,9 +190,7 @@ class SBDModel:
             raise ValueError("block_ids: the block must have at least one slot")
         past = cache.get_seq_length()
         q = len(new_ids) + k
-        mask = self._mask(past, len(new_ids), k)
-        if mask.shape[-1] != past + q:  # a wrong-size mask fails halfway and corrupts the cache
-            raise RuntimeError(f"internal: mask covers {mask.shape[-1]} keys, expected {past + q}")
+        mask = self._mask(past, len(new_ids), k)  # (1, 1, q, past + q) by construction
         ids = torch.tensor([list(new_ids) + list(block_ids)], device=self.device)  # (1, q)
         positions = torch.arange(past, past + q, device=self.device)[None]  # (1, q)
         # DynamicLayer.update concatenates (never writes in place): keeping the old tensors

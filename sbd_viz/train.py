@@ -206,13 +206,14 @@ def train(cfg: TrainConfig) -> Path:
     mask_id = model.config.mask_token_id
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                               {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
     state = {"step": 0, "elapsed": 0.0, "tokens": 0, "config": asdict(cfg)}
     if (ckpt / "state.json").exists():
-        state = _load_checkpoint(ckpt, model, optimizer)
+        state = _load_checkpoint(ckpt, model, adamw)
         acc.print(f"resumed from {ckpt} at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
-    model, optimizer = acc.prepare(model, optimizer)
+    # The prepared optimizer wraps ``adamw`` itself (its state is moved in place), so checkpoints read ``adamw``.
+    model, optimizer = acc.prepare(model, adamw)
     raw = acc.unwrap_model(model)
     code = code_documents(cfg.code_dir) if cfg.code_frac > 0 else None
     stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, MIXES[cfg.mix], code, cfg.code_frac,
@@ -253,9 +254,9 @@ def train(cfg: TrainConfig) -> Path:
             with log_path.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
         if time.time() - last_ckpt > 60 * cfg.ckpt_every_min:
-            last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model)
+            last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, adamw, state, step, t0, log_path, model)
     bar.close()
-    _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model)
+    _checkpoint(acc, cfg, ckpt, raw, tok, adamw, state, step, t0, log_path, model)
     if acc.is_main_process:
         raw.save_pretrained(out / "final")
         tok.save_pretrained(out / "final")
@@ -266,8 +267,7 @@ def train(cfg: TrainConfig) -> Path:
 def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model) -> float:
     state.update(step=step, elapsed=time.time() - t0)
     if acc.is_main_process:
-        _save_checkpoint(ckpt, raw, tok, optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer,
-                         state)
+        _save_checkpoint(ckpt, raw, tok, optimizer, state)
         if cfg.probe_per_family > 0:
             model.eval()
             try:
