@@ -30,7 +30,7 @@ from pathlib import Path
 import gradio as gr
 
 import sbd_viz as sv
-from sbd_viz import tasks
+from sbd_viz import roofline, tasks
 from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
 from sbd_viz.solvers import COMMIT_RULES, DEFAULT_RULE
@@ -195,6 +195,34 @@ def _token(text: str) -> str:
     return _visible(text).replace(" ", "␣") or "∅"
 
 
+# The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
+PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)
+PROJECTION_BATCHES = (1, 4, 16, 64)
+
+
+def read_projection(hardware, model, batch) -> dict:
+    """The projection dropdowns' raw values, or a ``gr.Error`` naming the bad one."""
+    if hardware not in roofline.HARDWARE:  # the measured "this-cpu" entry is for bench/, not the demo
+        raise gr.Error(f"hardware: unknown {hardware!r}; choose from {', '.join(roofline.HARDWARE)}")
+    if model not in roofline.MODELS:
+        raise gr.Error(f"model: unknown {model!r}; choose from {', '.join(roofline.MODELS)}")
+    try:
+        batch = int(batch)
+    except (TypeError, ValueError):
+        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}") from None
+    if batch not in PROJECTION_BATCHES:
+        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
+    return dict(hardware=hardware, model=model, batch=batch)
+
+
+def projection_card(trace, projection: dict) -> str:
+    """This decode's calls costed by the roofline model (sbd_viz.roofline) for a GPU, model and batch."""
+    p = roofline.project(trace, projection["hardware"], projection["model"], projection["batch"])
+    return _card(f"projected · {html.escape(p['hardware'])}", f"{p['speedup']:.2f}×",
+                 f"{html.escape(p['model'])}, batch {p['batch']}: {p['sbd_calls']} calls vs "
+                 f"{p['ntp_calls']} one token per call (roofline)")
+
+
 def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
     return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
             f"<div class='sub'>{sub}</div></div>")
@@ -228,6 +256,7 @@ def metrics_html(result: dict) -> str:
               f"{trace.n_tokens} tokens · stop: {trace.stop_reason}"),
         _card("speedup · calls", speed_calls, "vs NTP, per generated token"),
         _card("speedup · wall clock", speed_wall, wall_sub),
+        projection_card(trace, result.get("projection", PROJECTION)),
         _card("gap fills", f"{result['gap_fills']}", "commits with masked slots to their left, kept in the output"),
         answer,
     ]
@@ -354,6 +383,11 @@ def precompute_sweep(model_path=None) -> Path:
     return out
 
 
+def _decoded(session) -> bool:
+    """Whether the session holds a decode (it may hold only the projection choice)."""
+    return isinstance(session, dict) and "trace" in session
+
+
 # -- handlers ---------------------------------------------------------------------------------
 class Handlers:
     """The event handlers. They hold only read-only things: the model, the suite lookup, the curve."""
@@ -396,7 +430,8 @@ class Handlers:
         cached = old.get("ntp_key") == ntp_key
         result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
                       ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
-                      sbd_seconds=sbd_seconds, item=self.suite.get(prompt), gap_fills=len(trace.kept_gap_fills()))
+                      sbd_seconds=sbd_seconds, item=self.suite.get(prompt), gap_fills=len(trace.kept_gap_fills()),
+                      projection=old.get("projection", PROJECTION))
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
         yield result, skip, metrics_html(result), texts_html(result), skip
         figure = plots.block_fill(trace).to_json(engine="orjson")
@@ -415,7 +450,7 @@ class Handlers:
         """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
         from sbd_viz import analysis, plots
 
-        if not isinstance(session, dict):
+        if not _decoded(session):
             raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
         trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
         events = analysis.gap_fill_events(self.model, trace, session["item"])
@@ -436,7 +471,7 @@ class Handlers:
         """What one call saw and did, and the entropy heatmap of its block."""
         from sbd_viz import plots
 
-        if not isinstance(session, dict):
+        if not _decoded(session):
             return None, ""
         trace = session["trace"]
         # Clamped, not refused: the slider can briefly hold the previous decode's range.
@@ -445,11 +480,18 @@ class Handlers:
 
     def select_gap(self, session, evt: gr.SelectData):
         """A click on a gap-fill row: show that call (the animation jumps to it in the browser)."""
-        if not isinstance(session, dict) or evt.index is None:
+        if not _decoded(session) or evt.index is None:
             return gr.update()
         row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         fills = session["trace"].gap_fills()
         return gr.update(value=fills[row].call) if 0 <= row < len(fills) else gr.update()
+
+    def project(self, hardware, model, batch, session):
+        """A projection dropdown changed: re-cost the current decode's calls (no re-decode)."""
+        projection = read_projection(hardware, model, batch)
+        session = {**(session if isinstance(session, dict) else {}), "projection": projection}
+        # nothing decoded yet: the next decode uses the choice
+        return session, metrics_html(session) if _decoded(session) else gr.skip()
 
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""
@@ -540,6 +582,12 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                             label="temperature (0 = greedy, the paper's setting)")
                     seed = gr.Number(DEFAULTS["seed"], label="seed (for temperature > 0)", precision=0,
                                      minimum=0, maximum=MAX_SEED)
+                with gr.Accordion("projected on a GPU (roofline model)", open=False):
+                    gr.Markdown("What this decode's calls would cost for a large model on a GPU, against the "
+                                "same text one token per call (the paper's App. A.2 roofline, `sbd_viz.roofline`).")
+                    hardware = gr.Dropdown(list(roofline.HARDWARE), value=PROJECTION["hardware"], label="hardware")
+                    shape = gr.Dropdown(list(roofline.MODELS), value=PROJECTION["model"], label="model shape")
+                    batch = gr.Dropdown(list(PROJECTION_BATCHES), value=PROJECTION["batch"], label="batch")
                 run = gr.Button("Decode", variant="primary")
             with gr.Column(scale=3, min_width=600):
                 metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
@@ -592,6 +640,11 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             **details_kw, api_visibility="undocumented")
         demo.load(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
 
+        project_kw = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
+                          preprocess=False, show_progress="hidden")
+        hardware.input(**project_kw, api_name="project")
+        for control in (shape, batch):
+            control.input(**project_kw, api_visibility="undocumented")
         show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
                          api_name="show_call", show_progress="hidden")

@@ -118,6 +118,37 @@ def test_higher_gamma_never_needs_more_calls(client):
     assert calls[-1] < calls[0]  # the two ends really differ
 
 
+def projected_of(metrics_html: str) -> tuple[str, float]:
+    hardware, value = re.search(r"projected · ([\w.-]+)</div><div class='value '>([\d.]+)×", metrics_html).groups()
+    return hardware, float(value)
+
+
+def test_projected_speedup_follows_gamma_and_the_chosen_hardware(client):
+    """The roofline card: this decode's calls costed on a GPU; it moves with gamma and with the hardware."""
+    from sbd_viz import roofline
+
+    low = projected_of(decode(client, gamma=0.0)[1])
+    metrics = decode(client, gamma=2.0)[1]
+    high = projected_of(metrics)
+    assert low[0] == high[0] == "h100-fp8" and high[1] > low[1]
+    trace = trace_of(client)
+    assert high[1] == pytest.approx(roofline.project(trace, "h100-fp8", "paper-8b", 1)["speedup"], abs=0.006)
+    metrics = client.predict("a100-bf16", "qwen-3-8b", 64, api_name="/project")
+    hardware, value = projected_of(metrics)
+    assert hardware == "a100-bf16" and nfe_of(metrics) == trace.nfe  # re-costed, not re-decoded
+    assert value == pytest.approx(roofline.project(trace, "a100-bf16", "qwen-3-8b", 64)["speedup"], abs=0.006)
+    assert projected_of(decode(client, gamma=2.0)[1])[0] == "a100-bf16"  # the choice holds for the next decode
+
+
+@pytest.mark.parametrize("args, field", [(("tpu-v9", "paper-8b", 1), "hardware"), (("h100-fp8", "gpt-9", 1), "model"),
+                                         (("h100-fp8", "paper-8b", 3), "batch")])
+def test_bad_projection_choice_names_the_field(client, args, field):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=field):
+        client.predict(*args, api_name="/project")
+
+
 def test_details_views_and_show_call(client):
     decode(client, gamma=1.0)
     table, timeline, comparison, tradeoff, status, path = client.predict(api_name="/details")
