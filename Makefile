@@ -4,13 +4,21 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: run test setup setup-dev
+.PHONY: run test test-quick docs setup setup-dev
 
 run: setup
 	$(PY) app.py
 
 test: setup-dev
 	$(PY) -m pytest -q
+
+# development: everything but the tests marked slow (notebooks, training runs, the browser)
+test-quick: setup-dev
+	$(PY) -m pytest -q -m "not slow"
+
+# the walkthroughs rendered with their outputs into docs/notebooks (tests/test_docs.py checks they are current)
+docs: setup-dev
+	$(PY) docs/render_notebooks.py
 
 setup: $(VENV)/.setup-stamp
 setup-dev: $(VENV)/.dev-stamp

@@ -224,6 +224,7 @@ def train(cfg: TrainConfig) -> Path:
 
     step, t0, last_ckpt = state["step"], time.time() - state["elapsed"], time.time()
     ntp_hist, matp_hist = [], []
+    logged = step  # the last step with a log line
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not acc.is_main_process, mininterval=30)
     model.train()
     while True:
@@ -247,21 +248,29 @@ def train(cfg: TrainConfig) -> Path:
         matp_hist.append(matp.item())
         bar.update(1)
         if step % cfg.log_every == 0 and acc.is_main_process:
-            n = min(cfg.log_every, len(ntp_hist))  # fewer right after a resume
-            rec = {"step": step, "min": round((time.time() - t0) / 60, 2), "lr": cfg.lr * factor,
-                   "ntp": sum(ntp_hist[-n:]) / n, "matp": sum(matp_hist[-n:]) / n, "tokens": state["tokens"]}
-            bar.write(json.dumps(rec))
-            with log_path.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
+            logged = _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged)
         if time.time() - last_ckpt > 60 * cfg.ckpt_every_min:
             last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, adamw, state, step, t0, log_path, model)
     bar.close()
+    if step > logged and acc.is_main_process:  # a time budget can end between log lines: log the rest
+        _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged)
     _checkpoint(acc, cfg, ckpt, raw, tok, adamw, state, step, t0, log_path, model)
     if acc.is_main_process:
         raw.save_pretrained(out / "final")
         tok.save_pretrained(out / "final")
     acc.wait_for_everyone()
     return out / "final"
+
+
+def _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged) -> int:
+    """One log line: the mean losses of the steps since the last line; returns ``step``."""
+    n = min(step - logged, len(ntp_hist))  # fewer right after a resume
+    rec = {"step": step, "min": round((time.time() - t0) / 60, 2), "lr": cfg.lr * factor,
+           "ntp": sum(ntp_hist[-n:]) / n, "matp": sum(matp_hist[-n:]) / n, "tokens": state["tokens"]}
+    bar.write(json.dumps(rec))
+    with log_path.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    return step
 
 
 def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model) -> float:

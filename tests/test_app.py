@@ -10,7 +10,6 @@ import html
 import importlib.util
 import json
 import re
-import time
 import urllib.request
 from pathlib import Path
 
@@ -258,11 +257,11 @@ def test_every_rule_default_knob_is_valid(app_module):
 
 # -- sessions -------------------------------------------------------------------------------------------
 def test_concurrent_sessions_get_their_own_correct_results(served):
-    """8 clients at once, each its own session, prompt and settings: each gets exactly its own decode."""
+    """32 clients at once, each its own session, prompt and settings: each gets exactly its own decode."""
     from gradio_client import Client
 
     url, model = served
-    jobs = [(f"assert {10 + i} + {3 * i} == ", round(0.25 * i, 2), (4, 8, 16)[i % 3]) for i in range(8)]
+    jobs = [(f"assert {10 + i} + {3 * i} == ", round(0.0625 * i, 4), (4, 8, 16)[i % 3]) for i in range(32)]
 
     def one(job):
         prompt, gamma, block = job
@@ -270,10 +269,8 @@ def test_concurrent_sessions_get_their_own_correct_results(served):
         _, metrics, texts, _ = decode(client, prompt=prompt, gamma=gamma, block_size=block)
         return metrics, texts, trace_of(client)
 
-    t0 = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
         results = list(pool.map(one, jobs))
-    assert time.perf_counter() - t0 < 90
     for (prompt, gamma, block), (metrics, texts, trace) in zip(jobs, results):
         expected = sv.decode(model, prompt, gamma=gamma, block_size=block, max_new_tokens=MAX_NEW)
         assert trace.prompt == prompt and trace.config["gamma"] == gamma and trace.config["block_size"] == block

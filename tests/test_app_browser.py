@@ -20,7 +20,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 
 if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
