@@ -15,6 +15,7 @@ frame up to it, replacing traces by index. (Full frames made long traces tens of
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from bisect import bisect_right
@@ -104,8 +105,13 @@ def _outline(cells: list[tuple[float, float, Any]], inset: float = 0.1) -> dict[
 
 
 def _outline_trace(cells: list, color: str, **kw: Any) -> go.Scatter:
-    return go.Scatter(**_outline(cells, kw.pop("inset", 0.1)), mode="lines", hoverinfo="skip",
-                      line=dict(color=color, width=3), **{"showlegend": False, **kw})
+    return go.Scatter(_outline_spec(cells, color, **kw))
+
+
+def _outline_spec(cells: list, color: str, **kw: Any) -> dict:
+    """The outline trace as plain data (``block_fill_spec`` builds no graph objects)."""
+    return dict(type="scatter", **_outline(cells, kw.pop("inset", 0.1)), mode="lines", hoverinfo="skip",
+                line=dict(color=color, width=3), **{"showlegend": False, **kw})
 
 
 def _legend(states: tuple[str, ...] = STATES) -> str:
@@ -123,9 +129,9 @@ def _legend(states: tuple[str, ...] = STATES) -> str:
     return "   ".join(first) + "<br>" + "   ".join(second)
 
 
-def _entropy_bar(emax: float, length: int) -> go.Scatter:
+def _entropy_bar(emax: float, length: int) -> dict:
     """The entropy colour scale as a colorbar (the cells' own heatmap encodes states, not entropy)."""
-    return go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", marker=dict(
+    return dict(type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", marker=dict(
         color=[0.0], colorscale=ENTROPY_SCALE, cmin=0.0, cmax=emax, showscale=True, colorbar=dict(
             title=dict(text="entropy<br>(nats)"), thickness=12, lenmode="pixels", len=length, y=1, yanchor="top")))
 
@@ -231,7 +237,16 @@ def block_fill(trace: Trace, max_blocks: int | None = None, last: bool = False) 
     """Animate the decode: one frame per model call, one row per block, one column per slot.
 
     ``max_blocks`` shows only the first N blocks (the last N with ``last=True``); the counters still
-    count the whole trace.
+    count the whole trace. The figure of ``block_fill_spec`` (the same picture as plain data).
+    """
+    return go.Figure(block_fill_spec(trace, max_blocks, last))
+
+
+def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = False) -> dict:
+    """``block_fill`` as a plain dict (``data``, ``layout``, ``frames``), ready for ``json.dumps``.
+
+    Building Plotly graph objects validates every property of every frame, which costs as much as
+    the decode itself in the app; the browser needs only the JSON, so the app sends this.
     """
     if not isinstance(trace, Trace) or not trace.steps:
         raise ValueError("trace: must be a Trace with at least one step")
@@ -247,30 +262,31 @@ def block_fill(trace: Trace, max_blocks: int | None = None, last: bool = False) 
 
     def rows_at(call: int, rows) -> list:
         """Heatmap and outline traces of these grid rows after ``call``."""
-        return ([go.Heatmap(**_row_cells(trace, grid, commit_at, r, call, emax, max_chars)) for r in rows]
-                + [_outline_trace(_row_outlines(grid, fills, r, call), STATE_COLORS["gap"]) for r in rows])
+        return ([dict(type="heatmap", **_row_cells(trace, grid, commit_at, r, call, emax, max_chars)) for r in rows]
+                + [_outline_spec(_row_outlines(grid, fills, r, call), STATE_COLORS["gap"]) for r in rows])
 
     frames = []
     for step in trace.steps:
         # Only the rows of this call's block and the previous call's block change (now -> done).
         rows = range(grid.rows) if step.call == 0 else sorted(
             {grid.row_of[s.block] for s in trace.steps[step.call - 1: step.call + 1] if s.block in grid.row_of})
-        frames.append(go.Frame(
-            name=str(step.call), baseframe=str(step.call - 1) if step.call else None,
-            data=rows_at(step.call, rows), traces=list(rows) + [grid.rows + r for r in rows],
-            layout=dict(title=dict(text=titles[step.call]))))
+        frame = dict(name=str(step.call), data=rows_at(step.call, rows), traces=list(rows) + [grid.rows + r for r in rows],
+                     layout=dict(title=dict(text=titles[step.call])))
+        if step.call:
+            frame["baseframe"] = str(step.call - 1)
+        frames.append(frame)
 
     # The first view is the finished decode; "play" replays from call 0.
-    fig = go.Figure(rows_at(trace.nfe - 1, range(grid.rows)), frames=frames)
-    fig.add_trace(_entropy_bar(emax, max(130, min(180, grid.rows * row_h))))
-    for j in range(1, grid.per_row if grid.k > 1 else 1):  # boundaries between blocks sharing a row
-        fig.add_vline(x=j * grid.k - 0.5, line=dict(color="white", width=5))
+    data = rows_at(trace.nfe - 1, range(grid.rows)) + [_entropy_bar(emax, max(130, min(180, grid.rows * row_h)))]
+    # boundaries between blocks sharing a row
+    shapes = [dict(type="line", x0=j * grid.k - 0.5, x1=j * grid.k - 0.5, xref="x", y0=0, y1=1, yref="y domain",
+                   line=dict(color="white", width=5)) for j in range(1, grid.per_row if grid.k > 1 else 1)]
 
     shown = "" if len(grid.blocks) == trace.n_blocks else \
         f" · showing blocks {grid.blocks[0]}–{grid.blocks[-1]} of {trace.n_blocks}"
     prompt = _visible(trace.prompt)
     prompt = prompt if len(prompt) * 8 < width - 100 else "…" + prompt[-((width - 100) // 8):]
-    fig.update_layout(**_common_layout(
+    layout = _common_layout(
         width=width, height=height, margin=dict(l=left, r=width - left - plot_w, t=top, b=bottom), showlegend=False,
         modebar=dict(orientation="v"),
         title=dict(text=titles[-1], x=10 / width, xanchor="left", y=1 - 10 / height, yanchor="top",
@@ -284,8 +300,19 @@ def block_fill(trace: Trace, max_blocks: int | None = None, last: bool = False) 
                      _top_note("prompt: " + _esc(prompt), top - 80, left), _top_note(_legend(), top - 124, left)],
         updatemenus=[_play_buttons()], sliders=[_slider(trace, max(1.0, 360 / plot_w))],
         meta=dict(rows=grid.rows, states=list(STATES), cells="fig.data[row].customdata[0][col] = (state, block, "
-                  "slot); fig.data[rows + row] = gap outlines; frames incremental via baseframe (sbd_viz.plots)")))
-    return fig
+                  "slot); fig.data[rows + row] = gap outlines; frames incremental via baseframe (sbd_viz.plots)"))
+    if shapes:
+        layout["shapes"] = shapes
+    layout["template"] = _default_template()  # what go.Figure would add: the same picture either way
+    return dict(data=data, layout=layout, frames=frames)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_template() -> dict:
+    """Plotly's default template as plain data (read once; callers must not mutate it)."""
+    import plotly.io as pio
+
+    return go.Figure().to_plotly_json()["layout"]["template"] if pio.templates.default else {}
 
 
 def _top_note(text: str, pixels_above_plot: int, left: int) -> dict:

@@ -340,3 +340,18 @@ def test_roofline_draws_a_line_and_knee_per_hardware_and_batch():
         plots.roofline(measured=[(1, -2.0)])
     with pytest.raises(ValueError, match="max_tokens"):
         plots.roofline(max_tokens=1)
+
+
+@pytest.mark.parametrize("schedule, k", [([[[3], [0, 1], [2]], [[0, 1, 2, 3]]], 4), ([[[0]], [[0]], [[0]]], 1),
+                                         ([[[1], [0]], [[0, 1]]], 2)])
+def test_block_fill_spec_is_valid_plotly_data_that_validation_leaves_unchanged(schedule, k):
+    """The app sends block_fill_spec as JSON without building graph objects: it must be exactly the figure."""
+    import json
+
+    from sbd_viz.plots import block_fill_spec
+
+    trace = make_trace(schedule, k=k)
+    spec = block_fill_spec(trace)
+    fig = go.Figure(spec)  # raises on any property Plotly does not know
+    assert json.loads(json.dumps(spec)) == json.loads(fig.to_json())
+    assert len(spec["frames"]) == trace.nfe and fig.layout.template.layout.colorway  # the default look, too
