@@ -185,12 +185,27 @@ class SBDModel:
         masked slots. Returns the block's logits, float32 (k, V). The block's keys/values are
         not kept; if the forward raises, the cache is left exactly as it was.
         """
-        k = len(block_ids)
-        if k < 1:
+        if len(block_ids) < 1:
             raise ValueError("block_ids: the block must have at least one slot")
+        return self.fused_call(cache, new_ids, block_ids)[1]
+
+    @torch.inference_mode()
+    def fused_call(self, cache, new_ids: list[int], block_ids: list[int],
+                   n_causal: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """``block_call`` that also returns the logits of the last ``n_causal`` causal positions.
+
+        The logits at a causally fed token are NTP's prediction of the token after it, for free:
+        verified decoding checks its drafts with them. ``block_ids`` may be empty (a causal-only
+        call: the final check). Returns (n_causal, V) and (k, V), float32.
+        """
+        n, k = len(new_ids), len(block_ids)
+        if not 0 <= n_causal <= n:
+            raise ValueError(f"n_causal: must be in [0, {n}] (the tokens fed causally), got {n_causal}")
+        if n_causal + k < 1:  # logits_to_keep=0 would mean "every position", not none
+            raise ValueError("block_ids: empty, so n_causal must be at least 1")
         past = cache.get_seq_length()
-        q = len(new_ids) + k
-        mask = self._mask(past, len(new_ids), k)  # (1, 1, q, past + q) by construction
+        q = n + k
+        mask = self._mask(past, n, k)  # (1, 1, q, past + q) by construction
         ids = torch.tensor([list(new_ids) + list(block_ids)], device=self.device)  # (1, q)
         positions = torch.arange(past, past + q, device=self.device)[None]  # (1, q)
         # DynamicLayer.update concatenates (never writes in place): keeping the old tensors
@@ -198,10 +213,20 @@ class SBDModel:
         saved = [(layer.keys, layer.values) for layer in getattr(cache, "layers", [])]
         try:
             out = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=positions,
-                             past_key_values=cache, use_cache=True, logits_to_keep=k)
+                             past_key_values=cache, use_cache=True, logits_to_keep=n_causal + k)
         except BaseException:
             for layer, (keys, values) in zip(cache.layers, saved):
                 layer.keys, layer.values = keys, values
             raise
-        cache.crop(-k)  # drop the block's keys/values: only final tokens stay cached
-        return out.logits[0, -k:].float()  # (k, V)
+        if k:
+            cache.crop(-k)  # drop the block's keys/values: only final tokens stay cached
+        logits = out.logits[0].float()  # (n_causal + k, V)
+        return logits[:n_causal], logits[n_causal:]
+
+    def rollback(self, cache, length: int) -> None:
+        """Cut ``cache`` back to its first ``length`` positions (verified decoding's rollback)."""
+        current = cache.get_seq_length()
+        if not 0 <= length <= current:
+            raise ValueError(f"length: must be in [0, {current}] (the cached positions), got {length}")
+        if length < current:  # crop(n) with n > 0 raises on transformers 5's cache; crop(0) does nothing
+            cache.crop(length - current)
