@@ -10,7 +10,7 @@ from ._version import __version__
 from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
 from .solvers import COMMIT_RULES, RULES, Solver
-from .trace import Candidate, Commit, GapFill, SlotView, Step, Trace, TraceFormatError
+from .trace import Candidate, Check, Commit, GapFill, Rollback, SlotView, Step, Trace, TraceFormatError
 from . import tasks
 from .evaluation import evaluate
 from . import analysis
@@ -32,7 +32,7 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "COMMIT_RULES", "Candidate", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES",
+    "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "Rollback",
     "SBDModel", "SlotView", "Solver", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
     "analysis", "gap_fill_events", "gap_fill_report", "gap_free_ablation", "sweep", "teacher_forced_ntp",

@@ -9,6 +9,13 @@ commit decision it led to; a *commit* fixes a masked slot to a token; a commit's
 the number of slots to its left in its block that are still masked after the step
 (``PREFIX <m> <m> TOKEN`` has gap 2). A commit with gap > 0 is a *gap fill*; it is *kept* if
 it is in the final output (a stop can cut the output before it, and then it was discarded).
+
+Verified decoding (``verify=True``) adds: a commit from the block is a *draft*; a call that feeds
+drafts causally *verifies* them against NTP's greedy choice at each position (a ``Check``), which
+*accepts* or *rejects* each; the first rejection is a *rollback*: the drafts from there on are
+discarded, the cache is cut back to the accepted text, and NTP's token is committed in the
+rejected slot (a commit with ``ntp=True``, as is each block's first open slot, written exactly
+from the causal prediction instead of drafted). A *checking-only* call feeds drafts and no block.
 """
 
 from __future__ import annotations
@@ -16,11 +23,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 SCHEMA = "sbd_viz.trace"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: verified decoding (Commit.ntp, Step.checks / rollback / check_only)
+READS_VERSIONS = (1, 2)  # version 1 traces load with the verification fields at their defaults
 MASK_TEXT = "<m>"
 
 
@@ -56,6 +65,34 @@ class Commit:
     prob: float  # model probability of the committed token
     entropy: float  # nats, of the slot's distribution when it was committed
     gap: int  # slots left of this one in the block still masked after the step
+    ntp: bool = False  # verified decoding: written from NTP's causal prediction (exact greedy), not drafted;
+    #                    prob/entropy are then NTP's
+
+
+@dataclass(frozen=True)
+class Check:
+    """Verified decoding's verdict on one drafted token: NTP's greedy choice at its position."""
+
+    block: int
+    slot: int
+    position: int  # absolute (prompt + generated), like ``Step.block_start``
+    token_id: int  # the draft
+    text: str
+    ntp_token_id: int  # NTP's greedy token given the accepted text before it
+    ntp_text: str
+    ntp_prob: float  # NTP's probability of its own token
+    draft_prob: float  # NTP's probability of the draft (the teacher-forced score of the draft)
+    accepted: bool
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """The first rejected draft of a call: the text is cut there and NTP's token written in its slot."""
+
+    slot: int  # in the step's block; the step commits NTP's token here
+    position: int  # absolute; the KV cache is cut back to this length (exactly the accepted text)
+    dropped: tuple[int, ...]  # slots of the step's block whose drafts were discarded with it (right of ``slot``)
+    n_discarded: int  # slot predictions of this call thrown away (made after the rejected draft)
 
 
 @dataclass(frozen=True)
@@ -72,6 +109,17 @@ class Step:
     commits: tuple[Commit, ...]  # ascending by slot; never empty
     wall_time: float  # seconds spent in this call (model forward + commit decision)
     n_input: int = 0  # tokens fed to the model in this call (prefill / fused / block-only)
+    checks: tuple[Check, ...] = ()  # verified decoding: the drafts this call verified, by position
+    rollback: Rollback | None = None  # verified decoding: set when this call rejected a draft
+    check_only: bool = False  # verified decoding: the call fed drafts to check them and predicted no block
+
+    @property
+    def accepted(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.accepted)
+
+    @property
+    def rejected(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.accepted)
 
     @property
     def committed_slots(self) -> tuple[int, ...]:
@@ -147,6 +195,30 @@ class Trace:
     def n_blocks(self) -> int:
         return len({s.block for s in self.steps})
 
+    @property
+    def verified(self) -> bool:
+        """Decoded with ``verify=True``: every output token is NTP's greedy choice."""
+        return bool(self.config.get("verify", False))
+
+    def checks(self) -> list[Check]:
+        """Every verdict on a drafted token, in call order (empty unless verified)."""
+        return [c for s in self.steps for c in s.checks]
+
+    def rollbacks(self) -> list[Step]:
+        """The calls that rejected a draft (each cut the text back and wrote NTP's token)."""
+        return [s for s in self.steps if s.rollback is not None]
+
+    @property
+    def n_check_only(self) -> int:
+        """Calls spent only on checking drafts (the final check; no block predicted)."""
+        return sum(1 for s in self.steps if s.check_only)
+
+    @property
+    def accepted_fraction(self) -> float:
+        """Of the drafts verified, the fraction NTP agreed with; NaN if none was checked."""
+        checks = self.checks()
+        return sum(c.accepted for c in checks) / len(checks) if checks else float("nan")
+
     def block_steps(self, block: int) -> tuple[Step, ...]:
         return tuple(s for s in self.steps if s.block == block)
 
@@ -173,6 +245,9 @@ class Trace:
                 break
             for c in s.commits:
                 state[c.slot] = c.text
+            if s.rollback is not None:
+                for slot in s.rollback.dropped:
+                    state[slot] = None
         return state
 
     def text_before(self, step: Step) -> str:
@@ -181,9 +256,18 @@ class Trace:
         return self.prompt + "".join(self.output_texts[:max(0, n)])
 
     def kept(self, step: Step, slot: int) -> bool:
-        """Whether ``slot`` of ``step``'s block is in the output (a stop cuts the output: commits past it are
-        discarded)."""
-        return step.block_start + slot < len(self.prompt_ids) + self.n_tokens
+        """Whether ``step``'s commit to ``slot`` is in the output: a stop cuts the output (commits past it are
+        discarded), and in verified decoding a later commit at the same position (NTP's correction, or a
+        block opened after a rollback) replaces a rejected or discarded draft."""
+        position = step.block_start + slot
+        if position >= len(self.prompt_ids) + self.n_tokens:
+            return False
+        return self._last_commit_call.get(position) == step.call
+
+    @cached_property  # not a field: JSON, equality and repr never see it
+    def _last_commit_call(self) -> dict[int, int]:
+        """Absolute position -> the call of the last commit there (the one the output holds)."""
+        return {s.block_start + c.slot: s.call for s in self.steps for c in s.commits}
 
     def gap_fills(self) -> list[GapFill]:
         """Every commit that left masked slots to its left in its block, in call order, kept or not.
@@ -295,6 +379,11 @@ def _str(v, where):
     return v
 
 
+def _bool(v, where):
+    _need(isinstance(v, bool), where, f"must be true or false, got {v!r}")
+    return v
+
+
 def _list(v, where):
     _need(isinstance(v, list), where, f"must be a list, got {type(v).__name__}")
     return v
@@ -327,17 +416,43 @@ def _step(d, where):
         w = f"{where}.commits[{i}]"
         _keys(c, w, ("slot", "token_id", "text", "prob", "entropy", "gap"))
         commits.append(Commit(_int(c["slot"], w), _int(c["token_id"], w), _str(c["text"], w),
-                              _num(c["prob"], w), _num(c["entropy"], w), _int(c["gap"], w)))
+                              _num(c["prob"], w), _num(c["entropy"], w), _int(c["gap"], w),
+                              ntp=_bool(c.get("ntp", False), w + ".ntp")))
+    checks = []
+    for i, c in enumerate(_list(d.get("checks", []), where + ".checks")):
+        w = f"{where}.checks[{i}]"
+        _keys(c, w, ("block", "slot", "position", "token_id", "text", "ntp_token_id", "ntp_text", "ntp_prob",
+                     "draft_prob", "accepted"))
+        checks.append(Check(_int(c["block"], w), _int(c["slot"], w), _int(c["position"], w),
+                            _int(c["token_id"], w), _str(c["text"], w), _int(c["ntp_token_id"], w),
+                            _str(c["ntp_text"], w), _num(c["ntp_prob"], w), _num(c["draft_prob"], w),
+                            _bool(c["accepted"], w + ".accepted")))
+    rollback = d.get("rollback")
+    if rollback is not None:
+        w = where + ".rollback"
+        _keys(rollback, w, ("slot", "position", "dropped", "n_discarded"))
+        rollback = Rollback(_int(rollback["slot"], w), _int(rollback["position"], w),
+                            tuple(_int(x, w + ".dropped") for x in _list(rollback["dropped"], w + ".dropped")),
+                            _int(rollback["n_discarded"], w))
     step = Step(call=_int(d["call"], where + ".call"), block=_int(d["block"], where + ".block"),
                 block_start=_int(d["block_start"], where + ".block_start"),
                 block_size=_int(d["block_size"], where + ".block_size"), step=_int(d["step"], where + ".step"),
                 masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
                 slots=slots, commits=tuple(commits), wall_time=_num(d["wall_time"], where + ".wall_time"),
-                n_input=_int(d.get("n_input", 0), where + ".n_input"))
+                n_input=_int(d.get("n_input", 0), where + ".n_input"), checks=tuple(checks), rollback=rollback,
+                check_only=_bool(d.get("check_only", False), where + ".check_only"))
     _need(step.block_size >= 1, where, "has block_size < 1")
-    _need(bool(step.commits), where, "commits nothing (every step commits at least one slot)")
-    _need(set(step.committed_slots) <= set(step.masked), where, "commits a slot that was not masked")
+    # a checking-only call that accepts every draft commits nothing; any other call commits at least one slot
+    _need(bool(step.commits) or (step.check_only and not step.rollback), where,
+          "commits nothing (every step commits at least one slot)")
+    # NTP's correction overwrites the rejected draft's slot; every other commit fills a masked slot
+    fixed = {rollback.slot} if rollback else set()
+    _need({c.slot for c in step.commits} <= set(step.masked) | fixed, where, "commits a slot that was not masked")
     _need(all(0 <= s < step.block_size for s in step.masked), where, "has a slot outside the block")
+    _need(all(0 <= s < step.block_size for s in (rollback.dropped if rollback else ())), where,
+          "drops a slot outside the block")
+    _need(sum(not c.accepted for c in step.checks) == (rollback is not None), where,
+          "must have a rollback exactly when a check rejected a draft")
     return step
 
 
@@ -345,8 +460,8 @@ def _trace_from_dict(d: Any) -> Trace:
     _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
     _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
     version = d.get("version")
-    _need(version == SCHEMA_VERSION, "file",
-          f"has version {version!r}; this sbd_viz reads version {SCHEMA_VERSION}")
+    _need(version in READS_VERSIONS, "file",
+          f"has version {version!r}; this sbd_viz reads versions {', '.join(map(str, READS_VERSIONS))}")
     _keys(d, "trace", ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts",
                        "text", "stop_reason"))
     _need(isinstance(d["config"], dict), "trace.config", "must be an object")
