@@ -15,7 +15,7 @@ def _trace(args) -> int:
     else:
         trace = sv.decode(model, args.prompt, solver=args.solver, gamma=_gamma(args), block_size=args.block_size,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                          stop=args.stop, gap_free=args.gap_free)
+                          stop=args.stop, gap_free=args.gap_free, verify=args.verify)
     print(trace.summary())
     if args.out:
         print(f"trace written to {trace.save(args.out)}")
@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
     p.add_argument("--ntp", action="store_true", help="decode with NTP (HF generate, greedy) instead")
+    p.add_argument("--verify", action="store_true",
+                   help="check every draft against NTP greedy (temperature 0): the text is exactly NTP's")
     p.add_argument("--out", help="write the trace JSON here")
     p.add_argument("--html", help="write the offline block-fill animation here")
     p.set_defaults(func=_trace)

@@ -2,7 +2,9 @@
 
 ``Decoding.steps()`` is a generator: one ``Step`` per model call, so a UI can stream steps and a
 progress bar can count them; ``Decoding.trace()`` then gives the whole ``Trace``, and ``decode``
-does both in one call.
+does both in one call. With ``verify=True`` the same block loop also checks every drafted token
+against greedy NTP on the same weights, from the causal logits each call computes anyway, and
+rolls back at the first disagreement: the output is then exactly ``decode_ntp``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 from ._version import __version__
 from .model import SBDModel
 from .solvers import DEFAULT_GAMMA, DEFAULT_RULE, Solver
-from .trace import Candidate, Commit, SlotView, Step, Trace
+from .trace import Candidate, Check, Commit, Rollback, SlotView, Step, Trace
 
 MAX_BLOCK_SIZE = 64
 MAX_NEW_TOKENS = 4096
@@ -36,6 +38,7 @@ class DecodeConfig:
     stop: tuple[str, ...] = ()  # stop strings; decoding also stops at the tokenizer's EOS
     gap_free: bool = False
     top_n: int = 5  # candidates recorded per masked slot
+    verify: bool = False  # check every draft against NTP greedy on the same weights: the output is NTP's
     _solver: Solver = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -51,6 +54,17 @@ class DecodeConfig:
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
             raise ValueError(f"temperature: must be a finite number >= 0, got {t!r}")
+        if not isinstance(self.verify, bool):
+            raise ValueError(f"verify: must be True or False, got {self.verify!r}")
+        if self.verify and t > 0:
+            # Speculative sampling (accept a draft with min(1, p/q), else resample from max(0, p - q)) is
+            # exact only if each draft was sampled from q given its left context alone. SBD's drafts break
+            # that: a gap fill was conditioned on tokens to its right, and confidence rules choose which
+            # slots to commit by the sampled tokens themselves; both bias the accepted text.
+            raise ValueError(f"verify: verified decoding checks drafts against NTP's greedy choice, so it needs "
+                             f"temperature 0, got temperature={t!r}. Sampled drafts cannot be verified exactly "
+                             "(gap fills are conditioned on tokens to their right and confidence rules pick "
+                             "slots by the sampled tokens, so the speculative-sampling rule would be biased)")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
         if not all(isinstance(s, str) and s for s in stop):
             raise ValueError(f"stop: must be non-empty strings, got {self.stop!r}")
@@ -61,7 +75,8 @@ class DecodeConfig:
         """JSON-native settings, as stored in a trace."""
         return {"decoder": "sbd", "solver": self.solver, "gamma": self.gamma, "gap_free": self.gap_free,
                 "block_size": self.block_size, "max_new_tokens": self.max_new_tokens,
-                "temperature": self.temperature, "seed": self.seed, "stop": list(self.stop), "top_n": self.top_n}
+                "temperature": self.temperature, "seed": self.seed, "stop": list(self.stop), "top_n": self.top_n,
+                "verify": self.verify}
 
 
 def _check_prompt(prompt) -> str:
@@ -98,6 +113,24 @@ def _ends_output(model: SBDModel, token_id: int, stop: tuple[str, ...]) -> bool:
 def _entropy(probs: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
     """(m, V) -> (m,) nats. A token the model rules out (logit -inf) adds 0, not 0 * -inf = NaN."""
     return -torch.where(probs > 0, probs * logp, 0.0).sum(-1)
+
+
+def _propose(logits: torch.Tensor, temperature: float, gen: torch.Generator | None):
+    """(m, V) slot logits -> probs (m, V), entropy (m,) nats of the untempered distribution, proposal (m,),
+    confidence (m,) = probability of the proposal."""
+    logp = torch.log_softmax(logits, -1)
+    probs = logp.exp()
+    if temperature == 0:
+        proposal = probs.argmax(-1)
+    else:
+        proposal = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen).squeeze(-1)
+    return probs, _entropy(probs, logp), proposal, probs.gather(-1, proposal[:, None]).squeeze(-1)
+
+
+def _ntp_commit(model: SBDModel, slot: int, token: int, probs: torch.Tensor, logp: torch.Tensor) -> Commit:
+    """NTP's exact token written into ``slot`` (from one causal row of logits), not drafted."""
+    h = float(_entropy(probs[None], logp[None])[0])
+    return Commit(slot, token, model.token_text(token), float(probs[token]), h, gap=0, ntp=True)
 
 
 def _slot_views(model: SBDModel, masked, probs, entropy, top_n) -> tuple[SlotView, ...]:
@@ -137,6 +170,9 @@ class Decoding:
         if self._started:  # a second run would append a second decode's steps to the first's
             raise RuntimeError("steps: this Decoding has already run; make a new one to decode again")
         self._started = True
+        if self.config.verify:
+            yield from self._verified_steps()
+            return
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
         mask_id, solver, k_max = model.mask_token_id, config._solver, config.block_size
         gen = torch.Generator().manual_seed(config.seed)
@@ -154,15 +190,7 @@ class Decoding:
                 t0 = time.perf_counter()
                 logits = model.block_call(cache, pending, tokens)[masked]  # (m, V) for the masked slots
                 n_input, pending = len(pending) + k, []
-                logp = torch.log_softmax(logits, -1)
-                probs = logp.exp()
-                entropy = _entropy(probs, logp)  # (m,) nats, of the untempered distribution
-                if config.temperature == 0:
-                    proposal = probs.argmax(-1)
-                else:
-                    proposal = torch.multinomial(torch.softmax(logits / config.temperature, -1), 1,
-                                                 generator=gen).squeeze(-1)
-                confidence = probs.gather(-1, proposal[:, None]).squeeze(-1)  # (m,)
+                probs, entropy, proposal, confidence = _propose(logits, config.temperature, gen)  # (m, V), (m,) x3
                 chosen = solver.select(entropy, confidence)
                 views = _slot_views(model, masked, probs, entropy, config.top_n)
                 chosen_slots = {masked[i] for i in chosen}
@@ -198,6 +226,141 @@ class Decoding:
             block += 1
         self.output_ids, self.stop_reason = generated, reason
 
+    def _verified_steps(self) -> Generator[Step, None, None]:
+        """Verified SBD: the commit rule drafts, NTP greedy on the same weights checks every draft.
+
+        Invariant between calls: the cache holds exactly the accepted text but its last token ``x``,
+        NTP's greedy choice there (exact, never a draft). Each call feeds causally ``x`` and the
+        drafts after it up to the block's first open slot, then the block from that slot on. The
+        causal logits accept or reject each fed draft; with all accepted, the last one is NTP's
+        exact token for the open slot, written in instead of drafted, and the rule drafts among the
+        other open slots from the block's logits. The first rejection keeps the accepted prefix,
+        writes NTP's token there, cuts the cache back and redrafts the block's slots after it. Once
+        the drafts reach a stop or the length limit, a checking-only call verifies the rest.
+        """
+        model, config, prompt_ids = self.model, self.config, self.prompt_ids
+        mask_id, solver, n_max, stop = model.mask_token_id, config._solver, config.max_new_tokens, config.stop
+        n_prompt, cache = len(prompt_ids), model.new_cache()
+        line: list[int] = []  # generated tokens before the current block; its tail may hold unchecked drafts
+        n_ok = 0  # generated tokens known to be NTP's; all but the last are in the cache
+        clean = 0  # generated tokens known to hold no stop
+        call, block, start, step = 0, 0, 0, 0
+        k = min(config.block_size, n_max)
+        tokens, filled = [mask_id] * k, [False] * k
+        prev = (0, 0, 0)  # the previous block's (start, size, steps): its tail is checked by this block's first call
+
+        def at(g: int) -> int:  # the token at generated position g (accepted, exact or drafted)
+            return line[g] if g < start else tokens[g - start]
+
+        while True:
+            q = filled.index(False) if False in filled else k  # the block's committed prefix is tokens[:q]
+            hit = _stop_index(model, line + tokens[:q], clean + 1, stop)
+            if hit and hit[0] <= n_ok:
+                break  # the accepted text holds a stop
+            if n_ok >= n_max:
+                hit = (n_max, "length")
+                break
+            clean = n_ok
+            # "Generate until": slots right of a committed stop can never reach the output, as in plain decoding
+            cut = next((s for s in range(k) if filled[s] and _ends_output(model, tokens[s], stop)), k)
+            masked = [s for s in range(k) if not filled[s] and s < cut]
+            checking = bool(hit) or (q == k and start + k == n_max)
+            if not checking and not masked:
+                if q < k:  # a stop token whose text never ends the output: decode the slots after it after all
+                    masked = [s for s in range(k) if not filled[s]]
+                else:  # the block is complete: open the next one after it
+                    line, prev = line + tokens, (start, k, step)
+                    block, start, step = block + 1, start + k, 0
+                    k = min(config.block_size, n_max - start)
+                    tokens, filled = [mask_id] * k, [False] * k
+                    continue
+            t0 = time.perf_counter()
+            if checking:  # the drafts reach the end: check them, and predict no block
+                target = hit[0] if hit else n_max
+                first_open, block_ids = None, []
+                new_ids = [at(g) for g in range(n_ok - 1, target - 1)]
+            else:
+                p = masked[0]
+                first_open, block_ids = start + p, tokens[p:]
+                new_ids = (list(prompt_ids) if call == 0 else []) + [at(g) for g in range(max(n_ok - 1, 0), start + p)]
+            # causal rows predict positions n_ok, n_ok + 1, ...; of the prompt only its last row is needed
+            n_causal = len(new_ids) if call else 1
+            causal, logits = model.fused_call(cache, new_ids, block_ids, n_causal)  # (n_causal, V), (len(block_ids), V)
+            logp_c = torch.log_softmax(causal, -1)
+            probs_c = logp_c.exp()
+            ntp = probs_c.argmax(-1).tolist()
+            checks, rejected = [], None
+            for r in range(n_causal):
+                g = n_ok + r
+                if g == first_open:
+                    break  # not a draft: NTP's token for the open slot
+                draft = at(g)
+                b, slot = (block, g - start) if g >= start else (block - 1, g - prev[0])
+                checks.append(Check(b, slot, n_prompt + g, draft, model.token_text(draft), ntp[r],
+                                    model.token_text(ntp[r]), float(probs_c[r, ntp[r]]), float(probs_c[r, draft]),
+                                    accepted=ntp[r] == draft))
+                if ntp[r] != draft:
+                    rejected = r
+                    break
+            n_input = len(new_ids) + len(block_ids)
+            if rejected is not None:  # roll back to the accepted text; NTP's token goes in the rejected slot
+                g = n_ok + rejected
+                model.rollback(cache, n_prompt + g)
+                n_ok = g + 1
+                fix = ntp[rejected]
+                discarded = len(masked) if not checking else 0
+                if g >= start:  # in this block: its drafts right of the rejected one were built on it
+                    j = g - start
+                    dropped = tuple(s for s in range(j + 1, k) if filled[s])
+                    tokens[j] = fix
+                    for s in dropped:
+                        tokens[s], filled[s] = mask_id, False
+                    where = (block, start, k, step)
+                    step += 1
+                else:  # in the previous block's tail, found by this block's first call: reopen after it
+                    j = g - prev[0]
+                    dropped = tuple(range(j + 1, prev[1]))
+                    where = (block - 1, prev[0], prev[1], prev[2])
+                    line, start, step = line[:g] + [fix], g + 1, 0
+                    k = max(0, min(config.block_size, n_max - start))
+                    tokens, filled = [mask_id] * k, [False] * k
+                    masked = []  # the call's slot predictions were for the block just abandoned
+                commit = _ntp_commit(model, j, fix, probs_c[rejected], logp_c[rejected])
+                self._steps.append(Step(
+                    call=call, block=where[0], block_start=n_prompt + where[1], block_size=where[2], step=where[3],
+                    masked=tuple(masked) if not checking else (), slots=(), commits=(commit,),
+                    wall_time=time.perf_counter() - t0, n_input=n_input, checks=tuple(checks),
+                    rollback=Rollback(j, n_prompt + g, dropped, discarded), check_only=checking))
+            elif checking:  # every draft up to the end accepted
+                n_ok = target
+                self._steps.append(Step(call=call, block=block, block_start=n_prompt + start, block_size=k,
+                                        step=step, masked=(), slots=(), commits=(), wall_time=time.perf_counter() - t0,
+                                        n_input=n_input, checks=tuple(checks), check_only=True))
+                step += 1
+            else:  # drafts accepted; write NTP's token in the open slot, then draft among the others
+                p, x = first_open - start, ntp[-1]
+                tokens[p], filled[p], n_ok = x, True, first_open + 1
+                commits = [_ntp_commit(model, p, x, probs_c[-1], logp_c[-1])]
+                probs, entropy, proposal, confidence = _propose(logits[[s - p for s in masked]], 0.0, None)
+                others = [i for i, s in enumerate(masked) if s != p]
+                if others:
+                    chosen = [others[i] for i in solver.select(entropy[others], confidence[others])]
+                    still = [masked[i] for i in others if i not in chosen]
+                    for i in chosen:
+                        slot, tok = masked[i], int(proposal[i])
+                        tokens[slot], filled[slot] = tok, True
+                        commits.append(Commit(slot, tok, model.token_text(tok), float(confidence[i]),
+                                              float(entropy[i]), gap=sum(1 for s in still if s < slot)))
+                self._steps.append(Step(
+                    call=call, block=block, block_start=n_prompt + start, block_size=k, step=step,
+                    masked=tuple(masked), slots=_slot_views(model, masked, probs, entropy, config.top_n),
+                    commits=tuple(sorted(commits, key=lambda c: c.slot)), wall_time=time.perf_counter() - t0,
+                    n_input=n_input, checks=tuple(checks)))
+                step += 1
+            call += 1
+            yield self._steps[-1]
+        self.output_ids, self.stop_reason = (line + tokens)[: hit[0]], hit[1]
+
     def trace(self) -> Trace:
         """The finished decode as a ``Trace``."""
         if self.stop_reason is None:
@@ -226,10 +389,17 @@ def _trace(model: SBDModel, prompt: str, prompt_ids: list[int], steps: Iterable[
 
 def decode(model: SBDModel, prompt: str, solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
            block_size: int = 16, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
-           stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5) -> Trace:
-    """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``."""
+           stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
+           verify: bool = False) -> Trace:
+    """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``.
+
+    ``verify=True`` checks every drafted token against greedy NTP on the same weights (from the
+    causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
+    temperature 0.
+    """
     config = DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
-                          temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n)
+                          temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
+                          verify=verify)
     decoding = Decoding(model, prompt, config)
     for _ in decoding.steps():
         pass
