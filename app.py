@@ -69,7 +69,7 @@ GAP_COLUMNS = ["call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "
                "block after the call"]
 GAP_LABEL = "gap fills ({n}): commits made while slots to their left were still masked · click a row to show its call"
 DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, block_size=16, max_new_tokens=64, temperature=0.0, seed=0,
-                stop_at_newline=True)
+                stop_at_newline=True, verify=False)
 
 PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
 
@@ -156,7 +156,7 @@ def _whole(value, field: str, lo: int, hi: int) -> int:
 
 
 def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                  stop_at_newline) -> dict:
+                  stop_at_newline, verify=False) -> dict:
     """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
@@ -175,7 +175,13 @@ def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, tem
                 block_size=_whole(block_size, "block size", 1, MAX_BLOCK_SIZE),
                 max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
                 temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
-                stop=STOP if stop_at_newline else None)
+                stop=STOP if stop_at_newline else None, verify=_flag(verify, "verified"))
+
+
+def _flag(value, field: str) -> bool:
+    if not isinstance(value, bool):  # a raw API call can send anything
+        raise gr.Error(f"{field}: must be true or false, got {value!r}")
+    return value
 
 
 def _temperature(value) -> float:
@@ -223,6 +229,18 @@ def projection_card(trace, projection: dict) -> str:
                  f"{p['ntp_calls']} one token per call (roofline)")
 
 
+def verified_card(trace, ntp) -> str:
+    """A verified decode: does its text equal NTP's, and what checking cost (rollbacks, accepted drafts)."""
+    accepted = trace.accepted_fraction
+    sub = (f"{len(trace.rollbacks())} rollbacks · "
+           + ("no drafts checked" if math.isnan(accepted) else f"{accepted:.0%} of drafts accepted")
+           + f" · {trace.n_check_only} checking-only call{'s' if trace.n_check_only != 1 else ''}")
+    if ntp is None:
+        return _card("verified", "…", sub)
+    same = trace.output_ids == ntp.output_ids
+    return _card("verified", "= NTP ✓" if same else "≠ NTP ✗", sub, "good" if same else "bad")
+
+
 def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
     return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
             f"<div class='sub'>{sub}</div></div>")
@@ -257,6 +275,7 @@ def metrics_html(result: dict) -> str:
         _card("speedup · calls", speed_calls, "vs NTP, per generated token"),
         _card("speedup · wall clock", speed_wall, wall_sub),
         projection_card(trace, result.get("projection", PROJECTION)),
+        *([verified_card(trace, ntp)] if trace.verified else []),
         _card("gap fills", f"{result['gap_fills']}", "commits with masked slots to their left, kept in the output"),
         answer,
     ]
@@ -413,13 +432,13 @@ class Handlers:
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
     def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-               session):
+               verify, session):
         """Decode with SBD, streaming the block state while it fills; then the metrics, then the animation;
         then NTP on the same prompt (once per prompt and length: it does not depend on the other settings)."""
         from sbd_viz import plots
 
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline)
+                                 stop_at_newline, verify)
         prompt = settings.pop("prompt")
         try:
             config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
@@ -587,6 +606,9 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                   elem_id="sbd-gamma")
                 gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free",
                                        info="only commit a contiguous run from the left: no gap fills")
+                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)",
+                                     info="check every draft against NTP in the same calls: the text is exactly "
+                                          "NTP's greedy text (temperature 0)")
                 with gr.Accordion("more settings", open=False):
                     block_size = gr.Slider(1, MAX_BLOCK_SIZE, value=DEFAULTS["block_size"], step=1,
                                            label="block size (slots decoded together)")
@@ -634,7 +656,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         # -- wiring -------------------------------------------------------------------------------
         controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                    session]
+                    verify, session]
         # preprocess=False: the handler checks the raw values itself, so errors name the field
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
         # Every event that runs the model shares one concurrency group, so the queue's limit (2) bounds
@@ -647,7 +669,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
         for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
-                      stop_at_newline.input, temperature.release, seed.submit):
+                      stop_at_newline.input, temperature.release, seed.submit, verify.input):
             event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
         rule.input(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
             **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")

@@ -60,7 +60,8 @@ def pct(xs: list[float], q: float) -> float:
 def run(client, prompt: str, gamma: float, max_new_tokens: int, stop: bool) -> dict:
     """One slider move: when the numbers arrived, when the animation arrived, what the server measured."""
     t0 = time.perf_counter()
-    job = client.submit(prompt, "entropy_bounded", gamma, False, 16, max_new_tokens, 0.0, 0, stop, api_name="/decode")
+    job = client.submit(prompt, "entropy_bounded", gamma, False, 16, max_new_tokens, 0.0, 0, stop, False,
+                        api_name="/decode")
     seen, t_numbers, t_figure = 0, None, None
     while True:
         done = job.done()

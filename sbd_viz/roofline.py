@@ -381,8 +381,11 @@ def trace_calls(trace) -> list[Call]:
     SBD (``sbd_viz.decode``): a block's first call feeds the tokens that just became final (the
     prompt, then the previous block) plus the ``k`` slots; its later calls feed the ``k`` slots;
     the cache holds everything before the block's first fed token. NTP (``decode_ntp``): the
-    prompt, then one token per call. Recorded ``n_input`` is used when present; traces without it
-    are rebuilt from the block structure, which gives the same numbers.
+    prompt, then one token per call. Verified SBD (``verify=True``): each call feeds contiguous
+    positions (the last accepted token, the drafts it checks, then the block from its first open
+    slot; a checking-only call feeds drafts alone), and every causal row needs logits. Recorded
+    ``n_input`` is used when present; unverified traces without it are rebuilt from the block
+    structure, which gives the same numbers.
     """
     if not isinstance(trace, Trace):
         raise ValueError(f"trace: expected an sbd_viz.Trace, got {type(trace).__name__}")
@@ -394,6 +397,15 @@ def trace_calls(trace) -> list[Call]:
         if ntp:
             fed = s.n_input or (n_prompt if s.call == 0 else 1)
             calls.append(Call(fed, s.block_start - fed, 1))
+        elif trace.verified:
+            # Verified SBD feeds contiguous positions: the last accepted token and the drafts to check
+            # (causal rows, each needs logits), then the block from its first open slot.
+            if s.check_only:  # drafts fed only to check them: the cache ends just before the first
+                calls.append(Call(s.n_input, s.checks[0].position - 1, s.n_input))
+            else:
+                kv = s.block_start + s.block_size - s.n_input
+                # the first call's causal rows are the prompt: only its last row needs logits
+                calls.append(Call(s.n_input, kv, s.n_input if kv else s.n_input - n_prompt + 1))
         else:
             causal = (s.n_input - s.block_size) if s.n_input else (
                 0 if s.step else n_prompt if prev_size is None else prev_size)

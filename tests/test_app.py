@@ -80,9 +80,9 @@ def client(served):
 
 
 def decode(client, prompt=PROMPT, rule="entropy_bounded", gamma=0.5, gap_free=False, block_size=16,
-           max_new_tokens=MAX_NEW, temperature=0.0, seed=0, stop=False):
+           max_new_tokens=MAX_NEW, temperature=0.0, seed=0, stop=False, verify=False):
     """The slider's endpoint: (animation figure JSON, metrics HTML, texts HTML, show-call slider)."""
-    return client.predict(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop,
+    return client.predict(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop, verify,
                           api_name="/decode")
 
 
@@ -148,6 +148,18 @@ def test_bad_projection_choice_names_the_field(client, args, field):
         client.predict(*args, api_name="/project")
 
 
+def test_verified_switch_gives_ntps_text_and_says_so(client, served):
+    """The verified switch: the text is exactly NTP's, and the metrics say so, with what checking cost."""
+    _, model = served
+    prompt = "assert 93 + 8 == "
+    _, metrics, _, _ = decode(client, prompt=prompt, gamma=2.0, verify=True)
+    trace = trace_of(client)
+    assert trace.verified
+    assert trace.output_ids == sv.decode_ntp(model, prompt, max_new_tokens=MAX_NEW).output_ids
+    assert "= NTP ✓" in metrics and f"{len(trace.rollbacks())} rollbacks" in metrics
+    assert nfe_of(metrics) == trace.nfe
+
+
 def test_details_views_and_show_call(client):
     decode(client, gamma=1.0)
     table, timeline, comparison, tradeoff, status, path = client.predict(api_name="/details")
@@ -191,6 +203,7 @@ BAD = [
     (dict(max_new_tokens=129), "max new tokens"),
     (dict(temperature=-1), "temperature"),
     (dict(seed=-3), "seed"),
+    (dict(verify=True, temperature=0.5), "verify"),  # verified decoding is greedy: the library says why
 ]
 
 
@@ -218,13 +231,13 @@ def test_a_request_past_the_models_context_is_an_error_naming_the_field(app_modu
     handlers = app_module.Handlers(model, app_module.SpeedQualityCurve(results=SWEEP_ROWS, compute=False))
     with pytest.raises(gr.Error, match=f"{field}.*64"):
         next(handlers.decode("x" * prompt_chars, "entropy_bounded", 0.5, False, 16, max_new_tokens, 0, 0, False,
-                             None))
+                             False, None))
 
 
 def test_nan_gamma_over_raw_http_is_an_error_and_the_app_keeps_serving(served, client):
     # JSON has no NaN, so gradio_client cannot send one; a raw request can (Python's parser accepts it).
     url, _ = served
-    body = json.dumps({"data": [PROMPT, "entropy_bounded", float("nan"), False, 16, MAX_NEW, 0, 0, False]})
+    body = json.dumps({"data": [PROMPT, "entropy_bounded", float("nan"), False, 16, MAX_NEW, 0, 0, False, False]})
     req = urllib.request.Request(url + "gradio_api/call/decode", data=body.encode(),
                                  headers={"Content-Type": "application/json"})
     event_id = json.loads(urllib.request.urlopen(req, timeout=30).read())["event_id"]

@@ -364,3 +364,24 @@ def test_the_sbd_viz_command_has_a_roofline_subcommand(capsys):
     assert "Table 3" in out and "| 1 | 16 |" in out
     assert cli.main(["roofline", "--hardware", "nope"]) == 2
     assert "h100-fp8" in capsys.readouterr().err
+
+
+def test_a_verified_trace_projects_with_contiguous_calls():
+    """Verified SBD feeds the last accepted token, the drafts it checks and the open block: every call
+    starts where the cache ends, and its causal rows need logits."""
+    import torch
+
+    from conftest import tiny_model
+
+    model = tiny_model(seed=1)
+    with torch.no_grad():
+        model.model.lm_head.weight *= 32  # sharp enough to draft several slots, and to be rejected
+    trace = sv.decode(model, "assert 93 + 8 == ", gamma=2.0, block_size=16, max_new_tokens=24, verify=True)
+    calls = rf.trace_calls(trace)
+    assert len(calls) == trace.nfe and calls[0].kv_len == 0
+    n_total = len(trace.prompt_ids) + trace.n_tokens
+    for call, step in zip(calls, trace.steps):
+        assert call.tokens == step.n_input and 1 <= call.logits <= call.tokens
+        assert 0 <= call.kv_len < n_total and call.kv_len + call.tokens <= n_total + trace.config["block_size"]
+    p = rf.project(trace, "h100-fp8")
+    assert p["sbd_calls"] == trace.nfe and p["speedup"] > 0
