@@ -11,6 +11,12 @@ Reading cells without a browser (the tests do), with ``rows = fig.layout.meta["r
 them: frame 0 holds every row; frame ``c`` has ``baseframe == str(c - 1)`` and holds only the rows that
 changed at call ``c`` (``frame.traces`` = their indices), so a frame's state = frame 0, then each later
 frame up to it, replacing traces by index. (Full frames made long traces tens of megabytes.)
+
+A verified trace (``trace.verified``) adds two states (``VERIFIED_STATES``, on a 0..6 colour scale instead of 0..4):
+``"corrected"`` where NTP's token replaced a rejected draft, ``"dropped"`` where a rollback discarded a draft that
+followed it; hovers give NTP's verdict on each draft (its token and probability), the frame titles count the
+checks and name rollbacks and checking-only calls, and the slider marks them (↺ rollback, ✓ checking only).
+An unverified trace draws exactly as before verification existed.
 """
 
 from __future__ import annotations
@@ -37,9 +43,15 @@ STATE_COLORS = {
     "future": "#F2F2F2",  # near white: block not started yet
     "gap": "#000000",  # outline of a gap-fill commit
     "diff": "#D55E00",  # vermillion: where two runs first differ
+    "corrected": "#CC79A7",  # reddish purple: verified decoding wrote NTP's token over a rejected draft
+    "dropped": "#F3D3E5",  # pale of the same: a draft a rollback discarded (built on the rejected one)
+    "rollback": "#D55E00",  # timeline marker of a call that rejected a draft
+    "check_only": "#009E73",  # timeline marker of a call spent only on checking drafts
 }
+VERIFIED_STATES = STATES + ("corrected", "dropped")  # the block-fill states of a verified trace
 STATE_LABELS = {"done": "committed before", "now": "committed in this call", "masked": "still masked",
-                "future": "not started"}
+                "future": "not started", "corrected": "NTP's token over a rejected draft",
+                "dropped": "draft dropped by a rollback"}
 ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
 CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
 RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
@@ -51,6 +63,15 @@ _Z = {"future": 0.5, "done": 1.5, "now": 2.5}
 _STATE_SCALE = [[0.0, STATE_COLORS["future"]], [0.25, STATE_COLORS["future"]], [0.25, STATE_COLORS["done"]],
                 [0.5, STATE_COLORS["done"]], [0.5, STATE_COLORS["now"]], [0.75, STATE_COLORS["now"]],
                 [0.75, ENTROPY_SCALE[0][1]], [1.0, ENTROPY_SCALE[1][1]]]
+
+
+# A verified trace adds two bands above the masked one; an unverified trace keeps the scale above unchanged.
+_Z_VERIFIED = {**_Z, "corrected": 4.5, "dropped": 5.5}
+_VERIFIED_SCALE = [[round(z / 6, 6), color] for z, color in (
+    (0, STATE_COLORS["future"]), (1, STATE_COLORS["future"]), (1, STATE_COLORS["done"]), (2, STATE_COLORS["done"]),
+    (2, STATE_COLORS["now"]), (3, STATE_COLORS["now"]), (3, ENTROPY_SCALE[0][1]), (4, ENTROPY_SCALE[1][1]),
+    (4, STATE_COLORS["corrected"]), (5, STATE_COLORS["corrected"]), (5, STATE_COLORS["dropped"]),
+    (6, STATE_COLORS["dropped"]))]
 
 
 def _masked_z(entropy: float, emax: float) -> float:
@@ -125,7 +146,7 @@ def _legend(states: tuple[str, ...] = STATES) -> str:
 
     gap = "<span style='font-size:17px'><b>□</b></span> gap fill (outlined)"
     first = [item(s) for s in ("done", "now") if s in states] + [gap]
-    second = [item(s) for s in ("masked", "future") if s in states]
+    second = [item(s) for s in ("masked", "future", "corrected", "dropped") if s in states]
     return "   ".join(first) + "<br>" + "   ".join(second)
 
 
@@ -176,42 +197,107 @@ def _shown_blocks(trace: Trace, max_blocks: int | None, last: bool) -> list[int]
     return blocks[-max_blocks:] if last else blocks[:max_blocks]
 
 
-def _cell(trace: Trace, steps: tuple[Step, ...], commit_at: dict, block: int, slot: int, call: int,
-          emax: float) -> tuple[str, str, float, str]:
-    """(state, label text, z, hover) of one cell after ``call``; ``steps`` are the block's steps."""
+def _history(trace: Trace) -> dict:
+    """(block, slot) -> the cell's events in call order: ``(call, step, commit)`` for a commit, ``(call, step,
+    None)`` where a rollback dropped the draft. An unverified trace has one commit per cell and no drops."""
+    events: dict = {}
+    for s in trace.steps:
+        for c in s.commits:
+            events.setdefault((s.block, c.slot), []).append((s.call, s, c))
+        for slot in s.rollback.dropped if s.rollback is not None else ():
+            events.setdefault((s.block, slot), []).append((s.call, s, None))
+    return events
+
+
+def _verdicts(trace: Trace) -> dict:
+    """(call of a draft's commit, position) -> (call that checked it, its ``Check``): a check's draft is the
+    last commit at its position before the checking call."""
+    last, verdicts = {}, {}
+    for s in trace.steps:
+        for check in s.checks:
+            if check.position in last:
+                verdicts[(last[check.position], check.position)] = (s.call, check)
+        for c in s.commits:
+            last[s.block_start + c.slot] = s.call
+    return verdicts
+
+
+def _verified_note(trace: Trace, verdicts: dict, step: Step, commit, slot: int) -> str:
+    """Hover lines of a verified cell: how the token was written and what NTP said of it."""
+    rollback = step.rollback
+    if commit.ntp and rollback is not None and rollback.slot == slot:
+        check = step.rejected[0] if step.rejected else None
+        note = "<br><b>NTP's correction</b> of a rejected draft"
+        if check is not None:
+            note += (f": the draft <b>{_esc(_visible(check.text))}</b> (NTP p = {check.draft_prob:.3f}) was rejected,"
+                     f"<br>NTP wanted <b>{_esc(_visible(check.ntp_text))}</b> (p = {check.ntp_prob:.3f})")
+        return note + f"<br>rollback: the cache cut back to position {rollback.position}"
+    if commit.ntp:
+        return "<br>NTP's exact token (the causal prediction, not drafted)"
+    hit = verdicts.get((step.call, step.block_start + slot))
+    if hit is None:
+        return "<br>draft: never checked (a rollback dropped it)" if not trace.kept(step, slot) else "<br>draft"
+    call, check = hit
+    if check.accepted:
+        return f"<br>draft accepted by NTP in call {call} (p = {check.ntp_prob:.3f})"
+    return (f"<br>draft <b>rejected</b> in call {call}: NTP wanted <b>{_esc(_visible(check.ntp_text))}</b> "
+            f"(p = {check.ntp_prob:.3f}; the draft's p = {check.draft_prob:.3f})")
+
+
+def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot: int, call: int,
+          emax: float, verdicts: dict | None = None) -> tuple[str, str, float, str]:
+    """(state, label text, z, hover) of one cell after ``call``; ``steps`` are the block's steps.
+    ``verdicts`` (``_verdicts``) only for a verified trace: then its states and notes show the checks."""
     start = steps[0].block_start
     head = f"<b>block {block} · slot {slot}</b> · position {start + slot}"
     if steps[0].call > call:
         return "future", "", _Z["future"], head + "<br>not started"
-    step, commit = commit_at.get((block, slot), (None, None))
-    if step is not None and step.call <= call:
+    events = [e for e in history.get((block, slot), ()) if e[0] <= call]
+    _, step, commit = events[-1] if events else (None, None, None)
+    if commit is not None:
         state = "now" if step.call == call else "done"
         hover = (f"{head}<br>committed in {'this call' if state == 'now' else f'call {step.call}'}: "
                  f"<b>{_esc(_visible(commit.text))}</b><br>p = {commit.prob:.3f} · entropy {commit.entropy:.3f} nats")
         if commit.gap:
             hover += f"<br>gap fill: {commit.gap} masked slot(s) to its left"
-        if not trace.kept(step, slot):
-            hover += "<br>(after the stop: not in the output)"
-        return state, commit.text, _Z[state], hover + _candidates(step, slot)
+        if verdicts is not None:
+            hover += _verified_note(trace, verdicts, step, commit, slot)
+            if commit.ntp and step.rollback is not None and step.rollback.slot == slot:
+                state = "corrected"
+            if not trace.kept(step, slot) and start + slot >= len(trace.prompt_ids) + trace.n_tokens:
+                hover += "<br>(after the stop: not in the output)"
+            z = _Z_VERIFIED[state]
+        else:
+            if not trace.kept(step, slot):
+                hover += "<br>(after the stop: not in the output)"
+            z = _Z[state]
+        return state, commit.text, z, hover + _candidates(step, slot)
     latest = [s for s in steps if s.call <= call][-1]  # the block's last call so far predicted this slot
     view = latest.slot_view(slot)
     entropy = view.entropy if view else 0.0
+    if step is not None:  # verified: a rollback dropped this slot's draft (a later call may draft it again)
+        return "dropped", "", _Z_VERIFIED["dropped"], (
+            f"{head}<br>draft dropped by the rollback in call {step.call}: it followed the rejected draft, "
+            f"so its position is decoded again after the correction"
+            + (f"<br>still masked · entropy {entropy:.3f} nats" + _candidates(latest, slot) if view else ""))
     hover = f"{head}<br>still masked · entropy {entropy:.3f} nats" + _candidates(latest, slot)
     return "masked", MASK_GLYPH, _masked_z(entropy, emax), hover
 
 
-def _row_cells(trace: Trace, grid: _Grid, commit_at: dict, row: int, call: int, emax: float,
-               max_chars: int) -> dict:
+def _row_cells(trace: Trace, grid: _Grid, history: dict, row: int, call: int, emax: float,
+               max_chars: int, verdicts: dict | None = None) -> dict:
     """One grid row after ``call``, as heatmap data (1 x cols)."""
     z, text, hover, custom = [None] * grid.cols, [""] * grid.cols, [""] * grid.cols, [None] * grid.cols
     for i, block in enumerate(grid.row_blocks(row)):
         for slot in range(grid.k):
             col = i * grid.k + slot
-            state, label, z[col], hover[col] = _cell(trace, grid.steps[block], commit_at, block, slot, call, emax)
+            state, label, z[col], hover[col] = _cell(trace, grid.steps[block], history, block, slot, call, emax,
+                                                     verdicts)
             text[col] = label if state == "masked" else _label(label, max_chars) if label else ""
             custom[col] = (state, block, slot)
+    scale, zmax = (_VERIFIED_SCALE, 6) if verdicts is not None else (_STATE_SCALE, 4)
     return dict(z=[z], text=[text], hovertext=[hover], customdata=[custom], x=list(range(grid.cols)), y=[row],
-                colorscale=_STATE_SCALE, zmin=0, zmax=4, showscale=False, xgap=2, ygap=6, hoverongaps=False,
+                colorscale=scale, zmin=0, zmax=zmax, showscale=False, xgap=2, ygap=6, hoverongaps=False,
                 texttemplate="%{text}", hovertemplate="%{hovertext}<extra></extra>",
                 textfont=dict(family=FONT, size=12 if max_chars >= 5 else 10))
 
@@ -229,8 +315,20 @@ def _counters(trace: Trace) -> list[str]:
     for s in trace.steps:
         tokens += sum(1 for c in s.commits if trace.kept(s, c.slot))
         titles.append(f"<b>call {s.call}</b> · block {s.block} step {s.step} · {s.call + 1}/{trace.nfe} calls · "
-                      f"{tokens} tokens · {tokens / (s.call + 1):.2f} tokens/call")
+                      f"{tokens} tokens · {tokens / (s.call + 1):.2f} tokens/call" + _verified_counter(trace, s))
     return titles
+
+
+def _verified_counter(trace: Trace, step: Step) -> str:
+    """The frame title's verification part: what this call checked, and the running totals."""
+    if not trace.verified:
+        return ""
+    done = [c for s in trace.steps[: step.call + 1] for c in s.checks]
+    rollbacks = sum(1 for s in trace.steps[: step.call + 1] if s.rollback is not None)
+    now = (" · <b>checking only</b>" if step.check_only else "") + (
+        f" · <b>rollback</b> at slot {step.rollback.slot}" if step.rollback is not None else "")
+    return (f"{now}<br>verified: {len(step.checks)} draft(s) checked in this call · {sum(c.accepted for c in done)}"
+            f"/{len(done)} accepted so far · {rollbacks} rollback(s)")
 
 
 def block_fill(trace: Trace, max_blocks: int | None = None, last: bool = False) -> go.Figure:
@@ -251,7 +349,8 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
     if not isinstance(trace, Trace) or not trace.steps:
         raise ValueError("trace: must be a Trace with at least one step")
     grid = _Grid(trace, _shown_blocks(trace, max_blocks, last))
-    commit_at = {(s.block, c.slot): (s, c) for s in trace.steps for c in s.commits}
+    history, verdicts = _history(trace), _verdicts(trace) if trace.verified else None
+    states = VERIFIED_STATES if verdicts is not None else STATES
     fills, emax, titles = trace.gap_fills(), _max_entropy(trace), _counters(trace)
     # Pixel plan, top to bottom: counters (title), settings, prompt, legend, slot axis, grid, buttons, slider.
     cell_w = int(min(64, max(30, 960 / grid.cols)))
@@ -262,7 +361,8 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
 
     def rows_at(call: int, rows) -> list:
         """Heatmap and outline traces of these grid rows after ``call``."""
-        return ([dict(type="heatmap", **_row_cells(trace, grid, commit_at, r, call, emax, max_chars)) for r in rows]
+        return ([dict(type="heatmap", **_row_cells(trace, grid, history, r, call, emax, max_chars, verdicts))
+                 for r in rows]
                 + [_outline_spec(_row_outlines(grid, fills, r, call), STATE_COLORS["gap"]) for r in rows])
 
     frames = []
@@ -297,9 +397,9 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
         yaxis=dict(tickvals=list(range(grid.rows)), ticktext=[grid.row_label(r) for r in range(grid.rows)],
                    range=[grid.rows - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False),
         annotations=[_top_note(_esc(_settings(trace) + shown), top - 58, left),
-                     _top_note("prompt: " + _esc(prompt), top - 80, left), _top_note(_legend(), top - 124, left)],
+                     _top_note("prompt: " + _esc(prompt), top - 80, left), _top_note(_legend(states), top - 124, left)],
         updatemenus=[_play_buttons()], sliders=[_slider(trace, max(1.0, 360 / plot_w))],
-        meta=dict(rows=grid.rows, states=list(STATES), cells="fig.data[row].customdata[0][col] = (state, block, "
+        meta=dict(rows=grid.rows, states=list(states), cells="fig.data[row].customdata[0][col] = (state, block, "
                   "slot); fig.data[rows + row] = gap outlines; frames incremental via baseframe (sbd_viz.plots)"))
     if shapes:
         layout["shapes"] = shapes
@@ -336,7 +436,9 @@ def _play_buttons() -> dict:
 
 def _slider(trace: Trace, length: float) -> dict:
     jump = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
-    steps = [dict(method="animate", label=f"call {s.call}", args=[[str(s.call)], jump]) for s in trace.steps]
+    # a verified trace marks its rollbacks (↺) and checking-only calls (✓) on the scrubber
+    steps = [dict(method="animate", label=f"call {s.call}" + (" ↺" if s.rollback is not None else "")
+                  + (" ✓" if s.check_only else ""), args=[[str(s.call)], jump]) for s in trace.steps]
     return dict(active=len(steps) - 1, steps=steps, x=0, len=length, y=0, yanchor="top", pad=dict(t=58),
                 currentvalue=dict(prefix="", font=dict(size=13)))
 
@@ -410,8 +512,18 @@ def _so_far(trace: Trace) -> list[int]:
     return totals
 
 
+def _rollback_hover(step: Step) -> str:
+    check = step.rejected[0] if step.rejected else None
+    said = "" if check is None else (f": draft {_esc(_visible(check.text))} rejected, NTP wanted "
+                                      f"{_esc(_visible(check.ntp_text))} (p = {check.ntp_prob:.3f})")
+    return f"call {step.call}: rollback at block {step.block} slot {step.rollback.slot}{said}"
+
+
 def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
-    """Tokens so far vs calls (line) against next-token prediction, and tokens committed per call (bars)."""
+    """Tokens so far vs calls (line) against next-token prediction, and tokens committed per call (bars).
+
+    A verified trace adds markers above the bars (``trace.meta["role"]``): ``"rollback"`` at each call that
+    rejected a draft, ``"check_only"`` at each call spent only on checking drafts."""
     in_order, gap = _per_call(trace)
     calls, grey = list(range(trace.nfe)), dict(color="#777777", width=2, dash="dash")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38], vertical_spacing=0.06)
@@ -431,6 +543,18 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
     fig.add_trace(go.Bar(x=calls, y=[g or None for g in gap], name="gap fills", marker=dict(
         color=STATE_COLORS["now"], line=dict(color=STATE_COLORS["gap"], width=2), pattern=dict(shape="/")),
         hovertemplate="call %{x}: %{y} gap fills<extra></extra>"), row=2, col=1)
+    # Verified decoding: mark, above each call's bar, the calls that rejected a draft and those spent only on checking.
+    for role, name, calls_of, symbol in (
+            ("rollback", "rollback (a draft rejected)", [s.call for s in trace.rollbacks()], "x"),
+            ("check_only", "checking only (no block)", [s.call for s in trace.steps if s.check_only], "diamond-open")):
+        if calls_of:
+            hover = [_rollback_hover(trace.steps[c]) if role == "rollback" else
+                     f"call {c}: checking only, {len(trace.steps[c].checks)} draft(s) checked" for c in calls_of]
+            fig.add_trace(go.Scatter(x=calls_of, y=[in_order[c] + gap[c] + 0.35 for c in calls_of], name=name,
+                                     mode="markers", meta=dict(role=role), hovertext=hover,
+                                     hovertemplate="%{hovertext}<extra></extra>",
+                                     marker=dict(symbol=symbol, size=10, color=STATE_COLORS[role],
+                                                 line=dict(width=2, color=STATE_COLORS[role]))), row=2, col=1)
     k = _block_size(trace)
     for s in trace.steps if k > 1 else ():  # where a block starts, the per-call counts restart
         if s.step == 0 and s.call:
@@ -620,6 +744,11 @@ def _header_html(trace: Trace) -> str:
             ("gap fills", f"{kept} kept in the output"
                           + (f" ({len(fills) - kept} more discarded by the stop)" if len(fills) > kept else "")
                           + listed)]
+    if trace.verified:
+        checks = trace.checks()
+        rows.append(("verified", f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP · "
+                                 f"{len(trace.rollbacks())} rollback(s) · {trace.n_check_only} checking-only "
+                                 "call(s) · the text is greedy NTP's"))
     table = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
     prompt = trace.prompt if len(trace.prompt) <= 2000 else trace.prompt[:2000] + "…"
     return (f"{_CSS}<div class='sbd-trace'><b>prompt</b><pre>{_esc(prompt)}</pre>"

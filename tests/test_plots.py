@@ -1,12 +1,15 @@
 """Figures drawn from hand-made traces: no model, no browser."""
 
+import html
+import json
+from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
 
-from sbd_viz.plots import (STATE_COLORS, STATES, block_fill, calls_timeline, compare, entropy_heatmap,
-                           first_difference, save_html, trace_html, tradeoff)
+from sbd_viz.plots import (STATE_COLORS, STATES, VERIFIED_STATES, block_fill, block_fill_spec, calls_timeline,
+                           compare, entropy_heatmap, first_difference, save_html, trace_html, tradeoff)
 from sbd_viz.trace import Candidate, Commit, SlotView, Step, Trace
 
 TOKENS = [" the", "\n", "x", "<b>", "=", " 4", "  ", "ok"]
@@ -355,3 +358,130 @@ def test_block_fill_spec_is_valid_plotly_data_that_validation_leaves_unchanged(s
     fig = go.Figure(spec)  # raises on any property Plotly does not know
     assert json.loads(json.dumps(spec)) == json.loads(fig.to_json())
     assert len(spec["frames"]) == trace.nfe and fig.layout.template.layout.colorway  # the default look, too
+
+
+# -- verified traces ----------------------------------------------------------------------
+DATA = Path(__file__).parent / "data"
+# tests/data/trace_verified.json: sharp("llama") of test_verify with oracle_drafter(..., {g % 7 in (2, 5)}, soft=True),
+# "x = [3, 1", confidence_threshold 0.5, k = 6, 15 tokens, stop "q", verify=True. Its 11 calls reject drafts in a block
+# (call 1), in a block's tail found by the next block's first call (calls 4 and 7), drop drafts after them, hold gap
+# fills, and end with a checking-only call.
+VERIFIED = DATA / "trace_verified.json"
+
+
+@pytest.fixture
+def verified():
+    return Trace.load(VERIFIED)
+
+
+def unverified_snapshot() -> dict:
+    """The unverified pictures as plain JSON (plotly's template left out: it is not ours)."""
+    traces = {"gap": make_trace([[[0, 1], [3], [2]], [[0, 1, 2, 3]]]), "v1": Trace.load(DATA / "trace_v1.json")}
+    out = {}
+    for name, t in traces.items():
+        spec = block_fill_spec(t)
+        spec = {**spec, "layout": {k: v for k, v in spec["layout"].items() if k != "template"}}
+        timeline = calls_timeline(t).to_plotly_json()
+        timeline["layout"].pop("template", None)
+        out[name] = json.loads(json.dumps({"block_fill": spec, "timeline": timeline}, default=list))
+    return out
+
+
+def test_unverified_pictures_are_unchanged_by_verification():
+    """tests/data/plots_unverified.json was saved by the code before the verified pictures existed (a hand-made
+    trace and a real version-1 trace): an unverified trace must draw exactly as it did."""
+    assert unverified_snapshot() == json.loads((DATA / "plots_unverified.json").read_text())
+
+
+def verified_expected(trace, block, slot, call):
+    """A cell's state after ``call`` from the trace's own block_state: what the picture must say."""
+    steps = [s for s in trace.block_steps(block) if s.call <= call]
+    if not steps:
+        return "future"
+    state = trace.block_state(steps[-1])[slot] if slot < steps[-1].block_size else None
+    events = [(s, c) for s in steps for c in s.commits if c.slot == slot]
+    if state is None:
+        dropped = [s for s in steps if s.rollback is not None and slot in s.rollback.dropped]
+        return "dropped" if dropped and (not events or events[-1][0].call < dropped[-1].call) else "masked"
+    s, c = events[-1]
+    if c.ntp and s.rollback is not None and s.rollback.slot == slot:
+        return "corrected"
+    return "now" if s.call == call else "done"
+
+
+def test_verified_block_fill_shows_corrections_and_dropped_drafts(verified):
+    fig = block_fill(verified)
+    assert fig.layout.meta["states"] == list(VERIFIED_STATES)
+    seen = set()
+    for i, step in enumerate(verified.steps):
+        for (block, slot), (state, _, _) in frame_cells(fig, i).items():
+            assert state == verified_expected(verified, block, slot, step.call), (step.call, block, slot)
+            seen.add(state)
+    assert {"corrected", "dropped", "now", "done", "masked"} <= seen
+    # The colour is the state: z in the state's band of the verified scale (0..6).
+    bands = {"future": (0, 1), "done": (1, 2), "now": (2, 3), "masked": (3, 4), "corrected": (4, 5),
+             "dropped": (5, 6)}
+    last = verified.nfe - 1
+    for (block, slot), (state, r, c) in frame_cells(fig, last).items():
+        low, high = bands[state]
+        assert low < resolve(fig, last)[r].z[0][c] < high and resolve(fig, last)[r].zmax == 6
+    legend = " ".join(a.text for a in fig.layout.annotations)
+    assert "rejected draft" in legend and "dropped by a rollback" in legend
+
+
+def shown(text: str) -> str:
+    """A token as hovers show it: whitespace visible, HTML escaped."""
+    return html.escape(text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥") or "∅", quote=False)
+
+
+def test_verified_hover_says_what_ntp_wanted(verified):
+    fig = block_fill(verified)
+    for step in verified.rollbacks():
+        check = step.rejected[0]
+        fix = cell_attr(fig, step.call, step.block, step.rollback.slot, "hovertext")
+        assert "NTP's correction" in fix and f"<b>{shown(check.ntp_text)}</b> (p = {check.ntp_prob:.3f})" in fix
+        # before the rollback the cell held the draft, and its hover gives the verdict to come
+        draft = cell_attr(fig, step.call - 1, step.block, step.rollback.slot, "hovertext")
+        assert f"<b>{shown(check.text)}</b>" in draft and "rejected" in draft and f"{check.draft_prob:.3f}" in draft
+    accepted = [c for c in verified.checks() if c.accepted]
+    hovers = "".join(cell_attr(fig, verified.nfe - 1, b, s, "hovertext")
+                     for b, s in frame_cells(fig, verified.nfe - 1))
+    assert "draft accepted by NTP" in hovers and accepted
+    assert "NTP's exact token" in hovers  # each block's first open slot is written from NTP, not drafted
+
+
+def test_verified_counters_mark_rollbacks_and_checking_only_calls(verified):
+    fig = block_fill(verified)
+    labels = [s.label for s in fig.layout.sliders[0].steps]
+    for step in verified.steps:
+        title = fig.frames[step.call].layout.title.text
+        assert ("checking only" in title) == step.check_only
+        assert ("<b>rollback</b>" in title) == (step.rollback is not None)
+        assert f"{len(step.checks)} draft(s) checked in this call" in title
+        assert labels[step.call] == f"call {step.call}" + (" ↺" if step.rollback else "") + \
+            (" ✓" if step.check_only else "")
+    assert verified.n_check_only and verified.rollbacks()
+    n = len(verified.checks())
+    assert f"{sum(c.accepted for c in verified.checks())}/{n} accepted so far" in fig.frames[-1].layout.title.text
+
+
+def test_verified_spec_is_what_validation_gives(verified):
+    spec = block_fill_spec(verified)
+    assert json.loads(json.dumps(spec)) == json.loads(go.Figure(spec).to_json())
+
+
+def test_calls_timeline_marks_rollbacks_and_checking_only_calls(verified, multi_trace):
+    fig = calls_timeline(verified)
+    marks = {t.meta["role"]: list(t.x) for t in fig.data if t.meta}
+    assert marks == {"rollback": [s.call for s in verified.rollbacks()],
+                     "check_only": [s.call for s in verified.steps if s.check_only]}
+    hover = next(t for t in fig.data if t.meta and t.meta["role"] == "rollback").hovertext[0]
+    assert "NTP wanted" in hover
+    assert not [t for t in calls_timeline(multi_trace).data if t.meta]  # unverified: no marks
+
+
+def test_verified_page_header_counts_the_verdicts(verified, gap_trace):
+    checks = verified.checks()
+    page = trace_html(verified)
+    assert f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP" in page
+    assert f"{len(verified.rollbacks())} rollback(s)" in page and "drafts accepted" not in trace_html(gap_trace)
