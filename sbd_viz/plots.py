@@ -209,21 +209,9 @@ def _history(trace: Trace) -> dict:
     return events
 
 
-def _verdicts(trace: Trace) -> dict:
-    """(call of a draft's commit, position) -> (call that checked it, its ``Check``): a check's draft is the
-    last commit at its position before the checking call."""
-    last, verdicts = {}, {}
-    for s in trace.steps:
-        for check in s.checks:
-            if check.position in last:
-                verdicts[(last[check.position], check.position)] = (s.call, check)
-        for c in s.commits:
-            last[s.block_start + c.slot] = s.call
-    return verdicts
-
-
 def _verified_note(trace: Trace, verdicts: dict, step: Step, commit, slot: int) -> str:
-    """Hover lines of a verified cell: how the token was written and what NTP said of it."""
+    """Hover lines of a verified cell: how the token was written and what NTP said of it (``verdicts`` is
+    ``trace.verdicts()``)."""
     rollback = step.rollback
     if commit.ntp and rollback is not None and rollback.slot == slot:
         check = step.rejected[0] if step.rejected else None
@@ -247,7 +235,7 @@ def _verified_note(trace: Trace, verdicts: dict, step: Step, commit, slot: int) 
 def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot: int, call: int,
           emax: float, verdicts: dict | None = None) -> tuple[str, str, float, str]:
     """(state, label text, z, hover) of one cell after ``call``; ``steps`` are the block's steps.
-    ``verdicts`` (``_verdicts``) only for a verified trace: then its states and notes show the checks."""
+    ``verdicts`` (``trace.verdicts()``) only for a verified trace: then its states and notes show the checks."""
     start = steps[0].block_start
     head = f"<b>block {block} · slot {slot}</b> · position {start + slot}"
     if steps[0].call > call:
@@ -349,7 +337,7 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
     if not isinstance(trace, Trace) or not trace.steps:
         raise ValueError("trace: must be a Trace with at least one step")
     grid = _Grid(trace, _shown_blocks(trace, max_blocks, last))
-    history, verdicts = _history(trace), _verdicts(trace) if trace.verified else None
+    history, verdicts = _history(trace), trace.verdicts() if trace.verified else None
     states = VERIFIED_STATES if verdicts is not None else STATES
     fills, emax, titles = trace.gap_fills(), _max_entropy(trace), _counters(trace)
     # Pixel plan, top to bottom: counters (title), settings, prompt, legend, slot axis, grid, buttons, slider.

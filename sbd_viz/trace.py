@@ -208,6 +208,20 @@ class Trace:
         """The calls that rejected a draft (each cut the text back and wrote NTP's token)."""
         return [s for s in self.steps if s.rollback is not None]
 
+    def verdicts(self) -> dict[tuple[int, int], tuple[int, Check]]:
+        """Each checked draft's verdict: ``(call that committed the draft, absolute position) -> (call that checked
+        it, its Check)``. A check's draft is the last commit at its position before the checking call; a draft a
+        rollback dropped before it was fed is never checked, so it has no entry. Empty unless verified."""
+        last: dict[int, int] = {}
+        verdicts = {}
+        for s in self.steps:
+            for check in s.checks:
+                if check.position in last:
+                    verdicts[(last[check.position], check.position)] = (s.call, check)
+            for c in s.commits:
+                last[s.block_start + c.slot] = s.call
+        return verdicts
+
     @property
     def n_check_only(self) -> int:
         """Calls spent only on checking drafts (the final check; no block predicted)."""

@@ -1,11 +1,12 @@
 """Trace: JSON round trip, rejection of bad files, derived measures, kept gap fills."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 import sbd_viz as sv
-from sbd_viz.trace import render_state
+from sbd_viz.trace import Trace, render_state
 
 from conftest import hand_trace
 
@@ -79,3 +80,14 @@ def test_foreign_and_broken_files(tmp_path):
 def test_render_state():
     assert render_state(["a", None, None, "b"], prefix="x == ") == "x == a<m><m>b"
     assert render_state(["\n"], prefix="y") == "y⏎"
+
+
+def test_verdicts_pair_each_check_with_the_draft_it_judged():
+    trace = Trace.load(Path(__file__).parent / "data" / "trace_verified.json")
+    verdicts = trace.verdicts()
+    assert len(verdicts) == len(trace.checks()) > 0  # every check judged one draft, and no draft twice
+    for (call, position), (checked_in, check) in verdicts.items():
+        step = trace.steps[call]
+        commit = next(c for c in step.commits if step.block_start + c.slot == position)
+        assert check.position == position and check.token_id == commit.token_id and not commit.ntp
+        assert call < checked_in and check in trace.steps[checked_in].checks
