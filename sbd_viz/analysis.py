@@ -6,7 +6,8 @@ A *gap fill* is a commit made while slots to its left in its block were still ma
 - ``teacher_forced_ntp`` asks the same weights, decoding causally, what they would have
   put at every output position given the final prefix (one forward, no decoding);
 - ``gap_fill_events`` / ``gap_fill_report`` list every gap fill with its outcome and a
-  ``suspicion`` score that ranks the likely failures first;
+  ``suspicion`` score that ranks the likely failures first (a verified trace brings its own
+  outcomes: the checks its decode made, so no model and no extra forward);
 - ``sweep`` scores settings (rule, gamma, block size, gap-free or not) on the suite beside
   NTP, with an on-disk JSON cache so that a repeated sweep is instant;
 - ``gap_free_ablation`` puts each setting beside its gap-free twin.
@@ -143,21 +144,34 @@ def suspicion(gap: int, block_size: int, entropy: float, ntp_agrees: bool | None
 
 
 def _events(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
-    """The gap-fill events of ``trace``, with NTP outcomes from a ``teacher_forced_ntp`` result."""
+    """The gap-fill events of ``trace``, with NTP outcomes from a ``teacher_forced_ntp`` result, or, for a verified
+    trace, from its own checks (``tf`` is then unused)."""
     events = []
     n_prompt = len(trace.prompt_ids)
+    verdicts = trace.verdicts() if trace.verified else None
     for g in trace.gap_fills():
         step = trace.steps[g.call]
         position = step.block_start + g.slot - n_prompt  # index into the output tokens
         agrees = logprob = ntp_text = None
-        if tf is not None and g.kept:
+        checked = False
+        if verdicts is not None:
+            # The verifier's verdict is teacher-forced NTP given the final prefix: the text before a checked draft
+            # is accepted text, which is the output's. A rejected draft is not in the output, yet it is exactly
+            # the gap fill that cost a rollback, so it keeps its verdict and its suspicion.
+            hit = verdicts.get((g.call, step.block_start + g.slot))
+            if hit is not None:
+                check, checked = hit[1], True
+                agrees, ntp_text = check.accepted, check.ntp_text
+                logprob = math.log(check.draft_prob) if check.draft_prob > 0 else -math.inf
+        elif tf is not None and g.kept:
             agrees, logprob, ntp_text = tf["agrees"][position], tf["logprobs"][position], tf["ntp_texts"][position]
         events.append({
             "block": g.block, "step": g.step, "call": g.call, "slot": g.slot, "gap": g.gap, "position": position,
             "token_id": g.token_id, "text": g.text, "entropy": g.entropy, "prob": g.prob, "state": g.state,
             "kept": g.kept, "ntp_text": ntp_text, "ntp_agrees": agrees, "ntp_logprob": logprob,
             "correct": correct if g.kept else None,
-            "suspicion": suspicion(g.gap, step.block_size, g.entropy, agrees, logprob, correct, g.kept)})
+            "suspicion": suspicion(g.gap, step.block_size, g.entropy, agrees, logprob, correct if g.kept else None,
+                                   g.kept or checked)})
     return events
 
 
@@ -181,11 +195,18 @@ def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None
     ``ntp_text`` / ``ntp_agrees`` / ``ntp_logprob`` (NTP greedy at that position given the
     final prefix, teacher forced; ``None`` without a model), ``correct`` (whether the item's
     answer was right; ``None`` without an item) and ``suspicion`` (see ``suspicion``).
+
+    A verified trace (``trace.verified``) needs no model: the NTP outcomes are its own checks (``Check``:
+    NTP's token, and the draft's probability under NTP as ``ntp_logprob``), the same teacher-forced
+    verdicts the decode computed for free; ``model`` is then not used. Every checked draft gets its verdict,
+    a rejected one too (``kept`` False: NTP's token replaced it), and is scored as if kept, so the
+    drafts that cost a rollback rank first; a draft a rollback dropped before it was checked has none.
     """
     trace = _check_trace(trace)
     correct = _item_correct(trace, item)
     has_gaps = any(c.gap for s in trace.steps for c in s.commits)
-    tf = teacher_forced_ntp(model, trace) if model is not None and has_gaps else None
+    # a verified trace carries NTP's verdicts already (free from its fused calls): no second forward
+    tf = teacher_forced_ntp(model, trace) if model is not None and has_gaps and not trace.verified else None
     return _events(trace, tf, correct)
 
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -329,3 +330,42 @@ def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
     with pytest.raises(SystemExit) as exc:
         cli_main(["bench", "--help"])
     assert exc.value.code == 0 and "--per-family" in capsys.readouterr().out
+
+
+# -- verified traces --------------------------------------------------------------------------
+VERIFIED = Path(__file__).parent / "data" / "trace_verified.json"  # how it was made: tests/test_plots.py
+
+
+def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
+    """A verified trace brings NTP's verdicts: no model, no teacher-forced pass, and the verdicts equal one."""
+    from test_verify import sharp
+
+    trace = sv.Trace.load(VERIFIED)
+    model = sharp("llama")  # the model that decoded it (seeded): only to recompute the verdicts independently
+    tf = sv.teacher_forced_ntp(model, trace)
+
+    def no_second_pass(*args, **kwargs):
+        raise AssertionError("a verified trace needs no teacher-forced pass")
+
+    monkeypatch.setattr(analysis, "teacher_forced_ntp", no_second_pass)
+    events = sv.gap_fill_events(None, trace)
+    assert events == sv.gap_fill_events(model, trace)  # the model adds nothing
+    verdicts = trace.verdicts()
+    checked = [e for e in events if e["ntp_agrees"] is not None]
+    kept = [e for e in checked if e["kept"]]
+    rejected = [e for e in checked if not e["ntp_agrees"]]
+    assert kept and rejected  # the file holds both, so both branches are exercised
+    for e in kept:  # in the output: the free verdict is the teacher-forced one
+        assert e["ntp_agrees"] is True and tf["agrees"][e["position"]]
+        assert e["ntp_logprob"] == pytest.approx(tf["logprobs"][e["position"]], abs=1e-4)
+        assert e["ntp_text"] == tf["ntp_texts"][e["position"]]
+    for e in rejected:  # replaced by NTP's token, which the verdict names; it cost a rollback, so it ranks high
+        check = verdicts[(e["call"], len(trace.prompt_ids) + e["position"])][1]
+        assert not e["kept"] and e["ntp_text"] == check.ntp_text == tf["ntp_texts"][e["position"]]
+        assert e["suspicion"] >= 2 and e["correct"] is None
+    for e in events:  # a draft a rollback dropped before it was fed was never checked
+        if e["ntp_agrees"] is None:
+            assert (e["call"], len(trace.prompt_ids) + e["position"]) not in verdicts and not e["kept"]
+    report = sv.gap_fill_report(trace)
+    assert len(report) == len(events) and report["suspicion"].is_monotonic_decreasing
+    assert not report.iloc[0]["ntp_agrees"]  # a rejected draft first
