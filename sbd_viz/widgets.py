@@ -20,7 +20,7 @@ from . import plots
 from .decoder import DecodeConfig, decode, decode_ntp
 from .model import SBDModel
 from .solvers import COMMIT_RULES, DEFAULT_RULE, RULES
-from .trace import Trace, render_state
+from .trace import Step, Trace, render_state
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -67,7 +67,7 @@ def _visible(text: str) -> str:
 
 class Explorer(widgets.VBox):
     """The widget ``explore`` returns. Its parts are attributes so notebooks and tests can drive it:
-    ``gamma``, ``rule``, ``gap_free``, ``block_size``, ``max_new_tokens``, ``prompt`` (controls),
+    ``gamma``, ``rule``, ``gap_free``, ``verify``, ``block_size``, ``max_new_tokens``, ``prompt`` (controls),
     ``call`` / ``play`` (scrubber), ``metrics`` / ``step_info`` (HTML), ``view`` (Output holding the
     figure), and the current ``trace``, ``ntp_trace`` and ``figure`` (the full animation)."""
 
@@ -91,6 +91,8 @@ class Explorer(widgets.VBox):
                                          max=max(hi, gamma), step=step, value=gamma, continuous_update=False,
                                          readout_format=".2f", style=wide, disabled=not knob.tunable)
         self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free")
+        self.verify = widgets.Checkbox(self.extra.pop("verify", False), description="verified",
+                                       tooltip="check every draft against greedy NTP: exactly NTP's text")
         self.block_size = widgets.IntSlider(self.extra.pop("block_size", 16), min=1, max=64,
                                             description="block size k", continuous_update=False, style=wide)
         length = self.extra.pop("max_new_tokens", 64)
@@ -108,12 +110,12 @@ class Explorer(widgets.VBox):
         self._quiet = False  # set while the widget itself moves controls, so they do not re-decode
 
         self.rule.observe(self._rule_changed, "value")
-        for control in (self.prompt, self.gamma, self.gap_free, self.block_size, self.max_new_tokens):
+        for control in (self.prompt, self.gamma, self.gap_free, self.verify, self.block_size, self.max_new_tokens):
             control.observe(self._redecode, "value")
         self.call.observe(lambda change: self.show_call(change["new"]), "value")
         super().__init__([
             self.prompt,
-            widgets.HBox([self.rule, self.gamma, self.gap_free]),
+            widgets.HBox([self.rule, self.gamma, self.gap_free, self.verify]),
             widgets.HBox([self.block_size, self.max_new_tokens]),
             self.metrics,
             widgets.HBox([self.play, self.call]),
@@ -126,7 +128,8 @@ class Explorer(widgets.VBox):
     def settings(self) -> dict:
         """The keyword arguments of ``sv.decode`` that the controls currently say."""
         return dict(solver=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
-                    block_size=self.block_size.value, max_new_tokens=self.max_new_tokens.value, **self.extra)
+                    verify=self.verify.value, block_size=self.block_size.value,
+                    max_new_tokens=self.max_new_tokens.value, **self.extra)
 
     def redecode(self) -> None:
         """Decode with the current settings and redraw everything; a bad setting shows its error."""
@@ -189,6 +192,10 @@ class Explorer(widgets.VBox):
                     f" · <b>{len(fills)}</b> gap fill(s) kept · {t.wall_time:.2f} s"),
             ("NTP", f"{n.nfe} calls for {n.n_tokens} tokens (one per call) · {n.wall_time:.2f} s · "
                     f"SBD wrote {same} in {n.nfe / max(1, t.nfe):.2f}× fewer calls"),
+            *([("verified", f"{t.accepted_fraction:.0%} of {len(t.checks())} drafts accepted by NTP · "
+                            f"<b>{len(t.rollbacks())}</b> rollback(s) · {t.n_check_only} checking-only call(s) · "
+                            f"the text {'equals' if t.text == n.text else '<b>differs from</b>'} NTP's")]
+              if t.verified else []),
             ("SBD text", f"<code>{_visible(t.text)}</code>"),
             ("NTP text", f"<code>{_visible(n.text)}</code>"),
         ]
@@ -199,7 +206,9 @@ class Explorer(widgets.VBox):
         t = self.trace
         step = t.steps[call]
         k = step.block_size
-        if step.step > 0:
+        if t.verified:
+            fed = _fed_verified(t, step)
+        elif step.step > 0:
             fed = f"{k} block slots (the prefix is in the KV cache)"
         elif step.call == 0:
             fed = f"the prompt's {step.n_input - k} tokens causally + {k} masked slots (prefill fused with block 0)"
@@ -208,15 +217,39 @@ class Explorer(widgets.VBox):
                    f"(the fused call)")
         commits = ", ".join(
             f"slot {c.slot} <code>{_visible(c.text)}</code> (p {c.prob:.2f}, H {c.entropy:.2f}"
-            + (f", <b>gap {c.gap}</b>" if c.gap else "") + ")" for c in step.commits)
+            + (f", <b>gap {c.gap}</b>" if c.gap else "") + ")" for c in step.commits) or "nothing"
+        if step.rollback is not None:
+            check = step.rejected[0]
+            commits += (f"<br><b>rollback</b>: the draft <code>{_visible(check.text)}</code> in slot "
+                        f"{step.rollback.slot} was rejected, NTP wanted <code>{_visible(check.ntp_text)}</code> "
+                        f"(p {check.ntp_prob:.2f}); {len(step.rollback.dropped)} draft(s) after it dropped")
         state = render_state(t.block_state(step), t.text_before(step))
         return (f"<div style='font-family:monospace;font-size:13px'><b>call {call}</b> · block {step.block} "
                 f"step {step.step} · fed {step.n_input} tokens: {fed}<br>{len(step.masked)} slot(s) masked before"
                 f" the call; committed {commits}<br>after: <code>{html.escape(state)}</code></div>")
 
 
+def _fed_verified(trace: Trace, step: Step) -> str:
+    """What a verified call fed: the causal part (the last accepted token, then the drafts to check) and the block
+    from its first open slot; a checking-only call feeds no block."""
+    checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
+    if step.check_only:
+        return (f"the last accepted token and {step.n_input - 1} draft(s) causally, each checked against NTP "
+                f"({checked}), and no block (the final check)")
+    if step.masked:  # the block from its first open slot
+        n_block = step.block_size - step.masked[0]
+    else:  # the next block's first call, which found a rejected draft in this block's tail: that block was whole
+        start = step.block_start - len(trace.prompt_ids) + step.block_size
+        n_block = min(int(trace.config["block_size"]), int(trace.config["max_new_tokens"]) - start)
+    n_causal = step.n_input - n_block
+    if step.call == 0:
+        return f"the prompt's {n_causal} tokens causally + {n_block} masked slots (prefill fused with block 0)"
+    return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
+            f"+ {n_block} masked slot(s) (the fused call)")
+
+
 def explore(model: SBDModel, prompt: str, **decode_kwargs) -> Explorer:
-    """An interactive explorer of ``prompt`` decoded by ``model``: rule, gamma, gap-free, block size and
+    """An interactive explorer of ``prompt`` decoded by ``model``: rule, gamma, gap-free, verified, block size and
     length controls (each change re-decodes), a call scrubber with play, the block-fill view at that
     call, and the measures beside NTP. ``decode_kwargs`` are ``sv.decode``'s (``stop="\\n"`` etc.)."""
     return Explorer(model, prompt, **decode_kwargs)

@@ -118,3 +118,44 @@ def test_importing_sbd_viz_does_not_import_ipywidgets():
     code = "import sys, sbd_viz; print('ipywidgets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_fed_text_of_verified_steps_counts_drafts_and_block():
+    """A verified call feeds the last accepted token and the drafts causally, then the block from its first open
+    slot (not ``n_input - k`` tokens causally): counted on the saved verified trace, without a model."""
+    from pathlib import Path
+
+    trace = sv.Trace.load(Path(__file__).parent / "data" / "trace_verified.json")
+    texts = {s.call: sbd_widgets._fed_verified(trace, s) for s in trace.steps}
+    assert texts[0] == f"the prompt's {trace.steps[0].n_input - 6} tokens causally + 6 masked slots " \
+                       "(prefill fused with block 0)"
+    for s in trace.steps[1:]:
+        if s.check_only:
+            assert f"{s.n_input - 1} draft(s) causally" in texts[s.call] and "no block" in texts[s.call]
+        elif s.rollback is None:  # every draft fed was checked and accepted
+            assert f"and {len(s.checks)} draft(s) causally" in texts[s.call]
+            assert f"{len(s.checks)}/{len(s.checks)} accepted" in texts[s.call]
+    # calls 4 and 7: the next block's first call found a rejected draft in this block's tail (1 and 3 drafts fed
+    # after the last accepted token), beside that block's 6 and 3 masked slots
+    assert "and 1 draft(s) causally, checked against NTP (0/1 accepted), + 6 masked slot(s)" in texts[4]
+    assert "and 3 draft(s) causally, checked against NTP (0/1 accepted), + 3 masked slot(s)" in texts[7]
+
+
+def test_verified_checkbox_redecodes_with_verification(tiny):
+    explorer = sv.explore(tiny, PROMPT, gamma=50.0, **SMALL)
+    assert not explorer.verify.value and "verified" not in explorer.metrics.value
+    explorer.verify.value = True
+    trace = explorer.trace
+    assert trace.verified and trace.output_ids == explorer.ntp_trace.output_ids
+    assert "drafts accepted by NTP" in explorer.metrics.value and "equals NTP's" in explorer.metrics.value
+    explorer.call.value = 1
+    assert "fed" in explorer.step_info.value and "causally" in explorer.step_info.value
+    assert explorer.settings()["verify"] is True
+    # a rollback's step line names the rejected draft and NTP's token; a checking-only call that accepts commits nothing
+    from pathlib import Path
+
+    explorer.trace = sv.Trace.load(Path(__file__).parent / "data" / "trace_verified.json")
+    step = explorer.trace.steps[7]
+    line = explorer._step_html(7)
+    assert "<b>rollback</b>" in line and f"NTP wanted <code>{step.rejected[0].ntp_text}</code>" in line
+    assert "committed nothing" in explorer._step_html(10) and "no block" in explorer._step_html(10)
