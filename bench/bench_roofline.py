@@ -438,6 +438,8 @@ def main(argv=None) -> int:
                         help="tiny sizes, a few seconds: checks the script; writes only what --out / --json name")
     parser.add_argument("--tables-only", action="store_true", help="write only the paper-vs-corrected tables")
     parser.add_argument("--html", default=None, help="also write the roofline figure with the measured block calls")
+    parser.add_argument("--png", default=None, help="also write that figure as a PNG (headless Chromium) and show "
+                                                     "it in the report, e.g. bench/roofline.png")
     parser.add_argument("--out", default=None, help="report path (default bench/ROOFLINE.md; none with --quick)")
     parser.add_argument("--json", default=None, help="this-cpu entry path (default bench/roofline_cpu.json; none "
                                                      "with --quick)")
@@ -494,14 +496,26 @@ def main(argv=None) -> int:
                               for t, r in measured.items()})
         Path(json_path).write_text(json.dumps(entry, indent=1) + "\n")
         print(f"this-cpu entry written to {json_path}", file=sys.stderr)
-    if args.html:
+    if args.html or args.png:
         from sbd_viz import plots
 
         calls = [(b["tokens"], b["ms"] / 1e3) for b in blocks if b["call"] != "1-token NTP call"]
         fig = plots.roofline(hardware=(cpu,), model=shape, batches=(1,), kv_len=len(model.encode(prompt)),
                              max_tokens=256, measured=calls, measured_label="block calls, measured")
-        plots.save_html(fig, args.html)
-        print(f"figure written to {args.html}", file=sys.stderr)
+        if args.html:
+            plots.save_html(fig, args.html)
+            print(f"figure written to {args.html}", file=sys.stderr)
+        if args.png:
+            sys.path.insert(0, str(HERE.parent / "docs"))
+            from make_figures import screenshot  # the README's pictures are made the same way
+
+            screenshot(fig, Path(args.png))
+            print(f"figure written to {args.png}", file=sys.stderr)
+            if out:  # the picture sits beside the measured block calls it shows
+                rel = os.path.relpath(Path(args.png).resolve(), Path(out).resolve().parent)
+                marker = "### SBD / NTP on the suite"
+                text = text.replace(marker, f"![This CPU's roofline (fp32, batch 1) with the measured block calls]"
+                                            f"({rel})\n\n{marker}", 1)
     if out:
         Path(out).write_text(text)
         print(f"report written to {out}", file=sys.stderr)
