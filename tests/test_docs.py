@@ -1,0 +1,67 @@
+"""The rendered walkthroughs in docs/notebooks are current: made from today's notebooks and model.
+
+``python docs/render_notebooks.py`` (``make docs``) renders them and records, per notebook, the
+hash of its cells and the shipped model's fingerprint; a notebook edited or a model retrained
+since then fails here until the command is run again.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+OUT = ROOT / "docs" / "notebooks"
+
+
+def _render_module():
+    spec = importlib.util.spec_from_file_location("render_notebooks", ROOT / "docs" / "render_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def render():
+    return _render_module()
+
+
+@pytest.fixture(scope="module")
+def stamp():
+    path = OUT / "rendered.json"
+    assert path.is_file(), "docs/notebooks/rendered.json is missing: run `make docs`"
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_is_rendered_from_its_current_cells(path, render, stamp):
+    assert path.name in stamp, f"{path.name} has never been rendered: run `make docs`"
+    assert stamp[path.name]["source"] == render.source_hash(path), \
+        f"{path.name} changed since it was rendered: run `make docs`"
+    html, md = OUT / f"{path.stem}.html", OUT / f"{path.stem}.md"
+    assert html.is_file() and md.is_file()
+    page = html.read_text(encoding="utf-8")
+    assert "plotly.min.js" in page and "Traceback" not in page
+    for image in md.read_text(encoding="utf-8").split("](")[1:]:  # every image the Markdown names exists
+        name = image.split(")", 1)[0]
+        if name.endswith(".png"):
+            assert (OUT / name).is_file(), name
+
+
+def test_rendered_with_the_shipped_model(render, stamp):
+    fingerprint = render.model_fingerprint()
+    stale = [name for name, entry in stamp.items() if entry["model"] != fingerprint]
+    assert not stale, f"rendered with another model: {stale}; run `make docs`"
+
+
+def test_the_hash_sees_a_changed_cell(render, tmp_path):
+    path = NOTEBOOKS[0]
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    copy = tmp_path / path.name
+    copy.write_text(json.dumps(nb), encoding="utf-8")
+    before = render.source_hash(copy)
+    nb["cells"][-1]["source"] = ["changed"]
+    copy.write_text(json.dumps(nb), encoding="utf-8")
+    assert render.source_hash(copy) != before
