@@ -8,7 +8,7 @@ A *gap fill* is a commit made while slots to its left in its block were still ma
 - ``gap_fill_events`` / ``gap_fill_report`` list every gap fill with its outcome and a
   ``suspicion`` score that ranks the likely failures first (a verified trace brings its own
   outcomes: the checks its decode made, so no model and no extra forward);
-- ``sweep`` scores settings (rule, gamma, block size, gap-free or not) on the suite beside
+- ``sweep`` scores settings (rule, gamma, block size, gap-free or not, verified or not) on the suite beside
   NTP, with an on-disk JSON cache so that a repeated sweep is instant;
 - ``gap_free_ablation`` puts each setting beside its gap-free twin.
 
@@ -39,7 +39,7 @@ CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then 
 EVENT_COLUMNS = ("block", "step", "call", "slot", "gap", "position", "token_id", "text", "entropy", "prob", "state",
                  "kept", "ntp_text", "ntp_agrees", "ntp_logprob", "correct", "suspicion")
 REPORT_COLUMNS = ("trace", "prompt", "output") + EVENT_COLUMNS
-SWEEP_COLUMNS = ("solver", "gamma", "block_size", "gap_free", "accuracy", "calls_per_token", "tokens_per_call",
+SWEEP_COLUMNS = ("solver", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
                  "speedup_calls", "speedup_wall", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp",
                  "accuracy_with_gaps", "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens",
                  "wall_time", "ntp_wall_time", "max_new_tokens", "fingerprint", "measured_at")
@@ -252,29 +252,31 @@ def _as_items(suite_or_prompts) -> tuple[list[SuiteItem], bool]:
                      "not a mix")
 
 
-def _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens) -> list[dict]:
+def _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens, verify=(False,)) -> list[dict]:
     """Every combination, each validated by ``DecodeConfig`` before anything runs (errors name the argument)."""
     lists = {}
     for name, values in (("solvers", solvers), ("gammas", gammas), ("block_sizes", block_sizes),
-                         ("gap_free", gap_free)):
+                         ("gap_free", gap_free), ("verify", verify)):
         # a single value is a list of one: sweep(..., gammas=0.1) works
         lists[name] = [values] if isinstance(values, str) or not hasattr(values, "__iter__") else list(values)
         if not lists[name]:
             raise ValueError(f"{name}: must not be empty")
-    solvers, gammas, block_sizes, gap_free = lists.values()
+    solvers, gammas, block_sizes, gap_free, verify = lists.values()
     # numpy integers (np.arange) are whole numbers too; DecodeConfig wants a Python int
     block_sizes = [int(b) if hasattr(b, "__index__") and not isinstance(b, bool) else b for b in block_sizes]
-    if not all(isinstance(g, bool) for g in gap_free):
-        raise ValueError(f"gap_free: must be a list of booleans, e.g. (False, True), got {gap_free!r}")
+    for name, flags in (("gap_free", gap_free), ("verify", verify)):
+        if not all(isinstance(f, bool) for f in flags):
+            raise ValueError(f"{name}: must be a list of booleans, e.g. (False, True), got {flags!r}")
     out = []
     for solver in solvers:
         for gamma in gammas:
             for block_size in block_sizes:
                 for free in gap_free:
-                    DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
-                                 gap_free=free)
-                    out.append({"solver": solver, "gamma": float(gamma), "block_size": block_size,
-                                "gap_free": bool(free)})
+                    for checked in verify:
+                        DecodeConfig(solver=solver, gamma=gamma, block_size=block_size,
+                                     max_new_tokens=max_new_tokens, gap_free=free, verify=checked)
+                        out.append({"solver": solver, "gamma": float(gamma), "block_size": block_size,
+                                    "gap_free": bool(free), "verify": bool(checked)})
     return out
 
 
@@ -334,7 +336,7 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
              progress: bool) -> tuple[dict, dict]:
     """Run one setting (paired with NTP on every item, via ``evaluate``) and summarise it."""
     result = evaluate(model, items, solver=setting["solver"], gamma=setting["gamma"],
-                      block_size=setting["block_size"], gap_free=setting["gap_free"],
+                      block_size=setting["block_size"], gap_free=setting["gap_free"], verify=setting["verify"],
                       max_new_tokens=max_new_tokens, measure_speedup=True, progress=progress, keep_traces=True)
     agree = total = ntp_agree = ntp_total = same = 0
     with_gaps, without_gaps = [], []
@@ -370,7 +372,8 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
     same each time, so the first setting's paired run stands for it. Speedups are 1 by definition."""
     nan = float("nan")
     tokens, calls = ntp["tokens"], ntp["calls"]
-    return {"solver": "ntp", "gamma": nan, "block_size": 1, "gap_free": False, "accuracy": ntp["accuracy"],
+    return {"solver": "ntp", "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
+            "accuracy": ntp["accuracy"],
             "calls_per_token": calls / tokens if tokens else nan, "tokens_per_call": tokens / calls if calls else nan,
             "speedup_calls": 1.0, "speedup_wall": 1.0, "gap_fill_rate": 0.0, "n_gap_fills": 0,
             "ntp_agreement": ntp["ntp_agreement"], "same_as_ntp": 1.0, "accuracy_with_gaps": nan,
@@ -382,15 +385,20 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
 def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_bounded",),
           gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] = (16,),
           gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
-          cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True):
-    """Score every (solver, gamma, block_size, gap_free) on the same items, beside NTP; a tidy DataFrame.
+          cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
+          verify: Sequence[bool] = (False,)):
+    """Score every (solver, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
 
-    One row per setting plus one NTP row (``solver='ntp'``). Each setting runs through
+    One row per setting plus one NTP row (``solver='ntp'``, ``verify`` False). Each setting runs through
     ``evaluate``: for every item the SBD decode and HF ``generate`` greedy run back to back,
     so ``speedup_calls`` (NTP calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD
     seconds) are measured in the same run. Decoding stops at a newline (``evaluation.STOP``),
-    for plain prompts too. Columns (``SWEEP_COLUMNS``): ``accuracy`` (exact match; NaN for
-    plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
+    for plain prompts too. ``verify=(False, True)`` adds each setting's verified twin
+    (``decode(..., verify=True)``: every draft checked against NTP greedy in the same calls), whose
+    output is exactly NTP's (``same_as_ntp`` 1, NTP's accuracy): only its speed varies.
+
+    Columns (``SWEEP_COLUMNS``): the setting (``solver``, ``gamma``, ``block_size``, ``gap_free``,
+    ``verify``), ``accuracy`` (exact match; NaN for plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
     (``evaluate``'s: kept gap fills, ``Trace.kept_gap_fills``, per generated token; commits past the
     stop are not counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of
     all generated tokens equal to NTP greedy given the final prefix, teacher forced),
@@ -411,7 +419,7 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     items, scored = _as_items(suite_or_prompts)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: must be a whole number >= 1, got {max_new_tokens!r}")
-    settings = _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens)
+    settings = _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens, verify)
     fingerprint = model.fingerprint()
     model_id = {"fingerprint": fingerprint, "tokenizer": _tokenizer_hash(model)}
     items_hash = _items_hash(items)
@@ -430,7 +438,8 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
         else:
             if bar is not None:
                 bar.set_postfix_str(f"{setting['solver']} gamma={setting['gamma']:g} k={setting['block_size']}"
-                                    f"{' gap-free' if setting['gap_free'] else ''}")
+                                    f"{' gap-free' if setting['gap_free'] else ''}"
+                                    f"{' verified' if setting['verify'] else ''}")
             row, ntp_row = _measure(model, items, scored, setting, max_new_tokens, progress)
             if cache is not None:
                 _write_cache(_cache_path(cache, key), key, row, ntp_row)
@@ -443,14 +452,15 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     rows.append(_ntp_row(ntp, len(items), max_new_tokens, fingerprint))
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     for col in SWEEP_COLUMNS:  # nulls from the JSON cache come back as None: make them NaN
-        if col not in ("solver", "gap_free", "fingerprint", "measured_at"):
+        if col not in ("solver", "gap_free", "verify", "fingerprint", "measured_at"):
             df[col] = pd.to_numeric(df[col])
     df["gap_free"] = df["gap_free"].astype(bool)
+    df["verify"] = df["verify"].astype(bool)
     return df
 
 
 def gap_free_ablation(df):
-    """Each free-rule setting beside its gap-free twin: one row per (solver, gamma, block_size).
+    """Each free-rule setting beside its gap-free twin: one row per (solver, gamma, block_size[, verify]).
 
     ``df`` is a ``sweep`` frame run with ``gap_free=(False, True)``. Columns: the setting, then
     ``accuracy``, ``tokens_per_call``, ``speedup_calls``, ``speedup_wall`` and ``gap_fill_rate``
@@ -468,7 +478,7 @@ def gap_free_ablation(df):
     if not (sbd["gap_free"].any() and (~sbd["gap_free"]).any()):
         raise ValueError("df: needs both gap_free=False and gap_free=True rows; "
                          "run sweep(..., gap_free=(False, True))")
-    keys = ["solver", "gamma", "block_size"]
+    keys = ["solver", "gamma", "block_size"] + (["verify"] if "verify" in df.columns else [])
     measures = [c for c in ("accuracy", "tokens_per_call", "speedup_calls", "speedup_wall", "gap_fill_rate")
                 if c in df.columns]
     free = sbd[~sbd["gap_free"]][keys + measures]

@@ -49,9 +49,10 @@ def _sweep(args) -> int:
                                 families=tuple(args.families) if args.families else None)
     df = analysis.sweep(model, suite, solvers=args.solvers, gammas=args.gammas, block_sizes=args.block_sizes,
                         gap_free=(False, True) if args.gap_free_too else (False,),
+                        verify=(False, True) if args.verify_too else (False,),
                         max_new_tokens=args.max_new_tokens, cache_dir=None if args.no_cache else args.cache_dir)
     df.to_csv(args.out, index=False)
-    shown = ["solver", "gamma", "block_size", "gap_free", "accuracy", "tokens_per_call", "speedup_calls",
+    shown = ["solver", "gamma", "block_size", "gap_free", "verify", "accuracy", "tokens_per_call", "speedup_calls",
              "speedup_wall", "gap_fill_rate", "ntp_agreement", "accuracy_with_gaps", "accuracy_without_gaps"]
     print(df[shown].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"sweep written to {args.out}")
@@ -170,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gammas", nargs="+", type=float, default=[0.0, 0.1, 0.35, 1.0])
     p.add_argument("--block-sizes", nargs="+", type=int, default=[16])
     p.add_argument("--gap-free-too", action="store_true", help="also run every setting gap-free (the ablation)")
+    p.add_argument("--verify-too", action="store_true",
+                   help="also run every setting verified (lossless: exactly NTP's text; only the speed varies)")
     p.add_argument("--split", default="test", choices=["test", "train"])
     p.add_argument("--per-family", type=int, default=20)
     p.add_argument("--families", nargs="+", default=None, help="only these suite families (default: all)")

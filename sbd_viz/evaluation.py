@@ -33,10 +33,12 @@ def _summarise(rows: list[dict], prefix: str = "") -> dict:
 def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
              block_size: int = 16, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
              measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
-             stop: tuple[str, ...] = STOP) -> dict:
+             stop: tuple[str, ...] = STOP, verify: bool = False) -> dict:
     """Decode every suite item and score it.
 
     ``stop``: stop strings (default: the end of the line, where an assert's answer ends).
+    ``verify``: decode with verified SBD (``decode(..., verify=True)``): every draft is checked
+    against NTP greedy in the same calls, so each output is exactly NTP's.
     Returns a dict: ``accuracy``, ``by_family`` (accuracy per family), ``calls_per_token``,
     ``tokens_per_call``, ``calls``, ``tokens``, ``long`` / ``short`` (the same measures on the
     long- and short-answer families), ``gap_fill_rate`` (kept gap fills, ``Trace.kept_gap_fills``,
@@ -46,6 +48,8 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
     """
     if decoder not in ("sbd", "ntp"):
         raise ValueError(f"decoder: must be 'sbd' or 'ntp', got {decoder!r}")
+    if not isinstance(verify, bool):
+        raise ValueError(f"verify: must be True or False, got {verify!r}")
     items = list(suite)
     if not items:
         raise ValueError("suite: no items to evaluate")
@@ -58,7 +62,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
 
     def run_sbd(item):
         return decode(model, item.prompt, solver=solver, gamma=gamma, block_size=block_size, gap_free=gap_free,
-                      max_new_tokens=max_new_tokens, stop=stop)
+                      max_new_tokens=max_new_tokens, stop=stop, verify=verify)
 
     def run_ntp(item):
         return decode_ntp(model, item.prompt, max_new_tokens=max_new_tokens, stop=stop)
@@ -68,7 +72,8 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
     iterator = items
     if progress:
         from tqdm.auto import tqdm
-        iterator = tqdm(items, desc=f"{decoder} {solver} gamma={gamma:g}" if decoder == "sbd" else "ntp")
+        iterator = tqdm(items, desc=f"{decoder} {solver} gamma={gamma:g}{' verified' if verify else ''}"
+                        if decoder == "sbd" else "ntp")
     for i, item in enumerate(iterator):
         order = [("", main_run), ("ntp_", run_ntp)] if paired else [("", main_run)]
         if i % 2:
@@ -109,6 +114,6 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
         result["speedup_wall"] = ntp["wall_time"] / result["wall_time"]
     result["rows"] = rows
     result["settings"] = {"decoder": decoder, "solver": solver if decoder == "sbd" else "ntp", "gamma": gamma,
-                          "block_size": block_size, "gap_free": gap_free, "max_new_tokens": max_new_tokens,
-                          "n_items": len(items)}
+                          "block_size": block_size, "gap_free": gap_free, "verify": verify and decoder == "sbd",
+                          "max_new_tokens": max_new_tokens, "n_items": len(items)}
     return result

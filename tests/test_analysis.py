@@ -152,6 +152,7 @@ def test_bad_input_names_the_argument(tiny):
     items = sv.tasks.load_suite(per_family=1, families=("add",))
     for kwargs, name in [(dict(gammas=()), "gammas"), (dict(gammas=(-1.0,)), "gamma"), (dict(block_sizes=(0,)),
                          "block_size"), (dict(solvers=("nope",)), "solver"), (dict(gap_free=("no",)), "gap_free"),
+                         (dict(verify=("no",)), "verify"), (dict(verify=()), "verify"),
                          (dict(max_new_tokens=0), "max_new_tokens")]:
         with pytest.raises(ValueError, match=name):
             sv.sweep(tiny, items, cache_dir=None, progress=False, **kwargs)
@@ -214,7 +215,8 @@ def test_repeated_sweep_hits_the_cache(tiny, swept, counted, monkeypatch):
     assert stored["key"]["fingerprint"] == tiny.fingerprint()
 
 
-@pytest.mark.parametrize("change", ["gamma", "block_size", "gap_free", "solver", "max_new_tokens", "items"])
+@pytest.mark.parametrize("change", ["gamma", "block_size", "gap_free", "verify", "solver", "max_new_tokens",
+                                    "items"])
 def test_any_changed_setting_misses_the_cache(tiny, swept, counted, change):
     _, cache = swept
     kwargs = dict(SWEEP, gap_free=(False,), gammas=(0.0,))  # a subset of what is cached: a hit
@@ -228,6 +230,8 @@ def test_any_changed_setting_misses_the_cache(tiny, swept, counted, change):
     elif change == "gap_free":
         kwargs["gap_free"] = (True,)
         kwargs["gammas"] = (0.5,)
+    elif change == "verify":
+        kwargs["verify"] = (True,)
     elif change == "solver":
         kwargs["solvers"] = ("entropy_threshold",)
     elif change == "max_new_tokens":
@@ -275,6 +279,33 @@ def test_sweep_rows_match_individual_decodes(tiny, swept):
         assert row["speedup_calls"] == pytest.approx(sum(t.nfe for t in ntp) / calls)
 
 
+def test_sweep_frame_has_a_verify_column(swept):
+    df, _ = swept
+    assert list(df.columns) == list(analysis.SWEEP_COLUMNS)
+    assert df["verify"].dtype == bool and not df["verify"].any()  # the default: unverified; NTP's row too
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    try:
+        return sv.load_model()
+    except FileNotFoundError as exc:
+        pytest.skip(f"the shipped model is not here: {exc}")
+
+
+def test_a_verified_sweep_row_is_ntp_exactly_on_the_shipped_model(shipped):
+    """Verified SBD is lossless: on real suite items its row says the text is NTP's, with NTP's accuracy."""
+    items = sv.tasks.load_suite(per_family=1, families=("add", "sorted", "range", "ctx_sorted"))
+    df = sv.sweep(shipped, items, gammas=(1.0,), verify=(True,), max_new_tokens=48, cache_dir=None,
+                  progress=False)
+    ntp = df[df["solver"] == "ntp"].iloc[0]
+    verified = df[df["verify"]].iloc[0]
+    assert len(df) == 2 and not ntp["verify"]
+    assert verified["same_as_ntp"] == 1.0 and verified["ntp_agreement"] == 1.0
+    assert verified["accuracy"] == ntp["accuracy"]
+    assert verified["tokens_per_call"] > 1  # several tokens per call, still exactly NTP's text
+
+
 def test_plain_prompts_have_no_accuracy(tiny):
     df = sv.sweep(tiny, ["x = ", "print("], gammas=(5.0,), block_sizes=(4,), max_new_tokens=4, cache_dir=None,
                   progress=False)
@@ -307,11 +338,12 @@ def test_cli_gaps(tmp_path, capsys, model_dir):
 def test_cli_sweep_writes_csv(tmp_path, capsys, model_dir):
     out = tmp_path / "sweep.csv"
     args = ["sweep", "--model", str(model_dir), "--families", "add", "--per-family", "1", "--gammas", "5",
-            "--block-sizes", "4", "--max-new-tokens", "4", "--gap-free-too", "--cache-dir", str(tmp_path / "c"),
-            "--out", str(out)]
+            "--block-sizes", "4", "--max-new-tokens", "4", "--gap-free-too", "--verify-too",
+            "--cache-dir", str(tmp_path / "c"), "--out", str(out)]
     assert cli_main(args) == 0
     df = pd.read_csv(out)
-    assert list(df["solver"]) == ["entropy_bounded", "entropy_bounded", "ntp"]
+    assert list(df["solver"]) == ["entropy_bounded"] * 4 + ["ntp"]
+    assert list(df["verify"]) == [False, True, False, True, False]
     assert "gap-free ablation" in capsys.readouterr().out
 
 
