@@ -55,6 +55,8 @@ STATE_LABELS = {"done": "committed before", "now": "committed in this call", "ma
 ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
 CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
 RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
+VERIFIED_COLOR = "#000000"  # the verified line: black like NTP (its text is NTP's), dashed, diamond markers
+VERIFIED_LABEL = "verified (lossless)"
 MASK_GLYPH = "▒"
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
@@ -561,7 +563,7 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
 # -- speed / quality trade-off ----------------------------------------------------------
 _X_AXES = {"tokens_per_call": "tokens per call", "calls_per_token": "calls per token",
            "speedup_calls": "speedup in calls vs NTP", "speedup_wall": "wall-clock speedup vs NTP"}
-_HOVER_COLUMNS = ("accuracy", "tokens_per_call", "calls_per_token", "speedup_calls", "speedup_wall")
+_HOVER_COLUMNS = ("accuracy", "tokens_per_call", "calls_per_token", "speedup_calls", "speedup_wall", "same_as_ntp")
 
 
 def _results_frame(results: Any, x: str):
@@ -580,9 +582,17 @@ def _results_frame(results: Any, x: str):
     if x not in df.columns:
         raise ValueError(f"results: no column {x!r} to put on the x axis")
     df["gap_free"] = df["gap_free"].eq(True) if "gap_free" in df.columns else False
+    # a frame from before verified decoding has no verify column: all its rows are unverified
+    df["verify"] = df["verify"].eq(True) if "verify" in df.columns else False
     df["rule"] = df["solver"].astype(str) + df["gap_free"].map({True: " · gap-free", False: ""})
-    # A sweep over several block sizes: one line per (rule, k), or the line would zigzag between them.
     is_ntp = df["solver"].astype(str).str.lower() == "ntp"
+    # Verified rows are one line per rule, named for what they promise; the rule is named only when several
+    # rules were verified.
+    checked = df["verify"] & ~is_ntp
+    if checked.any():
+        several = df.loc[checked, "rule"].nunique() > 1
+        df.loc[checked, "rule"] = VERIFIED_LABEL + (" · " + df.loc[checked, "rule"] if several else "")
+    # A sweep over several block sizes: one line per (rule, k), or the line would zigzag between them.
     if "block_size" in df.columns and df.loc[~is_ntp, "block_size"].nunique() > 1:
         df.loc[~is_ntp, "rule"] += " · k=" + df.loc[~is_ntp, "block_size"].astype(int).astype(str)
     return df
@@ -590,7 +600,8 @@ def _results_frame(results: Any, x: str):
 
 def _hover_rows(df) -> list[str]:
     cols = [c for c in _HOVER_COLUMNS if c in df.columns]
-    return ["<br>".join([f"<b>{r['rule']}</b> γ = {r['gamma']}"] + [f"{c}: {r[c]:.3g}" for c in cols])
+    return ["<br>".join([f"<b>{r['rule']}</b> γ = {r['gamma']}"]
+                        + [f"{c}: {r[c]:.3g}" for c in cols if r[c] is not None])  # None: not measured
             for _, r in df.iterrows()]
 
 
@@ -603,6 +614,8 @@ def _current_rows(df, current: Any):
     hit = (df["solver"].astype(str) == str(current["solver"])) & same_gamma
     if "gap_free" in current:
         hit &= df["gap_free"] == bool(current["gap_free"])
+    if "verify" in current:
+        hit &= df["verify"] == bool(current["verify"])
     if "block_size" in current and "block_size" in df.columns:
         hit &= df["block_size"] == current["block_size"]
     if not hit.any():
@@ -613,19 +626,29 @@ def _current_rows(df, current: Any):
 def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_call") -> go.Figure:
     """Speed vs suite accuracy: one line per commit rule (solver, gap-free or not), a point per gamma.
 
-    Rows with solver "ntp" are drawn as the reference star and dotted accuracy line. When the rows hold
-    several block sizes, each (rule, block size) gets its own line. ``current``
-    (``dict(solver=..., gamma=...[, gap_free=...][, block_size=...])``) rings the current setting.
+    Rows with solver "ntp" are drawn as the reference star and dotted accuracy line. Rows with
+    ``verify`` True (``sweep(..., verify=(False, True))``) are drawn as the "verified (lossless)" line,
+    black and dashed: their text is NTP's, so they sit at NTP's accuracy and only their speed varies.
+    When the rows hold several block sizes, each (rule, block size) gets its own line. ``current``
+    (``dict(solver=..., gamma=...[, gap_free=...][, verify=...][, block_size=...])``) rings the current setting.
     """
     df = _results_frame(results, x)
     is_ntp = df["solver"].astype(str).str.lower() == "ntp"
     fig = go.Figure()
-    for i, (rule, rows) in enumerate(df[~is_ntp].groupby("rule", sort=True)):
+    for i, (rule, rows) in enumerate(df[~is_ntp & ~df["verify"]].groupby("rule", sort=True)):
         rows, color = rows.sort_values(x), RULE_COLORS[i % len(RULE_COLORS)]
         fig.add_trace(go.Scatter(
             x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="rule"),
             text=[f"γ={g:g}" for g in rows["gamma"]], textposition=("top center", "bottom center")[i % 2],
             textfont=dict(size=10, color=color), line=dict(color=color, width=2), marker=dict(size=9, color=color),
+            hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
+    for rule, rows in df[~is_ntp & df["verify"]].groupby("rule", sort=True):
+        rows = rows.sort_values(x)
+        fig.add_trace(go.Scatter(
+            x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="verified"),
+            text=[f"γ={g:g}" for g in rows["gamma"]], textposition="bottom center",
+            textfont=dict(size=10, color=VERIFIED_COLOR), line=dict(color=VERIFIED_COLOR, width=2, dash="dash"),
+            marker=dict(symbol="diamond", size=10, color=VERIFIED_COLOR),
             hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
     if is_ntp.any():
         ntp = df[is_ntp]

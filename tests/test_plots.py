@@ -278,6 +278,47 @@ def test_tradeoff_draws_one_line_per_block_size():
     assert [t.name for t in single.data if t.meta and t.meta["role"] == "rule"] == ["eb"]
 
 
+VERIFIED_RESULTS = RESULTS + [
+    dict(solver="eb", gamma=0.1, accuracy=0.82, calls_per_token=0.9, verify=True, same_as_ntp=1.0),
+    dict(solver="eb", gamma=0.5, accuracy=0.82, calls_per_token=0.7, verify=True, same_as_ntp=1.0),
+    dict(solver="eb", gamma=1.0, accuracy=0.82, calls_per_token=0.55, verify=True, same_as_ntp=1.0),
+]
+
+
+def test_tradeoff_draws_the_verified_line_beside_the_lossy_rules():
+    fig = tradeoff(VERIFIED_RESULTS)
+    rules = [t for t in fig.data if t.meta and t.meta["role"] == "rule"]
+    assert sorted(t.name for t in rules) == ["eb", "eb · gap-free", "topk"]  # the lossy lines as before
+    (verified,) = [t for t in fig.data if t.meta and t.meta["role"] == "verified"]
+    assert verified.name == "verified (lossless)"
+    assert list(verified.x) == sorted(1 / c for c in (0.9, 0.7, 0.55)) and set(verified.y) == {0.82}
+    assert list(verified.text) == ["γ=0.1", "γ=0.5", "γ=1"]  # sorted by tokens per call
+    # a style of its own: dashed, diamonds, a colour no lossy line has
+    assert verified.line.dash == "dash" and verified.marker.symbol == "diamond"
+    assert verified.line.color not in {t.line.color for t in rules}
+    assert all(t.line.dash is None for t in rules)
+    assert "same_as_ntp: 1" in verified.hovertext[0]
+    # the lossy colours do not move when a verified line is added
+    assert [t.line.color for t in rules] == [t.line.color for t in tradeoff(RESULTS).data
+                                             if t.meta and t.meta["role"] == "rule"]
+
+
+def test_tradeoff_rings_the_verified_point_when_verified():
+    ring = lambda fig: next(t for t in fig.data if t.name == "current setting")  # noqa: E731
+    on = ring(tradeoff(VERIFIED_RESULTS, current=dict(solver="eb", gamma=0.5, gap_free=False, verify=True)))
+    assert list(zip(on.x, on.y)) == [(pytest.approx(1 / 0.7), 0.82)]
+    off = ring(tradeoff(VERIFIED_RESULTS, current=dict(solver="eb", gamma=0.5, gap_free=False, verify=False)))
+    assert list(zip(off.x, off.y)) == [(2.0, 0.74)]
+    with pytest.raises(ValueError, match="current"):  # no verified topk row
+        tradeoff(VERIFIED_RESULTS, current=dict(solver="topk", gamma=2, verify=True))
+
+
+def test_tradeoff_names_the_rule_of_each_verified_line_when_there_are_several():
+    rows = VERIFIED_RESULTS + [dict(solver="topk", gamma=2, accuracy=0.82, calls_per_token=0.6, verify=True)]
+    names = sorted(t.name for t in tradeoff(rows).data if t.meta and t.meta["role"] == "verified")
+    assert names == ["verified (lossless) · eb", "verified (lossless) · topk"]
+
+
 # -- comparing two runs ---------------------------------------------------------------
 @pytest.mark.parametrize("a, b, expected", [
     ("abc", "abc", None), ("abc", "abd", 2), ("abc", "abcd", 3), ("", "x", 0), ("x", "", 0), ("", "", None),
