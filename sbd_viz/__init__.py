@@ -8,6 +8,7 @@
 
 from ._version import __version__
 from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps
+from .batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
 from .solvers import COMMIT_RULES, RULES, Solver
 from .trace import Candidate, Check, Commit, GapFill, Rollback, SlotView, Step, Trace, TraceFormatError
@@ -17,11 +18,30 @@ from . import analysis
 from .analysis import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp
 
 
-def load_model(path=None, dtype=None) -> SBDModel:
-    """Load an SBD model folder; ``path=None`` loads the shipped default model."""
+def load_model(path=None, dtype=None, device=None) -> SBDModel:
+    """Load an SBD model folder; ``path=None`` loads the shipped default model.
+
+    ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
+    exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
+    or ``"auto"`` (CUDA if available, else the CPU); default the CPU.
+    """
     import torch
 
-    return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32)
+    if isinstance(dtype, str):
+        named = getattr(torch, dtype, None)
+        if not isinstance(named, torch.dtype) or not named.is_floating_point:
+            raise ValueError(f"dtype: {dtype!r} is not a torch floating-point dtype (e.g. 'float32', 'bfloat16')")
+        dtype = named
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"dtype: expected a torch floating-point dtype or its name, got {dtype!r}")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device is not None:
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
+    return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32, device=device)
 
 
 def explore(model, prompt, **decode_kwargs):
@@ -32,8 +52,8 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "Rollback",
+    "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "Rollback",
     "SBDModel", "SlotView", "Solver", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
-    "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
+    "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
     "analysis", "gap_fill_events", "gap_fill_report", "gap_free_ablation", "sweep", "teacher_forced_ntp",
 ]

@@ -26,6 +26,36 @@ MAX_NEW_TOKENS = 4096
 
 
 @dataclass(frozen=True)
+class ModelCall:
+    """A forward a decode asks for: feed ``new_ids`` causally, predict the block ``block_ids``.
+
+    The reply is ``(causal, block, seconds)``: the logits of the last ``n_causal`` causal positions
+    (n_causal, V), the block's logits (len(block_ids), V), float32, and the forward's wall time.
+    """
+
+    new_ids: list[int]
+    block_ids: list[int]
+    n_causal: int = 0
+
+
+@dataclass(frozen=True)
+class CacheCut:
+    """A rollback a verified decode asks for: keep the cache's first ``length`` positions. The reply is None."""
+
+    length: int
+
+
+def serve(model: SBDModel, cache, request: "ModelCall | CacheCut"):
+    """Answer one request of ``Decoding.requests()`` on a single-row cache."""
+    if isinstance(request, CacheCut):
+        model.rollback(cache, request.length)
+        return None
+    t0 = time.perf_counter()
+    causal, block = model.fused_call(cache, request.new_ids, request.block_ids, request.n_causal)
+    return causal, block, time.perf_counter() - t0
+
+
+@dataclass(frozen=True)
 class DecodeConfig:
     """Settings of one SBD decode; validated on construction (errors name the argument)."""
 
@@ -117,14 +147,16 @@ def _entropy(probs: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
 
 def _propose(logits: torch.Tensor, temperature: float, gen: torch.Generator | None):
     """(m, V) slot logits -> probs (m, V), entropy (m,) nats of the untempered distribution, proposal (m,),
-    confidence (m,) = probability of the proposal."""
+    confidence (m,) = probability of the proposal. The (m,) vectors are on the CPU, where the rules run:
+    they are a few numbers, wherever the model is."""
     logp = torch.log_softmax(logits, -1)
     probs = logp.exp()
     if temperature == 0:
         proposal = probs.argmax(-1)
     else:
         proposal = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen).squeeze(-1)
-    return probs, _entropy(probs, logp), proposal, probs.gather(-1, proposal[:, None]).squeeze(-1)
+    confidence = probs.gather(-1, proposal[:, None]).squeeze(-1)
+    return probs, _entropy(probs, logp).cpu(), proposal.cpu(), confidence.cpu()
 
 
 def _ntp_commit(model: SBDModel, slot: int, token: int, probs: torch.Tensor, logp: torch.Tensor) -> Commit:
@@ -167,16 +199,40 @@ class Decoding:
 
     def steps(self) -> Generator[Step, None, None]:
         """Decode, yielding one ``Step`` per model call (paper Algorithms 2-3)."""
+        cache, reply, seen = self.model.new_cache(), None, 0
+        requests = self.requests()
+        while True:
+            try:
+                request = requests.send(reply)
+            except StopIteration:
+                break
+            yield from self._steps[seen:]  # a step is shown before the next forward starts
+            seen = len(self._steps)
+            reply = serve(self.model, cache, request)
+        yield from self._steps[seen:]
+
+    def requests(self) -> Generator["ModelCall | CacheCut", object, None]:
+        """The decode as a coroutine of cache requests, for an engine that serves them itself (``decode_batch``).
+
+        Yields ``ModelCall`` (send back ``(causal, block, seconds)``) and ``CacheCut`` (send back None);
+        the steps so far are in ``recorded_steps``; once it ends, ``trace()`` works. ``steps()`` serves
+        the same requests on one cache of its own.
+        """
         if self._started:  # a second run would append a second decode's steps to the first's
             raise RuntimeError("steps: this Decoding has already run; make a new one to decode again")
         self._started = True
         if self.config.verify:
-            yield from self._verified_steps()
-            return
+            return self._verified_requests()
+        return self._plain_requests()
+
+    @property
+    def recorded_steps(self) -> tuple[Step, ...]:
+        return tuple(self._steps)
+
+    def _plain_requests(self):
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
         mask_id, solver, k_max = model.mask_token_id, config._solver, config.block_size
-        gen = torch.Generator().manual_seed(config.seed)
-        cache = model.new_cache()
+        gen = torch.Generator(device=model.device).manual_seed(config.seed)  # samples where the logits are
         pending = list(prompt_ids)  # final tokens not yet in the cache: fed causally with the next block
         generated: list[int] = []
         call, block, reason = 0, 0, "length"
@@ -187,8 +243,9 @@ class Decoding:
             masked = list(range(k))
             step, done_prefix = 0, 0
             while masked:
+                _, logits, seconds = yield ModelCall(pending, list(tokens))
                 t0 = time.perf_counter()
-                logits = model.block_call(cache, pending, tokens)[masked]  # (m, V) for the masked slots
+                logits = logits[masked]  # (m, V) for the masked slots
                 n_input, pending = len(pending) + k, []
                 probs, entropy, proposal, confidence = _propose(logits, config.temperature, gen)  # (m, V), (m,) x3
                 chosen = solver.select(entropy, confidence)
@@ -203,8 +260,7 @@ class Decoding:
                                           float(entropy[i]), gap=sum(1 for s in still if s < slot)))
                 self._steps.append(Step(call=call, block=block, block_start=start, block_size=k, step=step,
                                         masked=tuple(masked), slots=views, commits=tuple(commits),
-                                        wall_time=time.perf_counter() - t0, n_input=n_input))
-                yield self._steps[-1]
+                                        wall_time=seconds + time.perf_counter() - t0, n_input=n_input))
                 call, step, masked = call + 1, step + 1, still
                 # "Generate until": once a slot holds a stop token, slots right of it can never reach the
                 # output, so they are no longer decoded (on short answers they would cost whole calls).
@@ -226,7 +282,7 @@ class Decoding:
             block += 1
         self.output_ids, self.stop_reason = generated, reason
 
-    def _verified_steps(self) -> Generator[Step, None, None]:
+    def _verified_requests(self):
         """Verified SBD: the commit rule drafts, NTP greedy on the same weights checks every draft.
 
         Invariant between calls: the cache holds exactly the accepted text but its last token ``x``,
@@ -240,7 +296,7 @@ class Decoding:
         """
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
         mask_id, solver, n_max, stop = model.mask_token_id, config._solver, config.max_new_tokens, config.stop
-        n_prompt, cache = len(prompt_ids), model.new_cache()
+        n_prompt = len(prompt_ids)
         line: list[int] = []  # generated tokens before the current block; its tail may hold unchecked drafts
         n_ok = 0  # generated tokens known to be NTP's; all but the last are in the cache
         clean = 0  # generated tokens known to hold no stop
@@ -274,7 +330,6 @@ class Decoding:
                     k = min(config.block_size, n_max - start)
                     tokens, filled = [mask_id] * k, [False] * k
                     continue
-            t0 = time.perf_counter()
             if checking:  # the drafts reach the end: check them, and predict no block
                 target = hit[0] if hit else n_max
                 first_open, block_ids = None, []
@@ -285,7 +340,8 @@ class Decoding:
                 new_ids = (list(prompt_ids) if call == 0 else []) + [at(g) for g in range(max(n_ok - 1, 0), start + p)]
             # causal rows predict positions n_ok, n_ok + 1, ...; of the prompt only its last row is needed
             n_causal = len(new_ids) if call else 1
-            causal, logits = model.fused_call(cache, new_ids, block_ids, n_causal)  # (n_causal, V), (len(block_ids), V)
+            causal, logits, seconds = yield ModelCall(new_ids, list(block_ids), n_causal)  # (n_causal, V), (len(block_ids), V)
+            t0 = time.perf_counter() - seconds  # wall times below: the forward plus this decode's own work
             logp_c = torch.log_softmax(causal, -1)
             probs_c = logp_c.exp()
             ntp = probs_c.argmax(-1).tolist()
@@ -305,7 +361,7 @@ class Decoding:
             n_input = len(new_ids) + len(block_ids)
             if rejected is not None:  # roll back to the accepted text; NTP's token goes in the rejected slot
                 g = n_ok + rejected
-                model.rollback(cache, n_prompt + g)
+                yield CacheCut(n_prompt + g)
                 n_ok = g + 1
                 fix = ntp[rejected]
                 discarded = len(masked) if not checking else 0
@@ -358,7 +414,6 @@ class Decoding:
                     n_input=n_input, checks=tuple(checks)))
                 step += 1
             call += 1
-            yield self._steps[-1]
         self.output_ids, self.stop_reason = (line + tokens)[: hit[0]], hit[1]
 
     def trace(self) -> Trace:

@@ -1,6 +1,6 @@
 """``SBDModel``: a Hugging Face causal LM + tokenizer + mask token, and the SBD block call.
 
-Only the decoder calls the model, through ``block_call``: one forward that appends the
+Only the decoder calls the model, through ``fused_call`` (``block_call``): one forward that appends the
 newly final tokens to the KV cache causally and predicts a block of slots that attend to
 the whole prefix and bidirectionally to each other (the paper's Fig. 10 inference mask).
 Keys/values of the block's slots are dropped after the call, so the cache always equals a
@@ -77,7 +77,7 @@ class SBDModel:
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
-                        trust_remote_code: bool = False) -> "SBDModel":
+                        trust_remote_code: bool = False, device: str | torch.device | None = None) -> "SBDModel":
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -88,6 +88,8 @@ class SBDModel:
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa",
                                                      trust_remote_code=trust_remote_code)
+        if device is not None:
+            model = model.to(device)
         return cls(model, tok, name=path.name)
 
     # -- vocabulary ---------------------------------------------------------------------

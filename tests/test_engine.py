@@ -35,20 +35,20 @@ def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
     model = tiny_model(arch, seed=1)
     final: list[int] = []  # tokens that entered the cache, in order
     worst = {"logits": 0.0, "cache": 0.0, "calls": 0}
-    real_call = sv.SBDModel.block_call
+    real_call = sv.SBDModel.fused_call
 
-    def checked_call(self, cache, new_ids, block_ids):
+    def checked_call(self, cache, new_ids, block_ids, n_causal=0):
         expected = _reference_logits(self, final + list(new_ids), list(block_ids))
-        got = real_call(self, cache, new_ids, block_ids)
+        causal, got = real_call(self, cache, new_ids, block_ids, n_causal)
         final.extend(new_ids)
         worst["logits"] = max(worst["logits"], float((got - expected).abs().max()))
         assert cache.get_seq_length() == len(final)
         for cached, ref in zip((layer.keys for layer in cache.layers), _prefill_keys(self, final)):
             worst["cache"] = max(worst["cache"], float((cached - ref).abs().max()))
         worst["calls"] += 1
-        return got
+        return causal, got
 
-    monkeypatch.setattr(sv.SBDModel, "block_call", checked_call)
+    monkeypatch.setattr(sv.SBDModel, "fused_call", checked_call)
     trace = sv.decode(model, "assert 1 + 2 == ", solver="top_k", gamma=2, block_size=5, max_new_tokens=17)
     assert worst["calls"] == trace.nfe >= 9  # blocks of 5, 5, 5, 2 at two slots per call
     assert trace.n_blocks == 4
@@ -105,7 +105,7 @@ class ScriptedModel(sv.SBDModel):
     def new_cache(self):
         return self._Cache()
 
-    def block_call(self, cache, new_ids, block_ids):
+    def fused_call(self, cache, new_ids, block_ids, n_causal=0):
         cache.n += len(new_ids)
         self.calls += 1
         vocab = self.tokenizer.get_vocab()
@@ -115,7 +115,7 @@ class ScriptedModel(sv.SBDModel):
             pos = gen_start + slot
             char = self.script[pos] if pos < len(self.script) else " "
             logits[slot, vocab[char]] = 4.0 + slot  # sharper to the right: low entropy there
-        return logits
+        return torch.zeros(n_causal, len(vocab)), logits
 
 
 def _scripted(script, prompt="go: "):
@@ -170,18 +170,18 @@ def test_stop_string_ends_early_and_truncates():
 def test_eos_stops():
     model, prompt = _scripted("ab_cd")
     vocab = model.tokenizer.get_vocab()
-    original = model.block_call
+    original = model.fused_call
 
-    def with_eos(cache, new_ids, block_ids):
-        logits = original(cache, new_ids, block_ids)
+    def with_eos(cache, new_ids, block_ids, n_causal=0):
+        causal, logits = original(cache, new_ids, block_ids, n_causal)
         gen_start = cache.n - model.prompt_len
         for slot in range(len(block_ids)):
             if gen_start + slot == 2:
                 logits[slot] = 0
                 logits[slot, vocab["<|endoftext|>"]] = 9.0
-        return logits
+        return causal, logits
 
-    model.block_call = with_eos
+    model.fused_call = with_eos
     trace = sv.decode(model, prompt, solver="left_to_right", block_size=4, max_new_tokens=8)
     assert trace.stop_reason == "eos" and trace.text == "ab" and trace.n_tokens == 3
 
@@ -252,14 +252,14 @@ def test_bad_prompt_and_model(tiny):
 def test_slots_after_a_committed_stop_are_not_decoded():
     """Generate-until: a committed newline ends the block's useful part, even left of masked slots."""
     model, prompt = _scripted("12\n456789abcdefgh")
-    original = model.block_call
+    original = model.fused_call
 
-    def newline_first(cache, new_ids, block_ids):
-        logits = original(cache, new_ids, block_ids)
+    def newline_first(cache, new_ids, block_ids, n_causal=0):
+        causal, logits = original(cache, new_ids, block_ids, n_causal)
         logits[2] *= 10  # the newline slot is by far the most confident
-        return logits
+        return causal, logits
 
-    model.block_call = newline_first
+    model.fused_call = newline_first
     trace = sv.decode(model, prompt, gamma=0.0, block_size=8, max_new_tokens=16, stop="\n")
     assert trace.text == "12\n" and trace.stop_reason == "stop"
     # the first call also commits slot 7 (entropy ~1e-2 after a ~0 one fits gamma=0 by eq. 8);
