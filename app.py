@@ -52,6 +52,9 @@ SWEEP_GRID = {
     "factor": (0.25, 0.5, 1.0, 2.0),
 }
 SWEEP_PER_FAMILY = 10
+# The rule whose verified twin (decode(..., verify=True)) is swept too, over the same knob values: the curve's
+# "verified (lossless)" line, at NTP's accuracy by construction, so only its speed is measured.
+SWEEP_VERIFIED = "entropy_bounded"
 
 # Prompts offered as examples: test-split suite items (so the app scores them), picked with
 # `python bench/pick_examples.py` (candidates per behaviour at the app's default settings). Their labels
@@ -332,7 +335,10 @@ def texts_html(result: dict) -> str:
 # -- the speed/quality curve ------------------------------------------------------------------
 class SpeedQualityCurve:
     """The suite sweep behind the trade-off figure: loaded from ``sweep.json`` beside the model, else
-    computed once in a background thread (``analysis.sweep``, cached on disk). Written once, then read-only."""
+    computed once in a background thread (``analysis.sweep``, cached on disk). Written once, then read-only.
+
+    A ``sweep.json`` written before verified decoding has no ``verify`` column: its rows load as unverified
+    (the curve then has no verified line)."""
 
     def __init__(self, model=None, model_dir=None, results=None, compute: bool = True):
         self.df, self.status, self.model = None, "no speed/quality curve for this model", model
@@ -353,8 +359,9 @@ class SpeedQualityCurve:
     def _set(self, rows, how: str):
         import pandas as pd
 
-        self.df = pd.DataFrame(rows)
-        self.status = f"suite sweep: {how}"
+        df = pd.DataFrame(rows)
+        df["verify"] = df["verify"].eq(True) if "verify" in df.columns else False
+        self.df, self.status = df, f"suite sweep: {how}"
 
     def _compute(self):
         try:
@@ -362,30 +369,36 @@ class SpeedQualityCurve:
         except Exception as exc:  # a failed sweep must not take the app down: the curve just stays empty
             self.status = f"the suite sweep failed: {exc}"
 
-    def figure(self, solver: str, gamma: float, gap_free: bool):
-        """``plots.tradeoff`` with the measured point nearest to the current setting highlighted."""
+    def figure(self, solver: str, gamma: float, gap_free: bool, verify: bool = False):
+        """``plots.tradeoff`` with the measured point nearest to the current setting highlighted: on the
+        verified line when ``verify`` (the app's verified switch) is on."""
         from sbd_viz import plots
 
         df = self.df
         if df is None:
             return None, self.status
-        same = df[(df["solver"] == solver) & (df["gap_free"].astype(bool) == bool(gap_free))]
+        same = df[(df["solver"] == solver) & (df["gap_free"].astype(bool) == bool(gap_free))
+                  & (df["verify"] == bool(verify))]
         if same.empty:
             return plots.tradeoff(df), f"{self.status} · no measured points for {solver}" + \
-                (" gap-free" if gap_free else "")
+                (" gap-free" if gap_free else "") + (" verified" if verify else "")
         nearest = float(same.iloc[(same["gamma"] - gamma).abs().argsort().iloc[0]]["gamma"])
-        fig = plots.tradeoff(df, current=dict(solver=solver, gamma=nearest, gap_free=bool(gap_free)))
-        return fig, f"{self.status} · ring = nearest measured point to the current setting (γ = {nearest:g})"
+        fig = plots.tradeoff(df, current=dict(solver=solver, gamma=nearest, gap_free=bool(gap_free),
+                                              verify=bool(verify)))
+        where = " on the verified line" if verify else ""
+        return fig, f"{self.status} · ring = nearest measured point to the current setting{where} (γ = {nearest:g})"
 
 
 def compute_sweep(model) -> list[dict]:
-    """The suite sweep shown by the app, as JSON-ready rows (one ``analysis.sweep`` per rule)."""
+    """The suite sweep shown by the app, as JSON-ready rows (one ``analysis.sweep`` per rule; ``SWEEP_VERIFIED``
+    also verified, over the same knob values)."""
     import pandas as pd
 
     from sbd_viz import analysis
 
     suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
-    frames = [analysis.sweep(model, suite, solvers=[rule], gammas=list(gammas), block_sizes=[16], progress=False)
+    frames = [analysis.sweep(model, suite, solvers=[rule], gammas=list(gammas), block_sizes=[16], progress=False,
+                             verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
               for rule, gammas in SWEEP_GRID.items()]
     df = pd.concat(frames, ignore_index=True)
     df = pd.concat([df[df["solver"] != "ntp"], df[df["solver"] == "ntp"].head(1)], ignore_index=True)
@@ -398,7 +411,7 @@ def precompute_sweep(model_path=None) -> Path:
     out = path / SWEEP_FILE
     rows = compute_sweep(sv.load_model(path))
     out.write_text(json.dumps({"suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family", "block_size": 16,
-                               "rows": rows}, indent=1))
+                               "verified": SWEEP_VERIFIED, "rows": rows}, indent=1))
     return out
 
 
@@ -494,7 +507,7 @@ class Handlers:
                   round(e["prob"], 3), "—" if e["ntp_text"] is None else _token(e["ntp_text"]),
                   {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
                  for e in events]
-        tradeoff, status = self.curve.figure(cfg["solver"], cfg["gamma"], cfg["gap_free"])
+        tradeoff, status = self.curve.figure(cfg["solver"], cfg["gamma"], cfg["gap_free"], cfg.get("verify", False))
         kept = sum(e["kept"] for e in events)  # the count the metrics card shows; the table lists them all
         n = f"{kept}" if kept == len(events) else f"{kept} kept + {len(events) - kept} the stop discarded"
         table = gr.update(value=table, label=GAP_LABEL.format(n=n))

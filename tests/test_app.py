@@ -47,6 +47,9 @@ def sharp_tiny_model():
 SWEEP_ROWS = [dict(solver="entropy_bounded", gamma=g, block_size=16, gap_free=False, accuracy=a, tokens_per_call=t,
                    calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.8 * t)
               for g, a, t in ((0.0, 0.9, 1.0), (0.5, 0.85, 2.0), (1.0, 0.8, 3.0), (2.0, 0.6, 4.0))] + [
+    dict(solver="entropy_bounded", gamma=g, block_size=16, gap_free=False, verify=True, accuracy=0.9,
+         tokens_per_call=t, calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.7 * t, same_as_ntp=1.0)
+    for g, t in ((0.0, 0.95), (0.5, 1.5), (1.0, 2.5), (2.0, 3.0))] + [
     dict(solver="ntp", gamma=float("nan"), block_size=1, gap_free=False, accuracy=0.9, tokens_per_call=1.0,
          calls_per_token=1.0, speedup_calls=1.0, speedup_wall=1.0)]
 
@@ -173,6 +176,67 @@ def test_details_views_and_show_call(client):
     assert "γ = 1" in status  # the ring marks the measured point nearest to the current gamma
     heatmap, words = client.predict(trace.gap_fills()[0].call, api_name="/show_call")
     assert json.loads(heatmap["plot"])["data"] and f"call {trace.gap_fills()[0].call}" in words
+
+
+def _values(array) -> list:
+    """A plotted array as a list: plotly sends numpy arrays as {'dtype', 'bdata'} (base64 bytes)."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
+
+
+def _ring(tradeoff_plot) -> list[tuple[float, float]]:
+    """The (x, y) of the 'current setting' ring in a /details trade-off plot."""
+    data = json.loads(tradeoff_plot["plot"])["data"]
+    ring = next(t for t in data if t.get("name") == "current setting")
+    return list(zip(_values(ring["x"]), _values(ring["y"])))
+
+
+def test_curve_has_a_verified_line_and_the_switch_rings_it(client):
+    """The speed/quality tab: the verified line beside the lossy rule; the ring follows the verified switch."""
+    decode(client, gamma=0.5, verify=True)
+    *_, tradeoff, status, _ = client.predict(api_name="/details")
+    data = json.loads(tradeoff["plot"])["data"]
+    verified = [t for t in data if t.get("name") == "verified (lossless)"]
+    assert len(verified) == 1 and _values(verified[0]["y"]) == [0.9] * 4  # at NTP's accuracy: its text is NTP's
+    assert _ring(tradeoff) == [(1.5, 0.9)]  # the verified γ = 0.5 point
+    assert "on the verified line" in status and "γ = 0.5" in status
+    decode(client, gamma=0.5, verify=False)
+    *_, tradeoff, status, _ = client.predict(api_name="/details")
+    assert _ring(tradeoff) == [(2.0, 0.85)]  # the lossy γ = 0.5 point
+    assert "verified" not in status
+
+
+def test_an_old_sweep_file_without_verify_still_loads(app_module, tmp_path):
+    """A sweep.json from before verified decoding: its rows are unverified; the switch finds no verified point."""
+    old = [{k: v for k, v in row.items() if k not in ("verify", "same_as_ntp")} for row in SWEEP_ROWS
+           if not row.get("verify")]
+    (tmp_path / app_module.SWEEP_FILE).write_text(json.dumps({"rows": old}))
+    curve = app_module.SpeedQualityCurve(model_dir=tmp_path, compute=False)
+    assert curve.df is not None and not curve.df["verify"].any()
+    fig, status = curve.figure("entropy_bounded", 1.0, False)
+    assert "γ = 1" in status and not [t for t in fig.data if t.meta and t.meta["role"] == "verified"]
+    fig, status = curve.figure("entropy_bounded", 1.0, False, verify=True)
+    assert "no measured points for entropy_bounded verified" in status and fig is not None
+
+
+def test_the_shipped_sweep_has_the_verified_line(app_module):
+    """models/sbd-char-5m/sweep.json: the verified entropy-bounded rule over the lossy rule's γ values, every
+    one at 100% NTP agreement."""
+    path = sv.default_model_path() / app_module.SWEEP_FILE
+    if not path.is_file():
+        pytest.skip(f"no {path}")
+    rows = json.loads(path.read_text())["rows"]
+    rule = app_module.SWEEP_VERIFIED
+    verified = [r for r in rows if r.get("verify")]
+    assert sorted(r["gamma"] for r in verified) == sorted(app_module.SWEEP_GRID[rule])
+    assert all(r["solver"] == rule and r["same_as_ntp"] == 1.0 for r in verified)
+    ntp = next(r for r in rows if r["solver"] == "ntp")
+    assert all(r["accuracy"] == ntp["accuracy"] for r in verified)
 
 
 def test_suite_prompt_is_scored_and_other_prompts_are_not(client):
