@@ -29,7 +29,7 @@ import torch
 
 from ._version import __version__
 from .decoder import DecodeConfig
-from .evaluation import STOP, evaluate
+from .evaluation import STOP, _Plan, is_main_process, main_decides, split_items
 from .model import SBDModel
 from .tasks import SuiteItem, score
 from .trace import Trace
@@ -42,7 +42,8 @@ REPORT_COLUMNS = ("trace", "prompt", "output") + EVENT_COLUMNS
 SWEEP_COLUMNS = ("solver", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
                  "speedup_calls", "speedup_wall", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp",
                  "accuracy_with_gaps", "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens",
-                 "wall_time", "ntp_wall_time", "max_new_tokens", "fingerprint", "measured_at")
+                 "wall_time", "ntp_wall_time", "batch_size", "speed_batch_size", "max_new_tokens", "fingerprint",
+                 "measured_at")
 
 
 # -- teacher-forced NTP ----------------------------------------------------------------
@@ -108,6 +109,31 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
         result["first_divergence"] = next((i for i, a in enumerate(result["agrees"]) if not a), None)
         result["divergence_source"] = "teacher_forced"
     return result
+
+
+@torch.inference_mode()
+def _agreement_counts(model: SBDModel, traces: list[Trace], batch_size: int = 1) -> list[tuple[int, int]]:
+    """Per trace: (output tokens equal to NTP greedy given the final prefix, output tokens), as
+    ``teacher_forced_ntp`` counts them; ``batch_size`` traces per forward, right-padded (a causal
+    token never sees the padding after it)."""
+    counts = [(0, 0)] * len(traces)
+    todo = [i for i, t in enumerate(traces) if t.output_ids]
+    for start in range(0, len(todo), batch_size):
+        chunk = todo[start: start + batch_size]
+        seqs = [list(traces[i].prompt_ids) + list(traces[i].output_ids[:-1]) for i in chunk]
+        width = max(map(len, seqs))
+        ids = torch.zeros(len(seqs), width, dtype=torch.long)
+        attention = torch.zeros(len(seqs), width, dtype=torch.long)
+        for row, seq in enumerate(seqs):
+            ids[row, : len(seq)] = torch.tensor(seq)
+            attention[row, : len(seq)] = 1
+        greedy = model.model(input_ids=ids.to(model.device), attention_mask=attention.to(model.device)
+                             ).logits.argmax(-1).cpu()  # (rows, width)
+        for row, i in enumerate(chunk):
+            out, n_prompt = traces[i].output_ids, len(traces[i].prompt_ids)
+            predicted = greedy[row, n_prompt - 1: n_prompt - 1 + len(out)].tolist()
+            counts[i] = (sum(p == t for p, t in zip(predicted, out)), len(out))
+    return counts
 
 
 def _first_difference(a: list[int], b: list[int]) -> int | None:
@@ -333,38 +359,51 @@ def _mean(flags: list[bool]) -> float:
 
 
 def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dict, max_new_tokens: int,
-             progress: bool) -> tuple[dict, dict]:
-    """Run one setting (paired with NTP on every item, via ``evaluate``) and summarise it."""
-    result = evaluate(model, items, solver=setting["solver"], gamma=setting["gamma"],
-                      block_size=setting["block_size"], gap_free=setting["gap_free"], verify=setting["verify"],
-                      max_new_tokens=max_new_tokens, measure_speedup=True, progress=progress, keep_traces=True)
-    agree = total = ntp_agree = ntp_total = same = 0
-    with_gaps, without_gaps = [], []
-    for r in result["rows"]:
-        trace, ntp_trace = r["trace"], r["ntp_trace"]
-        tf = teacher_forced_ntp(model, trace)
-        agree, total = agree + sum(tf["agrees"]), total + len(tf["agrees"])
-        ntf = teacher_forced_ntp(model, ntp_trace)
-        ntp_agree, ntp_total = ntp_agree + sum(ntf["agrees"]), ntp_total + len(ntf["agrees"])
-        same += trace.output_ids == ntp_trace.output_ids
-        # r["gap_fills"] counts the kept ones (Trace.kept_gap_fills): only they can change the answer
-        (with_gaps if r["gap_fills"] else without_gaps).append(r["correct"])
+             progress: bool, batch_size: int = 1, speed_batch_size: int | None = 1) -> tuple[dict, dict]:
+    """Run one setting (paired with NTP on every item, as ``evaluate`` does) and summarise it.
+
+    Under ``accelerate launch`` every process decodes and teacher-forces its share of the items;
+    only plain numbers are gathered."""
+    plan = _Plan(model, items, solver=setting["solver"], gamma=setting["gamma"], block_size=setting["block_size"],
+                 gap_free=setting["gap_free"], decoder="sbd", max_new_tokens=max_new_tokens, measure_speedup=True,
+                 stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
+    with split_items(items) as (share, gather):
+        rows = plan.rows(share, keep_traces=True, progress=progress)
+        traces, ntp_traces = [r.pop("trace") for r in rows], [r.pop("ntp_trace") for r in rows]
+        mine = _agreement_counts(model, traces, batch_size)
+        ntps = _agreement_counts(model, ntp_traces, batch_size)
+        for r, trace, ntp_trace, (agree, n), (ntp_agree, ntp_n) in zip(rows, traces, ntp_traces, mine, ntps):
+            r.update(tf_agree=agree, tf_tokens=n, ntp_tf_agree=ntp_agree, ntp_tf_tokens=ntp_n,
+                     same=trace.output_ids == ntp_trace.output_ids)
+        rows = gather(rows)
+    result = plan.summary(rows)
+    agree, total = sum(r["tf_agree"] for r in rows), sum(r["tf_tokens"] for r in rows)
+    ntp_agree, ntp_total = sum(r["ntp_tf_agree"] for r in rows), sum(r["ntp_tf_tokens"] for r in rows)
+    # r["gap_fills"] counts the kept ones (Trace.kept_gap_fills): only they can change the answer
+    with_gaps = [r["correct"] for r in rows if r["gap_fills"]]
+    without_gaps = [r["correct"] for r in rows if not r["gap_fills"]]
     nan = float("nan")
     ntp = result["ntp"]
     row = {**setting, "accuracy": result["accuracy"] if scored else nan,
            "calls_per_token": result["calls_per_token"], "tokens_per_call": result["tokens_per_call"],
            "speedup_calls": result["speedup_calls"], "speedup_wall": result["speedup_wall"],
-           "gap_fill_rate": result["gap_fill_rate"], "n_gap_fills": sum(r["gap_fills"] for r in result["rows"]),
-           "ntp_agreement": agree / total if total else nan, "same_as_ntp": same / len(items),
+           "gap_fill_rate": result["gap_fill_rate"], "n_gap_fills": sum(r["gap_fills"] for r in rows),
+           "ntp_agreement": agree / total if total else nan, "same_as_ntp": sum(r["same"] for r in rows) / len(items),
            "accuracy_with_gaps": _mean(with_gaps) if scored else nan,
            "accuracy_without_gaps": _mean(without_gaps) if scored else nan, "n_with_gaps": len(with_gaps),
            "n_items": len(items), "calls": result["calls"], "tokens": result["tokens"],
-           "wall_time": result["wall_time"], "ntp_wall_time": ntp["wall_time"],
+           "wall_time": result["wall_time"], "ntp_wall_time": ntp["wall_time"], "batch_size": batch_size,
+           "speed_batch_size": speed_batch_size if speed_batch_size is not None else nan,
            "max_new_tokens": max_new_tokens, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     ntp_row = {"accuracy": ntp["accuracy"] if scored else nan, "calls": ntp["calls"], "tokens": ntp["tokens"],
                "wall_time": ntp["wall_time"], "ntp_agreement": ntp_agree / ntp_total if ntp_total else nan,
+               "batch_size": batch_size, "speed_batch_size": row["speed_batch_size"],
                "measured_at": row["measured_at"]}
     return row, ntp_row
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> dict:
@@ -375,10 +414,11 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
     return {"solver": "ntp", "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
             "accuracy": ntp["accuracy"],
             "calls_per_token": calls / tokens if tokens else nan, "tokens_per_call": tokens / calls if calls else nan,
-            "speedup_calls": 1.0, "speedup_wall": 1.0, "gap_fill_rate": 0.0, "n_gap_fills": 0,
-            "ntp_agreement": ntp["ntp_agreement"], "same_as_ntp": 1.0, "accuracy_with_gaps": nan,
+            "speedup_calls": 1.0, "speedup_wall": 1.0 if _finite(ntp["wall_time"]) else nan, "gap_fill_rate": 0.0,
+            "n_gap_fills": 0, "ntp_agreement": ntp["ntp_agreement"], "same_as_ntp": 1.0, "accuracy_with_gaps": nan,
             "accuracy_without_gaps": ntp["accuracy"], "n_with_gaps": 0, "n_items": n_items, "calls": calls,
             "tokens": tokens, "wall_time": ntp["wall_time"], "ntp_wall_time": ntp["wall_time"],
+            "batch_size": ntp.get("batch_size", 1), "speed_batch_size": ntp.get("speed_batch_size", 1),
             "max_new_tokens": max_new_tokens, "fingerprint": fingerprint, "measured_at": ntp["measured_at"]}
 
 
@@ -386,7 +426,7 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
           gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] = (16,),
           gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
           cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
-          verify: Sequence[bool] = (False,)):
+          verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1):
     """Score every (solver, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
 
     One row per setting plus one NTP row (``solver='ntp'``, ``verify`` False). Each setting runs through
@@ -405,12 +445,20 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     ``same_as_ntp`` (fraction of items whose output equals NTP's), ``accuracy_with_gaps`` /
     ``accuracy_without_gaps`` (accuracy over items whose output holds >= 1 gap fill / none),
     ``n_with_gaps``, ``n_items``, ``calls`` / ``tokens`` (totals over the items),
-    ``wall_time`` / ``ntp_wall_time`` (seconds, totals of the paired runs),
-    ``fingerprint`` and ``measured_at``.
+    ``wall_time`` / ``ntp_wall_time`` (seconds, totals of the paired runs), ``batch_size`` and
+    ``speed_batch_size`` (below), ``fingerprint`` and ``measured_at``.
+
+    ``batch_size``: prompts per forward for the decodes behind the quality columns (``decode_batch``,
+    SBD and NTP) and for the teacher-forced passes.
+    ``speed_batch_size``: where ``speedup_wall`` is measured: 1 (default) item by item against HF
+    ``generate``, back to back, as an unbatched sweep does (an extra pass when ``batch_size`` > 1);
+    ``batch_size``: the batched SBD run against the batched NTP run; None: not at all (NaN, fastest).
+    Under ``accelerate launch`` every process decodes its share of the items (Accelerate's split and
+    gather), every process returns the same frame, and only the main process writes the cache.
 
     Each setting's row is cached as JSON in ``cache_dir`` (``None`` disables the cache), keyed
-    by the model's fingerprint and tokenizer, the setting, ``max_new_tokens``, the stop and
-    the items, so a repeated sweep returns the stored rows without calling the model; their
+    by the model's fingerprint and tokenizer, the setting, ``max_new_tokens``, the stop, the
+    batch sizes and the items, so a repeated sweep returns the stored rows without calling the model; their
     wall-clock numbers are those measured when first computed (``measured_at``).
     """
     import pandas as pd
@@ -420,6 +468,9 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: must be a whole number >= 1, got {max_new_tokens!r}")
     settings = _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens, verify)
+    _Plan(model, items[:1], solver=settings[0]["solver"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
+          gap_free=False, decoder="sbd", max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,
+          batch_size=batch_size, speed_batch_size=speed_batch_size)  # batch_size / speed_batch_size checked up front
     fingerprint = model.fingerprint()
     model_id = {"fingerprint": fingerprint, "tokenizer": _tokenizer_hash(model)}
     items_hash = _items_hash(items)
@@ -432,7 +483,9 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     rows, ntp = [], None
     for setting in settings:
         key = _cache_key(model_id, setting, items_hash, len(items), max_new_tokens)
-        hit = _read_cache(_cache_path(cache, key), key) if cache is not None else None
+        key.update(batch_size=batch_size, speed_batch_size=speed_batch_size)
+        # under accelerate launch every process must take the same branch: the main process reads the cache
+        hit = main_decides(_read_cache(_cache_path(cache, key), key) if cache is not None else None)
         if hit is not None:
             row, ntp_row = hit["row"], hit["ntp"]
         else:
@@ -440,8 +493,9 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
                 bar.set_postfix_str(f"{setting['solver']} gamma={setting['gamma']:g} k={setting['block_size']}"
                                     f"{' gap-free' if setting['gap_free'] else ''}"
                                     f"{' verified' if setting['verify'] else ''}")
-            row, ntp_row = _measure(model, items, scored, setting, max_new_tokens, progress)
-            if cache is not None:
+            row, ntp_row = _measure(model, items, scored, setting, max_new_tokens, progress, batch_size,
+                                    speed_batch_size)
+            if cache is not None and is_main_process():
                 _write_cache(_cache_path(cache, key), key, row, ntp_row)
         rows.append({**row, "fingerprint": fingerprint})
         ntp = ntp or ntp_row

@@ -35,7 +35,7 @@ from typing import Iterable
 
 import torch
 
-from .decoder import CacheCut, DecodeConfig, Decoding, ModelCall, _check_model
+from .decoder import CacheCut, DecodeConfig, Decoding, ModelCall, NTPDecoding, _check_model
 from .model import SBDModel
 from .solvers import DEFAULT_GAMMA, DEFAULT_RULE
 from .trace import Trace
@@ -151,6 +151,7 @@ class BatchDecoding:
     prompts: list[str]
     config: DecodeConfig = field(default_factory=DecodeConfig)
     batch_size: int = 8
+    decoder: str = "sbd"  # or "ntp": greedy NTP, one token per call from the causal logits (NTPDecoding)
     stats: BatchStats = field(default_factory=BatchStats, init=False)
 
     def __post_init__(self):
@@ -165,10 +166,13 @@ class BatchDecoding:
             raise ValueError(f"batch_size: must be a whole number in [1, {MAX_BATCH_SIZE}], got {b!r}")
         if not isinstance(self.config, DecodeConfig):
             raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
+        if self.decoder not in ("sbd", "ntp"):
+            raise ValueError(f"decoder: must be 'sbd' or 'ntp', got {self.decoder!r}")
+        kind = Decoding if self.decoder == "sbd" else NTPDecoding
         self._decodings = []
         for i, prompt in enumerate(self.prompts):
             try:
-                self._decodings.append(Decoding(self.model, prompt, self.config))
+                self._decodings.append(kind(self.model, prompt, self.config))
             except ValueError as exc:
                 raise ValueError(f"{exc} (prompts[{i}])") from None
         self._ran = False
@@ -313,8 +317,12 @@ class BatchDecoding:
 def decode_batch(model: SBDModel, prompts: Iterable[str], solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
                  block_size: int = 16, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
                  stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
-                 verify: bool = False, batch_size: int = 8, progress: bool = False) -> list[Trace]:
+                 verify: bool = False, batch_size: int = 8, progress: bool = False,
+                 decoder: str = "sbd") -> list[Trace]:
     """Decode many prompts with SBD, ``batch_size`` rows per forward; one ``Trace`` per prompt, in order.
+
+    ``decoder="ntp"`` decodes greedy NTP instead (one token per call, ``decode_ntp``'s traces), the
+    batched baseline for SBD's speed.
 
     Each trace holds what ``decode`` gives that prompt alone (same settings; at temperature 0 up to
     float rounding, see ``sbd_viz.batch``). A finished row's place goes to the next prompt at once.
@@ -324,4 +332,4 @@ def decode_batch(model: SBDModel, prompts: Iterable[str], solver: str = DEFAULT_
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
                           verify=verify)
     return BatchDecoding(model, list(prompts) if not isinstance(prompts, str) else prompts, config,
-                         batch_size).run(progress=progress)
+                         batch_size, decoder).run(progress=progress)

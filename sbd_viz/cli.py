@@ -50,7 +50,13 @@ def _sweep(args) -> int:
     df = analysis.sweep(model, suite, solvers=args.solvers, gammas=args.gammas, block_sizes=args.block_sizes,
                         gap_free=(False, True) if args.gap_free_too else (False,),
                         verify=(False, True) if args.verify_too else (False,),
-                        max_new_tokens=args.max_new_tokens, cache_dir=None if args.no_cache else args.cache_dir)
+                        max_new_tokens=args.max_new_tokens, cache_dir=None if args.no_cache else args.cache_dir,
+                        batch_size=args.batch_size,
+                        speed_batch_size={"1": 1, "batch": args.batch_size, "none": None}[args.speed_batch])
+    from sbd_viz.evaluation import is_main_process
+
+    if not is_main_process():  # under accelerate launch: every process swept its share; one writes
+        return 0
     df.to_csv(args.out, index=False)
     shown = ["solver", "gamma", "block_size", "gap_free", "verify", "accuracy", "tokens_per_call", "speedup_calls",
              "speedup_wall", "gap_fill_rate", "ntp_agreement", "accuracy_with_gaps", "accuracy_without_gaps"]
@@ -179,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--cache-dir", default=".sbd_cache")
     p.add_argument("--no-cache", action="store_true", help="measure afresh and store nothing")
+    p.add_argument("--batch-size", type=int, default=1, help="prompts per forward for the scored decodes")
+    p.add_argument("--speed-batch", choices=["1", "batch", "none"], default="1",
+                   help="measure speedup_wall item by item at batch 1 (default), between the batched runs, "
+                        "or not at all")
     p.add_argument("--out", required=True, help="write the sweep table here (CSV)")
     p.add_argument("--html", help="also write the speed/quality figure here")
     p.set_defaults(func=_sweep)

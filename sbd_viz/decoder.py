@@ -424,6 +424,67 @@ class Decoding:
                       self.config.as_dict())
 
 
+class NTPDecoding:
+    """Greedy NTP decoding of ``prompt`` as cache requests: one token per call, the argmax of the causal
+    logits at the last token (what HF ``generate`` computes). For engines that serve calls themselves
+    (``decode_batch(..., decoder="ntp")``); the trace has ``decode_ntp``'s form and, up to float
+    rounding, its text. Only ``max_new_tokens``, ``stop`` and ``top_n`` of ``config`` apply.
+
+    (SBD with one-slot blocks is *not* this: its token comes from a mask slot's prediction, a different
+    output of the same weights, which disagrees with NTP wherever the model is unsure.)
+    """
+
+    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None):
+        self.model, self.prompt = _check_model(model), _check_prompt(prompt)
+        self.config = DecodeConfig() if config is None else config
+        if not isinstance(self.config, DecodeConfig):
+            raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
+        self.prompt_ids = model.encode(prompt)
+        model.check_fits(len(self.prompt_ids), self.config.max_new_tokens)
+        self.output_ids: list[int] | None = None
+        self.stop_reason: str | None = None
+        self._steps: list[Step] = []
+        self._started = False
+
+    def requests(self) -> Generator["ModelCall | CacheCut", object, None]:
+        if self._started:
+            raise RuntimeError("requests: this NTPDecoding has already run; make a new one to decode again")
+        self._started = True
+        return self._requests()
+
+    def _requests(self):
+        model, config, n_prompt = self.model, self.config, len(self.prompt_ids)
+        generated: list[int] = []
+        reason = "length"
+        while len(generated) < config.max_new_tokens:
+            fed = list(self.prompt_ids) if not generated else generated[-1:]
+            causal, _, seconds = yield ModelCall(fed, [], 1)
+            t0 = time.perf_counter()
+            logp = torch.log_softmax(causal, -1)  # (1, V)
+            probs = logp.exp()
+            token = int(probs[0].argmax())
+            h = _entropy(probs, logp)
+            i = len(generated)
+            generated.append(token)
+            self._steps.append(Step(
+                call=i, block=i, block_start=n_prompt + i, block_size=1, step=0, masked=(0,),
+                slots=_slot_views(self.model, (0,), probs, h.cpu(), config.top_n),
+                commits=(Commit(0, token, model.token_text(token), float(probs[0, token]), float(h[0]), 0),),
+                wall_time=seconds + time.perf_counter() - t0, n_input=len(fed)))
+            hit = _stop_index(model, generated, len(generated), config.stop)
+            if hit:
+                generated, reason = generated[: hit[0]], hit[1]
+                break
+        self.output_ids, self.stop_reason = generated, reason
+
+    def trace(self) -> Trace:
+        if self.stop_reason is None:
+            raise RuntimeError("trace: the decode has not finished; serve requests() to the end first")
+        cfg = {"decoder": "ntp", "solver": "ntp", "max_new_tokens": self.config.max_new_tokens,
+               "stop": list(self.config.stop), "top_n": self.config.top_n, "block_size": 1, "temperature": 0.0}
+        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason, cfg)
+
+
 def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = None) -> Generator[Step, None, None]:
     """Decode ``prompt`` with SBD, yielding one ``Step`` per model call (``Decoding`` also gives the trace)."""
     return Decoding(model, prompt, config).steps()

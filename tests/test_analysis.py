@@ -169,15 +169,15 @@ SWEEP = dict(gammas=(0.0, 5.0), block_sizes=(4,), gap_free=(False, True), max_ne
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts the settings the sweep actually computes (each is one ``evaluate`` run)."""
+    """Counts the settings the sweep actually computes (each is one ``_measure`` run)."""
     runs = []
-    real = analysis.evaluate
+    real = analysis._measure
 
-    def counting(model, items, **kwargs):
-        runs.append(kwargs)
-        return real(model, items, **kwargs)
+    def counting(model, items, scored, setting, *args):
+        runs.append(setting)
+        return real(model, items, scored, setting, *args)
 
-    monkeypatch.setattr(analysis, "evaluate", counting)
+    monkeypatch.setattr(analysis, "_measure", counting)
     return runs
 
 
