@@ -56,6 +56,7 @@ ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = 
 CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
 RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
 VERIFIED_COLOR = "#000000"  # the verified line: black like NTP (its text is NTP's), dashed, diamond markers
+VERIFIED_DASHES = ("dash", "dot", "dashdot", "longdash")  # several verified lines (e.g. one per block size)
 VERIFIED_LABEL = "verified (lossless)"
 MASK_GLYPH = "▒"
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
@@ -628,7 +629,8 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
 
     Rows with solver "ntp" are drawn as the reference star and dotted accuracy line. Rows with
     ``verify`` True (``sweep(..., verify=(False, True))``) are drawn as the "verified (lossless)" line,
-    black and dashed: their text is NTP's, so they sit at NTP's accuracy and only their speed varies.
+    black and dashed (several verified lines get different dashes): their text is NTP's, so they sit at
+    NTP's accuracy and only their speed varies.
     When the rows hold several block sizes, each (rule, block size) gets its own line. ``current``
     (``dict(solver=..., gamma=...[, gap_free=...][, verify=...][, block_size=...])``) rings the current setting.
     """
@@ -642,12 +644,12 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
             text=[f"γ={g:g}" for g in rows["gamma"]], textposition=("top center", "bottom center")[i % 2],
             textfont=dict(size=10, color=color), line=dict(color=color, width=2), marker=dict(size=9, color=color),
             hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
-    for rule, rows in df[~is_ntp & df["verify"]].groupby("rule", sort=True):
-        rows = rows.sort_values(x)
+    for j, (rule, rows) in enumerate(df[~is_ntp & df["verify"]].groupby("rule", sort=True)):
+        rows, dash = rows.sort_values(x), VERIFIED_DASHES[j % len(VERIFIED_DASHES)]
         fig.add_trace(go.Scatter(
             x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="verified"),
             text=[f"γ={g:g}" for g in rows["gamma"]], textposition="bottom center",
-            textfont=dict(size=10, color=VERIFIED_COLOR), line=dict(color=VERIFIED_COLOR, width=2, dash="dash"),
+            textfont=dict(size=10, color=VERIFIED_COLOR), line=dict(color=VERIFIED_COLOR, width=2, dash=dash),
             marker=dict(symbol="diamond", size=10, color=VERIFIED_COLOR),
             hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
     if is_ntp.any():

@@ -313,10 +313,11 @@ def test_tradeoff_rings_the_verified_point_when_verified():
         tradeoff(VERIFIED_RESULTS, current=dict(solver="topk", gamma=2, verify=True))
 
 
-def test_tradeoff_names_the_rule_of_each_verified_line_when_there_are_several():
+def test_tradeoff_names_and_dashes_each_verified_line_when_there_are_several():
     rows = VERIFIED_RESULTS + [dict(solver="topk", gamma=2, accuracy=0.82, calls_per_token=0.6, verify=True)]
-    names = sorted(t.name for t in tradeoff(rows).data if t.meta and t.meta["role"] == "verified")
-    assert names == ["verified (lossless) · eb", "verified (lossless) · topk"]
+    lines = [t for t in tradeoff(rows).data if t.meta and t.meta["role"] == "verified"]
+    assert sorted(t.name for t in lines) == ["verified (lossless) · eb", "verified (lossless) · topk"]
+    assert len({t.line.dash for t in lines}) == 2  # told apart by their dashes
 
 
 # -- comparing two runs ---------------------------------------------------------------
