@@ -173,17 +173,11 @@ def _slot_views(model: SBDModel, masked, probs, entropy, top_n) -> tuple[SlotVie
         for slot, h, ps, ids in zip(masked, entropy.tolist(), top_p.tolist(), top_i.tolist()))
 
 
-class Decoding:
-    """One SBD decode of ``prompt``: iterate ``steps()`` (one ``Step`` per model call), then ``trace()``.
+class _Run:
+    """What every decode of one prompt holds: the checked request, its steps so far, and how it ended.
 
     Everything is checked on construction (the settings, the prompt, the model's trained context),
-    so a streaming UI hears of a bad request before it starts, not at the first ``next``::
-
-        decoding = sv.Decoding(model, "assert 48 + 37 == ", sv.DecodeConfig(gamma=0.5, stop="\\n"))
-        for step in decoding.steps():
-            ...  # show the step while the block fills
-        trace = decoding.trace()
-    """
+    so a streaming UI hears of a bad request before it starts, not at the first step."""
 
     def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None):
         self.model, self.prompt = _check_model(model), _check_prompt(prompt)
@@ -196,6 +190,32 @@ class Decoding:
         self.stop_reason: str | None = None  # 'stop', 'eos' or 'length', once finished
         self._steps: list[Step] = []
         self._started = False
+
+    @property
+    def recorded_steps(self) -> tuple[Step, ...]:
+        return tuple(self._steps)
+
+    def _start(self) -> None:
+        if self._started:  # a second run would append a second decode's steps to the first's
+            raise RuntimeError(f"steps: this {type(self).__name__} has already run; make a new one to decode again")
+        self._started = True
+
+    def _finished(self) -> None:
+        if self.stop_reason is None:
+            raise RuntimeError("trace: the decode has not finished; iterate its steps (or requests) to the end first")
+
+
+class Decoding(_Run):
+    """One SBD decode of ``prompt``: iterate ``steps()`` (one ``Step`` per model call), then ``trace()``.
+
+    Everything is checked on construction (the settings, the prompt, the model's trained context),
+    so a streaming UI hears of a bad request before it starts, not at the first ``next``::
+
+        decoding = sv.Decoding(model, "assert 48 + 37 == ", sv.DecodeConfig(gamma=0.5, stop="\\n"))
+        for step in decoding.steps():
+            ...  # show the step while the block fills
+        trace = decoding.trace()
+    """
 
     def steps(self) -> Generator[Step, None, None]:
         """Decode, yielding one ``Step`` per model call (paper Algorithms 2-3)."""
@@ -218,16 +238,10 @@ class Decoding:
         the steps so far are in ``recorded_steps``; once it ends, ``trace()`` works. ``steps()`` serves
         the same requests on one cache of its own.
         """
-        if self._started:  # a second run would append a second decode's steps to the first's
-            raise RuntimeError("steps: this Decoding has already run; make a new one to decode again")
-        self._started = True
+        self._start()
         if self.config.verify:
             return self._verified_requests()
         return self._plain_requests()
-
-    @property
-    def recorded_steps(self) -> tuple[Step, ...]:
-        return tuple(self._steps)
 
     def _plain_requests(self):
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
@@ -418,13 +432,12 @@ class Decoding:
 
     def trace(self) -> Trace:
         """The finished decode as a ``Trace``."""
-        if self.stop_reason is None:
-            raise RuntimeError("trace: the decode has not finished; iterate steps() to the end first")
+        self._finished()
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
                       self.config.as_dict())
 
 
-class NTPDecoding:
+class NTPDecoding(_Run):
     """Greedy NTP decoding of ``prompt`` as cache requests: one token per call, the argmax of the causal
     logits at the last token (what HF ``generate`` computes). For engines that serve calls themselves
     (``decode_batch(..., decoder="ntp")``); the trace has ``decode_ntp``'s form and, up to float
@@ -434,22 +447,8 @@ class NTPDecoding:
     output of the same weights, which disagrees with NTP wherever the model is unsure.)
     """
 
-    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None):
-        self.model, self.prompt = _check_model(model), _check_prompt(prompt)
-        self.config = DecodeConfig() if config is None else config
-        if not isinstance(self.config, DecodeConfig):
-            raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
-        self.prompt_ids = model.encode(prompt)
-        model.check_fits(len(self.prompt_ids), self.config.max_new_tokens)
-        self.output_ids: list[int] | None = None
-        self.stop_reason: str | None = None
-        self._steps: list[Step] = []
-        self._started = False
-
     def requests(self) -> Generator["ModelCall | CacheCut", object, None]:
-        if self._started:
-            raise RuntimeError("requests: this NTPDecoding has already run; make a new one to decode again")
-        self._started = True
+        self._start()
         return self._requests()
 
     def _requests(self):
@@ -478,8 +477,7 @@ class NTPDecoding:
         self.output_ids, self.stop_reason = generated, reason
 
     def trace(self) -> Trace:
-        if self.stop_reason is None:
-            raise RuntimeError("trace: the decode has not finished; serve requests() to the end first")
+        self._finished()
         cfg = {"decoder": "ntp", "solver": "ntp", "max_new_tokens": self.config.max_new_tokens,
                "stop": list(self.config.stop), "top_n": self.config.top_n, "block_size": 1, "temperature": 0.0}
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason, cfg)

@@ -42,6 +42,18 @@ HAND = [("abcdef", [{5}, {0, 3}, {1, 2, 4}]),
         ("kl\nm", [{1, 3}, {0}, {2}])]
 
 
+def sharp_model(arch: str = "llama", seed: int = 1):
+    """A tiny random model with a scaled-up head: its entropies span 0..2 nats, so the rules commit several
+    slots per call and its drafts both agree and disagree with its own NTP choices (a plain random model is
+    near-uniform, ~4.4 nats per slot: every rule commits one slot per call)."""
+    import torch
+
+    model = tiny_model(arch, seed=seed)
+    with torch.no_grad():
+        model.model.get_output_embeddings().weight *= 32
+    return model
+
+
 def hand_trace(blocks=HAND, stop_at=None) -> Trace:
     """A trace built by hand. ``blocks``: (block text, schedule) pairs, where the schedule lists the
     slots committed at each step; ``stop_at`` cuts the output after that many characters. Gaps are

@@ -8,7 +8,7 @@ import sbd_viz as sv
 from sbd_viz.batch import BatchDecoding
 from sbd_viz.decoder import serve
 
-from conftest import tiny_model
+from conftest import sharp_model as sharp
 
 ARCHS = ["llama", "qwen3", "gpt_neox", "mistral"]
 # different lengths, so rows are padded and finish at different calls
@@ -30,14 +30,6 @@ def one_thread():
     torch.set_num_threads(1)  # tiny forwards on a shared CPU: one thread is faster and steadier
     yield
     torch.set_num_threads(threads)
-
-
-def sharp(arch: str, seed: int = 1):
-    """A random model with a scaled-up head: entropies span 0..2 nats, so rules commit several slots per call."""
-    model = tiny_model(arch, seed=seed)
-    with torch.no_grad():
-        model.model.get_output_embeddings().weight *= 32
-    return model
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import torch
 
 import sbd_viz as sv
 
-from conftest import tiny_model
+from conftest import sharp_model as sharp, tiny_model
 
 ARCHS = ["llama", "qwen3", "gpt_neox", "mistral"]
 PROMPTS = ["assert 1 + 2 == ", "x = [3, 1", "def f(a):", "hi"]
@@ -23,15 +23,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def sharp(arch: str, seed: int = 1):
-    """A random model with a scaled-up head (as test_app's sharp_tiny_model): entropies span 0..2 nats, so the
-    rules commit several slots per call and its drafts both agree and disagree with its own NTP choices."""
-    model = tiny_model(arch, seed=seed)
-    with torch.no_grad():
-        model.model.get_output_embeddings().weight *= 32
-    return model
 
 
 @pytest.fixture(scope="module")
