@@ -185,7 +185,9 @@ class BatchDecoding:
         width = min(self.batch_size, len(self.prompts))
         cache = _BatchCache(self.model, width)
         rows: list[_Row | None] = [None] * width
-        queue = deque(range(len(self.prompts)))
+        # prompts of similar length enter together, so fewer rows are padded to a long prompt (order of the
+        # results is the input's; each row's decode is independent of its neighbours)
+        queue = deque(sorted(range(len(self.prompts)), key=lambda i: len(self._decodings[i].prompt_ids)))
         traces: list[Trace | None] = [None] * len(self.prompts)
         bar = None
         if progress:
