@@ -142,7 +142,7 @@ class _Plan:
                                 max_new_tokens=max_new_tokens, stop=self.stop, verify=verify)
         self.ntp_batched = DecodeConfig(max_new_tokens=max_new_tokens, stop=self.stop)  # for NTPDecoding
         self.paired = measure_speedup and decoder == "sbd"
-        self.speed_batch_size = speed_batch_size if measure_speedup else None
+        self.speed_batch_size = speed_batch_size  # the main decode is timed even with no NTP beside it
         self.settings = {"decoder": decoder, "solver": solver if decoder == "sbd" else "ntp", "gamma": gamma,
                          "block_size": block_size, "gap_free": gap_free, "verify": verify and decoder == "sbd",
                          "max_new_tokens": max_new_tokens, "n_items": len(self.items), "batch_size": batch_size,
