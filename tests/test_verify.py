@@ -350,3 +350,31 @@ def test_cli_trace_verify(models, tmp_path, capsys):
     assert trace.output_ids == sv.decode_ntp(model, "assert 1 + 2 == ", max_new_tokens=20).output_ids
     assert cli_main(args + ["--temperature", "0.5"]) == 2
     assert "verify" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_shipped_model_verified_equals_ntp_on_the_whole_suite():
+    """Issue 9: on the shipped model, verified SBD writes greedy NTP's exact ids on every test-suite item, for
+    several γ and block sizes, and the drafts really were checked (some rejected, most accepted)."""
+    model = sv.load_model()
+    items = sv.tasks.load_suite("pyasserts", "test")
+    assert len(items) >= 500
+    settings = [(0.1, 8), (1.0, 16), (2.0, 32)]
+    differ = {s: [] for s in settings}
+    rollbacks = {s: 0 for s in settings}
+    calls = {s: 0 for s in settings}
+    tokens = 0
+    for item in items:
+        ntp = sv.decode_ntp(model, item.prompt, max_new_tokens=48, stop="\n")
+        tokens += len(ntp.output_ids)
+        for gamma, block in settings:
+            trace = sv.decode(model, item.prompt, gamma=gamma, block_size=block, max_new_tokens=48, stop="\n",
+                              verify=True)
+            if trace.output_ids != ntp.output_ids:
+                differ[(gamma, block)].append(item.prompt)
+            rollbacks[(gamma, block)] += sum(step.rollback is not None for step in trace.steps)
+            calls[(gamma, block)] += trace.nfe
+    assert all(not d for d in differ.values()), {s: d[:3] for s, d in differ.items()}
+    for s in settings:
+        assert rollbacks[s] > 0, f"no rollback at {s}: the check was never exercised"
+        assert calls[s] < tokens / 2, f"{s}: {calls[s]} calls for {tokens} tokens"
