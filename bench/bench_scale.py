@@ -56,20 +56,47 @@ if is_main_process():
 """
 
 
-def decode_round(model, prompts, batch_size, config):
+def decode_round(model, prompts, batch_size, config, decoder="sbd"):
     import sbd_viz as sv
     from sbd_viz.batch import BatchDecoding
 
     t0 = time.perf_counter()
-    if batch_size == 1:
+    if batch_size == 1 and decoder == "sbd":
         traces = [sv.decode(model, p, solver=config.solver, gamma=config.gamma, block_size=config.block_size,
                             stop=config.stop, max_new_tokens=config.max_new_tokens) for p in prompts]
         stats = None
+    elif batch_size == 1:
+        traces = [sv.decode_ntp(model, p, max_new_tokens=config.max_new_tokens, stop=config.stop) for p in prompts]
+        stats = None
     else:
-        batch = BatchDecoding(model, prompts, config, batch_size)
+        batch = BatchDecoding(model, prompts, config, batch_size, decoder=decoder)
         traces = batch.run()
         stats = batch.stats.as_dict()
     return time.perf_counter() - t0, [list(t.output_ids) for t in traces], stats
+
+
+def forward_ceiling(model, rows: int = 32, widths=(1, 16, 32, 56), repeats: int = 5) -> list[dict]:
+    """What one forward of ``rows`` rows saves over ``rows`` single-row forwards, at each width (tokens per row,
+    no cache): the most any batching can give on this CPU at that width (medians of ``repeats``)."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for width in widths:
+            ids = torch.randint(3, model.model.config.vocab_size, (rows, width))
+            singles, batched = [], []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                for r in range(rows):
+                    model.model(input_ids=ids[r: r + 1], use_cache=False)
+                singles.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                model.model(input_ids=ids, use_cache=False)
+                batched.append(time.perf_counter() - t0)
+            s, b = statistics.median(singles), statistics.median(batched)
+            out.append({"rows": rows, "width": width, "singles_ms": 1000 * s, "batched_ms": 1000 * b, "ratio": s / b})
+            print(f"ceiling: {rows} rows x {width} tokens: {s / b:.2f}x", flush=True)
+    return out
 
 
 def launched_sweep(processes: int, threads: int, per_family: int, batch_size: int, out: Path) -> dict:
@@ -115,26 +142,29 @@ def main(argv=None) -> int:
     prompts = [item.prompt for item in items]
     config = sv.DecodeConfig(gamma=0.1, block_size=16, stop=("\n",))
 
-    # 1. decoding
-    seconds = {b: [] for b in args.batches}
+    # 1. decoding: SBD and greedy NTP (the sweep's baseline), each batch size, rounds interleaved
+    runs = [(d, b) for d in ("sbd", "ntp") for b in args.batches]
+    seconds = {run: [] for run in runs}
     outputs, stats = {}, {}
     for r in range(args.rounds):
-        for b in (args.batches if r % 2 == 0 else list(reversed(args.batches))):
-            s, out, st = decode_round(model, prompts, b, config)
-            seconds[b].append(s)
-            outputs[b], stats[b] = out, st
-            print(f"decode round {r} batch {b}: {len(prompts) / s:.1f} items/s", flush=True)
+        for d, b in (runs if r % 2 == 0 else list(reversed(runs))):
+            s, out, st = decode_round(model, prompts, b, config, d)
+            seconds[(d, b)].append(s)
+            outputs[(d, b)], stats[(d, b)] = out, st
+            print(f"decode round {r} {d} batch {b}: {len(prompts) / s:.1f} items/s", flush=True)
     base = args.batches[0]
     decode_rows = []
-    for b in args.batches:
-        med = statistics.median(seconds[b])
-        row = {"batch": b, "seconds": med, "items_per_s": len(prompts) / med,
-               "vs_batch_1": statistics.median(seconds[base]) / med,
-               "differ": sum(x != y for x, y in zip(outputs[b], outputs[base]))}
-        if stats[b]:
-            row.update(row_efficiency=stats[b]["row_efficiency"], token_efficiency=stats[b]["token_efficiency"],
-                       calls=stats[b]["calls"], row_calls=stats[b]["row_calls"], compactions=stats[b]["compactions"])
+    for d, b in runs:
+        med = statistics.median(seconds[(d, b)])
+        row = {"decoder": d, "batch": b, "seconds": med, "items_per_s": len(prompts) / med,
+               "vs_batch_1": statistics.median(seconds[(d, base)]) / med,
+               "differ": sum(x != y for x, y in zip(outputs[(d, b)], outputs[(d, base)]))}
+        st = stats[(d, b)]
+        if st:
+            row.update({k: st[k] for k in ("row_efficiency", "token_efficiency", "calls", "row_calls", "compactions",
+                                           "prefill_pieces")})
         decode_rows.append(row)
+    ceiling = forward_ceiling(model, rows=max(args.batches), repeats=1 if args.quick else 5)
 
     # 2. sweeps
     sweep_rows, frames = [], {}
@@ -166,7 +196,7 @@ def main(argv=None) -> int:
     result = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads,
               "n_items": len(items), "load_start": load, "load_end": end_load,
               "machine": f"{os.cpu_count()} cores, torch {torch.__version__}, Python {platform.python_version()}",
-              "fingerprint": model.fingerprint(), "decode": decode_rows, "sweep": sweep_rows,
+              "fingerprint": model.fingerprint(), "decode": decode_rows, "ceiling": ceiling, "sweep": sweep_rows,
               "processes": procs, "processes_equal": procs_equal,
               "command": "python bench/bench_scale.py " + shlex.join(argv if argv is not None else sys.argv[1:])}
     print(json.dumps(result, indent=1))
@@ -188,15 +218,26 @@ def report(r: dict) -> str:
         f"{r['load_end'][0]:.2f} at the end. {r['n_items']} test-suite items, SBD entropy-bounded γ 0.1, "
         "block 16, each decoded to the end of its answer line.", "",
         "## Decoding", "",
-        "Batch 1 is `sv.decode` item by item; batch B is `sv.BatchDecoding` (rows advance independently, a "
-        "finished row's place goes to the next prompt). Items per second: median of the rounds, interleaved.", "",
-        "| batch | items/s | × batch 1 | outputs differing from batch 1 | busy row-calls / row-slots | "
-        "requested / computed tokens | forwards |",
-        "| --- | --- | --- | --- | --- | --- | --- |"]
+        "Batch 1 is `sv.decode` (SBD) or `sv.decode_ntp` (greedy NTP) item by item; batch B is `sv.BatchDecoding` "
+        "(rows advance independently, a finished row's place goes to the next prompt; NTP rows feed prompts in "
+        "pieces of 16). Items per second: median of the rounds, interleaved.", "",
+        "| decoder | batch | items/s | × batch 1 | outputs differing from batch 1 | busy row-calls / row-slots | "
+        "requested / computed tokens | forwards | prefill pieces |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for d in r["decode"]:
-        lines.append(f"| {d['batch']} | {d['items_per_s']:.1f} | **{d['vs_batch_1']:.2f}** | {d['differ']} | "
-                     f"{d.get('row_efficiency', 1.0):.2f} | {d.get('token_efficiency', float('nan')):.2f} | "
-                     f"{d.get('calls', '')} |")
+        lines.append(f"| {d['decoder']} | {d['batch']} | {d['items_per_s']:.1f} | **{d['vs_batch_1']:.2f}** | "
+                     f"{d['differ']} | {d.get('row_efficiency', 1.0):.2f} | "
+                     f"{d.get('token_efficiency', float('nan')):.2f} | {d.get('calls', '')} | "
+                     f"{d.get('prefill_pieces', '')} |")
+    lines += [
+        "", "## The ceiling on this CPU", "",
+        "One forward of a batch against the same rows as single forwards (random ids, no cache, medians): the "
+        "most any batching design can save at that many tokens per row. An SBD row feeds its 16-slot block "
+        "and up to 16 new tokens, so its forwards sit at 16-32 tokens per row.", "",
+        "| rows | tokens per row | single forwards ms | one batched forward ms | ratio |", "| --- | --- | --- | --- | --- |"]
+    for c in r.get("ceiling", []):
+        lines.append(f"| {c['rows']} | {c['width']} | {c['singles_ms']:.0f} | {c['batched_ms']:.0f} | "
+                     f"**{c['ratio']:.2f}** |")
     lines += [
         "", "## Sweeps", "",
         "`sv.sweep(model, suite, gammas=[0.1], batch_size=B, speed_batch_size=None)`: SBD, greedy NTP beside it "

@@ -77,10 +77,11 @@ def test_each_row_gets_its_single_row_logits(arch, models, monkeypatch):
 
     monkeypatch.setattr(sv.Decoding, "requests", shadowed)
     for setting in (SETTINGS[0], SETTINGS[3]):
-        batch = BatchDecoding(model, PROMPTS, sv.DecodeConfig(**setting), batch_size=3)
+        batch = BatchDecoding(model, PROMPTS, sv.DecodeConfig(**setting), batch_size=3, prefill_chunk=4)
         traces = batch.run()
         assert batch.stats.row_calls == sum(t.nfe for t in traces)  # one row-call per recorded step
         assert batch.stats.compactions > 0  # the gather path was exercised
+        assert batch.stats.prefill_pieces > 0  # and prompts went in pieces
     assert worst["calls"] > 50 and worst["cuts"] > 0, worst  # verified rows really rolled back
     assert worst["diff"] <= 1e-4, worst
 
@@ -110,13 +111,16 @@ def test_a_batch_of_one_is_the_plain_decode(models):
     assert same.output_ids == one.output_ids and _commits(same) == _commits(one)
 
 
-def test_shipped_model_batch_equals_unbatched(shipped):
+@pytest.mark.parametrize("prefill_chunk", [16, 4, None])
+def test_shipped_model_batch_equals_unbatched(shipped, prefill_chunk):
     items = sv.tasks.load_suite()[:24]
     prompts = [item.prompt for item in items]
     singles = [sv.decode(shipped, p, gamma=0.1, stop="\n") for p in prompts]
-    batch = BatchDecoding(shipped, prompts, sv.DecodeConfig(gamma=0.1, stop=("\n",)), batch_size=8)
+    batch = BatchDecoding(shipped, prompts, sv.DecodeConfig(gamma=0.1, stop=("\n",)), batch_size=8,
+                          prefill_chunk=prefill_chunk)
     batched = batch.run()
     assert [t.output_ids for t in batched] == [t.output_ids for t in singles]
+    assert (batch.stats.prefill_pieces > 0) == (prefill_chunk is not None)
     assert batch.stats.row_calls == sum(t.nfe for t in singles)
     assert 0 < batch.stats.token_efficiency <= 1 and 0 < batch.stats.row_efficiency <= 1
 
@@ -134,6 +138,9 @@ def test_bad_input_names_the_argument(models):
             sv.decode_batch(model, ["ok"], batch_size=bad)
     with pytest.raises(ValueError, match="gamma"):
         sv.decode_batch(model, ["ok"], gamma=-1)
+    for bad in (0, True, 1.5, "16"):
+        with pytest.raises(ValueError, match="prefill_chunk"):
+            BatchDecoding(model, ["ok"], prefill_chunk=bad)
     with pytest.raises(TypeError, match="model"):
         sv.decode_batch("not a model", ["ok"])
     limit = model.context_length
