@@ -420,7 +420,7 @@ def example_label(model, suite: dict, prompt: str) -> str:
     trace = sv.decode(model, prompt, solver=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
                       gap_free=DEFAULTS["gap_free"], block_size=DEFAULTS["block_size"],
                       max_new_tokens=DEFAULTS["max_new_tokens"], stop=STOP if DEFAULTS["stop_at_newline"] else ())
-    item = suite.get(prompt)
+    item = tasks.item_in_prompt(prompt, suite)
     fills = len(trace.kept_gap_fills())
     label = f"{item.family if item else 'prompt'}: {trace.n_tokens} tokens in {trace.nfe} calls"
     label += f", {fills} gap fill{'s' if fills != 1 else ''}" if fills else ""
@@ -441,7 +441,8 @@ class Handlers:
     def __init__(self, model, curve: SpeedQualityCurve):
         self.model, self.curve = model, curve
         items = tasks.load_suite("pyasserts", "test")
-        self.suite = {item.prompt: item for item in items}  # recognise suite prompts, to score them
+        # recognise suite prompts, alone or at the end of a document, to score them
+        self.suite = {item.prompt: item for item in items}
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
     def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
@@ -476,7 +477,8 @@ class Handlers:
         cached = old.get("ntp_key") == ntp_key
         result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
                       ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
-                      sbd_seconds=sbd_seconds, item=self.suite.get(prompt), gap_fills=len(trace.kept_gap_fills()),
+                      sbd_seconds=sbd_seconds, item=tasks.item_in_prompt(prompt, self.suite),
+                      gap_fills=len(trace.kept_gap_fills()),
                       projection=old.get("projection", PROJECTION))
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
         yield result, skip, metrics_html(result), texts_html(result), skip

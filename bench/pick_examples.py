@@ -5,8 +5,9 @@ and list, per behaviour, the items that show it best.
 
 Behaviours: *parallel* (many slots committed in one call, answer right), *right-to-left*
 (an addition whose last digit is committed before its first), *gap fill* (a commit kept in the
-output while slots to its left were still masked). Paste the chosen prompts into ``EXAMPLES``
-in app.py.
+output while slots to its left were still masked), *earlier lines* (a context family: the answer
+needs an assignment made lines before), *in a document* (the item after train-split lines, in the
+longest prompt-length bucket the app takes). Paste the chosen prompts into ``EXAMPLES`` in app.py.
 """
 
 from __future__ import annotations
@@ -40,19 +41,30 @@ def main(argv=None) -> None:
     p.add_argument("--per-family", type=int, default=20)
     p.add_argument("--gamma", type=float, default=0.5)
     p.add_argument("--show", type=int, default=4, help="items listed per behaviour")
+    p.add_argument("--max-prompt-chars", type=int, default=383, help="the app's prompt limit (app.MAX_PROMPT_CHARS)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     model = sv.load_model(args.model)
     rows = []
-    for item in sv.tasks.load_suite("pyasserts", "test", per_family=args.per_family):
+    suite = sv.tasks.load_suite("pyasserts", "test", per_family=args.per_family)
+    longest = sv.tasks.LENGTH_BUCKETS[-1]
+    documents = sv.tasks.in_document(suite[::7], longest, max_chars=args.max_prompt_chars)
+    for item in suite + documents:
         trace = sv.decode(model, item.prompt, gamma=args.gamma, block_size=16, max_new_tokens=64, stop=STOP)
         rows.append(describe(item, trace))
+    rows, in_documents = rows[:len(suite)], rows[len(suite):]
     right = [r for r in rows if r["correct"]]
-    print(f"{len(right)}/{len(rows)} right at gamma={args.gamma}")
+    print(f"{len(right)}/{len(rows)} right at gamma={args.gamma}; in documents "
+          f"{sum(r['correct'] for r in in_documents)}/{len(in_documents)}")
     shows = {
         "parallel (right, most slots in one call)": sorted(right, key=lambda r: (-r["most_per_call"], r["nfe"])),
         "right-to-left addition (right)": [r for r in right if r["family"] == "add" and r["right_to_left"]],
         "gap fill kept in a right answer": sorted([r for r in right if r["gap_fills"]], key=lambda r: -r["gap_fills"]),
+        "earlier lines (context family, right)": sorted(
+            [r for r in right if r["family"] in sv.tasks.CONTEXT_FAMILIES],
+            key=lambda r: (-r["most_per_call"], r["nfe"])),
+        f"in a document of {longest[0]}+ characters (right)": sorted(
+            [r for r in in_documents if r["correct"]], key=lambda r: (-r["most_per_call"], r["nfe"])),
         "gap fill kept in a wrong answer": sorted([r for r in rows if r["gap_fills"] and not r["correct"]],
                                                   key=lambda r: -r["gap_fills"]),
     }

@@ -152,11 +152,15 @@ def _names(rng: random.Random, n: int) -> list[str]:
 # lines the expression reads. A distractor assignment sits between or before them, so the
 # model must find the right name, not copy the nearest line.
 def _ctx_add(rng):
-    a, b, c = _names(rng, 3)
-    va, vb, vc = rng.randint(0, 99), rng.randint(0, 99), rng.randint(0, 99)
-    lines = [f"{a} = {va}", f"{b} = {vb}", f"{c} = {vc}"]
+    # One name looked up among two assignments, plus a literal: "a value set two lines up".
+    # The two-lookup sum (a + b out of three assignments) stayed at 0% after 1,145 steps of
+    # 512-character fine-tuning (it answered 105 to nearly every prompt): composing two
+    # lookups with 2-digit addition is past what the 5M model learns in a CPU session.
+    a, b = _names(rng, 2)
+    va, vb, lit = rng.randint(0, 99), rng.randint(0, 99), rng.randint(0, 99)
+    lines = [f"{a} = {va}", f"{b} = {vb}"]
     rng.shuffle(lines)
-    return f"{a} + {b}", va + vb, "".join(line + "\n" for line in lines)
+    return f"{a} + {lit}", va + lit, "".join(line + "\n" for line in lines)
 
 
 def _ctx_upper(rng):
@@ -259,6 +263,25 @@ def load_suite(name: str = "pyasserts", split: str = "test", per_family: int = 4
 def score(item: SuiteItem, output: str) -> bool:
     """Exact match of the generated text's first line against the expected answer."""
     return output.split("\n", 1)[0].rstrip() == item.answer
+
+
+def item_in_prompt(prompt: str, items: dict[str, SuiteItem]) -> SuiteItem | None:
+    """The suite item a prompt ends with, so a prompt can be scored inside a document.
+
+    ``items`` maps suite prompts to items. The whole prompt is tried first, then every suffix
+    that starts a line, longest first: the lines before an item (a document's earlier asserts)
+    do not change its answer, since an item's own setup lines come last and define every name
+    it reads.
+    """
+    if prompt in items:
+        return items[prompt]
+    at = prompt.find("\n")
+    while at != -1:
+        found = items.get(prompt[at + 1:])
+        if found is not None:
+            return found
+        at = prompt.find("\n", at + 1)
+    return None
 
 
 def training_document(rng: random.Random, weights: dict[str, float] | None = None,

@@ -135,3 +135,16 @@ def test_trained_context_is_what_training_covered():
         train.TrainConfig(mix="v9").validate()
     with pytest.raises(ValueError, match="doc_min_lines"):
         train.TrainConfig(doc_min_lines=5, doc_max_lines=2).validate()
+
+
+def test_a_suite_item_is_found_at_the_end_of_a_document():
+    items = tasks.load_suite(split="test", per_family=3)
+    index = {i.prompt: i for i in items}
+    for placed in tasks.in_document(items, (128, 256), max_chars=447):
+        found = tasks.item_in_prompt(placed.prompt, index)
+        assert found is not None and (found.answer, found.family) == (placed.answer, placed.family)
+    ctx = next(i for i in items if i.family == "ctx_add")
+    assert tasks.item_in_prompt(ctx.prompt, index) is ctx  # the whole prompt, setup lines included
+    # only whole lines count: a prompt that ends with an item's text mid-line is not that item
+    assert tasks.item_in_prompt("x" + items[0].prompt, index) is None
+    assert tasks.item_in_prompt("assert 1 + 1 == ", index) is None
