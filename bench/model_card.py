@@ -160,6 +160,34 @@ def parity_claim(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def baseline_table(rows: list[dict], baseline: list[dict], names: tuple[str, str]) -> str:
+    """The settings both models were measured at, side by side: accuracy overall, on the families the
+    baseline was trained on and on the context families, and tokens per call on the long answers."""
+    def key(r):
+        return r["solver"], r["gamma"], r["gap_free"]
+
+    def mean(r, fams):
+        fams = [f for f in fams if f in r["by_family"]]
+        return sum(r["by_family"][f] for f in fams) / len(fams) if fams else float("nan")
+
+    base = {key(r): r for r in baseline}
+    plain = [f for f in FAMILIES if f not in CONTEXT_FAMILIES]
+    out = [f"Standalone suite, {names[0]} beside {names[1]} (same items and settings, separate runs).", "",
+           "| decoder | accuracy | other families | context families | tokens/call (long answers) |",
+           "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        old = base.get(key(r))
+        if old is None:
+            continue
+        cells = [f"{r['accuracy']:.3f} ({old['accuracy']:.3f})",
+                 f"{mean(r, plain):.3f} ({mean(old, plain):.3f})",
+                 f"{mean(r, CONTEXT_FAMILIES):.3f} ({mean(old, CONTEXT_FAMILIES):.3f})",
+                 f"{1 / r['long_calls_per_token']:.2f} ({1 / old['long_calls_per_token']:.2f})"]
+        out.append(f"| {_name(r)} | " + " | ".join(cells) + " |")
+    out += ["", f"In brackets: {names[1]}."]
+    return "\n".join(out)
+
+
 def matp_table(matp: dict) -> str:
     """Did MATP learn: masked-slot accuracy on held-out lines vs the unigram guess (issue bar)."""
     out = ["Masked-slot (MATP) accuracy on held-out test-split lines, masked as in training (one rate ~ U(0,1) "
@@ -182,13 +210,14 @@ def main(argv=None) -> None:
                    help=f"only NTP and entropy-bounded gamma {', '.join(map(str, QUICK_GAMMAS))} (e.g. for a baseline)")
     p.add_argument("--out", default=None, help="write the results here (default: the model's folder)")
     p.add_argument("--baseline", default=None, help="another model's card_results.json, shown beside")
+    p.add_argument("--baseline-name", default=None, help="what to call the baseline (default: its command)")
     p.add_argument("--from-results", action="store_true",
                    help="only re-render card_tables.md from the model's card_results.json (no decoding)")
     args = p.parse_args(argv)
     if args.from_results:
         folder = Path(args.out or args.model or sv.default_model_path())
         saved = json.loads((folder / "card_results.json").read_text())
-        write_tables(folder, saved, _baseline(args.baseline))
+        write_tables(folder, saved, _baseline(args.baseline), args.baseline_name)
         return
     torch.set_num_threads(args.threads)
     model = sv.load_model(args.model)
@@ -214,19 +243,21 @@ def main(argv=None) -> None:
     matp = {k: sv.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
     results = {"header": header, "rows": rows, "buckets": buckets, "matp": matp}
     (folder / "card_results.json").write_text(json.dumps(results, indent=1))
-    write_tables(folder, results, _baseline(args.baseline))
+    write_tables(folder, results, _baseline(args.baseline), args.baseline_name)
 
 
 def _baseline(path) -> dict | None:
     return json.loads(Path(path).read_text()) if path else None
 
 
-def write_tables(folder: Path, results: dict, baseline: dict | None = None) -> None:
+def write_tables(folder: Path, results: dict, baseline: dict | None = None, baseline_name: str | None = None) -> None:
     rows, header = results["rows"], results["header"]
+    names = ("this model", baseline_name or (baseline["header"]["command"] if baseline else ""))
     text = tables(rows, header) + "\n\n" + parity_claim(rows) + "\n\n" + matp_table(results["matp"]) + "\n"
+    if baseline:
+        text += "\n" + baseline_table(rows, baseline["rows"], names) + "\n"
     if results.get("buckets"):
-        text += "\n" + bucket_table(results["buckets"], (baseline or {}).get("buckets"),
-                                    ("this model", baseline["header"]["command"] if baseline else "")) + "\n"
+        text += "\n" + bucket_table(results["buckets"], (baseline or {}).get("buckets"), names) + "\n"
     (folder / "card_tables.md").write_text(text)
     print(text)
 
