@@ -422,7 +422,9 @@ def example_label(model, suite: dict, prompt: str) -> str:
                       max_new_tokens=DEFAULTS["max_new_tokens"], stop=STOP if DEFAULTS["stop_at_newline"] else ())
     item = tasks.item_in_prompt(prompt, suite)
     fills = len(trace.kept_gap_fills())
-    label = f"{item.family if item else 'prompt'}: {trace.n_tokens} tokens in {trace.nfe} calls"
+    before = prompt[: len(prompt) - len(item.prompt)].count("\n") if item else 0  # a document's earlier lines
+    label = f"{item.family if item else 'prompt'}" + (f" after {before} lines" if before else "")
+    label += f": {trace.n_tokens} tokens in {trace.nfe} calls"
     label += f", {fills} gap fill{'s' if fills != 1 else ''}" if fills else ""
     if item is not None and not tasks.score(item, trace.text):
         label += ", wrong at the default γ"

@@ -312,9 +312,11 @@ def test_nan_gamma_over_raw_http_is_an_error_and_the_app_keeps_serving(served, c
 
 
 def test_examples_are_test_suite_items(app_module):
-    """Examples are scored in the app only if they are suite prompts."""
-    suite = {item.prompt for item in sv.tasks.load_suite("pyasserts", "test")}
-    assert all(prompt in suite for prompt in app_module.EXAMPLES)
+    """Examples are scored in the app only if they are suite prompts, alone or at the end of a document;
+    each fits the app's prompt box."""
+    suite = {item.prompt: item for item in sv.tasks.load_suite("pyasserts", "test")}
+    assert all(sv.tasks.item_in_prompt(prompt, suite) for prompt in app_module.EXAMPLES)
+    assert all(len(prompt) <= app_module.MAX_PROMPT_CHARS for prompt in app_module.EXAMPLES)
 
 
 def test_example_labels_say_what_a_decode_at_the_defaults_does(app_module):
@@ -324,9 +326,11 @@ def test_example_labels_say_what_a_decode_at_the_defaults_does(app_module):
     for prompt in app_module.EXAMPLES:
         trace = sv.decode(model, prompt, stop="\n")  # the library's defaults are the app's
         label = app_module.example_label(model, suite, prompt)
-        assert label.startswith(f"{suite[prompt].family}: {trace.n_tokens} tokens in {trace.nfe} calls"), label
+        item = sv.tasks.item_in_prompt(prompt, suite)
+        before = f" after {prompt.count(chr(10)) - item.prompt.count(chr(10))} lines" if prompt != item.prompt else ""
+        assert label.startswith(f"{item.family}{before}: {trace.n_tokens} tokens in {trace.nfe} calls"), label
         assert ("gap fill" in label) == bool(trace.kept_gap_fills()), label
-        assert ("wrong" in label) == (not sv.tasks.score(suite[prompt], trace.text)), label
+        assert ("wrong" in label) == (not sv.tasks.score(item, trace.text)), label
 
 
 def test_every_rule_default_knob_is_valid(app_module):
