@@ -56,9 +56,9 @@ SWEEP_PER_FAMILY = 10
 # "verified (lossless)" line, at NTP's accuracy by construction, so only its speed is measured.
 SWEEP_VERIFIED = "entropy_bounded"
 
-# Prompts offered as examples: test-split suite items (so the app scores them), picked with
-# `python bench/pick_examples.py` (candidates per behaviour at the app's default settings). Their labels
-# are measured, not written: `example_label` decodes each one when the page is built.
+# Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
+# scores them), picked with `python bench/pick_examples.py` (candidates per behaviour at the app's default
+# settings). Their labels are measured, not written: `example_label` decodes each one when the page is built.
 EXAMPLES = [
     "assert list(range(69, 78)) == ",
     "assert sorted([77, 28, 34, 18, 19]) == ",
@@ -66,6 +66,12 @@ EXAMPLES = [
     'assert "/".join(["mv", "vi", "zx", "nh"]) == ',
     "assert 79 + 48 == ",
     'assert len("pipkvrslxt") == ',
+    # needs an earlier line (a context family), and a suite item after eight lines of a document
+    "z = 60\nfirst = [63, 25, 15, 80]\nassert sorted(first) == ",
+    'assert len("ttom") == 4\nassert [x * 2 for x in [24, 29, 37]] == [48, 58, 74]\n'
+    'assert [x * 2 for x in [11, 5]] == [22, 10]\nassert 97 + 55 == 152\n'
+    'assert list(range(44, 50)) == [44, 45, 46, 47, 48, 49]\ntotal = "crown"\nitems = "session"\n'
+    'assert items.upper() == "SESSION"\nassert sorted([70, 11, 34, 25, 46, 77]) == ',
 ]
 
 GAP_COLUMNS = ["call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
