@@ -45,14 +45,14 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     model = sv.load_model(args.model)
-    rows = []
+    def decoded(items):
+        return [describe(item, sv.decode(model, item.prompt, gamma=args.gamma, block_size=16, max_new_tokens=64,
+                                         stop=STOP)) for item in items]
+
     suite = sv.tasks.load_suite("pyasserts", "test", per_family=args.per_family)
     longest = sv.tasks.LENGTH_BUCKETS[-1]
-    documents = sv.tasks.in_document(suite[::7], longest, max_chars=args.max_prompt_chars)
-    for item in suite + documents:
-        trace = sv.decode(model, item.prompt, gamma=args.gamma, block_size=16, max_new_tokens=64, stop=STOP)
-        rows.append(describe(item, trace))
-    rows, in_documents = rows[:len(suite)], rows[len(suite):]
+    rows = decoded(suite)
+    in_documents = decoded(sv.tasks.in_document(suite[::7], longest, max_chars=args.max_prompt_chars))
     right = [r for r in rows if r["correct"]]
     print(f"{len(right)}/{len(rows)} right at gamma={args.gamma}; in documents "
           f"{sum(r['correct'] for r in in_documents)}/{len(in_documents)}")
