@@ -180,9 +180,13 @@ def _ctx_sorted(rng):
 
 
 def _ctx_range(rng):
+    # Both lines shuffled, as in the other families: with the start always first, v3 learned
+    # "the first line is the start" and never looked the names up.
     a, b = _names(rng, 2)
     va, vb = rng.randint(0, 99), rng.randint(2, 10)
-    return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), f"{a} = {va}\n{b} = {vb}\n"
+    lines = [f"{a} = {va}", f"{b} = {vb}"]
+    rng.shuffle(lines)
+    return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), "".join(line + "\n" for line in lines)
 
 
 # family -> (generator, answer length class). "long" answers span most of a 16-slot block.

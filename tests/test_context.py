@@ -2,6 +2,7 @@
 context enforced by every entry point (decode, decode_ntp, evaluate, explorer, CLI)."""
 
 import random
+import re
 
 import pytest
 
@@ -32,6 +33,18 @@ def test_context_items_cannot_be_answered_from_their_last_line(family):
         with pytest.raises(NameError):
             exec(last, {})  # noqa: S102
         assert tasks.score(item, item.answer + "\nnext line")
+
+
+@pytest.mark.parametrize("family", tasks.CONTEXT_FAMILIES)
+def test_the_name_asked_for_is_on_either_setup_line(family):
+    """Fixed setup order lets a model answer by position ("the first line is the start") instead of by
+    name, as v3 did on ctx_range: in every family the asked-for name sits first in some items, last in others."""
+    where = set()
+    for item in tasks.load_suite(split="test", per_family=40, families=(family,)):
+        *setup, last = item.line.split("\n")
+        names = [line.split(" = ")[0] for line in setup]
+        where |= {i for i, name in enumerate(names) if re.search(rf"\b{name}\b", last)}
+    assert where == {0, 1}
 
 
 def test_training_documents_never_contain_a_whole_test_item():

@@ -159,5 +159,27 @@ def test_a_run_that_ends_between_log_lines_still_logs_and_saves(tmp_path):
                                           warmup=1, probe_per_family=0, log_every=100))
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [3] and log[0]["ntp"] > 0
-    assert json.loads((out / "checkpoint" / "state.json").read_text())["step"] == 3
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    assert state["step"] == 3
+    assert state["config"]["bf16"] == train.bf16_is_native()  # left unset, resolved for this hardware
     assert (final / "model.safetensors").is_file()
+
+
+def test_bf16_flag_is_automatic_unless_given():
+    import argparse
+
+    p = argparse.ArgumentParser()
+    train.add_arguments(p)
+    assert p.parse_args([]).bf16 is None
+    assert p.parse_args(["--no-bf16"]).bf16 is False and p.parse_args(["--bf16"]).bf16 is True
+    assert isinstance(train.bf16_is_native(), bool)
+
+
+def test_probe_asks_only_for_what_fits_a_short_context():
+    """A from-scratch run at a short window (its trained context) must still get a probe, not an error."""
+    model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
+    longest = max(len(tok(i.prompt)["input_ids"]) for i in tasks.load_suite(split="test", per_family=1))
+    model.config.sbd_context_length = longest + 20  # under the probe's 64 new tokens
+    model.eval()
+    probe = train._probe(model, tok, per_family=1)
+    assert 0.0 <= probe["ntp_acc"] <= 1.0 and 0.0 <= probe["sbd_acc"] <= 1.0
