@@ -62,6 +62,7 @@ class TrainConfig:
     log_every: int = 25
     probe_per_family: int = 10
     threads: int = 0
+    deepen: int = 1  # with --base: repeat each layer this many times (a depth-upscaled copy, see deepen_layers)
     bf16: bool | None = None  # None: bf16 autocast only where the hardware runs it natively (see bf16_is_native)
 
     def validate(self):
@@ -74,7 +75,9 @@ class TrainConfig:
         if not 1 <= self.doc_min_lines <= self.doc_max_lines:
             raise ValueError(f"doc_min_lines/doc_max_lines: need 1 <= min <= max, "
                              f"got {self.doc_min_lines}, {self.doc_max_lines}")
-        for name in ("seq_len", "batch_size", "max_steps", "log_every"):
+        if self.deepen > 1 and not self.base:
+            raise ValueError("deepen: only a --base model can be deepened (a preset sets its own depth)")
+        for name in ("seq_len", "batch_size", "max_steps", "log_every", "deepen"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
 
@@ -116,6 +119,32 @@ def _base_model(cfg: TrainConfig):
     model = AutoModelForCausalLM.from_pretrained(cfg.base, dtype=torch.float32, attn_implementation="sdpa")
     add_mask_token(model, tok)
     return model, tok
+
+
+def deepen_layers(model, times: int):
+    """Repeat each decoder layer ``times`` times, in place; the model still computes exactly what it did.
+
+    Every copy after the first gets zero output projections (attention ``o_proj``, MLP ``down_proj``),
+    so it adds nothing to the residual stream until training moves it. The copies start from trained
+    weights instead of noise, the cheap way to ask whether depth pays for itself (issue 10).
+    """
+    import copy
+
+    if times < 1:
+        raise ValueError(f"times: must be >= 1, got {times}")
+    layers = []
+    for layer in model.model.layers:
+        layers.append(layer)
+        for _ in range(times - 1):
+            twin = copy.deepcopy(layer)
+            torch.nn.init.zeros_(twin.self_attn.o_proj.weight)
+            torch.nn.init.zeros_(twin.mlp.down_proj.weight)
+            layers.append(twin)
+    for i, layer in enumerate(layers):
+        layer.self_attn.layer_idx = i  # each layer owns its slot of the KV cache
+    model.model.layers = torch.nn.ModuleList(layers)
+    model.config.num_hidden_layers = len(layers)
+    return model
 
 
 def trained_context(model, cfg: TrainConfig) -> int:
@@ -221,6 +250,8 @@ def train(cfg: TrainConfig) -> Path:
     torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // acc.num_processes))
     out, ckpt = Path(cfg.out), Path(cfg.out) / "checkpoint"
     model, tok = _base_model(cfg) if cfg.base else _new_model(cfg)
+    if cfg.deepen > 1:
+        deepen_layers(model, cfg.deepen)
     model.config.sbd_context_length = trained_context(model, cfg)  # saved with every checkpoint
     mask_id = model.config.mask_token_id
     decay = [p for p in model.parameters() if p.dim() >= 2]

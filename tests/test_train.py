@@ -183,3 +183,25 @@ def test_probe_asks_only_for_what_fits_a_short_context():
     model.eval()
     probe = train._probe(model, tok, per_family=1)
     assert 0.0 <= probe["ntp_acc"] <= 1.0 and 0.0 <= probe["sbd_acc"] <= 1.0
+
+
+def test_a_deepened_model_computes_what_it_did_and_decodes_with_its_cache():
+    """Depth upscaling: twice the layers, the same logits, and a cached decode equal to the base's."""
+    import sbd_viz as sv
+
+    model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
+    for p in model.parameters():  # away from the init's symmetries
+        p.data.add_(torch.randn_like(p) * 0.02)
+    model.eval()
+    ids = torch.tensor([tok("assert sorted([3, 1, 2]) == ")["input_ids"]])
+    before = model(ids).logits
+    prompt = "assert len([1, 2]) == "
+    base = sv.decode(sv.SBDModel(model, tok), prompt, max_new_tokens=12, gamma=0.3)
+    deep = train.deepen_layers(model, 2)
+    assert deep.config.num_hidden_layers == 4 and len(deep.model.layers) == 4
+    assert torch.allclose(deep(ids).logits, before, atol=1e-5)
+    assert [layer.self_attn.layer_idx for layer in deep.model.layers] == [0, 1, 2, 3]
+    again = sv.decode(sv.SBDModel(deep, tok), prompt, max_new_tokens=12, gamma=0.3)
+    assert again.output_ids == base.output_ids and again.nfe == base.nfe
+    with pytest.raises(ValueError, match="deepen"):
+        train.TrainConfig(deepen=2).validate()
