@@ -132,6 +132,10 @@ def deepen_layers(model, times: int):
 
     if times < 1:
         raise ValueError(f"times: must be >= 1, got {times}")
+    first = next(iter(getattr(getattr(model, "model", None), "layers", None) or []), None)
+    if not (hasattr(getattr(first, "self_attn", None), "o_proj") and hasattr(getattr(first, "mlp", None), "down_proj")):
+        raise ValueError(f"deepen: needs Llama-style layers (model.layers[i].self_attn.o_proj, .mlp.down_proj); "
+                         f"{type(model).__name__} has none")
     layers = []
     for layer in model.model.layers:
         layers.append(layer)

@@ -205,3 +205,5 @@ def test_a_deepened_model_computes_what_it_did_and_decodes_with_its_cache():
     assert again.output_ids == base.output_ids and again.nfe == base.nfe
     with pytest.raises(ValueError, match="deepen"):
         train.TrainConfig(deepen=2).validate()
+    with pytest.raises(ValueError, match="deepen"):
+        train.deepen_layers(torch.nn.Linear(2, 2), 2)  # no Llama-style layers to repeat
