@@ -151,6 +151,13 @@ def _names(rng: random.Random, n: int) -> list[str]:
 # Context families: a generator returns (expr, value, setup), where setup is the assignment
 # lines the expression reads. A distractor assignment sits between or before them, so the
 # model must find the right name, not copy the nearest line.
+def _shuffled_setup(rng: random.Random, lines: list[str]) -> str:
+    # Shuffled so that neither line's place gives the answer away: the model must look the
+    # name up. One shuffle after all values are drawn keeps the suite byte for byte the same.
+    rng.shuffle(lines)
+    return "".join(line + "\n" for line in lines)
+
+
 def _ctx_add(rng):
     # One name looked up among two assignments, plus a literal: "a value set two lines up".
     # The two-lookup sum (a + b out of three assignments) stayed at 0% after 1,145 steps of
@@ -159,24 +166,21 @@ def _ctx_add(rng):
     a, b = _names(rng, 2)
     va, vb, lit = rng.randint(0, 99), rng.randint(0, 99), rng.randint(0, 99)
     lines = [f"{a} = {va}", f"{b} = {vb}"]
-    rng.shuffle(lines)
-    return f"{a} + {lit}", va + lit, "".join(line + "\n" for line in lines)
+    return f"{a} + {lit}", va + lit, _shuffled_setup(rng, lines)
 
 
 def _ctx_upper(rng):
     a, b = _names(rng, 2)
     wa, wb = _word(rng), _word(rng)
     lines = [f'{a} = "{wa}"', f'{b} = "{wb}"']
-    rng.shuffle(lines)
-    return f"{a}.upper()", wa.upper(), "".join(line + "\n" for line in lines)
+    return f"{a}.upper()", wa.upper(), _shuffled_setup(rng, lines)
 
 
 def _ctx_sorted(rng):
     a, b = _names(rng, 2)
     xs, other = _ints(rng, 3, 6), rng.randint(0, 99)
     lines = [f"{a} = {xs}", f"{b} = {other}"]
-    rng.shuffle(lines)
-    return f"sorted({a})", sorted(xs), "".join(line + "\n" for line in lines)
+    return f"sorted({a})", sorted(xs), _shuffled_setup(rng, lines)
 
 
 def _ctx_range(rng):
@@ -185,8 +189,7 @@ def _ctx_range(rng):
     a, b = _names(rng, 2)
     va, vb = rng.randint(0, 99), rng.randint(2, 10)
     lines = [f"{a} = {va}", f"{b} = {vb}"]
-    rng.shuffle(lines)
-    return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), "".join(line + "\n" for line in lines)
+    return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), _shuffled_setup(rng, lines)
 
 
 # family -> (generator, answer length class). "long" answers span most of a 16-slot block.
