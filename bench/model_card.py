@@ -42,17 +42,12 @@ def bucket_rows(model, suite, gamma: float = BUCKET_GAMMA, progress: bool = True
     A bucket's prompts end where the prompt, BOS and ``MAX_NEW_TOKENS`` of answer still fit the
     model's trained context (``SBDModel.check_fits``), so the last bucket fills the context.
     """
-    limit = model.context_length or 512
-    max_chars = limit - 1 - MAX_NEW_TOKENS
     rows = []
-    for lo, hi in tasks.LENGTH_BUCKETS:
-        if lo >= max_chars:
-            break
-        items = tasks.in_document(suite, (lo, hi), max_chars=max_chars)
+    for bucket, items in tasks.document_buckets(suite, model.context_length or 512, MAX_NEW_TOKENS):
         r = sv.evaluate(model, items, solver="entropy_bounded", gamma=gamma, max_new_tokens=MAX_NEW_TOKENS,
                         progress=progress)
         ctx = [row for row in r["rows"] if row["family"] in CONTEXT_FAMILIES]
-        rows.append({"bucket": [lo, min(hi, max_chars)], "n_items": len(items), "gamma": gamma,
+        rows.append({"bucket": list(bucket), "n_items": len(items), "gamma": gamma,
                      "prompt_chars": [min(len(i.prompt) for i in items), max(len(i.prompt) for i in items)],
                      "ntp_accuracy": r["ntp"]["accuracy"], "sbd_accuracy": r["accuracy"],
                      "ntp_by_family": r["ntp"]["by_family"], "sbd_by_family": r["by_family"],

@@ -348,3 +348,20 @@ def in_document(items: list[SuiteItem], length: tuple[int, int], seed: int = 0,
         if lo < len(context) + len(item.prompt) <= hi:
             out.append(SuiteItem(prompt=context + item.prompt, answer=item.answer, family=item.family))
     return out
+
+
+def document_buckets(suite: list[SuiteItem], context_length: int,
+                     room: int) -> list[tuple[tuple[int, int], list[SuiteItem]]]:
+    """The suite placed inside documents, per ``LENGTH_BUCKETS``: ``[((lo, hi), items), ...]``.
+
+    Prompts end where the prompt, a BOS and ``room`` answer tokens still fit ``context_length``
+    (a character model: one token a character), so the last bucket fills the context and a
+    bucket the context cannot reach is left out.
+    """
+    max_chars = context_length - 1 - room
+    out = []
+    for lo, hi in LENGTH_BUCKETS:
+        if lo >= max_chars:
+            break
+        out.append(((lo, min(hi, max_chars)), in_document(suite, (lo, hi), max_chars=max_chars)))
+    return out

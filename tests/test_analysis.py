@@ -401,3 +401,32 @@ def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
     report = sv.gap_fill_report(trace)
     assert len(report) == len(events) and report["suspicion"].is_monotonic_decreasing
     assert not report.iloc[0]["ntp_agrees"]  # a rejected draft first
+
+
+def test_answer_loss_is_the_answers_log_loss_token_by_token(tiny):
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "answer_loss.py"
+    spec = importlib.util.spec_from_file_location("answer_loss", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    item = sv.tasks.SuiteItem(prompt="assert 1 + 2 == ", answer="3", family="add")
+    ntp, matp, n = bench.item_losses(tiny, item)
+    prompt = tiny.encode(item.prompt)
+    answer = tiny.encode(item.prompt + "3\n")[len(prompt):]
+    assert n == len(answer) == 2
+    # one forward per prefix: an off-by-one in the shifted logits would read the wrong position
+    expect = 0.0
+    with torch.no_grad():
+        for k, token in enumerate(answer):
+            logits = tiny.model(input_ids=torch.tensor([prompt + answer[:k]])).logits[0, -1].float()
+            expect -= torch.log_softmax(logits, -1)[token].item()
+    assert ntp == pytest.approx(expect, rel=1e-4)
+    # the masked answer is not seen: the same prompt with another answer of one length gives the same logits
+    other_ntp, other_matp, _ = bench.item_losses(tiny, sv.tasks.SuiteItem(item.prompt, "4", "add"))
+    masked = tiny.block_call(tiny.new_cache(), prompt, [tiny.mask_token_id] * 2).float()
+    logp = torch.log_softmax(masked, -1)
+    four = tiny.encode(item.prompt + "4\n")[len(prompt):]
+    assert matp == pytest.approx(-(logp[0, answer[0]] + logp[1, answer[1]]).item(), rel=1e-4)
+    assert other_matp == pytest.approx(-(logp[0, four[0]] + logp[1, four[1]]).item(), rel=1e-4)
+    assert other_ntp != ntp

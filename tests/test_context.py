@@ -85,6 +85,16 @@ def test_in_document_places_each_item_last_in_its_length_bucket(bucket):
     assert tasks.in_document(items, bucket, max_chars=447) == placed  # same seed, same documents
 
 
+def test_document_buckets_end_where_an_answer_still_fits_the_context():
+    items = tasks.load_suite(split="test", per_family=1)
+    buckets = tasks.document_buckets(items, context_length=512, room=64)
+    assert [b for b, _ in buckets] == [(0, 128), (128, 256), (256, 447)]  # 512 - BOS - 64
+    assert buckets[2][1] == tasks.in_document(items, (256, 512), max_chars=447)
+    assert all(len(i.prompt) + 1 + 64 <= 512 for _, placed in buckets for i in placed)
+    # a short context reaches fewer buckets, the last one cut at its limit
+    assert [b for b, _ in tasks.document_buckets(items, context_length=200, room=32)] == [(0, 128), (128, 167)]
+
+
 def test_in_document_bad_length_names_it():
     with pytest.raises(ValueError, match="length"):
         tasks.in_document([], (300, 200))
