@@ -32,7 +32,10 @@ MAX_NEW_TOKENS = 64  # the model card's room for an answer: the same items in th
 def item_losses(model: sv.SBDModel, item: tasks.SuiteItem) -> tuple[float, float, int]:
     """(summed NTP loss, summed MATP loss, answer tokens) of one item."""
     prompt = model.encode(item.prompt)
-    answer = model.encode(item.prompt + item.answer + "\n")[len(prompt):]
+    whole = model.encode(item.prompt + item.answer + "\n")
+    if whole[:len(prompt)] != prompt:  # a subword tokenizer may merge across the prompt's end
+        raise ValueError(f"model: its tokenizer does not split {item.prompt!r} where the answer starts")
+    answer = whole[len(prompt):]
     ids = torch.tensor([prompt + answer])
     logits = model.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
     target = torch.tensor(answer)
