@@ -36,12 +36,15 @@ def item_losses(model: sv.SBDModel, item: tasks.SuiteItem) -> tuple[float, float
     if whole[:len(prompt)] != prompt:  # a subword tokenizer may merge across the prompt's end
         raise ValueError(f"model: its tokenizer does not split {item.prompt!r} where the answer starts")
     answer = whole[len(prompt):]
-    ids = torch.tensor([prompt + answer])
-    logits = model.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+    # One pass over the prompt serves both: its last position predicts the answer's first token
+    # (NTP) and the masked block beside it predicts them all (MATP); then the answer is fed
+    # causally into the same cache for NTP's remaining predictions.
+    cache = model.new_cache()
+    first, masked = model.fused_call(cache, prompt, [model.mask_token_id] * len(answer), n_causal=1)
+    rest = model.fused_call(cache, answer[:-1], [], n_causal=len(answer) - 1)[0] if len(answer) > 1 else first[:0]
     target = torch.tensor(answer)
-    ntp = F.cross_entropy(logits, target, reduction="sum").item()
-    masked = model.block_call(model.new_cache(), prompt, [model.mask_token_id] * len(answer))
-    matp = F.cross_entropy(masked.float(), target, reduction="sum").item()
+    ntp = F.cross_entropy(torch.cat([first, rest]), target, reduction="sum").item()
+    matp = F.cross_entropy(masked, target, reduction="sum").item()
     return ntp, matp, len(answer)
 
 
