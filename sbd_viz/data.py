@@ -38,6 +38,11 @@ MIXES = {
     # The lookups are drawn about two lines in three; ctx_sorted (0.93) and the old families less.
     "v3-lookup": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
                   "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0},
+    # v3.2 trial, a fine-tune of v3.1: the lookup also taught alone ("ctx_get", a training-only family),
+    # for v3.1's lookup errors (the other name's value, or a copy that drifts to it mid-word).
+    "v3-get": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
+               "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0,
+               "ctx_get": 6.0},
 }
 DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.
@@ -93,7 +98,7 @@ class TrainingStream:
 
     def __init__(self, tokenizer, seq_len: int = 128, seed: int = 0, rank: int = 0,
                  weights: dict[str, float] | None = None, code_docs: list[str] | None = None,
-                 code_frac: float = 0.0, doc_lines: tuple[int, int] = (3, 8)):
+                 code_frac: float = 0.0, doc_lines: tuple[int, int] = (3, 8), distractors: int = 0):
         if not 0.0 <= code_frac <= 1.0:
             raise ValueError(f"code_frac: must be in [0, 1], got {code_frac}")
         if code_frac > 0 and not code_docs:
@@ -105,6 +110,7 @@ class TrainingStream:
         # items per document: long documents let one document fill a long window, so late
         # positions see real context instead of a run of short unrelated documents
         self.doc_lines = tuple(doc_lines)
+        self.distractors = distractors  # see tasks.training_document
         vocab = tokenizer.get_vocab()
         self.eos_id = vocab[EOS]
         self._ids = {ch: vocab[ch] for ch in CHARS}
@@ -115,7 +121,7 @@ class TrainingStream:
             start = rng.randrange(max(1, len(text) - 4 * self.seq_len))
             text = text[start:start + 4 * self.seq_len]
         else:
-            text = tasks.training_document(rng, self.weights, self.doc_lines)
+            text = tasks.training_document(rng, self.weights, self.doc_lines, self.distractors)
         return [self.eos_id] + [self._ids[ch] for ch in text]
 
     def row(self, step: int, r: int) -> list[int]:

@@ -209,6 +209,24 @@ FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] =
     "ctx_sorted": (_ctx_sorted, "long"),
     "ctx_range": (_ctx_range, "long"),
 }
+# Training-only helpers, never in the suite. "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``):
+# the v3.1 errors are a lookup that lands on the other name or drifts to it mid-copy (ctx_upper), so
+# the lookup is also taught without arithmetic or sorting on top.
+def _any_value(rng: random.Random) -> object:
+    kind = rng.randrange(3)
+    return rng.randint(0, 99) if kind == 0 else _word(rng) if kind == 1 else _ints(rng, 3, 6)
+
+
+def _ctx_get(rng):
+    a, b = _names(rng, 2)
+    va, vb = _any_value(rng), _any_value(rng)
+    lines = [f"{a} = {_render(va)}", f"{b} = {_render(vb)}"]
+    return a, va, _shuffled_setup(rng, lines)
+
+
+TRAINING_FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] = {
+    "ctx_get": (_ctx_get, "short"),
+}
 LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")
 SHORT_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "short")
 CONTEXT_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ctx_"))
@@ -228,10 +246,11 @@ def is_test_line(line: str) -> bool:
 
 
 def make_item(family: str, rng: random.Random) -> SuiteItem:
-    """One random item of ``family`` (either split)."""
-    if family not in FAMILIES:
-        raise ValueError(f"family: unknown family {family!r}; choose from {sorted(FAMILIES)}")
-    expr, value, *setup = FAMILIES[family][0](rng)
+    """One random item of ``family`` (either split; a training-only family is accepted too)."""
+    generators = {**FAMILIES, **TRAINING_FAMILIES}
+    if family not in generators:
+        raise ValueError(f"family: unknown family {family!r}; choose from {sorted(generators)}")
+    expr, value, *setup = generators[family][0](rng)
     return SuiteItem(prompt="".join(setup) + f"assert {expr} == ", answer=_render(value), family=family)
 
 
@@ -292,21 +311,42 @@ def item_in_prompt(prompt: str, items: dict[str, SuiteItem]) -> SuiteItem | None
 
 
 def training_document(rng: random.Random, weights: dict[str, float] | None = None,
-                      lines: tuple[int, int] = (3, 8)) -> str:
+                      lines: tuple[int, int] = (3, 8), distractors: int = 0) -> str:
     """A few newline-terminated items from the train split (the training corpus unit).
 
     ``lines`` is the (min, max) number of items; a context item brings its assignment lines.
+    ``weights`` may also name the training-only families (``TRAINING_FAMILIES``, default weight 0).
+    ``distractors``: each context item gets up to this many extra assignments of other names,
+    shuffled in among its own, so the nearest line is rarely the one asked for.
     """
     if not 1 <= lines[0] <= lines[1]:
         raise ValueError(f"lines: need 1 <= min <= max, got {lines}")
+    if distractors < 0:
+        raise ValueError(f"distractors: must be >= 0, got {distractors}")
     weights = weights or {}
-    fams = list(FAMILIES)
-    w = [weights.get(f, 1.0) for f in fams]
+    fams = list(FAMILIES) + list(TRAINING_FAMILIES)
+    w = [weights.get(f, 1.0 if f in FAMILIES else 0.0) for f in fams]
     out = []
     for _ in range(rng.randint(*lines)):
         item = sample_item(rng.choices(fams, weights=w)[0], rng, "train")
-        out.append(item.line + "\n")
+        text = item.line
+        if distractors and "\n" in text:
+            text = _with_distractors(text, rng, rng.randint(0, distractors))
+        out.append(text + "\n")
     return "".join(out)
+
+
+def _with_distractors(line: str, rng: random.Random, n: int) -> str:
+    *setup, last = line.split("\n")
+    used = {a.split(" = ")[0] for a in setup}
+    names = rng.sample([name for name in _NAMES if name not in used], n)
+    setup += [f"{name} = {_render(_any_value(rng))}" for name in names]
+    while True:
+        rng.shuffle(setup)
+        # The last two assignments and the assert read as a suite item of their own: keep that
+        # one in the train split too, so no shuffle writes out a held-out test item.
+        if not is_test_line("\n".join(setup[-2:] + [last])):
+            return "\n".join(setup + [last])
 
 
 # Prompt-length buckets (characters) for in-document evaluation. The last one ends where a
