@@ -220,7 +220,7 @@ def _any_value(rng: random.Random) -> object:
 def _ctx_get(rng):
     a, b = _names(rng, 2)
     va, vb = _any_value(rng), _any_value(rng)
-    lines = [f"{a} = {_render(va)}", f"{b} = {_render(vb)}"]
+    lines = [f"{a} = {render(va)}", f"{b} = {render(vb)}"]
     return a, va, _shuffled_setup(rng, lines)
 
 
@@ -232,8 +232,8 @@ SHORT_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "short"
 CONTEXT_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ctx_"))
 
 
-def _render(value: object) -> str:
-    # repr() gives Python's own spelling; strings use double quotes as in the prompts.
+def render(value: object) -> str:
+    """A value as the suite spells it: Python's own ``repr``, strings in double quotes as in the prompts."""
     if isinstance(value, str):
         return '"' + value + '"'
     return repr(value)
@@ -251,7 +251,7 @@ def make_item(family: str, rng: random.Random) -> SuiteItem:
     if family not in generators:
         raise ValueError(f"family: unknown family {family!r}; choose from {sorted(generators)}")
     expr, value, *setup = generators[family][0](rng)
-    return SuiteItem(prompt="".join(setup) + f"assert {expr} == ", answer=_render(value), family=family)
+    return SuiteItem(prompt="".join(setup) + f"assert {expr} == ", answer=render(value), family=family)
 
 
 def sample_item(family: str, rng: random.Random, split: str) -> SuiteItem:
@@ -340,7 +340,7 @@ def _with_distractors(line: str, rng: random.Random, n: int) -> str:
     *setup, last = line.split("\n")
     used = {a.split(" = ")[0] for a in setup}
     names = rng.sample([name for name in _NAMES if name not in used], n)
-    setup += [f"{name} = {_render(_any_value(rng))}" for name in names]
+    setup += [f"{name} = {render(_any_value(rng))}" for name in names]
     while True:
         rng.shuffle(setup)
         # The last two assignments and the assert read as a suite item of their own: keep that

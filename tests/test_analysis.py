@@ -347,14 +347,19 @@ def test_cli_sweep_writes_csv(tmp_path, capsys, model_dir):
     assert "gap-free ablation" in capsys.readouterr().out
 
 
-def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
+def _bench_script(name: str):
+    """A ``bench/`` script loaded as a module (the folder is not a package)."""
     import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "bench_speed.py"
-    spec = importlib.util.spec_from_file_location("bench_speed", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    path = Path(__file__).resolve().parent.parent / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
+    bench = _bench_script("bench_speed")
     rows = bench.latency_table(tiny, "assert 1 == ", k=4, reps=2)
     assert [r["n_input"] for r in rows] == [1, 4, 8, 1]
     assert rows[0]["vs_1_token"] == 1.0 and all(r["median_ms"] > 0 for r in rows)
@@ -404,12 +409,7 @@ def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
 
 
 def test_answer_loss_is_the_answers_log_loss_token_by_token(tiny):
-    import importlib.util
-
-    path = Path(__file__).resolve().parent.parent / "bench" / "answer_loss.py"
-    spec = importlib.util.spec_from_file_location("answer_loss", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_script("answer_loss")
     item = sv.tasks.SuiteItem(prompt="assert 1 + 2 == ", answer="3", family="add")
     ntp, matp, n = bench.item_losses(tiny, item)
     prompt = tiny.encode(item.prompt)
@@ -430,3 +430,20 @@ def test_answer_loss_is_the_answers_log_loss_token_by_token(tiny):
     assert matp == pytest.approx(-(logp[0, answer[0]] + logp[1, answer[1]]).item(), rel=1e-4)
     assert other_matp == pytest.approx(-(logp[0, four[0]] + logp[1, four[1]]).item(), rel=1e-4)
     assert other_ntp != ntp
+
+
+def test_context_errors_name_what_went_wrong():
+    classify = _bench_script("context_errors").classify
+    Item = sv.tasks.SuiteItem
+    add = Item(prompt="x = 1\nk = 2\na = 45\nb = 7\nassert a + 30 == ", answer="75", family="ctx_add")
+    assert classify(add, "75\nmore") == "right"
+    assert classify(add, "37") == "other name"  # b's value: the lookup found the other line
+    assert classify(add, "85") == "off by tens" and classify(add, "76") == "other"
+    rng = Item(prompt='a = 3\nb = "w"\nt = 2\nn = 4\nassert list(range(t, t + n)) == ', answer="[2, 3, 4, 5]",
+               family="ctx_range")
+    assert classify(rng, "[4, 5]") == "other name"  # range(n, n + t)
+    assert classify(rng, "[2, 3, 4]") == "list length" and classify(rng, "[3, 4, 5, 6]") == "other"
+    upper = Item(prompt='s = "abc"\nw = "xyz"\nassert s.upper() == ', answer='"ABC"', family="ctx_upper")
+    assert classify(upper, '"XYZ"') == "other name" and classify(upper, '"AYZ"') == "other"
+    sort = Item(prompt="xs = [3, 1]\nk = 5\nassert sorted(xs) == ", answer="[1, 3]", family="ctx_sorted")
+    assert classify(sort, "[3, 1]") == "other" and classify(sort, "[1, 3") == "other"  # sorted(5) fails: no swap

@@ -1,0 +1,104 @@
+"""What the context families' wrong answers are: a lookup gone astray, or the work after it.
+
+For each model, NTP (greedy, the model card's reference decoder) answers the held-out items of the
+context families, standalone and inside documents (the card's prompt-length buckets). Every wrong
+answer is put in the first class it fits:
+
+- ``other name``: the answer the assert would have if its names were swapped (the lookup found the
+  other assignment: ``a + 5`` answered with ``b``'s value);
+- ``list length``: a list with the right first element and the wrong length (``ctx_range`` counts
+  its elements from a sum it never writes out);
+- ``off by tens``: a number off by a multiple of ten (a tens digit read or carried wrong);
+- ``other``: anything else (a copy that drifts to the other word mid-way, a wrong sort).
+
+Deterministic (greedy, no timing).
+
+    python bench/context_errors.py --model models/sbd-char-5m runs/lookup_lookup/final --per-family 40
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+from collections import Counter
+
+import torch
+
+import sbd_viz as sv
+from sbd_viz import tasks
+from sbd_viz.tasks import CONTEXT_FAMILIES
+
+MAX_NEW_TOKENS = 64  # the model card's room for an answer: the same items in the same buckets
+CLASSES = ("right", "other name", "list length", "off by tens", "other")
+
+
+def classify(item: tasks.SuiteItem, output: str) -> str:
+    """The class of ``output`` (the generated first line) as an answer to a context item."""
+    if tasks.score(item, output):
+        return "right"
+    *lines, last = item.prompt.split("\n")
+    setup = lines[-2:]  # a context item's own two assignments; earlier lines are its document
+    names = [line.split(" = ")[0] for line in setup]
+    values = [ast.literal_eval(line.split(" = ", 1)[1]) for line in setup]
+    expr = last.removeprefix("assert ").removesuffix(" == ")
+    swapped = dict(zip(names, reversed(values)))
+    try:
+        builtins = {"sorted": sorted, "list": list, "range": range}
+        other = tasks.render(eval(expr, {"__builtins__": builtins}, swapped))  # noqa: S307 -- the suite's own expression
+    except Exception:  # the swap may not type-check (sorted of an int): then it is no class of its own
+        other = None
+    got = output.split("\n", 1)[0].rstrip()
+    if got == other:
+        return "other name"
+    try:
+        got_value, want = ast.literal_eval(got), ast.literal_eval(item.answer)
+    except (ValueError, SyntaxError):
+        return "other"
+    if isinstance(want, list) and isinstance(got_value, list) and got_value[:1] == want[:1] \
+            and len(got_value) != len(want):
+        return "list length"
+    if isinstance(want, int) and isinstance(got_value, int) and (got_value - want) % 10 == 0:
+        return "off by tens"
+    return "other"
+
+
+def error_table(model: sv.SBDModel, suite: list[tasks.SuiteItem]) -> dict[str, dict[str, Counter]]:
+    """{where: {family: Counter(class)}}, ``where`` is "standalone" or a bucket like "128-256"."""
+    places = [("standalone", suite)]
+    places += [(f"{lo}-{hi}", placed)
+               for (lo, hi), placed in tasks.document_buckets(suite, model.context_length or 512, MAX_NEW_TOKENS)]
+    table = {}
+    for where, items in places:
+        table[where] = {f: Counter() for f in CONTEXT_FAMILIES}
+        for item in items:
+            trace = sv.decode_ntp(model, item.prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n")
+            table[where][item.family][classify(item, trace.text)] += 1
+    return table
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", nargs="+", default=["models/sbd-char-5m"])
+    p.add_argument("--per-family", type=int, default=40)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", help="also write the counts here")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    suite = tasks.load_suite(per_family=args.per_family, families=CONTEXT_FAMILIES)
+    out = {}
+    for path in args.model:
+        table = error_table(sv.load_model(path), suite)
+        out[path] = {where: {f: dict(c) for f, c in fams.items()} for where, fams in table.items()}
+        print(f"\n{path}: NTP answers of the context families, {args.per_family} items a family per place\n")
+        print("| place | family | " + " | ".join(CLASSES) + " |")
+        print("| --- | --- |" + " --- |" * len(CLASSES))
+        for where, fams in table.items():
+            for family, counts in fams.items():
+                print(f"| {where} | {family} | " + " | ".join(str(counts[c]) for c in CLASSES) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
