@@ -38,11 +38,11 @@ MIXES = {
     # The lookups are drawn about two lines in three; ctx_sorted (0.93) and the old families less.
     "v3-lookup": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
                   "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0},
-    # v3.2 trial, a fine-tune of v3.1: the lookup also taught alone ("ctx_get", a training-only family),
-    # for v3.1's lookup errors (the other name's value, or a copy that drifts to it mid-word).
-    "v3-get": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
-               "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0,
-               "ctx_get": 6.0},
+    # v3.2 trial, a fine-tune of v3.1: the context families' parts also taught alone (training-only
+    # families, see tasks.TRAINING_FAMILIES): the lookup ("ctx_get") and range's unwritten sum ("range_sum").
+    "v3-parts": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
+                 "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0,
+                 "ctx_get": 6.0, "range_sum": 4.0},
 }
 DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.

@@ -209,9 +209,10 @@ FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] =
     "ctx_sorted": (_ctx_sorted, "long"),
     "ctx_range": (_ctx_range, "long"),
 }
-# Training-only helpers, never in the suite. "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``):
-# the v3.1 errors are a lookup that lands on the other name or drifts to it mid-copy (ctx_upper), so
-# the lookup is also taught without arithmetic or sorting on top.
+# Training-only helpers, never in the suite: the context families' parts taught one at a time.
+# "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``): v3.1's errors include a lookup that lands
+# on the other name or drifts to it mid-copy (ctx_upper), so the lookup is also taught without
+# arithmetic or sorting on top.
 def _any_value(rng: random.Random) -> object:
     kind = rng.randrange(3)
     return rng.randint(0, 99) if kind == 0 else _word(rng) if kind == 1 else _ints(rng, 3, 6)
@@ -224,8 +225,17 @@ def _ctx_get(rng):
     return a, va, _shuffled_setup(rng, lines)
 
 
+def _range_sum(rng):
+    # ctx_range's end is a sum it never writes out; v3.1 answers list(range(37, 37 + 6)) with
+    # literals 7% of the time and list(range(37, 43)) 100% (30 items each): the sum, not the
+    # lookup, is what it lacks there, so the sum is also taught without the lookups.
+    a, b = rng.randint(0, 99), rng.randint(2, 10)
+    return f"list(range({a}, {a} + {b}))", list(range(a, a + b))
+
+
 TRAINING_FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] = {
     "ctx_get": (_ctx_get, "short"),
+    "range_sum": (_range_sum, "long"),
 }
 LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")
 SHORT_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "short")
