@@ -38,8 +38,9 @@ MIXES = {
     # The lookups are drawn about two lines in three; ctx_sorted (0.93) and the old families less.
     "v3-lookup": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
                   "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0},
-    # v3.2 trial, a fine-tune of v3.1: the context families' parts also taught alone (training-only
+    # A trial beside v3.2's last leg: the context families' parts also taught alone (training-only
     # families, see tasks.TRAINING_FAMILIES): the lookup ("ctx_get") and range's unwritten sum ("range_sum").
+    # With --distractors 3 it lost to "v3-lookup" on every row in 70 minutes (model card, section "v3.2").
     "v3-parts": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
                  "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0,
                  "ctx_get": 6.0, "range_sum": 4.0},
