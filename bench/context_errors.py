@@ -11,6 +11,9 @@ answer is put in the first class it fits:
 - ``off by tens``: a number off by a multiple of ten (a tens digit read or carried wrong);
 - ``other``: anything else (a copy that drifts to the other word mid-way, a wrong sort).
 
+It also asks ``list(range(a, a + b))`` with literals, beside the same range with its end written
+(``range_sum_probe``): whether the sum or the lookups are what ``ctx_range`` lacks.
+
 Deterministic (greedy, no timing).
 
     python bench/context_errors.py --model models/sbd-char-5m runs/lookup_lookup/final --per-family 40
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import random
 from collections import Counter
 
 import torch
@@ -76,6 +80,23 @@ def error_table(model: sv.SBDModel, suite: list[tasks.SuiteItem]) -> dict[str, d
     return table
 
 
+def range_sum_probe(model: sv.SBDModel, n: int = 30, seed: int = 0) -> dict[str, float]:
+    """NTP exact match on ``list(range(a, a + b))`` with literals, against the same range with its end written.
+
+    ``ctx_range``'s end is a sum the answer never writes out; this tells that part apart from the lookups.
+    """
+    rng = random.Random(seed)
+    right = {"end as a sum": 0, "end written": 0}
+    for _ in range(n):
+        a, b = rng.randint(0, 99), rng.randint(2, 10)
+        want = repr(list(range(a, a + b)))
+        for kind, prompt in (("end as a sum", f"assert list(range({a}, {a} + {b})) == "),
+                             ("end written", f"assert list(range({a}, {a + b})) == ")):
+            got = sv.decode_ntp(model, prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n").text.split("\n")[0]
+            right[kind] += got.rstrip() == want
+    return {kind: count / n for kind, count in right.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", nargs="+", default=["models/sbd-char-5m"])
@@ -87,7 +108,8 @@ def main() -> None:
     suite = tasks.load_suite(per_family=args.per_family, families=CONTEXT_FAMILIES)
     out = {}
     for path in args.model:
-        table = error_table(sv.load_model(path), suite)
+        model = sv.load_model(path)
+        table = error_table(model, suite)
         out[path] = {where: {f: dict(c) for f, c in fams.items()} for where, fams in table.items()}
         print(f"\n{path}: NTP answers of the context families, {args.per_family} items a family per place\n")
         print("| place | family | " + " | ".join(CLASSES) + " |")
@@ -95,6 +117,9 @@ def main() -> None:
         for where, fams in table.items():
             for family, counts in fams.items():
                 print(f"| {where} | {family} | " + " | ".join(str(counts[c]) for c in CLASSES) + " |")
+        probe = range_sum_probe(model)
+        print(f"\nlist(range(a, a + b)) with literals, NTP, 30 items: {probe}")
+        out[path]["range_sum_probe"] = probe
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

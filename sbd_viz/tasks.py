@@ -228,7 +228,8 @@ def _ctx_get(rng):
 def _range_sum(rng):
     # ctx_range's end is a sum it never writes out; v3.1 answers list(range(37, 37 + 6)) with
     # literals 7% of the time and list(range(37, 43)) 100% (30 items each): the sum, not the
-    # lookup, is what it lacks there, so the sum is also taught without the lookups.
+    # lookup, is what it lacks there, so the sum is also taught without the lookups. Measured (card,
+    # "v3.2"): taught so for 70 minutes it reached 30 of 30, and ctx_range did not move.
     a, b = rng.randint(0, 99), rng.randint(2, 10)
     return f"list(range({a}, {a} + {b}))", list(range(a, a + b))
 
