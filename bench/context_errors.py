@@ -88,12 +88,12 @@ def range_sum_probe(model: sv.SBDModel, n: int = 30, seed: int = 0) -> dict[str,
     rng = random.Random(seed)
     right = {"end as a sum": 0, "end written": 0}
     for _ in range(n):
-        a, b = rng.randint(0, 99), rng.randint(2, 10)
-        want = repr(list(range(a, a + b)))
-        for kind, prompt in (("end as a sum", f"assert list(range({a}, {a} + {b})) == "),
-                             ("end written", f"assert list(range({a}, {a + b})) == ")):
-            got = sv.decode_ntp(model, prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n").text.split("\n")[0]
-            right[kind] += got.rstrip() == want
+        item = tasks.make_item("range_sum", rng)  # the training-only family: the sum alone
+        values = ast.literal_eval(item.answer)
+        written = f"assert list(range({values[0]}, {values[-1] + 1})) == "
+        for kind, prompt in (("end as a sum", item.prompt), ("end written", written)):
+            trace = sv.decode_ntp(model, prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n")
+            right[kind] += tasks.score(item, trace.text)
     return {kind: count / n for kind, count in right.items()}
 
 

@@ -238,6 +238,8 @@ TRAINING_FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]]
     "ctx_get": (_ctx_get, "short"),
     "range_sum": (_range_sum, "long"),
 }
+# Every generator make_item accepts, suite families first (training_document draws in this order).
+_GENERATORS = {**FAMILIES, **TRAINING_FAMILIES}
 LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")
 SHORT_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "short")
 CONTEXT_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ctx_"))
@@ -258,10 +260,9 @@ def is_test_line(line: str) -> bool:
 
 def make_item(family: str, rng: random.Random) -> SuiteItem:
     """One random item of ``family`` (either split; a training-only family is accepted too)."""
-    generators = {**FAMILIES, **TRAINING_FAMILIES}
-    if family not in generators:
-        raise ValueError(f"family: unknown family {family!r}; choose from {sorted(generators)}")
-    expr, value, *setup = generators[family][0](rng)
+    if family not in _GENERATORS:
+        raise ValueError(f"family: unknown family {family!r}; choose from {sorted(_GENERATORS)}")
+    expr, value, *setup = _GENERATORS[family][0](rng)
     return SuiteItem(prompt="".join(setup) + f"assert {expr} == ", answer=render(value), family=family)
 
 
@@ -335,7 +336,7 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
     if distractors < 0:
         raise ValueError(f"distractors: must be >= 0, got {distractors}")
     weights = weights or {}
-    fams = list(FAMILIES) + list(TRAINING_FAMILIES)
+    fams = list(_GENERATORS)
     w = [weights.get(f, 1.0 if f in FAMILIES else 0.0) for f in fams]
     out = []
     for _ in range(rng.randint(*lines)):
