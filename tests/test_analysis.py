@@ -447,3 +447,24 @@ def test_context_errors_name_what_went_wrong():
     assert classify(upper, '"XYZ"') == "other name" and classify(upper, '"AYZ"') == "other"
     sort = Item(prompt="xs = [3, 1]\nk = 5\nassert sorted(xs) == ", answer="[1, 3]", family="ctx_sorted")
     assert classify(sort, "[3, 1]") == "other" and classify(sort, "[1, 3") == "other"  # sorted(5) fails: no swap
+
+
+def test_the_bar_table_judges_each_row_on_its_worst_bucket():
+    bar_table = _bench_script("model_card").bar_table
+
+    def bucket(lo, hi, ntp, sbd, ctx, long_tpc):
+        return {"bucket": [lo, hi], "gamma": 0.1, "ntp_accuracy": ntp, "sbd_accuracy": sbd,
+                "ctx_ntp_accuracy": ctx, "long_tokens_per_call": long_tpc}
+    results = {"rows": [{"solver": "ntp", "accuracy": 0.995}],
+               "buckets": [bucket(0, 128, 0.99, 0.985, 0.985, 4.6), bucket(128, 256, 0.99, 0.98, 0.98, 4.5)]}
+
+    def verdicts(res, weights=None):
+        return [line.rsplit("|", 2)[1].strip() for line in bar_table(res, weights).splitlines()[4:]]
+    assert verdicts(results, 19_400_000) == ["yes"] * 6  # 1.0 point under NTP is within the bar
+    assert "0.5 / 1.0" in bar_table(results) and "19.4 MB" in bar_table(results, 19_400_000)
+    results["buckets"][1].update(ntp_accuracy=0.979, sbd_accuracy=0.975, ctx_ntp_accuracy=0.97,
+                                 long_tokens_per_call=4.49)
+    assert verdicts(results, 51_000_000) == ["yes", "**no**", "**no**", "yes", "**no**", "**no**"]
+    results["rows"][0]["accuracy"] = 0.98
+    results["buckets"][0]["sbd_accuracy"] = 0.97  # 2 points under NTP in the first bucket alone
+    assert verdicts(results) == ["**no**"] * 5
