@@ -28,6 +28,7 @@ import torch
 
 from .data import MIXES
 from .objective import sbd_loss
+from .upscale import deepen_layers, widen_model
 
 # Model shapes for from-scratch runs. "char-5m" is the recipe measured in
 # shared/reference/proto2_charlevel.md; "test-1m" is for tests and smoke runs.
@@ -63,7 +64,8 @@ class TrainConfig:
     log_every: int = 25
     probe_per_family: int = 10
     threads: int = 0
-    deepen: int = 1  # with --base: repeat each layer this many times (a depth-upscaled copy, see deepen_layers)
+    deepen: int = 1  # with --base: repeat each layer this many times (a depth-upscaled copy, see upscale.deepen_layers)
+    widen: int = 0  # with --base: widen the hidden size to this (a width-upscaled copy, see upscale.widen_model)
     bf16: bool | None = None  # None: bf16 autocast only where the hardware runs it natively (see bf16_is_native)
 
     def validate(self):
@@ -78,6 +80,10 @@ class TrainConfig:
                              f"got {self.doc_min_lines}, {self.doc_max_lines}")
         if self.deepen > 1 and not self.base:
             raise ValueError("deepen: only a --base model can be deepened (a preset sets its own depth)")
+        if self.widen and not self.base:
+            raise ValueError("widen: only a --base model can be widened (a preset sets its own width)")
+        if self.widen < 0:
+            raise ValueError(f"widen: must be >= 0 (0 keeps the width), got {self.widen}")
         if self.distractors < 0:
             raise ValueError(f"distractors: must be >= 0, got {self.distractors}")
         for name in ("seq_len", "batch_size", "max_steps", "log_every", "deepen"):
@@ -122,36 +128,6 @@ def _base_model(cfg: TrainConfig):
     model = AutoModelForCausalLM.from_pretrained(cfg.base, dtype=torch.float32, attn_implementation="sdpa")
     add_mask_token(model, tok)
     return model, tok
-
-
-def deepen_layers(model, times: int):
-    """Repeat each decoder layer ``times`` times, in place; the model still computes exactly what it did.
-
-    Every copy after the first gets zero output projections (attention ``o_proj``, MLP ``down_proj``),
-    so it adds nothing to the residual stream until training moves it. The copies start from trained
-    weights instead of noise, the cheap way to ask whether depth pays for itself (issue 10).
-    """
-    import copy
-
-    if times < 1:
-        raise ValueError(f"times: must be >= 1, got {times}")
-    first = next(iter(getattr(getattr(model, "model", None), "layers", None) or []), None)
-    if not (hasattr(getattr(first, "self_attn", None), "o_proj") and hasattr(getattr(first, "mlp", None), "down_proj")):
-        raise ValueError(f"deepen: needs Llama-style layers (model.layers[i].self_attn.o_proj, .mlp.down_proj); "
-                         f"{type(model).__name__} has none")
-    layers = []
-    for layer in model.model.layers:
-        layers.append(layer)
-        for _ in range(times - 1):
-            twin = copy.deepcopy(layer)
-            torch.nn.init.zeros_(twin.self_attn.o_proj.weight)
-            torch.nn.init.zeros_(twin.mlp.down_proj.weight)
-            layers.append(twin)
-    for i, layer in enumerate(layers):
-        layer.self_attn.layer_idx = i  # each layer owns its slot of the KV cache
-    model.model.layers = torch.nn.ModuleList(layers)
-    model.config.num_hidden_layers = len(layers)
-    return model
 
 
 def trained_context(model, cfg: TrainConfig) -> int:
@@ -259,6 +235,8 @@ def train(cfg: TrainConfig) -> Path:
     model, tok = _base_model(cfg) if cfg.base else _new_model(cfg)
     if cfg.deepen > 1:
         deepen_layers(model, cfg.deepen)
+    if cfg.widen:
+        model = widen_model(model, cfg.widen)
     model.config.sbd_context_length = trained_context(model, cfg)  # saved with every checkpoint
     mask_id = model.config.mask_token_id
     decay = [p for p in model.parameters() if p.dim() >= 2]

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from sbd_viz import data, objective, tasks, train
+from sbd_viz import data, objective, tasks, train, upscale
 
 
 def test_attention_mask_matches_fig9():
@@ -197,7 +197,7 @@ def test_a_deepened_model_computes_what_it_did_and_decodes_with_its_cache():
     before = model(ids).logits
     prompt = "assert len([1, 2]) == "
     base = sv.decode(sv.SBDModel(model, tok), prompt, max_new_tokens=12, gamma=0.3)
-    deep = train.deepen_layers(model, 2)
+    deep = upscale.deepen_layers(model, 2)
     assert deep.config.num_hidden_layers == 4 and len(deep.model.layers) == 4
     assert torch.allclose(deep(ids).logits, before, atol=1e-5)
     assert [layer.self_attn.layer_idx for layer in deep.model.layers] == [0, 1, 2, 3]
@@ -206,4 +206,53 @@ def test_a_deepened_model_computes_what_it_did_and_decodes_with_its_cache():
     with pytest.raises(ValueError, match="deepen"):
         train.TrainConfig(deepen=2).validate()
     with pytest.raises(ValueError, match="deepen"):
-        train.deepen_layers(torch.nn.Linear(2, 2), 2)  # no Llama-style layers to repeat
+        upscale.deepen_layers(torch.nn.Linear(2, 2), 2)  # no Llama-style layers to repeat
+
+
+def test_a_widened_model_computes_what_it_did_and_every_new_weight_learns():
+    """Width upscaling: two more heads, a wider MLP, the same logits and decode, and a gradient into
+    every new part (a zero block nothing reaches would never train)."""
+    import sbd_viz as sv
+    from sbd_viz.objective import sbd_loss
+
+    model, tok = train._new_model(train.TrainConfig(preset="test-1m"))  # hidden 128: 4 heads of 32
+    for p in model.parameters():  # away from the init's symmetries
+        p.data.add_(torch.randn_like(p) * 0.02)
+    model.eval()
+    ids = torch.tensor([tok("assert sorted([3, 1, 2]) == ")["input_ids"]])
+    prompt = "assert len([1, 2]) == "
+    base = sv.decode(sv.SBDModel(model, tok), prompt, max_new_tokens=12, gamma=0.3)
+    wide = upscale.widen_model(model, 192).eval()
+    c = wide.config
+    assert (c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.intermediate_size) == (192, 6, 6, 528)
+    assert wide.model.layers[0].self_attn.q_proj.weight.shape == (192, 192)
+    assert torch.allclose(wide(ids).logits, model(ids).logits, atol=1e-5)
+    again = sv.decode(sv.SBDModel(wide, tok), prompt, max_new_tokens=12, gamma=0.3)
+    assert again.output_ids == base.output_ids and again.nfe == base.nfe
+    assert model.config.hidden_size == 128  # the base is left as it was
+    wide.train()
+    batch = torch.tensor([tok("assert 1 + 2 == 3\nassert sorted([2, 1]) == [1, 2]\n")["input_ids"]])
+    for step in range(2):  # the new heads' readers and the new dims' readers see a gradient from step 2
+        wide.zero_grad()
+        loss, _, _ = sbd_loss(wide, batch, wide.config.mask_token_id, 4, torch.Generator().manual_seed(step))
+        loss.backward()
+        with torch.no_grad():
+            for p in wide.parameters():
+                p -= 0.05 * p.grad
+    attn, mlp = wide.model.layers[0].self_attn, wide.model.layers[0].mlp
+    new_parts = {"embedding, new dims": wide.model.embed_tokens.weight.grad[:, 128:],
+                 "q_proj, new heads": attn.q_proj.weight.grad[128:], "v_proj, new dims": attn.v_proj.weight.grad[:, 128:],
+                 "o_proj, new heads": attn.o_proj.weight.grad[:128, 128:], "o_proj, new dims": attn.o_proj.weight.grad[128:],
+                 "up_proj, new units": mlp.up_proj.weight.grad[352:], "down_proj, new dims": mlp.down_proj.weight.grad[128:],
+                 "down_proj, new units": mlp.down_proj.weight.grad[:, 352:],
+                 "norm, new dims": wide.model.layers[1].input_layernorm.weight.grad[128:]}
+    for part, grad in new_parts.items():
+        assert grad.abs().sum() > 0, part
+    with pytest.raises(ValueError, match="hidden_size"):
+        upscale.widen_model(model, 200)  # not whole heads
+    with pytest.raises(ValueError, match="hidden_size"):
+        upscale.widen_model(model, 128)
+    with pytest.raises(ValueError, match="widen"):
+        train.TrainConfig(widen=192).validate()
+    with pytest.raises(ValueError, match="widen"):
+        upscale.widen_model(torch.nn.Linear(2, 2), 192)
