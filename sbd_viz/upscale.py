@@ -41,8 +41,9 @@ def deepen_layers(model, times: int):
         layers.append(layer)
         for _ in range(times - 1):
             twin = copy.deepcopy(layer)
-            torch.nn.init.zeros_(twin.self_attn.o_proj.weight)
-            torch.nn.init.zeros_(twin.mlp.down_proj.weight)
+            for name, p in twin.named_parameters():
+                if name.endswith(_WRITERS):
+                    torch.nn.init.zeros_(p)
             layers.append(twin)
     for i, layer in enumerate(layers):
         layer.self_attn.layer_idx = i  # each layer owns its slot of the KV cache
@@ -59,8 +60,9 @@ def widen_model(model, hidden_size: int):
     size, and the MLP grows in proportion. The new residual dimensions start at zero: the embedding's
     and every writer's (``o_proj``, ``down_proj``) new entries are zero, so no layer writes there and
     no new head or MLP unit reaches the old dimensions yet. Their readers (``q/k/v``, ``gate/up``) get
-    the fresh model's random init on the new entries, so gradients flow into all of them from the
-    first step. RMS norms average over the wider stream, so their weights shrink by
+    the fresh model's random init on the new entries, so gradients reach every new part: the writers
+    from the first step, the new heads' and the new dimensions' readers once those writers have moved
+    (the second step). RMS norms average over the wider stream, so their weights shrink by
     ``sqrt(old / new)`` and their epsilon by ``old / new`` to give the same output. Needs tied input and
     output embeddings and no biases.
     """

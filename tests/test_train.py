@@ -185,14 +185,20 @@ def test_probe_asks_only_for_what_fits_a_short_context():
     assert 0.0 <= probe["ntp_acc"] <= 1.0 and 0.0 <= probe["sbd_acc"] <= 1.0
 
 
+def _small_model_off_its_init():
+    """The test-1m model in eval mode, its weights moved away from the init's symmetries (zero and
+    constant parts), so that an upscale that broke the function would show in the logits."""
+    model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
+    for p in model.parameters():
+        p.data.add_(torch.randn_like(p) * 0.02)
+    return model.eval(), tok
+
+
 def test_a_deepened_model_computes_what_it_did_and_decodes_with_its_cache():
     """Depth upscaling: twice the layers, the same logits, and a cached decode equal to the base's."""
     import sbd_viz as sv
 
-    model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
-    for p in model.parameters():  # away from the init's symmetries
-        p.data.add_(torch.randn_like(p) * 0.02)
-    model.eval()
+    model, tok = _small_model_off_its_init()
     ids = torch.tensor([tok("assert sorted([3, 1, 2]) == ")["input_ids"]])
     before = model(ids).logits
     prompt = "assert len([1, 2]) == "
@@ -215,10 +221,7 @@ def test_a_widened_model_computes_what_it_did_and_every_new_weight_learns():
     import sbd_viz as sv
     from sbd_viz.objective import sbd_loss
 
-    model, tok = train._new_model(train.TrainConfig(preset="test-1m"))  # hidden 128: 4 heads of 32
-    for p in model.parameters():  # away from the init's symmetries
-        p.data.add_(torch.randn_like(p) * 0.02)
-    model.eval()
+    model, tok = _small_model_off_its_init()  # hidden 128: 4 heads of 32
     ids = torch.tensor([tok("assert sorted([3, 1, 2]) == ")["input_ids"]])
     prompt = "assert len([1, 2]) == "
     base = sv.decode(sv.SBDModel(model, tok), prompt, max_new_tokens=12, gamma=0.3)
