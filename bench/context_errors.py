@@ -85,6 +85,8 @@ def range_sum_probe(model: sv.SBDModel, n: int = 30, seed: int = 0) -> dict[str,
 
     ``ctx_range``'s end is a sum the answer never writes out; this tells that part apart from the lookups.
     """
+    if n < 1:
+        raise ValueError(f"n: need at least one probe item, got {n}")
     rng = random.Random(seed)
     right = {"end as a sum": 0, "end written": 0}
     for _ in range(n):
@@ -102,6 +104,7 @@ def main() -> None:
     p.add_argument("--model", nargs="+", default=["models/sbd-char-5m"])
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--probe-items", type=int, default=30, help="items for the range-sum probe")
     p.add_argument("--json", help="also write the counts here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -117,8 +120,8 @@ def main() -> None:
         for where, fams in table.items():
             for family, counts in fams.items():
                 print(f"| {where} | {family} | " + " | ".join(str(counts[c]) for c in CLASSES) + " |")
-        probe = range_sum_probe(model)
-        print(f"\nlist(range(a, a + b)) with literals, NTP, 30 items: {probe}")
+        probe = range_sum_probe(model, n=args.probe_items)
+        print(f"\nlist(range(a, a + b)) with literals, NTP, {args.probe_items} items: {probe}")
         out[path]["range_sum_probe"] = probe
     if args.json:
         with open(args.json, "w") as f:
