@@ -99,7 +99,8 @@ class TrainingStream:
 
     def __init__(self, tokenizer, seq_len: int = 128, seed: int = 0, rank: int = 0,
                  weights: dict[str, float] | None = None, code_docs: list[str] | None = None,
-                 code_frac: float = 0.0, doc_lines: tuple[int, int] = (3, 8), distractors: int = 0):
+                 code_frac: float = 0.0, doc_lines: tuple[int, int] = (3, 8), distractors: int = 0,
+                 follow_ups: int = 0):
         if not 0.0 <= code_frac <= 1.0:
             raise ValueError(f"code_frac: must be in [0, 1], got {code_frac}")
         if code_frac > 0 and not code_docs:
@@ -111,7 +112,7 @@ class TrainingStream:
         # items per document: long documents let one document fill a long window, so late
         # positions see real context instead of a run of short unrelated documents
         self.doc_lines = tuple(doc_lines)
-        self.distractors = distractors  # see tasks.training_document
+        self.distractors, self.follow_ups = distractors, follow_ups  # see tasks.training_document
         vocab = tokenizer.get_vocab()
         self.eos_id = vocab[EOS]
         self._ids = {ch: vocab[ch] for ch in CHARS}
@@ -122,7 +123,7 @@ class TrainingStream:
             start = rng.randrange(max(1, len(text) - 4 * self.seq_len))
             text = text[start:start + 4 * self.seq_len]
         else:
-            text = tasks.training_document(rng, self.weights, self.doc_lines, self.distractors)
+            text = tasks.training_document(rng, self.weights, self.doc_lines, self.distractors, self.follow_ups)
         return [self.eos_id] + [self._ids[ch] for ch in text]
 
     def row(self, step: int, r: int) -> list[int]:

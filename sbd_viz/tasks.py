@@ -13,7 +13,9 @@ those lines, the test split is drawn only from them.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import itertools
 import random
 import string
 from dataclasses import dataclass
@@ -323,18 +325,22 @@ def item_in_prompt(prompt: str, items: dict[str, SuiteItem]) -> SuiteItem | None
 
 
 def training_document(rng: random.Random, weights: dict[str, float] | None = None,
-                      lines: tuple[int, int] = (3, 8), distractors: int = 0) -> str:
+                      lines: tuple[int, int] = (3, 8), distractors: int = 0, follow_ups: int = 0) -> str:
     """A few newline-terminated items from the train split (the training corpus unit).
 
     ``lines`` is the (min, max) number of items; a context item brings its assignment lines.
     ``weights`` may also name the training-only families (``TRAINING_FAMILIES``, default weight 0).
     ``distractors``: each context item gets up to this many extra assignments of other names,
     shuffled in among its own, so the nearest line is rarely the one asked for.
+    ``follow_ups``: each context item gets up to this many more asserts on the same assignments
+    (``_follow_ups``), so more of a document's characters are answers that need a lookup.
     """
     if not 1 <= lines[0] <= lines[1]:
         raise ValueError(f"lines: need 1 <= min <= max, got {lines}")
     if distractors < 0:
         raise ValueError(f"distractors: must be >= 0, got {distractors}")
+    if follow_ups < 0:
+        raise ValueError(f"follow_ups: must be >= 0, got {follow_ups}")
     weights = weights or {}
     fams = list(_GENERATORS)
     w = [weights.get(f, 1.0 if f in FAMILIES else 0.0) for f in fams]
@@ -344,8 +350,47 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
         text = item.line
         if distractors and "\n" in text:
             text = _with_distractors(text, rng, rng.randint(0, distractors))
+        if follow_ups and "\n" in text:
+            text = "\n".join([text, *_follow_ups(text, rng, rng.randint(0, follow_ups))])
         out.append(text + "\n")
     return "".join(out)
+
+
+def _follow_up(name: str, value: object, setup: dict[str, object], rng: random.Random) -> tuple[str, object]:
+    # The suite's own context expressions, on whichever assigned name has the right type.
+    if isinstance(value, str):
+        return f"{name}.upper()", value.upper()
+    if isinstance(value, list):
+        return f"sorted({name})", sorted(value)
+    counts = [other for other, v in setup.items() if other != name and isinstance(v, int) and 2 <= v <= 10]
+    if counts and rng.random() < 0.5:  # ctx_range's shape, when another name holds a count as it does
+        count = rng.choice(counts)
+        return f"list(range({name}, {name} + {count}))", list(range(value, value + setup[count]))
+    lit = rng.randint(0, 99)
+    return f"{name} + {lit}", value + lit
+
+
+def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
+    """Up to ``n`` more assert lines on a context item's assignments, none a held-out item's.
+
+    In the suite one assert follows two assignments; here the same assignments are read again
+    (``a + 7``, then ``b + 31``), so lookups and their arithmetic get more of the training signal
+    without more unpredictable characters (new random values: what the distractor curriculum added).
+    A follow-up that would make a test-split item with any two of the assignments, in either
+    order, is skipped, so no held-out item is taught in another layout.
+    """
+    *assignments, first = text.split("\n")
+    setup = {line.split(" = ")[0]: ast.literal_eval(line.split(" = ", 1)[1]) for line in assignments}
+    pairs = list(itertools.permutations(assignments, 2))
+    asserts = [first]
+    for _ in range(n):
+        name = rng.choice(list(setup))
+        expr, value = _follow_up(name, setup[name], setup, rng)
+        line = f"assert {expr} == {render(value)}"
+        if line in asserts or any(is_test_line("\n".join([*pair, line])) for pair in pairs):
+            continue
+        asserts.append(line)
+    return asserts[1:]
 
 
 def _with_distractors(line: str, rng: random.Random, n: int) -> str:

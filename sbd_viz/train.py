@@ -58,6 +58,7 @@ class TrainConfig:
     doc_min_lines: int = 3  # items per training document: long documents fill long windows
     doc_max_lines: int = 8
     distractors: int = 0  # up to this many extra assignments shuffled into each context item's setup
+    follow_ups: int = 0  # up to this many more asserts on each context item's assignments
     code_frac: float = 0.0
     code_dir: str | None = None
     ckpt_every_min: float = 10.0
@@ -84,8 +85,9 @@ class TrainConfig:
             raise ValueError("widen: only a --base model can be widened (a preset sets its own width)")
         if self.widen < 0:
             raise ValueError(f"widen: must be >= 0 (0 keeps the width), got {self.widen}")
-        if self.distractors < 0:
-            raise ValueError(f"distractors: must be >= 0, got {self.distractors}")
+        for name in ("distractors", "follow_ups"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
         for name in ("seq_len", "batch_size", "max_steps", "log_every", "deepen"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
@@ -252,7 +254,7 @@ def train(cfg: TrainConfig) -> Path:
     raw = acc.unwrap_model(model)
     code = code_documents(cfg.code_dir) if cfg.code_frac > 0 else None
     stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, MIXES[cfg.mix], code, cfg.code_frac,
-                            (cfg.doc_min_lines, cfg.doc_max_lines), cfg.distractors)
+                            (cfg.doc_min_lines, cfg.doc_max_lines), cfg.distractors, cfg.follow_ups)
     log_path = out / "train_log.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     acc.print(f"params {sum(p.numel() for p in raw.parameters()):,}; config {json.dumps(asdict(cfg))}")
