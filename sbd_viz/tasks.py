@@ -333,7 +333,8 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
     ``distractors``: each context item gets up to this many extra assignments of other names,
     shuffled in among its own, so the nearest line is rarely the one asked for.
     ``follow_ups``: each context item gets up to this many more asserts on the same assignments
-    (``_follow_ups``), so more of a document's characters are answers that need a lookup.
+    (``_follow_ups``): more lookups per character (the ``v3-lookup`` mix, 4-16 items: 18.5 per 1,000
+    characters with ``follow_ups=3``, against 12.1 without).
     """
     if not 1 <= lines[0] <= lines[1]:
         raise ValueError(f"lines: need 1 <= min <= max, got {lines}")
@@ -374,8 +375,9 @@ def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
     """Up to ``n`` more assert lines on a context item's assignments, none a held-out item's.
 
     In the suite one assert follows two assignments; here the same assignments are read again
-    (``a + 7``, then ``b + 31``), so lookups and their arithmetic get more of the training signal
-    without more unpredictable characters (new random values: what the distractor curriculum added).
+    (``a + 7``, then ``b + 31``), so lookups and their arithmetic get more of the training signal.
+    A follow-up brings at most a two-digit literal the model cannot predict, where a new item brings
+    two assignments of random values (the distractor curriculum added such lines and lost, card "v3.2").
     A follow-up that would make a test-split item with any two of the assignments, in either
     order, is skipped, so no held-out item is taught in another layout.
     """
