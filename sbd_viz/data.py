@@ -137,3 +137,24 @@ class TrainingStream:
 
     def batch(self, step: int, batch_size: int) -> torch.Tensor:
         return torch.tensor([self.row(step, r) for r in range(batch_size)], dtype=torch.long)
+
+    def answer_slots(self, batch: torch.Tensor) -> torch.Tensor:
+        """(B, L) ids -> (B, L) bool: True at an assert's answer, the characters after ``" == "`` and the newline.
+
+        What ``TrainConfig.answers_only`` keeps the loss on (an SFT-style response mask): the prompt
+        side holds the random literals nobody can predict, the answers hold what the suite scores.
+        A window that starts inside an answer leaves that answer's head unmarked (its ``" == "`` is cut off).
+        """
+        marker = [self._ids[ch] for ch in " == "]
+        newline = self._ids["\n"]
+        out = torch.zeros(batch.shape, dtype=torch.bool)
+        ends = (newline, self.eos_id)
+        for r, row in enumerate(batch.tolist()):
+            inside = False
+            for i, tok in enumerate(row):
+                if inside:  # the answer runs to its newline, which is scored too: it is where the answer stops
+                    out[r, i] = tok != self.eos_id
+                    inside = tok not in ends
+                elif tok not in ends and row[max(0, i - 4):i] == marker:
+                    out[r, i] = inside = True
+        return out

@@ -60,22 +60,33 @@ def sbd_inputs(ids: torch.Tensor, mask_id: int, block_size: int, generator: torc
     return torch.cat([ids, noisy], 1), attn, positions, masked & in_full_block
 
 
-def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator):
-    """Loss on one batch ``seq`` (B, n+1): returns (ntp + matp, ntp, matp), each a token mean."""
+def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator,
+             loss_on: torch.Tensor | None = None):
+    """Loss on one batch ``seq`` (B, n+1): returns (ntp + matp, ntp, matp), each a token mean.
+
+    ``loss_on`` (B, n+1) bool, optional: only these tokens are scored, as NTP targets and as masked
+    slots (``TrainingStream.answer_slots``: the asserts' answers); the rest stay in the input as context.
+    The masking and the attention are the same either way.
+    """
     ids, ntp_labels = seq[:, :-1], seq[:, 1:]  # (B, n) each
     n = ids.shape[1]
     inputs, attn, positions, scored = sbd_inputs(ids, mask_id, block_size, generator)
+    if loss_on is not None:
+        ntp_labels = torch.where(loss_on[:, 1:], ntp_labels, torch.full_like(ntp_labels, -100))
+        scored = scored & loss_on[:, :-1]
     matp_labels = torch.where(scored, ids, torch.full_like(ids, -100))
     logits = model(input_ids=inputs.to(model.device), attention_mask=attn.to(model.device),
                    position_ids=positions.to(model.device)).logits.float()  # (B, 2n, V)
-    vocab = logits.shape[-1]
-    ntp = F.cross_entropy(logits[:, :n].reshape(-1, vocab), ntp_labels.reshape(-1).to(logits.device))
-    matp_labels = matp_labels.reshape(-1).to(logits.device)
-    if (matp_labels != -100).any():
-        matp = F.cross_entropy(logits[:, n:].reshape(-1, vocab), matp_labels)
-    else:  # a batch with no masked slot in a full block (tiny n): contributes nothing
-        matp = logits.sum() * 0.0
+    ntp, matp = _token_mean(logits[:, :n], ntp_labels), _token_mean(logits[:, n:], matp_labels)
     return ntp + matp, ntp, matp
+
+
+def _token_mean(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy averaged over the labels that are not -100; zero (with a graph) when there are none."""
+    labels = labels.reshape(-1).to(logits.device)
+    if (labels != -100).any():
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels)
+    return logits.sum() * 0.0  # e.g. no masked slot in a full block (tiny n): contributes nothing
 
 
 def masked_slot_accuracy(model: SBDModel, n_windows: int = 96, seq_len: int = 128, block_size: int = 16,

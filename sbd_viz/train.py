@@ -59,6 +59,7 @@ class TrainConfig:
     doc_max_lines: int = 8
     distractors: int = 0  # up to this many extra assignments shuffled into each context item's setup
     follow_ups: int = 0  # up to this many more asserts on each context item's assignments
+    answers_only: bool = False  # score only the asserts' answers (TrainingStream.answer_slots); prompts stay context
     code_frac: float = 0.0
     code_dir: str | None = None
     ckpt_every_min: float = 10.0
@@ -85,6 +86,8 @@ class TrainConfig:
             raise ValueError("widen: only a --base model can be widened (a preset sets its own width)")
         if self.widen < 0:
             raise ValueError(f"widen: must be >= 0 (0 keeps the width), got {self.widen}")
+        if self.answers_only and self.code_frac > 0:
+            raise ValueError("answers_only: code documents hold no asserts to score; use code_frac 0 with it")
         for name in ("distractors", "follow_ups"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
@@ -274,7 +277,9 @@ def train(cfg: TrainConfig) -> Path:
         k = random.Random(f"{cfg.seed}-k-{step}").randint(cfg.min_block, cfg.max_block)
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step * 101 + acc.process_index)
         with acc.autocast():
-            loss, ntp, matp = sbd_loss(model, stream.batch(step, cfg.batch_size), mask_id, k, gen)
+            seq = stream.batch(step, cfg.batch_size)
+            loss_on = stream.answer_slots(seq) if cfg.answers_only else None
+            loss, ntp, matp = sbd_loss(model, seq, mask_id, k, gen, loss_on)
         acc.backward(loss)
         acc.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

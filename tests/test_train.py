@@ -42,6 +42,54 @@ def test_loss_parts_and_gradient_flow():
     assert model.model.embed_tokens.weight.grad.abs().sum() > 0
 
 
+def test_answer_slots_mark_each_answer_and_its_newline():
+    tok = data.build_char_tokenizer()
+    stream = data.TrainingStream(tok, seq_len=32, seed=1)
+    text = 'xs = [4, 1]\nassert sorted(xs) == [1, 4]\nassert "ab".upper() == "AB"\n'
+    ids = torch.tensor([[tok.eos_token_id] + tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]])
+    marked = stream.answer_slots(ids)[0]
+    assert tok.decode(ids[0][marked]) == '[1, 4]\n"AB"\n'
+    # a window that starts inside an answer leaves that answer's head alone, and the next one is whole
+    start = 1 + text.index("4]\nassert")
+    marked = stream.answer_slots(ids[:, start:])[0]
+    assert tok.decode(ids[0, start:][marked]) == '"AB"\n'
+    # on real training rows: only the asserts' right-hand sides, newline included
+    batch = data.TrainingStream(tok, seq_len=256, seed=2, weights=data.MIXES["v3-lookup"],
+                                doc_lines=(4, 16)).batch(0, 4)
+    runs = 0
+    for row, on in zip(batch, stream.answer_slots(batch)):
+        flags, chars = on.tolist(), [tok.decode([t]) for t in row.tolist()]  # one character a token
+        for i, flag in enumerate(flags):
+            if flag and not flags[i - 1]:  # a run of marked tokens starts right after an assert's " == "
+                runs += 1
+                line = "".join(chars[:i]).replace(tok.eos_token, "\n").rsplit("\n", 1)[-1]
+                assert line.startswith("assert ") and line.endswith(" == "), line
+                end = next((j for j in range(i, len(flags)) if not flags[j]), len(flags))
+                answer = "".join(chars[i:end])
+                assert end == len(flags) or answer.endswith("\n"), answer  # whole, unless the window ends
+                assert answer.count("\n") <= 1 and " = " not in answer
+    assert runs >= 10  # 18 answers in these four rows
+
+
+def test_answers_only_loss_scores_only_the_marked_tokens():
+    tok = data.build_char_tokenizer()
+    model, _ = train._new_model(train.TrainConfig(preset="test-1m"))
+    stream = data.TrainingStream(tok, seq_len=64, seed=1, weights=data.MIXES["v3-lookup"], doc_lines=(4, 8))
+    seq = stream.batch(0, 4)
+    on = stream.answer_slots(seq)
+    loss = lambda loss_on: objective.sbd_loss(model, seq, tok.mask_token_id, 4, torch.Generator().manual_seed(0),
+                                              loss_on)
+    with torch.no_grad():
+        everything, only_all = loss(None), loss(torch.ones_like(on))
+        assert all(torch.isclose(a, b) for a, b in zip(everything, only_all))  # marking all tokens changes nothing
+        _, ntp, _ = loss(on)
+        logits = model(input_ids=seq[:, :-1]).logits  # the clean half is plain causal attention
+        want = torch.nn.functional.cross_entropy(logits[on[:, 1:]], seq[:, 1:][on[:, 1:]])
+    assert torch.isclose(ntp, want, atol=1e-5)
+    with pytest.raises(ValueError, match="answers_only"):
+        train.TrainConfig(answers_only=True, code_frac=0.5, code_dir=".").validate()
+
+
 def test_masked_half_cannot_leak_into_clean_half():
     """Changing a masked-copy token must not change any clean-half logit (no NTP leak)."""
     model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
