@@ -42,8 +42,7 @@ def classify(item: tasks.SuiteItem, output: str) -> str:
         return "right"
     *lines, last = item.prompt.split("\n")
     setup = lines[-2:]  # a context item's own two assignments; earlier lines are its document
-    names = [line.split(" = ")[0] for line in setup]
-    values = [ast.literal_eval(line.split(" = ", 1)[1]) for line in setup]
+    names, values = zip(*map(tasks.assignment, setup))
     expr = last.removeprefix("assert ").removesuffix(" == ")
     swapped = dict(zip(names, reversed(values)))
     try:

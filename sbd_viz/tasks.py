@@ -254,6 +254,12 @@ def render(value: object) -> str:
     return repr(value)
 
 
+def assignment(line: str) -> tuple[str, object]:
+    """A context item's setup line read back: ``'xs = [4, 1, 7]'`` -> ``('xs', [4, 1, 7])``."""
+    name, value = line.split(" = ", 1)
+    return name, ast.literal_eval(value)
+
+
 def is_test_line(line: str) -> bool:
     """Whether a full assert line belongs to the held-out test split (a fixed hash bucket)."""
     digest = hashlib.blake2b(line.encode(), digest_size=8).digest()
@@ -382,7 +388,7 @@ def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
     order, is skipped, so no held-out item is taught in another layout.
     """
     *assignments, first = text.split("\n")
-    setup = {line.split(" = ")[0]: ast.literal_eval(line.split(" = ", 1)[1]) for line in assignments}
+    setup = dict(assignment(line) for line in assignments)
     pairs = list(itertools.permutations(assignments, 2))
     asserts = [first]
     for _ in range(n):
