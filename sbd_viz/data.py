@@ -147,14 +147,14 @@ class TrainingStream:
         """
         marker = [self._ids[ch] for ch in " == "]
         newline = self._ids["\n"]
-        out = torch.zeros(batch.shape, dtype=torch.bool)
         ends = (newline, self.eos_id)
+        out = torch.zeros(batch.shape, dtype=torch.bool)
         for r, row in enumerate(batch.tolist()):
             inside = False
             for i, tok in enumerate(row):
                 if inside:  # the answer runs to its newline, which is scored too: it is where the answer stops
                     out[r, i] = tok != self.eos_id
                     inside = tok not in ends
-                elif tok not in ends and row[max(0, i - 4):i] == marker:
+                elif tok not in ends and row[max(0, i - len(marker)):i] == marker:
                     out[r, i] = inside = True
         return out
