@@ -219,6 +219,34 @@ def baseline_table(rows: list[dict], baseline: list[dict], names: tuple[str, str
     return "\n".join(out)
 
 
+def equal_speed_table(rows: list[dict], baseline: list[dict], names: tuple[str, str],
+                      solver: str = "entropy_bounded") -> str:
+    """Each model at the other's speed: ``solver``'s settings of this model beside the baseline's accuracy at
+    the same tokens per call on the long answers, read off the line between the baseline's two nearest settings.
+
+    Why: the same gamma is not the same speed on two models (a surer model commits more per call at a given
+    gamma), so the gamma-by-gamma table alone can favour the bolder model or the slower one."""
+    def curve(rs):
+        return sorted((1 / r["long_calls_per_token"], r["accuracy"], r["gamma"]) for r in rs
+                      if r["solver"] == solver and not r["gap_free"] and r["gamma"] > 0)
+    ours, theirs = curve(rows), curve(baseline)
+    out = [f"{solver}, standalone suite: {names[0]} beside {names[1]} at the same speed (tokens per call on the "
+           f"long answers); {names[1]}'s accuracy there is read off the straight line between its two settings "
+           "on either side.", "",
+           f"| gamma | tokens/call (long answers) | accuracy | {names[1]}, same tokens/call | difference |",
+           "| --- | --- | --- | --- | --- |"]
+    for tpc, acc, gamma in ours:
+        pair = next(((a, b) for a, b in zip(theirs, theirs[1:]) if a[0] <= tpc <= b[0]), None)
+        if pair is None:
+            cells = [f"outside {names[1]}'s range", ""]
+        else:
+            (t0, a0, g0), (t1, a1, g1) = pair
+            other = a0 if t1 == t0 else a0 + (a1 - a0) * (tpc - t0) / (t1 - t0)
+            cells = [f"{other:.3f} (between gamma {g0:g} and {g1:g})", f"{100 * (acc - other):+.1f} points"]
+        out.append(f"| {gamma:g} | {tpc:.2f} | {acc:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def matp_table(matp: dict) -> str:
     """Did MATP learn: masked-slot accuracy on held-out lines vs the unigram guess (issue bar)."""
     out = ["Masked-slot (MATP) accuracy on held-out test-split lines, masked as in training (one rate ~ U(0,1) "
@@ -287,6 +315,7 @@ def write_tables(folder: Path, results: dict, baseline: dict | None = None, base
     text = tables(rows, header) + "\n\n" + parity_claim(rows) + "\n\n" + matp_table(results["matp"]) + "\n"
     if baseline:
         text += "\n" + baseline_table(rows, baseline["rows"], names) + "\n"
+        text += "\n" + equal_speed_table(rows, baseline["rows"], names) + "\n"
     if results.get("buckets"):
         text += "\n" + bucket_table(results["buckets"], (baseline or {}).get("buckets"), names) + "\n"
         weights = folder / "model.safetensors"

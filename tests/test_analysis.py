@@ -468,3 +468,18 @@ def test_the_bar_table_judges_each_row_on_its_worst_bucket():
     results["rows"][0]["accuracy"] = 0.98
     results["buckets"][0]["sbd_accuracy"] = 0.97  # 2 points under NTP in the first bucket alone
     assert verdicts(results) == ["**no**"] * 5
+
+
+def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
+    equal_speed_table = _bench_script("model_card").equal_speed_table
+
+    def row(gamma, tokens_per_call, accuracy, solver="entropy_bounded", gap_free=False):
+        return {"solver": solver, "gamma": gamma, "gap_free": gap_free, "accuracy": accuracy,
+                "long_calls_per_token": 1 / tokens_per_call}
+    baseline = [row(0.0, 1.0, 0.99), row(0.1, 4.0, 0.95), row(0.35, 6.0, 0.85),  # gamma 0 is not on the curve
+                row(0.1, 5.0, 0.10, gap_free=True), row(0.9, 5.0, 0.10, solver="confidence_threshold")]
+    rows = [row(0.05, 5.0, 0.92), row(0.1, 6.0, 0.86), row(0.2, 3.0, 0.99)]
+    lines = equal_speed_table(rows, baseline, ("new", "old")).splitlines()[4:]
+    assert lines[0] == "| 0.2 | 3.00 | 0.990 | outside old's range |  |"  # slower than any baseline setting
+    assert lines[1] == "| 0.05 | 5.00 | 0.920 | 0.900 (between gamma 0.1 and 0.35) | +2.0 points |"  # halfway
+    assert lines[2] == "| 0.1 | 6.00 | 0.860 | 0.850 (between gamma 0.1 and 0.35) | +1.0 points |"  # at an end
