@@ -163,13 +163,18 @@ def tables(rows: list[dict], header: dict) -> str:
     return "\n".join(out)
 
 
+def settings_of(rows: list[dict], solver: str = "entropy_bounded") -> list[dict]:
+    """``solver``'s rows without the gap-free constraint, by gamma: the curve a speed claim is read off."""
+    return sorted((r for r in rows if r["solver"] == solver and not r["gap_free"]), key=lambda r: r["gamma"])
+
+
 def parity_claim(rows: list[dict]) -> str:
     """The issue's bar: speed on the long-answer families of the gammas within 2 points of NTP accuracy.
 
     gamma 0 commits one slot per call (no speedup by construction), so the claim names the lowest
     gamma > 0 within 2 points and the fastest one, with every such gamma listed."""
     ntp = next(r for r in rows if r["solver"] == "ntp")
-    eb = sorted((r for r in rows if r["solver"] == "entropy_bounded" and not r["gap_free"]), key=lambda r: r["gamma"])
+    eb = settings_of(rows)
     at_parity = [r for r in eb if r["accuracy"] >= ntp["accuracy"] - 0.02 and r["gamma"] > 0]
     if not at_parity:
         best = max(eb, key=lambda r: r["accuracy"])
@@ -227,8 +232,8 @@ def equal_speed_table(rows: list[dict], baseline: list[dict], names: tuple[str, 
     Why: the same gamma is not the same speed on two models (a surer model commits more per call at a given
     gamma), so the gamma-by-gamma table alone can favour the bolder model or the slower one."""
     def curve(rs):
-        return sorted((1 / r["long_calls_per_token"], r["accuracy"], r["gamma"]) for r in rs
-                      if r["solver"] == solver and not r["gap_free"] and r["gamma"] > 0)
+        return sorted((1 / r["long_calls_per_token"], r["accuracy"], r["gamma"])
+                      for r in settings_of(rs, solver) if r["gamma"] > 0)
     ours, theirs = curve(rows), curve(baseline)
     out = [f"{solver}, standalone suite: {names[0]} beside {names[1]} at the same speed (tokens per call on the "
            f"long answers); {names[1]}'s accuracy there is read off the straight line between its two settings "
