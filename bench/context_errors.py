@@ -14,6 +14,10 @@ answer is put in the first class it fits:
 It also asks ``list(range(a, a + b))`` with literals, beside the same range with its end written
 (``range_sum_probe``): whether the sum or the lookups are what ``ctx_range`` lacks.
 
+``--split train`` asks the same of training-split items (the same generators, lines the model may have
+seen): right there about as often as on the test split means the families are under-learned, not
+over-fitted to the lines trained on.
+
 Deterministic (greedy, no timing).
 
     python bench/context_errors.py --model models/sbd-char-5m runs/lookup_lookup/final --per-family 40
@@ -103,17 +107,20 @@ def main() -> None:
     p.add_argument("--model", nargs="+", default=["models/sbd-char-5m"])
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--split", choices=("test", "train"), default="test",
+                   help="whose items: the held-out test split (the card's) or the training split")
     p.add_argument("--probe-items", type=int, default=30, help="items for the range-sum probe")
     p.add_argument("--json", help="also write the counts here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    suite = tasks.load_suite(per_family=args.per_family, families=CONTEXT_FAMILIES)
+    suite = tasks.load_suite(split=args.split, per_family=args.per_family, families=CONTEXT_FAMILIES)
     out = {}
     for path in args.model:
         model = sv.load_model(path)
         table = error_table(model, suite)
         out[path] = {where: {f: dict(c) for f, c in fams.items()} for where, fams in table.items()}
-        print(f"\n{path}: NTP answers of the context families, {args.per_family} items a family per place\n")
+        print(f"\n{path}: NTP answers of the context families, {args.per_family} {args.split}-split items "
+              "a family per place\n")
         print("| place | family | " + " | ".join(CLASSES) + " |")
         print("| --- | --- |" + " --- |" * len(CLASSES))
         for where, fams in table.items():
