@@ -69,6 +69,9 @@ class TrainConfig:
     deepen: int = 1  # with --base: repeat each layer this many times (a depth-upscaled copy, see upscale.deepen_layers)
     widen: int = 0  # with --base: widen the hidden size to this (a width-upscaled copy, see upscale.widen_model)
     bf16: bool | None = None  # None: bf16 autocast only where the hardware runs it natively (see bf16_is_native)
+    # A run's checkpoint folder: AdamW starts from its moments, so a new leg from --base keeps the optimizer's
+    # memory instead of restarting it from zero (a restart at full lr cost earlier legs a dip in accuracy).
+    optimizer_from: str | None = None
 
     def validate(self):
         if self.preset not in PRESETS and not self.base:
@@ -86,6 +89,11 @@ class TrainConfig:
             raise ValueError("widen: only a --base model can be widened (a preset sets its own width)")
         if self.widen < 0:
             raise ValueError(f"widen: must be >= 0 (0 keeps the width), got {self.widen}")
+        if self.optimizer_from and (not self.base or self.deepen > 1 or self.widen):
+            raise ValueError("optimizer_from: needs --base with the checkpoint's own shape (no deepen or widen)")
+        if self.optimizer_from and not (Path(self.optimizer_from) / "optimizer.safetensors").exists():
+            raise ValueError(f"optimizer_from: no optimizer.safetensors in {self.optimizer_from!r} "
+                             "(give a run's checkpoint folder)")
         if self.answers_only and self.code_frac > 0:
             raise ValueError("answers_only: code documents hold no asserts to score; use code_frac 0 with it")
         for name in ("distractors", "follow_ups"):
@@ -194,13 +202,24 @@ def _load_checkpoint(path: Path, model, optimizer) -> dict:
         raise ValueError(f"checkpoint {path}: weights do not match the model ({missing[:3]}, {unexpected[:3]})")
     if model.config.tie_word_embeddings:
         model.tie_weights()
+    _load_moments(path, model, optimizer)
+    return state
+
+
+def _load_moments(path: Path, model, optimizer) -> float:
+    """Put a checkpoint's AdamW moments into ``optimizer``, by parameter name; returns their step count."""
+    from safetensors.torch import load_file
+
+    adam_step = json.loads((path / "state.json").read_text())["adam_step"]
     moments = load_file(str(path / "optimizer.safetensors"))
     for name, p in model.named_parameters():
         if name + ".exp_avg" in moments:
-            optimizer.state[p] = {"step": torch.tensor(state["adam_step"]),
+            if moments[name + ".exp_avg"].shape != p.shape:
+                raise ValueError(f"checkpoint {path}: its optimizer moments for {name} do not fit the model's shape")
+            optimizer.state[p] = {"step": torch.tensor(adam_step),
                                   "exp_avg": moments[name + ".exp_avg"],
                                   "exp_avg_sq": moments[name + ".exp_avg_sq"]}
-    return state
+    return adam_step
 
 
 def _probe(model, tok, per_family: int) -> dict:
@@ -252,6 +271,9 @@ def train(cfg: TrainConfig) -> Path:
     if (ckpt / "state.json").exists():
         state = _load_checkpoint(ckpt, model, adamw)
         acc.print(f"resumed from {ckpt} at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
+    elif cfg.optimizer_from:
+        adam_step = _load_moments(Path(cfg.optimizer_from), model, adamw)
+        acc.print(f"AdamW moments from {cfg.optimizer_from} ({adam_step:.0f} steps)")
     # The prepared optimizer wraps ``adamw`` itself (its state is moved in place), so checkpoints read ``adamw``.
     model, optimizer = acc.prepare(model, adamw)
     raw = acc.unwrap_model(model)

@@ -129,6 +129,11 @@ def test_short_run_learns_saves_and_resumes(tmp_path):
     # resume: continues from step 30 to 40 instead of starting over
     train.train(train.TrainConfig(**{**cfg, "max_steps": 40}))
     assert json.loads((out / "checkpoint" / "state.json").read_text())["step"] == 40
+    # a new leg from the final weights that keeps AdamW's moments: its step count goes on from 40
+    leg = tmp_path / "leg"
+    train.train(train.TrainConfig(**{**cfg, "out": str(leg), "base": str(final), "max_steps": 5,
+                                     "optimizer_from": str(out / "checkpoint")}))
+    assert json.loads((leg / "checkpoint" / "state.json").read_text())["adam_step"] == 45
 
 
 @pytest.mark.slow
@@ -168,6 +173,10 @@ def test_bad_config_names_the_field():
         train.TrainConfig(preset="huge").validate()
     with pytest.raises(ValueError, match="min_block"):
         train.TrainConfig(min_block=5, max_block=2).validate()
+    with pytest.raises(ValueError, match="optimizer_from"):
+        train.TrainConfig(optimizer_from="runs/x/checkpoint").validate()  # no --base
+    with pytest.raises(ValueError, match="optimizer_from"):
+        train.TrainConfig(base="models/sbd-char-5m", optimizer_from="no/such/checkpoint").validate()
 
 
 def test_masked_slot_probe_reads_the_right_positions():
