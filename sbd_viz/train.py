@@ -72,6 +72,10 @@ class TrainConfig:
     # A run's checkpoint folder: AdamW starts from its moments, so a new leg from --base keeps the optimizer's
     # memory instead of restarting it from zero (a restart at full lr cost earlier legs a dip in accuracy).
     optimizer_from: str | None = None
+    # > 0: also keep an exponential moving average of the weights (decay per step), saved as ``final_ema`` beside
+    # ``final``. Averaging two legs' endpoints lifted NTP inside documents for the shipped model (see its card);
+    # this averages along one run instead, starting from the run's first weights.
+    ema_decay: float = 0.0
 
     def validate(self):
         if self.preset not in PRESETS and not self.base:
@@ -94,6 +98,8 @@ class TrainConfig:
         if self.optimizer_from and not (Path(self.optimizer_from) / "optimizer.safetensors").exists():
             raise ValueError(f"optimizer_from: no optimizer.safetensors in {self.optimizer_from!r} "
                              "(give a run's checkpoint folder)")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay: need 0 <= ema_decay < 1 (0 keeps no average), got {self.ema_decay}")
         if self.answers_only and self.code_frac > 0:
             raise ValueError("answers_only: code documents hold no asserts to score; use code_frac 0 with it")
         for name in ("distractors", "follow_ups"):
@@ -222,6 +228,39 @@ def _load_moments(path: Path, model, optimizer) -> float:
     return adam_step
 
 
+class WeightAverage:
+    """An exponential moving average of a model's parameters, in fp32, by parameter name."""
+
+    def __init__(self, model, decay: float):
+        self.decay = decay
+        self.params = dict(model.named_parameters())  # tied weights appear once
+        self.average = {n: p.detach().float().clone() for n, p in self.params.items()}
+
+    @torch.no_grad()
+    def update(self):
+        for name, p in self.params.items():
+            self.average[name].lerp_(p.detach().float(), 1.0 - self.decay)
+
+    def save(self, path: Path):
+        from safetensors.torch import save_file
+
+        save_file({n: t.contiguous() for n, t in self.average.items()}, str(path))
+
+    def load(self, path: Path):
+        from safetensors.torch import load_file
+
+        saved = load_file(str(path))
+        if saved.keys() != self.average.keys() or any(saved[n].shape != t.shape for n, t in self.average.items()):
+            raise ValueError(f"{path}: its weight average does not fit the model")
+        self.average = {n: t.float() for n, t in saved.items()}
+
+    @torch.no_grad()
+    def copy_to_model(self):
+        """Overwrite the model's parameters with the average (done once, after the raw weights are saved)."""
+        for name, p in self.params.items():
+            p.copy_(self.average[name].to(p.dtype))
+
+
 def _probe(model, tok, per_family: int) -> dict:
     """Exact-match accuracy of NTP and SBD (gamma 0.1) on a few held-out suite items."""
     from . import tasks
@@ -277,6 +316,11 @@ def train(cfg: TrainConfig) -> Path:
     # The prepared optimizer wraps ``adamw`` itself (its state is moved in place), so checkpoints read ``adamw``.
     model, optimizer = acc.prepare(model, adamw)
     raw = acc.unwrap_model(model)
+    ema = WeightAverage(raw, cfg.ema_decay) if cfg.ema_decay > 0 else None
+    if ema and (ckpt / "ema.safetensors").exists() and (ckpt / "state.json").exists():
+        ema.load(ckpt / "ema.safetensors")
+    elif ema and state["step"] > 0:
+        acc.print(f"no weight average in {ckpt}: it starts from the weights at step {state['step']}")
     code = code_documents(cfg.code_dir) if cfg.code_frac > 0 else None
     stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, MIXES[cfg.mix], code, cfg.code_frac,
                             (cfg.doc_min_lines, cfg.doc_max_lines), cfg.distractors, cfg.follow_ups)
@@ -306,6 +350,8 @@ def train(cfg: TrainConfig) -> Path:
         acc.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if ema:
+            ema.update()
         step += 1
         state["tokens"] += cfg.batch_size * cfg.seq_len * acc.num_processes
         ntp_hist.append(ntp.item())
@@ -314,14 +360,18 @@ def train(cfg: TrainConfig) -> Path:
         if step % cfg.log_every == 0 and acc.is_main_process:
             logged = _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged)
         if time.time() - last_ckpt > 60 * cfg.ckpt_every_min:
-            last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, adamw, state, step, t0, log_path, model)
+            last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, adamw, ema, state, step, t0, log_path, model)
     bar.close()
     if step > logged and acc.is_main_process:  # a time budget can end between log lines: log the rest
         _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged)
-    _checkpoint(acc, cfg, ckpt, raw, tok, adamw, state, step, t0, log_path, model)
+    _checkpoint(acc, cfg, ckpt, raw, tok, adamw, ema, state, step, t0, log_path, model)
     if acc.is_main_process:
         raw.save_pretrained(out / "final")
         tok.save_pretrained(out / "final")
+        if ema:
+            ema.copy_to_model()
+            raw.save_pretrained(out / "final_ema")
+            tok.save_pretrained(out / "final_ema")
     acc.wait_for_everyone()
     return out / "final"
 
@@ -337,9 +387,12 @@ def _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logge
     return step
 
 
-def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, state, step, t0, log_path, model) -> float:
+def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, ema, state, step, t0, log_path, model) -> float:
     state.update(step=step, elapsed=time.time() - t0)
     if acc.is_main_process:
+        if ema:  # before _save_checkpoint, whose state.json marks the folder complete
+            ckpt.mkdir(parents=True, exist_ok=True)
+            ema.save(ckpt / "ema.safetensors")
         _save_checkpoint(ckpt, raw, tok, optimizer, state)
         if cfg.probe_per_family > 0:
             model.eval()

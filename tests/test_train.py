@@ -177,6 +177,54 @@ def test_bad_config_names_the_field():
         train.TrainConfig(optimizer_from="runs/x/checkpoint").validate()  # no --base
     with pytest.raises(ValueError, match="optimizer_from"):
         train.TrainConfig(base="models/sbd-char-5m", optimizer_from="no/such/checkpoint").validate()
+    for decay in (1.0, -0.1):
+        with pytest.raises(ValueError, match="ema_decay"):
+            train.TrainConfig(ema_decay=decay).validate()
+
+
+def test_weight_average_moves_by_one_minus_decay_and_round_trips(tmp_path):
+    layer = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+        layer.bias.fill_(0.0)
+    ema = train.WeightAverage(layer, decay=0.75)
+    with torch.no_grad():
+        layer.weight.fill_(3.0)
+        layer.bias.fill_(-4.0)
+    ema.update()  # 0.75 * old + 0.25 * new
+    assert torch.equal(ema.average["weight"], torch.full((2, 2), 1.5))
+    assert torch.equal(ema.average["bias"], torch.full((2,), -1.0))
+    ema.save(tmp_path / "ema.safetensors")
+    again = train.WeightAverage(torch.nn.Linear(2, 2), decay=0.75)
+    again.load(tmp_path / "ema.safetensors")
+    assert torch.equal(again.average["weight"], ema.average["weight"])
+    again.copy_to_model()
+    assert torch.equal(again.params["bias"], torch.full((2,), -1.0))
+    with pytest.raises(ValueError, match="weight average"):
+        train.WeightAverage(torch.nn.Linear(3, 2), decay=0.5).load(tmp_path / "ema.safetensors")
+
+
+@pytest.mark.slow
+def test_weight_average_starts_from_the_base_and_survives_a_resume(tmp_path):
+    """With a decay a hair under 1 the average stays on the run's first weights, across a resume;
+    restarting it from the checkpoint would put it on the step-3 weights instead."""
+    from safetensors.torch import load_file
+
+    import sbd_viz as sv
+
+    small = dict(preset="test-1m", seq_len=32, batch_size=4, warmup=1, lr=3e-3, probe_per_family=0, log_every=1)
+    base = train.train(train.TrainConfig(out=str(tmp_path / "base"), max_steps=2, **small))
+    cfg = dict(small, out=str(tmp_path / "leg"), base=str(base), ema_decay=1 - 1e-7, max_steps=3)
+    train.train(train.TrainConfig(**cfg))
+    assert (tmp_path / "leg" / "checkpoint" / "ema.safetensors").is_file()
+    final = train.train(train.TrainConfig(**{**cfg, "max_steps": 5}))  # resumes at step 3
+    first, raw = load_file(str(base / "model.safetensors")), load_file(str(final / "model.safetensors"))
+    average = load_file(str(final.parent / "final_ema" / "model.safetensors"))
+    assert first.keys() == average.keys() == raw.keys()
+    assert max((raw[n] - first[n]).abs().max().item() for n in first) > 1e-3  # the run moved the weights
+    assert max((average[n] - first[n]).abs().max().item() for n in first) < 1e-5  # the average barely did
+    model = sv.load_model(final.parent / "final_ema")
+    assert sv.decode(model, "assert 1 == ", max_new_tokens=4, block_size=4).n_tokens == 4
 
 
 def test_masked_slot_probe_reads_the_right_positions():
