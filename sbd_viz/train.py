@@ -175,8 +175,8 @@ def _lr_factor(cfg: TrainConfig, step: int, elapsed: float) -> tuple[float, floa
     return cfg.min_lr_frac + (1 - cfg.min_lr_frac) * cos, progress
 
 
-def _save_checkpoint(path: Path, model, tok, optimizer, state: dict):
-    """Weights, tokenizer and optimizer moments as safetensors, counters as JSON (no pickle)."""
+def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
+    """Weights, tokenizer, optimizer moments (and the weight average) as safetensors, counters as JSON (no pickle)."""
     from safetensors.torch import save_file
 
     path.mkdir(parents=True, exist_ok=True)
@@ -192,6 +192,8 @@ def _save_checkpoint(path: Path, model, tok, optimizer, state: dict):
                 moments[names[id(p)] + ".exp_avg_sq"] = st["exp_avg_sq"].contiguous()
                 state["adam_step"] = float(st["step"])
     save_file(moments, str(path / "optimizer.safetensors"))
+    if ema:
+        ema.save(path / "ema.safetensors")
     tmp = path / "state.json.tmp"
     tmp.write_text(json.dumps(state, indent=1))
     tmp.replace(path / "state.json")  # state.json last: its presence marks a complete checkpoint
@@ -317,10 +319,11 @@ def train(cfg: TrainConfig) -> Path:
     model, optimizer = acc.prepare(model, adamw)
     raw = acc.unwrap_model(model)
     ema = WeightAverage(raw, cfg.ema_decay) if cfg.ema_decay > 0 else None
-    if ema and (ckpt / "ema.safetensors").exists() and (ckpt / "state.json").exists():
-        ema.load(ckpt / "ema.safetensors")
-    elif ema and state["step"] > 0:
-        acc.print(f"no weight average in {ckpt}: it starts from the weights at step {state['step']}")
+    if ema and state["step"] > 0:  # a resume: the average goes on from the checkpoint's
+        if (ckpt / "ema.safetensors").exists():
+            ema.load(ckpt / "ema.safetensors")
+        else:
+            acc.print(f"no weight average in {ckpt}: it starts from the weights at step {state['step']}")
     code = code_documents(cfg.code_dir) if cfg.code_frac > 0 else None
     stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, MIXES[cfg.mix], code, cfg.code_frac,
                             (cfg.doc_min_lines, cfg.doc_max_lines), cfg.distractors, cfg.follow_ups)
@@ -390,10 +393,7 @@ def _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logge
 def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, ema, state, step, t0, log_path, model) -> float:
     state.update(step=step, elapsed=time.time() - t0)
     if acc.is_main_process:
-        if ema:  # before _save_checkpoint, whose state.json marks the folder complete
-            ckpt.mkdir(parents=True, exist_ok=True)
-            ema.save(ckpt / "ema.safetensors")
-        _save_checkpoint(ckpt, raw, tok, optimizer, state)
+        _save_checkpoint(ckpt, raw, tok, optimizer, state, ema)
         if cfg.probe_per_family > 0:
             model.eval()
             try:
