@@ -255,3 +255,12 @@ def test_a_suite_item_is_found_at_the_end_of_a_document():
     # only whole lines count: a prompt that ends with an item's text mid-line is not that item
     assert tasks.item_in_prompt("x" + items[0].prompt, index) is None
     assert tasks.item_in_prompt("assert 1 + 1 == ", index) is None
+
+
+@pytest.mark.parametrize("mix", sorted(data.MIXES))
+def test_every_mix_names_only_known_families(mix):
+    """A misspelt family in a mix would be silently ignored (and the family drawn at weight 1.0)."""
+    weights = data.MIXES[mix]
+    assert set(weights) <= set(tasks.FAMILIES) | set(tasks.TRAINING_FAMILIES)
+    assert all(w >= 0 for w in weights.values()) and sum(weights.values()) > 0
+
