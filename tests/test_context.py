@@ -259,8 +259,7 @@ def test_a_suite_item_is_found_at_the_end_of_a_document():
 
 @pytest.mark.parametrize("mix", sorted(data.MIXES))
 def test_every_mix_names_only_known_families(mix):
-    """A misspelt family in a mix would be silently ignored (and the family drawn at weight 1.0)."""
+    """A misspelt family in a mix would be silently ignored (and the family it meant drawn at weight 1.0)."""
     weights = data.MIXES[mix]
     assert set(weights) <= set(tasks.FAMILIES) | set(tasks.TRAINING_FAMILIES)
     assert all(w >= 0 for w in weights.values()) and sum(weights.values()) > 0
-
