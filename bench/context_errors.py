@@ -76,7 +76,7 @@ def error_table(model: sv.SBDModel, suite: list[tasks.SuiteItem]) -> dict[str, d
                for (lo, hi), placed in tasks.document_buckets(suite, model.context_length or 512, MAX_NEW_TOKENS)]
     table = {}
     for where, items in places:
-        table[where] = {f: Counter() for f in CONTEXT_FAMILIES}
+        table[where] = {f: Counter() for f in dict.fromkeys(item.family for item in suite)}
         for item in items:
             trace = sv.decode_ntp(model, item.prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n")
             table[where][item.family][classify(item, trace.text)] += 1
@@ -110,10 +110,13 @@ def main() -> None:
     p.add_argument("--split", choices=("test", "train"), default="test",
                    help="whose items: the held-out test split (the card's) or the training split")
     p.add_argument("--probe-items", type=int, default=30, help="items for the range-sum probe")
+    p.add_argument("--families", nargs="+", default=list(CONTEXT_FAMILIES), choices=CONTEXT_FAMILIES,
+                   help="only these context families (default: all four)")
+    p.add_argument("--no-probe", action="store_true", help="skip the range-sum probe")
     p.add_argument("--json", help="also write the counts here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    suite = tasks.load_suite(split=args.split, per_family=args.per_family, families=CONTEXT_FAMILIES)
+    suite = tasks.load_suite(split=args.split, per_family=args.per_family, families=tuple(args.families))
     out = {}
     for path in args.model:
         model = sv.load_model(path)
@@ -126,9 +129,10 @@ def main() -> None:
         for where, fams in table.items():
             for family, counts in fams.items():
                 print(f"| {where} | {family} | " + " | ".join(str(counts[c]) for c in CLASSES) + " |")
-        probe = range_sum_probe(model, n=args.probe_items)
-        print(f"\nlist(range(a, a + b)) with literals, NTP, {args.probe_items} items: {probe}")
-        out[path]["range_sum_probe"] = probe
+        if not args.no_probe:
+            probe = range_sum_probe(model, n=args.probe_items)
+            print(f"\nlist(range(a, a + b)) with literals, NTP, {args.probe_items} items: {probe}")
+            out[path]["range_sum_probe"] = probe
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -49,6 +49,10 @@ MIXES = {
 # characters, SBD 0.875 in every bucket), so "v3-lookup" with ctx_add drawn twice as often (37% of the
 # items instead of 23%: "double" and "join", unnamed, weigh 1.0).
 MIXES["v3-add"] = {**MIXES["v3-lookup"], "ctx_add": 16.0}
+# A diagnostic, not a shipped recipe (bench/ctx_add_alone.sh): ctx_add and nothing else, to tell whether the
+# 6-layer model can learn that family past v3.6's 0.92 at all (capacity) or only not inside the mix.
+# Every family is named: an unnamed one would be drawn at weight 1.0.
+MIXES["ctx-add-alone"] = {**{family: 0.0 for family in tasks.FAMILIES}, "ctx_add": 1.0}
 DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.
 CHARS = ["\n", "\t"] + [chr(c) for c in range(32, 127)]

@@ -335,7 +335,8 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
     """A few newline-terminated items from the train split (the training corpus unit).
 
     ``lines`` is the (min, max) number of items; a context item brings its assignment lines.
-    ``weights`` may also name the training-only families (``TRAINING_FAMILIES``, default weight 0).
+    ``weights`` may also name the training-only families (``TRAINING_FAMILIES``, default weight 0); any
+    other name is an error, as is a negative weight or a mix with nothing to draw.
     ``distractors``: each context item gets up to this many extra assignments of other names,
     shuffled in among its own, so the nearest line is rarely the one asked for.
     ``follow_ups``: each context item gets up to this many more asserts on the same assignments
@@ -349,8 +350,13 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
     if follow_ups < 0:
         raise ValueError(f"follow_ups: must be >= 0, got {follow_ups}")
     weights = weights or {}
+    unknown = sorted(set(weights) - set(_GENERATORS))
+    if unknown:  # a misspelt family would be ignored and the family it meant drawn at its default weight
+        raise ValueError(f"weights: unknown families {unknown}; choose from {sorted(_GENERATORS)}")
     fams = list(_GENERATORS)
     w = [weights.get(f, 1.0 if f in FAMILIES else 0.0) for f in fams]
+    if min(w) < 0 or sum(w) <= 0:
+        raise ValueError(f"weights: need weights >= 0 with a positive sum, got {weights}")
     out = []
     for _ in range(rng.randint(*lines)):
         item = sample_item(rng.choices(fams, weights=w)[0], rng, "train")

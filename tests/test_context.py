@@ -65,6 +65,13 @@ def test_training_documents_have_the_asked_number_of_items():
         tasks.training_document(rng, None, (5, 2))
 
 
+@pytest.mark.parametrize("weights", [{"ctx_ad": 1.0}, {"add": -1.0}, {f: 0.0 for f in tasks.FAMILIES}])
+def test_training_documents_refuse_bad_weights(weights):
+    """A misspelt family would be silently ignored; a negative or all-zero mix has nothing to draw."""
+    with pytest.raises(ValueError, match="weights"):
+        tasks.training_document(random.Random(0), weights, (1, 2))
+
+
 def test_training_documents_with_the_lookup_curriculum_stay_true_and_train_only():
     """``distractors`` adds up to N assignments of other names to a context item's setup, shuffled in;
     ``ctx_get`` (training-only) asks for a name's value alone. Every item still passes its assert, and
