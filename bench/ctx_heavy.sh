@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Leg P: can the mix teach ctx_add what ctx_add alone did (bench/ctx_add_alone.sh: 0.98 of 200 held-out
+# items after 110 minutes, every other family forgotten) while keeping the rest? Two arms side by side, one
+# thread each, same data (the `ctx-heavy` mix: ctx_add 46% of the items, the other context families 30%,
+# the ten others 24%), same schedule (peak lr LR, AdamW from zero, time-based cosine to 0.1x, moving
+# average DECAY):
+#   p_v36  starts from the shipped model (v3.6, copied to runs/base_v36 so a card can swap weights meanwhile);
+#   p_spec starts from the ctx_add specialist, the end of bench/ctx_add_alone.sh's 6-layer arm (it must exist).
+# Then every start and end answers the same 200 held-out ctx_add items, standalone and in the model card's
+# prompt-length buckets (bench/context_errors.py). The full card is run on the candidates by hand.
+# Usage: bench/ctx_heavy.sh [MINUTES LR DECAY]   (default 90 3e-4 0.998). An arm whose final/ exists is not re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MINUTES=${1:-90} LR=${2:-3e-4} DECAY=${3:-0.998}
+SPECIALIST=runs/add_alone_d1_b/final
+[ -d runs/base_v36 ] || cp -r models/sbd-char-5m runs/base_v36
+[ -d "$SPECIALIST" ] || { echo "no $SPECIALIST: run bench/ctx_add_alone.sh first" >&2; exit 1; }
+uptime
+train() {  # out, base
+  [ -d runs/$1/final ] && return
+  rm -rf runs/$1
+  nice .venv/bin/sbd-viz train --base "$2" --seq-len 512 --batch-size 8 --lr "$LR" --warmup 20 --max-steps 5000 \
+    --time-budget-min "$MINUTES" --mix ctx-heavy --distractors 0 --doc-min-lines 4 --doc-max-lines 16 --seed 21 \
+    --no-bf16 --threads 1 --log-every 25 --probe-per-family 0 --ckpt-every-min 10 --ema-decay "$DECAY" \
+    --out runs/$1 > runs/$1.log 2>&1 &
+}
+train p_v36 runs/base_v36
+train p_spec "$SPECIALIST"
+wait
+uptime
+.venv/bin/python bench/context_errors.py --model runs/base_v36 "$SPECIALIST" runs/p_{v36,spec}/final{,_ema} \
+  --families ctx_add --per-family 200 --no-probe --threads 2 --json runs/ctx_heavy_errors.json
+uptime
