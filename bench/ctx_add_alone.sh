@@ -14,14 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-50} LR=${2:-3e-4} MINUTES2=${3:-60} LR2=${4:-1e-4}
+source bench/train_arm.sh
 uptime
 train() {  # out, minutes, lr, seed, extra flags
-  [ -d runs/$1/final ] && return
-  rm -rf runs/$1
   # shellcheck disable=SC2086  # the flags are words on purpose
-  nice .venv/bin/sbd-viz train $5 --seq-len 512 --batch-size 8 --lr "$3" --warmup 20 --max-steps 5000 \
-    --time-budget-min "$2" --mix ctx-add-alone --distractors 0 --doc-min-lines 4 --doc-max-lines 16 --seed "$4" \
-    --no-bf16 --threads 1 --log-every 25 --probe-per-family 0 --ckpt-every-min 10 --out runs/$1 > runs/$1.log 2>&1 &
+  train_arm_once "$1" $5 --lr "$3" --time-budget-min "$2" --mix ctx-add-alone --distractors 0 --seed "$4" \
+    --probe-per-family 0
 }
 train add_alone_d1 "$MINUTES" "$LR" 3 "--base models/sbd-char-5m"
 train add_alone_d2 "$MINUTES" "$LR" 3 "--base models/sbd-char-5m --deepen 2"

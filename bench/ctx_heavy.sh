@@ -15,14 +15,11 @@ MINUTES=${1:-90} LR=${2:-3e-4} DECAY=${3:-0.998}
 SPECIALIST=runs/add_alone_d1_b/final
 [ -d runs/base_v36 ] || cp -r models/sbd-char-5m runs/base_v36
 [ -d "$SPECIALIST" ] || { echo "no $SPECIALIST: run bench/ctx_add_alone.sh first" >&2; exit 1; }
+source bench/train_arm.sh
 uptime
 train() {  # out, base
-  [ -d runs/$1/final ] && return
-  rm -rf runs/$1
-  nice .venv/bin/sbd-viz train --base "$2" --seq-len 512 --batch-size 8 --lr "$LR" --warmup 20 --max-steps 5000 \
-    --time-budget-min "$MINUTES" --mix ctx-heavy --distractors 0 --doc-min-lines 4 --doc-max-lines 16 --seed 21 \
-    --no-bf16 --threads 1 --log-every 25 --probe-per-family 0 --ckpt-every-min 10 --ema-decay "$DECAY" \
-    --out runs/$1 > runs/$1.log 2>&1 &
+  train_arm_once "$1" --base "$2" --lr "$LR" --time-budget-min "$MINUTES" --mix ctx-heavy --distractors 0 \
+    --seed 21 --probe-per-family 0 --ema-decay "$DECAY"
 }
 train p_v36 runs/base_v36
 train p_spec "$SPECIALIST"

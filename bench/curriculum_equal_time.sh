@@ -12,13 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-70}
 START=${2:-runs/depth_d1/final}
+source bench/train_arm.sh
 uptime
 train() {  # name, mix, distractors
-  rm -rf runs/lookup_$1
-  nice .venv/bin/sbd-viz train --base "$START" --seq-len 512 --batch-size 8 --lr 5e-4 --warmup 20 \
-    --max-steps 5000 --time-budget-min "$MINUTES" --mix $2 --distractors $3 --doc-min-lines 4 \
-    --doc-max-lines 16 --seed 4 --no-bf16 --threads 1 --log-every 25 --probe-per-family 4 \
-    --ckpt-every-min 10 --out runs/lookup_$1 > runs/lookup_$1.log 2>&1 &
+  train_arm "lookup_$1" --base "$START" --lr 5e-4 --time-budget-min "$MINUTES" --mix "$2" --distractors "$3" \
+    --seed 4 --probe-per-family 4
 }
 train control v3-lookup 0
 train parts v3-parts 3

@@ -13,14 +13,12 @@ cd "$(dirname "$0")/.."
 MINUTES=${1:-65}
 UPSCALE=${2:---deepen 2}
 UP=upscale_$(echo "$UPSCALE" | tr -d ' -')
+source bench/train_arm.sh
 uptime
 train() {  # name, extra flags
-  rm -rf runs/$1
   # shellcheck disable=SC2086  # the flags are words on purpose
-  nice .venv/bin/sbd-viz train --base models/sbd-char-5m $2 --seq-len 512 --batch-size 8 \
-    --lr 5e-4 --warmup 20 --max-steps 5000 --time-budget-min "$MINUTES" --mix v3-lookup \
-    --doc-min-lines 4 --doc-max-lines 16 --seed 3 --no-bf16 --threads 1 --log-every 25 \
-    --probe-per-family 4 --ckpt-every-min 10 --out runs/$1 > runs/$1.log 2>&1 &
+  train_arm "$1" --base models/sbd-char-5m $2 --lr 5e-4 --time-budget-min "$MINUTES" --mix v3-lookup --seed 3 \
+    --probe-per-family 4
 }
 train upscale_same ""
 train "$UP" "$UPSCALE"
