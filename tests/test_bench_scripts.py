@@ -14,8 +14,11 @@ from sbd_viz.train import add_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = """#!/usr/bin/env bash
-# writes its arguments down; a stubbed training run also leaves the final/ folder a real one would
-printf '%s\\n' "$(basename "$0")" "$@" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().splitlines()))' >> calls.jsonl
+# writes its arguments down, one file per call (two arms start at once: one shared file could interleave);
+# a stubbed training run also leaves the final/ folder a real one would
+mkdir -p calls
+printf '%s\\n' "$(basename "$0")" "$@" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().splitlines()))' \\
+  > "$(mktemp calls/XXXXXXXX)"
 if [ "$(basename "$0")" = sbd-viz ]; then
   out=$(printf '%s\\n' "$@" | grep -A1 -x -- --out | tail -1)
   mkdir -p "$out/final" "$out/checkpoint"
@@ -37,11 +40,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(tree: Path, script: str, args: list[str]) -> list[list[str]]:
-    (tree / "calls.jsonl").unlink(missing_ok=True)
+    shutil.rmtree(tree / "calls", ignore_errors=True)
     done = subprocess.run(["bash", f"bench/{script}", *args], cwd=tree, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    calls = tree / "calls.jsonl"
-    return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+    return [json.loads(path.read_text()) for path in sorted((tree / "calls").glob("*"))]
 
 
 @pytest.fixture
