@@ -4,7 +4,8 @@
 # thread each, same data (the `ctx-heavy` mix: ctx_add 46% of the items, the other context families 30%,
 # the ten others 24%), same schedule (peak lr LR, AdamW from zero, time-based cosine to 0.1x, moving
 # average DECAY):
-#   p_v36  starts from the shipped model (v3.6, copied to runs/base_v36 so a card can swap weights meanwhile);
+#   p_v36  starts from the shipped model, copied to runs/base_v36 so a card can swap weights meanwhile (v3.6 in
+#          the recorded run; after a later ship the copy is that model, and the names p_v36/base_v36 stay);
 #   p_spec starts from the ctx_add specialist, the end of bench/ctx_add_alone.sh's 6-layer arm (it must exist).
 # Then every start and end answers the same 200 held-out ctx_add items, standalone and in the model card's
 # prompt-length buckets (bench/context_errors.py). The full card is run on the candidates by hand.
