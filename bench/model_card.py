@@ -16,6 +16,7 @@ buckets up to the model's trained context, with NTP and entropy-bounded gamma 0.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -33,6 +34,7 @@ OTHERS = (("top_k", 2.0, False), ("top_k", 4.0, False), ("confidence_threshold",
           ("confidence_threshold", 0.7, False), ("entropy_bounded", 0.1, True), ("entropy_bounded", 0.35, True))
 QUICK_GAMMAS = (0.1, 0.35)  # --quick: enough to set a baseline model beside a new one
 BUCKET_GAMMA = 0.1
+SUITE_SEED = inspect.signature(tasks.load_suite).parameters["seed"].default  # the draw every card reports
 MAX_NEW_TOKENS = 64
 # Issue 10's bar for the shipped model: NTP accuracy standalone and per prompt-length bucket (the context
 # families included), SBD gamma 0.1's distance from NTP per bucket, its long-answer speed, and the weights.
@@ -275,6 +277,9 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None, help="write the results here (default: the model's folder)")
     p.add_argument("--baseline", default=None, help="another model's card_results.json, shown beside")
     p.add_argument("--baseline-name", default=None, help="what to call the baseline (default: its command)")
+    p.add_argument("--suite-seed", type=int, default=SUITE_SEED,
+                   help=f"which held-out items are drawn (default {SUITE_SEED}, the card's own); another seed is a fresh "
+                        "draw, for choosing between candidates on items other than the ones the card reports")
     p.add_argument("--from-results", action="store_true",
                    help="only re-render card_tables.md from the model's card_results.json (no decoding)")
     args = p.parse_args(argv)
@@ -287,7 +292,7 @@ def main(argv=None) -> None:
     model = sv.load_model(args.model)
     folder = Path(args.out or args.model or sv.default_model_path())
     folder.mkdir(parents=True, exist_ok=True)
-    suite = sv.tasks.load_suite(split="test", per_family=args.per_family)
+    suite = sv.tasks.load_suite(split="test", per_family=args.per_family, seed=args.suite_seed)
     t0 = time.time()
     rows = [_row(sv.evaluate(model, suite, decoder="ntp", progress=True))]
     settings = [("entropy_bounded", g, False) for g in (QUICK_GAMMAS if args.quick else GAMMAS)]
@@ -302,7 +307,8 @@ def main(argv=None) -> None:
               "threads": torch.get_num_threads(), "torch": torch.__version__, "dtype": str(model.model.dtype),
               "n_items": len(suite), "per_family": args.per_family, "minutes": (time.time() - t0) / 60,
               "command": "python bench/model_card.py" + (f" --model {args.model}" if args.model else "")
-              + f" --per-family {args.per_family}" + (" --quick" if args.quick else ""),
+              + f" --per-family {args.per_family}" + (" --quick" if args.quick else "")
+              + (f" --suite-seed {args.suite_seed}" if args.suite_seed != SUITE_SEED else ""),
               "model_fingerprint": model.fingerprint(), "context_length": model.context_length}
     matp = {k: sv.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
     results = {"header": header, "rows": rows, "buckets": buckets, "matp": matp}

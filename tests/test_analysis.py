@@ -470,6 +470,17 @@ def test_the_bar_table_judges_each_row_on_its_worst_bucket():
     assert verdicts(results) == ["**no**"] * 5
 
 
+def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_draw():
+    from sbd_viz import tasks
+
+    card = _bench_script("model_card")
+    assert card.SUITE_SEED == 1234  # every card so far reports this draw
+    assert tasks.load_suite(per_family=5) == tasks.load_suite(per_family=5, seed=card.SUITE_SEED)
+    mine, fresh = tasks.load_suite(per_family=40), tasks.load_suite(per_family=40, seed=4321)
+    assert len(fresh) == len(mine) and all(tasks.is_test_line(item.line) for item in fresh)
+    assert len({i.line for i in mine} & {i.line for i in fresh}) < len(mine) // 5  # mostly other items
+
+
 def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
     equal_speed_table = _bench_script("model_card").equal_speed_table
 
