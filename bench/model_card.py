@@ -16,7 +16,6 @@ buckets up to the model's trained context, with NTP and entropy-bounded gamma 0.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import platform
@@ -27,14 +26,13 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.tasks import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES
+from sbd_viz.tasks import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES, SUITE_SEED
 
 GAMMAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 OTHERS = (("top_k", 2.0, False), ("top_k", 4.0, False), ("confidence_threshold", 0.9, False),
           ("confidence_threshold", 0.7, False), ("entropy_bounded", 0.1, True), ("entropy_bounded", 0.35, True))
 QUICK_GAMMAS = (0.1, 0.35)  # --quick: enough to set a baseline model beside a new one
 BUCKET_GAMMA = 0.1
-SUITE_SEED = inspect.signature(tasks.load_suite).parameters["seed"].default  # the draw every card reports
 MAX_NEW_TOKENS = 64
 # Issue 10's bar for the shipped model: NTP accuracy standalone and per prompt-length bucket (the context
 # families included), SBD gamma 0.1's distance from NTP per bucket, its long-answer speed, and the weights.
