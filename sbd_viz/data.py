@@ -60,6 +60,12 @@ MIXES["ctx-add-alone"] = {**{family: 0.0 for family in tasks.FAMILIES}, "ctx_add
 MIXES["ctx-heavy"] = {"add": 1.0, "sorted": 1.0, "range": 0.75, "max": 0.5, "repeat": 0.5, "upper": 0.5,
                       "reverse": 0.5, "len": 0.5, "double": 0.5, "join": 0.5,
                       "ctx_add": 12.0, "ctx_upper": 3.0, "ctx_sorted": 2.0, "ctx_range": 3.0}
+# A fine-tune of v3.8 toward its last context misses (model card, v3.8's second draw): ctx_upper copies
+# that jump to the other word at a shared letter, ctx_add sums off by ten. Part of each family's weight
+# goes to its training-only hard case (tasks.TRAINING_FAMILIES): the other word holds a piece of the
+# asked one ("ctx_upper_overlap"), the units carry ("ctx_add_carry").
+MIXES["v3-hard"] = {**MIXES["v3-lookup"], "ctx_add": 5.0, "ctx_add_carry": 4.0,
+                    "ctx_upper": 4.0, "ctx_upper_overlap": 3.0}
 DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.
 CHARS = ["\n", "\t"] + [chr(c) for c in range(32, 127)]

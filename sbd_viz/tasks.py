@@ -236,9 +236,42 @@ def _range_sum(rng):
     return f"list(range({a}, {a} + {b}))", list(range(a, a + b))
 
 
+def _ctx_upper_overlap(rng):
+    # ctx_upper with the other word holding a piece of the one asked for. v3.8's ctx_upper misses
+    # (4 of 120) are copies that jump to the other word after a letter the two share ("ervw" beside
+    # "network" -> "ERVWORK"): here such a jump is always on offer, so only following the name is right.
+    a, b = _names(rng, 2)
+    wa = _word(rng)
+    start = rng.randrange(len(wa))
+    piece = wa[start:start + rng.randint(1, 3)]
+    while True:
+        rest = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 5)))
+        cut = rng.randint(0, len(rest))
+        wb = rest[:cut] + piece + rest[cut:]
+        if wb != wa:
+            break
+    lines = [f'{a} = "{wa}"', f'{b} = "{wb}"']
+    return f"{a}.upper()", wa.upper(), _shuffled_setup(rng, lines)
+
+
+def _ctx_add_carry(rng):
+    # ctx_add whose units carry. 3 of v3.8's 5 ctx_add misses of 120 are off by exactly ten: the
+    # carry, drawn in about 45% of ctx_add items, is what it drops.
+    a, b = _names(rng, 2)
+    while True:
+        va, lit = rng.randint(0, 99), rng.randint(0, 99)
+        if va % 10 + lit % 10 >= 10:
+            break
+    vb = rng.randint(0, 99)
+    lines = [f"{a} = {va}", f"{b} = {vb}"]
+    return f"{a} + {lit}", va + lit, _shuffled_setup(rng, lines)
+
+
 TRAINING_FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] = {
     "ctx_get": (_ctx_get, "short"),
     "range_sum": (_range_sum, "long"),
+    "ctx_upper_overlap": (_ctx_upper_overlap, "short"),
+    "ctx_add_carry": (_ctx_add_carry, "short"),
 }
 # Every generator make_item accepts, suite families first (training_document draws in this order).
 _GENERATORS = {**FAMILIES, **TRAINING_FAMILIES}
