@@ -16,6 +16,8 @@ from . import tasks
 from .evaluation import evaluate
 from . import analysis
 from .analysis import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp
+from . import divergence
+from .divergence import divergence_report, first_divergence
 
 
 def load_model(path=None, dtype=None, device=None) -> SBDModel:
@@ -55,5 +57,6 @@ __all__ = [
     "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "Rollback",
     "SBDModel", "SlotView", "Solver", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
-    "analysis", "gap_fill_events", "gap_fill_report", "gap_free_ablation", "sweep", "teacher_forced_ntp",
+    "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
+    "gap_free_ablation", "sweep", "teacher_forced_ntp",
 ]
