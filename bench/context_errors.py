@@ -71,11 +71,8 @@ def classify(item: tasks.SuiteItem, output: str) -> str:
 
 def error_table(model: sv.SBDModel, suite: list[tasks.SuiteItem]) -> dict[str, dict[str, Counter]]:
     """{where: {family: Counter(class)}}, ``where`` is "standalone" or a bucket like "128-256"."""
-    places = [("standalone", suite)]
-    places += [(f"{lo}-{hi}", placed)
-               for (lo, hi), placed in tasks.document_buckets(suite, model.context_length or 512, MAX_NEW_TOKENS)]
     table = {}
-    for where, items in places:
+    for where, items in tasks.places(suite, model.context_length or 512, MAX_NEW_TOKENS):
         table[where] = {f: Counter() for f in dict.fromkeys(item.family for item in suite)}
         for item in items:
             trace = sv.decode_ntp(model, item.prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n")

@@ -32,13 +32,6 @@ MAX_NEW_TOKENS = 64  # the model card's room for an answer: the same items in th
 BLOCK_SIZE = 16
 
 
-def places(model: sv.SBDModel, suite: list[tasks.SuiteItem], standalone: bool = True):
-    """``[(name, items)]``: the suite as it is, then placed in documents per prompt-length bucket."""
-    out = [("standalone", suite)] if standalone else []
-    buckets = tasks.document_buckets(suite, model.context_length or 512, MAX_NEW_TOKENS)
-    return out + [(f"{lo}-{hi}", items) for (lo, hi), items in buckets]
-
-
 def summarise(report, n_items: int) -> dict:
     """Counts for one place: items, those SBD loses / wins against NTP, both wrong, and of the lost ones how many
     first went wrong at the call's uncounted slot, and at it with more entropy than gamma."""
@@ -141,7 +134,9 @@ def run(args, argv) -> tuple[dict, list[tuple[str, dict, object]]]:
     suite = tasks.load_suite(split="test", per_family=args.per_family, seed=args.suite_seed,
                              families=tuple(args.families) if args.families else None)
     results = []
-    for name, items in places(model, suite, standalone=not args.no_standalone):
+    for name, items in tasks.places(suite, model.context_length or 512, MAX_NEW_TOKENS):
+        if name == "standalone" and args.no_standalone:
+            continue
         report = divergence_report(model, items, max_new_tokens=MAX_NEW_TOKENS, stop="\n", solver="entropy_bounded",
                                    gamma=args.gamma, block_size=BLOCK_SIZE)
         results.append((name, summarise(report, len(items)), report))

@@ -512,3 +512,10 @@ def document_buckets(suite: list[SuiteItem], context_length: int,
             break
         out.append(((lo, min(hi, max_chars)), in_document(suite, (lo, hi), max_chars=max_chars)))
     return out
+
+
+def places(suite: list[SuiteItem], context_length: int, room: int) -> list[tuple[str, list[SuiteItem]]]:
+    """Where the model card asks the suite: ``[("standalone", suite), ("0-128", items), ...]``, the suite as it is
+    and then inside documents per ``document_buckets`` (each bucket named ``"lo-hi"``)."""
+    return [("standalone", suite)] + [(f"{lo}-{hi}", placed)
+                                      for (lo, hi), placed in document_buckets(suite, context_length, room)]

@@ -184,6 +184,10 @@ def test_document_buckets_end_where_an_answer_still_fits_the_context():
     assert all(len(i.prompt) + 1 + 64 <= 512 for _, placed in buckets for i in placed)
     # a short context reaches fewer buckets, the last one cut at its limit
     assert [b for b, _ in tasks.document_buckets(items, context_length=200, room=32)] == [(0, 128), (128, 167)]
+    # the card's places: the suite as it is, then each bucket by name
+    places = tasks.places(items, context_length=512, room=64)
+    assert [name for name, _ in places] == ["standalone", "0-128", "128-256", "256-447"]
+    assert places[0][1] == items and places[3][1] == buckets[2][1]
 
 
 def test_in_document_bad_length_names_it():
