@@ -76,6 +76,9 @@ class TrainConfig:
     # ``final``. Averaging two legs' endpoints lifted NTP inside documents for the shipped model (see its card);
     # this averages along one run instead, starting from the run's first weights.
     ema_decay: float = 0.0
+    # > 0 departs from the paper: this share of the rows is masked as the decoder leaves a block between calls
+    # (each block's first slots committed, the rest masked; objective.mask_copy) instead of i.i.d.
+    prefix_frac: float = 0.0
 
     def validate(self):
         if self.preset not in PRESETS and not self.base:
@@ -100,6 +103,8 @@ class TrainConfig:
                              "(give a run's checkpoint folder)")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay: need 0 <= ema_decay < 1 (0 keeps no average), got {self.ema_decay}")
+        if not 0.0 <= self.prefix_frac <= 1.0:
+            raise ValueError(f"prefix_frac: need 0 <= prefix_frac <= 1 (0 is the paper's masking), got {self.prefix_frac}")
         if self.answers_only and self.code_frac > 0:
             raise ValueError("answers_only: code documents hold no asserts to score; use code_frac 0 with it")
         for name in ("distractors", "follow_ups"):
@@ -348,7 +353,7 @@ def train(cfg: TrainConfig) -> Path:
         with acc.autocast():
             seq = stream.batch(step, cfg.batch_size)
             loss_on = stream.answer_slots(seq) if cfg.answers_only else None
-            loss, ntp, matp = sbd_loss(model, seq, mask_id, k, gen, loss_on)
+            loss, ntp, matp = sbd_loss(model, seq, mask_id, k, gen, loss_on, cfg.prefix_frac)
         acc.backward(loss)
         acc.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

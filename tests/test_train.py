@@ -1,6 +1,7 @@
 """The SBD training objective: the Fig. 9 mask, the masked copy, the losses, a real step, resume."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +29,24 @@ def test_mask_rate_is_one_uniform_draw_per_sequence():
     rates = objective.mask_copy(ids, 1, g).float().mean(1)
     # per-row rates spread over (0, 1) like U(0,1): mean ~0.5, sd ~0.29
     assert abs(rates.mean().item() - 0.5) < 0.05 and abs(rates.std().item() - 0.289) < 0.04
+
+
+def test_prefix_masking_commits_a_prefix_of_each_block_and_is_off_by_default():
+    ids = torch.zeros(64, 40, dtype=torch.long)
+    paper = objective.mask_copy(ids, 1, torch.Generator().manual_seed(3))
+    # prefix_frac 0 draws exactly the paper's masks (old runs resume and reproduce unchanged)
+    assert torch.equal(paper, objective.mask_copy(ids, 1, torch.Generator().manual_seed(3), 8, 0.0))
+    masked = objective.mask_copy(ids, 1, torch.Generator().manual_seed(3), 8, 1.0)
+    blocks = masked.view(64, 5, 8)
+    # every block: committed slots first, then masked to its end (a suffix, possibly empty or whole)
+    assert torch.equal(blocks, blocks.cummax(-1).values)
+    cuts = (~blocks).sum(-1)
+    assert cuts.min() == 0 and cuts.max() == 8 and len(cuts.unique()) == 9  # c ~ U{0..8}
+    half = objective.mask_copy(torch.zeros(400, 40, dtype=torch.long), 1, torch.Generator().manual_seed(4), 8, 0.5)
+    is_prefix = torch.tensor([torch.equal(r.view(5, 8), r.view(5, 8).cummax(-1).values) for r in half])
+    assert 0.4 < is_prefix.float().mean() < 0.7  # about half the rows (i.i.d. rows pass by chance only rarely)
+    with pytest.raises(ValueError, match="prefix_frac"):
+        train.TrainConfig(prefix_frac=1.5).validate()
 
 
 def test_loss_parts_and_gradient_flow():
@@ -255,6 +274,63 @@ def test_masked_slot_probe_reads_the_right_positions():
     assert chance["n_slots"] == perfect["n_slots"] and chance["unigram_accuracy"] == perfect["unigram_accuracy"]
     with pytest.raises(ValueError, match="block_size"):
         objective.masked_slot_accuracy(tiny, block_size=0)
+
+
+def test_decoder_state_accuracy_builds_each_state_it_names():
+    """An oracle that knows a masked slot only when the slot before it is committed: right in every later call's
+    state but slot 0's, wrong in every first call's; NTP right throughout."""
+    from types import SimpleNamespace
+
+    from conftest import tiny_model
+
+    tiny = tiny_model()
+    vocab, mask = len(tiny.tokenizer), tiny.mask_token_id
+
+    def oracle(input_ids, attention_mask, position_ids):
+        n = input_ids.shape[1] // 2
+        clean, noisy = input_ids[:, :n], input_ids[:, n:]
+        nxt = torch.cat([clean[:, 1:], clean[:, -1:]], 1)
+        left_committed = torch.cat([torch.zeros_like(noisy[:, :1]), noisy[:, :-1]], 1) != mask
+        guess = torch.where(left_committed, clean, torch.full_like(clean, mask))  # the mask id is never an answer
+        logits = torch.cat([torch.nn.functional.one_hot(nxt, vocab), torch.nn.functional.one_hot(guess, vocab)], 1)
+        return SimpleNamespace(logits=logits.float())
+
+    cheat = SimpleNamespace(model=oracle, tokenizer=tiny.tokenizer, mask_token_id=mask, device=torch.device("cpu"))
+    r = objective.decoder_state_accuracy(cheat, n_windows=3, seq_len=64, block_size=8)
+    assert r["ntp"] == [1.0] * 8 and r["whole_block"] == [0.0] * 8
+    assert r["committed_prefix"] == [0.0] + [1.0] * 7
+    assert min(r["n_chars"]) > 0 and r["ntp_right_prefix_wrong"] == r["n_chars"][0]
+    assert r["prefix_right_ntp_wrong"] == 0
+    real = objective.decoder_state_accuracy(tiny, n_windows=2, seq_len=64, block_size=8)
+    assert real["committed_prefix"][0] == real["whole_block"][0]  # slot 0 with nothing committed: one state
+    assert all(0.0 <= v <= 1.0 for key in ("ntp", "committed_prefix", "whole_block") for v in real[key])
+    with pytest.raises(ValueError, match="n_windows"):
+        objective.decoder_state_accuracy(tiny, n_windows=0)
+
+
+def test_the_decoder_states_bench_script_writes_a_row_a_state_and_renders_again(tmp_path, monkeypatch):
+    import importlib.util
+
+    from conftest import tiny_model
+
+    spec = importlib.util.spec_from_file_location("decoder_states", Path(__file__).resolve().parent.parent
+                                                  / "bench" / "decoder_states.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tiny = tiny_model()
+    monkeypatch.setattr(bench.sv, "load_model", lambda path=None: tiny)
+    out, js = tmp_path / "s.md", tmp_path / "s.json"
+    bench.main(["--model", "a", "b", "--windows", "1", "--threads", "1", "--out", str(out), "--json", str(js)])
+    text = out.read_text()
+    assert "python bench/decoder_states.py --model a b --windows 1" in text
+    for name in ("a", "b"):
+        assert all(f"| {name} | {label} |" in text for _, label in bench.ROWS)
+    data = json.loads(js.read_text())
+    assert data["results"]["a"] == data["results"]["b"]  # the same weights, nothing sampled
+    again = tmp_path / "again.md"
+    monkeypatch.setattr(bench.sv, "load_model", None)
+    bench.main(["--from-json", str(js), "--out", str(again)])
+    assert again.read_text() == text
 
 
 def test_a_run_that_ends_between_log_lines_still_logs_and_saves(tmp_path):
