@@ -28,16 +28,17 @@ ROWS = (("ntp", "NTP, same character"), ("committed_prefix", "MATP, block prefix
 
 
 def markdown(header: dict, results: dict[str, dict]) -> str:
+    first = next(iter(results.values()))
+    k, n = first["block_size"], first["seq_len"]
     lines = ["# The masked side in the decoder's states", "",
              f"Produced by `{header['command']}` on {header['date']} ({header['machine']}; {header['minutes']:.1f} "
              "min). Nothing is sampled or timed.", "",
-             f"{header['windows']} windows of 512 characters of held-out documents (4-16 suite lines each), the "
-             "answer characters of every block but a window's first; accuracy by slot of a 16-slot block.", "",
+             f"{header['windows']} windows of {n} characters of held-out documents (4-16 suite lines each), the "
+             f"answer characters of every block but a window's first; accuracy by slot of a {k}-slot block.", "",
              "| model | characters | NTP right, MATP (prefix committed) wrong | MATP right, NTP wrong |",
              "| --- | --- | --- | --- |"]
     for name, r in results.items():
         lines.append(f"| {name} | {sum(r['n_chars'])} | {r['ntp_right_prefix_wrong']} | {r['prefix_right_ntp_wrong']} |")
-    k = next(iter(results.values()))["block_size"]
     lines += ["", "| model | state | " + " | ".join(f"slot {b}" for b in range(k)) + " |",
               "| --- | --- | " + " | ".join("---" for _ in range(k)) + " |"]
     for name, r in results.items():
