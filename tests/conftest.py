@@ -79,6 +79,18 @@ def hand_trace(blocks=HAND, stop_at=None) -> Trace:
                  stop_reason="stop" if stop_at else "length")
 
 
+def bench_script(name: str):
+    """A ``bench/`` script loaded as a module (the folder is not a package, so tests cannot import it)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def free_port() -> int:
     """A free localhost TCP port (for the app's server, or Accelerate's rendezvous)."""
     import socket

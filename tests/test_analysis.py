@@ -13,7 +13,7 @@ from sbd_viz import analysis
 from sbd_viz.cli import main as cli_main
 from sbd_viz import plots
 
-from conftest import HAND_PROMPT, hand_trace, tiny_model
+from conftest import HAND_PROMPT, bench_script, hand_trace, tiny_model
 from test_engine import _scripted
 
 def test_gap_fills_found_exactly_where_a_masked_slot_is_left_of_a_commit():
@@ -347,19 +347,8 @@ def test_cli_sweep_writes_csv(tmp_path, capsys, model_dir):
     assert "gap-free ablation" in capsys.readouterr().out
 
 
-def _bench_script(name: str):
-    """A ``bench/`` script loaded as a module (the folder is not a package)."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parent.parent / "bench" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
-    bench = _bench_script("bench_speed")
+    bench = bench_script("bench_speed")
     rows = bench.latency_table(tiny, "assert 1 == ", k=4, reps=2)
     assert [r["n_input"] for r in rows] == [1, 4, 8, 1]
     assert rows[0]["vs_1_token"] == 1.0 and all(r["median_ms"] > 0 for r in rows)
@@ -409,7 +398,7 @@ def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
 
 
 def test_answer_loss_is_the_answers_log_loss_token_by_token(tiny):
-    bench = _bench_script("answer_loss")
+    bench = bench_script("answer_loss")
     item = sv.tasks.SuiteItem(prompt="assert 1 + 2 == ", answer="3", family="add")
     ntp, matp, n = bench.item_losses(tiny, item)
     prompt = tiny.encode(item.prompt)
@@ -433,7 +422,7 @@ def test_answer_loss_is_the_answers_log_loss_token_by_token(tiny):
 
 
 def test_context_errors_name_what_went_wrong():
-    classify = _bench_script("context_errors").classify
+    classify = bench_script("context_errors").classify
     Item = sv.tasks.SuiteItem
     add = Item(prompt="x = 1\nk = 2\na = 45\nb = 7\nassert a + 30 == ", answer="75", family="ctx_add")
     assert classify(add, "75\nmore") == "right"
@@ -450,7 +439,7 @@ def test_context_errors_name_what_went_wrong():
 
 
 def test_the_bar_table_judges_each_row_on_its_worst_bucket():
-    bar_table = _bench_script("model_card").bar_table
+    bar_table = bench_script("model_card").bar_table
 
     def bucket(lo, hi, ntp, sbd, ctx, long_tpc):
         return {"bucket": [lo, hi], "gamma": 0.1, "ntp_accuracy": ntp, "sbd_accuracy": sbd,
@@ -473,7 +462,7 @@ def test_the_bar_table_judges_each_row_on_its_worst_bucket():
 def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_draw():
     from sbd_viz import tasks
 
-    card = _bench_script("model_card")
+    card = bench_script("model_card")
     assert card.SUITE_SEED == 1234  # every card so far reports this draw
     assert tasks.load_suite(per_family=5) == tasks.load_suite(per_family=5, seed=card.SUITE_SEED)
     mine, fresh = tasks.load_suite(per_family=40), tasks.load_suite(per_family=40, seed=4321)
@@ -482,7 +471,7 @@ def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_
 
 
 def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
-    equal_speed_table = _bench_script("model_card").equal_speed_table
+    equal_speed_table = bench_script("model_card").equal_speed_table
 
     def row(gamma, tokens_per_call, accuracy, solver="entropy_bounded", gap_free=False):
         return {"solver": solver, "gamma": gamma, "gap_free": gap_free, "accuracy": accuracy,

@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,18 +10,10 @@ import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.divergence import divergence_report, first_divergence, uncounted_slot
 
-from conftest import HAND, hand_trace, sharp_model
+from conftest import HAND, bench_script, hand_trace, sharp_model
 
 ROOT = Path(__file__).resolve().parent.parent
 EB = {"decoder": "sbd", "solver": "entropy_bounded", "gamma": 0.1}
-
-
-def _bench():
-    """bench/divergence.py as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("divergence_bench", ROOT / "bench" / "divergence.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
 
 
 def _text(blocks) -> str:
@@ -162,7 +153,7 @@ def test_verified_sbd_never_leaves_ntps_text(sharp, items):
 
 
 def test_the_bench_script_reports_counts_and_the_lost_items(tmp_path, monkeypatch):
-    bench = _bench()
+    bench = bench_script("divergence")
     model = sharp_model()
     monkeypatch.setattr(bench.sv, "load_model", lambda path=None: model)
     out, js = tmp_path / "div.md", tmp_path / "div.json"
@@ -189,7 +180,7 @@ def test_the_bench_script_reports_counts_and_the_lost_items(tmp_path, monkeypatc
 def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_card(tmp_path):
     """bench/DIVERGENCE.md is bench/divergence.json rendered; its counts are the card's bucket accuracies
     (two scripts, one decoder each way): NTP right minus SBD right is what SBD loses minus what it wins."""
-    bench = _bench()
+    bench = bench_script("divergence")
     out = tmp_path / "d.md"
     bench.main(["--from-json", str(ROOT / "bench" / "divergence.json"), "--out", str(out)])
     assert out.read_text() == (ROOT / "bench" / "DIVERGENCE.md").read_text(), "run the command it names again"

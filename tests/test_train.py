@@ -8,6 +8,8 @@ import torch
 
 from sbd_viz import data, objective, tasks, train, upscale
 
+from conftest import bench_script
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
@@ -310,19 +312,10 @@ def test_decoder_state_accuracy_builds_each_state_it_names():
         objective.decoder_state_accuracy(tiny, n_windows=0)
 
 
-def _decoder_states_bench():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("decoder_states", BENCH / "decoder_states.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
-
 def test_the_decoder_states_bench_script_writes_a_row_a_state_and_renders_again(tmp_path, monkeypatch):
     from conftest import tiny_model
 
-    bench = _decoder_states_bench()
+    bench = bench_script("decoder_states")
     tiny = tiny_model()
     monkeypatch.setattr(bench.sv, "load_model", lambda path=None: tiny)
     out, js = tmp_path / "s.md", tmp_path / "s.json"
@@ -342,7 +335,7 @@ def test_the_decoder_states_bench_script_writes_a_row_a_state_and_renders_again(
 def test_the_committed_decoder_states_page_is_its_json_rendered(tmp_path):
     """bench/DECODER_STATES.md is bench/decoder_states.json rendered, and each model's counts hold together: a
     disagreement is at most the characters scored, and each accuracy is a share of them."""
-    bench = _decoder_states_bench()
+    bench = bench_script("decoder_states")
     out = tmp_path / "s.md"
     bench.main(["--from-json", str(BENCH / "decoder_states.json"), "--out", str(out)])
     assert out.read_text() == (BENCH / "DECODER_STATES.md").read_text(), "run the command it names again"
