@@ -42,7 +42,7 @@ def sbd_attention_mask(n: int, block_size: int, device=None) -> torch.Tensor:
     return causal | same_block | earlier
 
 
-def mask_copy(ids: torch.Tensor, mask_id: int, generator: torch.Generator, block_size: int = 16,
+def mask_copy(ids: torch.Tensor, generator: torch.Generator, block_size: int = 16,
               prefix_frac: float = 0.0) -> torch.Tensor:
     """(B, n) ids -> (B, n) bool, True where masked: one rate ~ U(0,1) per row, i.i.d. tokens (eq. 13).
 
@@ -72,7 +72,7 @@ def sbd_inputs(ids: torch.Tensor, mask_id: int, block_size: int, generator: torc
     paper's block set T: its masked slots carry none).
     """
     bsz, n = ids.shape
-    masked = mask_copy(ids, mask_id, generator, block_size, prefix_frac)  # (B, n)
+    masked = mask_copy(ids, generator, block_size, prefix_frac)  # (B, n)
     noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
     in_full_block = torch.arange(n) < (n // block_size) * block_size
     positions = torch.arange(n).repeat(2)[None].expand(bsz, -1)  # (B, 2n): shared position ids

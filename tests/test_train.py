@@ -30,23 +30,23 @@ def test_attention_mask_matches_fig9():
 def test_mask_rate_is_one_uniform_draw_per_sequence():
     g = torch.Generator().manual_seed(0)
     ids = torch.zeros(400, 256, dtype=torch.long)
-    rates = objective.mask_copy(ids, 1, g).float().mean(1)
+    rates = objective.mask_copy(ids, g).float().mean(1)
     # per-row rates spread over (0, 1) like U(0,1): mean ~0.5, sd ~0.29
     assert abs(rates.mean().item() - 0.5) < 0.05 and abs(rates.std().item() - 0.289) < 0.04
 
 
 def test_prefix_masking_commits_a_prefix_of_each_block_and_is_off_by_default():
     ids = torch.zeros(64, 40, dtype=torch.long)
-    paper = objective.mask_copy(ids, 1, torch.Generator().manual_seed(3))
+    paper = objective.mask_copy(ids, torch.Generator().manual_seed(3))
     # prefix_frac 0 draws exactly the paper's masks (old runs resume and reproduce unchanged)
-    assert torch.equal(paper, objective.mask_copy(ids, 1, torch.Generator().manual_seed(3), 8, 0.0))
-    masked = objective.mask_copy(ids, 1, torch.Generator().manual_seed(3), 8, 1.0)
+    assert torch.equal(paper, objective.mask_copy(ids, torch.Generator().manual_seed(3), 8, 0.0))
+    masked = objective.mask_copy(ids, torch.Generator().manual_seed(3), 8, 1.0)
     blocks = masked.view(64, 5, 8)
     # every block: committed slots first, then masked to its end (a suffix, possibly empty or whole)
     assert torch.equal(blocks, blocks.cummax(-1).values)
     cuts = (~blocks).sum(-1)
     assert cuts.min() == 0 and cuts.max() == 8 and len(cuts.unique()) == 9  # c ~ U{0..8}
-    half = objective.mask_copy(torch.zeros(400, 40, dtype=torch.long), 1, torch.Generator().manual_seed(4), 8, 0.5)
+    half = objective.mask_copy(torch.zeros(400, 40, dtype=torch.long), torch.Generator().manual_seed(4), 8, 0.5)
     is_prefix = torch.tensor([torch.equal(r.view(5, 8), r.view(5, 8).cummax(-1).values) for r in half])
     assert 0.4 < is_prefix.float().mean() < 0.7  # about half the rows (i.i.d. rows pass by chance only rarely)
     with pytest.raises(ValueError, match="prefix_frac"):
