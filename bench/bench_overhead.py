@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
-import platform
-import statistics
 import time
 from pathlib import Path
 
@@ -28,6 +25,8 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz.evaluation import STOP
+
+import run_info  # beside this file
 
 decode_module = importlib.import_module("sbd_viz.decoder")  # the decoding loop, whose _slot_views is swapped out
 
@@ -115,15 +114,13 @@ def main(argv=None) -> int:
     assert bare.text == full.text and bare.nfe == full.nfe and not bare.steps[0].slots and full.steps[0].slots
 
     n = len(items) * args.reps
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     lines = [
         "# What recording costs",
         "",
         f"Produced by `python bench/bench_overhead.py{' --model ' + args.model if args.model else ''} "
         f"--per-family {args.per_family} --reps {args.reps} --gamma {args.gamma:g} --threads {args.threads}` on "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} ({(time.time() - start) / 60:.1f} min); machine: "
-        f"{os.cpu_count()} cores ({cpu}), torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"Python {platform.python_version()}; model `{model.name}` (fingerprint {model.fingerprint()}).",
+        f"{run_info.utc_now()} ({(time.time() - start) / 60:.1f} min); machine: {run_info.machine(torch.get_num_threads())} "
+        f"({run_info.cpu_name()}); model `{model.name}` (fingerprint {model.fingerprint()}).",
         "",
         f"{len(items)} held-out suite prompts x {args.reps} reps = {n} decodes per variant, each to the end of its "
         "answer line; the two variants of each pair alternate item by item. Ratios are of total seconds.",

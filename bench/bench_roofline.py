@@ -28,11 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # bench_speed sits beside this file (also when loaded by `sbd-viz`)
-    sys.path.insert(0, str(HERE))
+from sbd_viz import roofline as rf
 
-from sbd_viz import roofline as rf  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 PAPER_T3 = {  # Table 3 as printed: (batch, KV) -> blocks 1, 2, 4, ..., 64
     (1, 16): (1.000, 1.000, 1.001, 1.002, 1.004, 1.008, 1.015),
@@ -457,6 +455,7 @@ def main(argv=None) -> int:
     import torch
 
     import sbd_viz as sv
+    import run_info
     from bench_speed import machine
 
     if args.threads:
@@ -481,7 +480,7 @@ def main(argv=None) -> int:
     suite, deploy = suite_rows(model, shape, cpu, 1 if args.quick else args.per_family, families,
                                args.gammas[:1] if args.quick else args.gammas, args.block_size,
                                max(0.0, blocks[0]["gap_ms"] / 1e3))
-    info["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    info["load_end"] = run_info.load()
     print(f"load average at end: {info['load_end']}", file=sys.stderr)
     text = report(command, started, machine_section(info, measured, threads, cpu, shape, weight_bytes, blocks, suite,
                                                     deploy, args.quick))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -33,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import run_info  # beside this file
 
 HERE = Path(__file__).resolve().parent
 QUALITY = ["accuracy", "calls_per_token", "tokens_per_call", "speedup_calls", "gap_fill_rate", "n_gap_fills",
@@ -193,9 +194,9 @@ def main(argv=None) -> int:
               f"{row['wall_seconds']:.1f} s launched", flush=True)
 
     end_load = os.getloadavg()
-    result = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads,
+    result = {"when": run_info.utc_now(), "threads": args.threads,
               "n_items": len(items), "load_start": load, "load_end": end_load,
-              "machine": f"{os.cpu_count()} cores, torch {torch.__version__}, Python {platform.python_version()}",
+              "machine": run_info.machine(),
               "fingerprint": model.fingerprint(), "decode": decode_rows, "ceiling": ceiling, "sweep": sweep_rows,
               "processes": procs, "processes_equal": procs_equal,
               "command": "python bench/bench_scale.py " + shlex.join(argv if argv is not None else sys.argv[1:])}

@@ -29,26 +29,20 @@ import torch
 import sbd_viz as sv
 from sbd_viz.tasks import LONG_FAMILIES, SHORT_FAMILIES
 
+import run_info  # beside this file
+
 GAMMAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 HERE = Path(__file__).resolve().parent
 
 
 # -- the machine -------------------------------------------------------------------------------
 def machine() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import transformers
 
     return {"nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "cpu": cpu, "torch": torch.__version__, "transformers": transformers.__version__,
+            "cpu": run_info.cpu_name(), "torch": torch.__version__, "transformers": transformers.__version__,
             "threads": torch.get_num_threads(), "python": platform.python_version(),
-            "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+            "load": run_info.load()}
 
 
 # -- single-call latency -------------------------------------------------------------------------
@@ -205,7 +199,7 @@ def main(argv=None) -> int:
     prompt = sv.tasks.load_suite(per_family=1, families=("sorted",))[0].prompt
     print("single-call latency ...", file=sys.stderr)
     latency = latency_table(model, prompt, k=args.block_size, reps=args.reps)
-    info["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    info["load_end"] = run_info.load()
     text = report(groups, latency, info, command, model_desc, started, time.perf_counter() - t0, args.note)
     Path(args.out).write_text(text)
     print(text)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import sys
 import time
 from pathlib import Path
+
+import run_info  # beside this file
 
 HERE = Path(__file__).resolve().parent
 LOOKUP_TOKENS = 10
@@ -124,10 +125,10 @@ def main(argv=None) -> int:
         rows.append(row)
     verified = [r for r in rows if r["method"].startswith("verified")]
     best = max(verified, key=lambda r: r["long_vs_greedy"])
-    result = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads,
+    result = {"when": run_info.utc_now(), "threads": args.threads,
               "load_start": load, "load_end": os.getloadavg(), "n_items": len(items),
               "n_long": sum(1 for it in items if it.family in LONG_FAMILIES),
-              "machine": f"{os.cpu_count()} cores, torch {torch.__version__}, Python {platform.python_version()}",
+              "machine": run_info.machine(),
               "fingerprint": model.fingerprint(), "rows": rows, "best": best["method"],
               "command": "python bench/bench_verified.py " + shlex.join(argv if argv is not None else sys.argv[1:])}
     print(json.dumps(result, indent=1))

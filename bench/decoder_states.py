@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,8 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz.objective import decoder_state_accuracy
+
+import run_info  # beside this file
 
 ROWS = (("ntp", "NTP, same character"), ("committed_prefix", "MATP, block prefix committed"),
         ("whole_block", "MATP, whole block masked"))
@@ -63,10 +64,9 @@ def main(argv=None) -> None:
         if args.windows < 1:
             p.error(f"--windows: need at least one window, got {args.windows}")
         torch.set_num_threads(args.threads)
-        header = {"windows": args.windows, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        header = {"windows": args.windows, "date": run_info.utc_now(),
                   "command": "python bench/decoder_states.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                  "machine": f"{os.cpu_count()} cores, torch {torch.__version__}, "
-                             f"{args.threads} thread{'' if args.threads == 1 else 's'}"}
+                  "machine": run_info.machine(args.threads)}
         t0 = time.perf_counter()
         results = {}
         for path in args.model:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,8 @@ import torch
 import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.divergence import REPORT_COLUMNS, divergence_report
+
+import run_info  # beside this file
 
 MAX_NEW_TOKENS = 64  # the model card's room for an answer: the same items in the same buckets
 BLOCK_SIZE = 16
@@ -125,10 +126,9 @@ def run(args, argv) -> tuple[dict, list[tuple[str, dict, object]]]:
     """Decode every place's items by NTP and SBD; the header says what was run, where and when."""
     torch.set_num_threads(args.threads)
     header = {"model": args.model or "the shipped model", "gamma": args.gamma, "per_family": args.per_family,
-              "suite_seed": args.suite_seed, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "suite_seed": args.suite_seed, "date": run_info.utc_now(),
               "command": "python bench/divergence.py " + " ".join(sys.argv[1:] if argv is None else argv),
-              "machine": f"{os.cpu_count()} cores, torch {torch.__version__}, "
-                         f"{args.threads} thread{'' if args.threads == 1 else 's'}"}
+              "machine": run_info.machine(args.threads)}
     t0 = time.perf_counter()
     model = sv.load_model(args.model)
     suite = tasks.load_suite(split="test", per_family=args.per_family, seed=args.suite_seed,

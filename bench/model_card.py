@@ -28,6 +28,8 @@ import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.tasks import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES, SUITE_SEED
 
+import run_info  # beside this file
+
 GAMMAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 OTHERS = (("top_k", 2.0, False), ("top_k", 4.0, False), ("confidence_threshold", 0.9, False),
           ("confidence_threshold", 0.7, False), ("entropy_bounded", 0.1, True), ("entropy_bounded", 0.35, True))
@@ -300,8 +302,7 @@ def main(argv=None) -> None:
             gamma = int(gamma)
         rows.append(_row(sv.evaluate(model, suite, solver=solver, gamma=gamma, gap_free=gap_free, progress=True)))
     buckets = bucket_rows(model, suite)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    header = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores, {cpu}, {platform.system()}",
+    header = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores, {run_info.cpu_name()}, {platform.system()}",
               "threads": torch.get_num_threads(), "torch": torch.__version__, "dtype": str(model.model.dtype),
               "n_items": len(suite), "per_family": args.per_family, "minutes": (time.time() - t0) / 60,
               "command": "python bench/model_card.py" + (f" --model {args.model}" if args.model else "")

@@ -116,6 +116,10 @@ def _checkout_module(relative: str):
     if spec is None or not path.is_file():
         print(f"{relative} not found next to the sbd_viz package ({path})", file=sys.stderr)
         return None
+    # A script run as `python bench/x.py` imports what sits beside it (bench/run_info.py, bench_speed.py);
+    # loaded as a module it must see the same folder.
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -81,13 +81,10 @@ def hand_trace(blocks=HAND, stop_at=None) -> Trace:
 
 def bench_script(name: str):
     """A ``bench/`` script loaded as a module (the folder is not a package, so tests cannot import it)."""
-    import importlib.util
-    from pathlib import Path
+    from sbd_viz.cli import _checkout_module
 
-    path = Path(__file__).resolve().parent.parent / "bench" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _checkout_module(f"bench/{name}.py")
+    assert module is not None, f"bench/{name}.py is missing"
     return module
 
 

@@ -1,0 +1,40 @@
+"""What every ``bench/`` report says about its run: when, on what machine, and how busy the machine was.
+
+One place, so the reports word these facts alike. Timings on a shared CPU depend on the load, so a report
+that measures time prints the load average at its start and end.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+
+def utc_now() -> str:
+    """``2026-11-27 12:40 UTC``."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def cpu_name() -> str:
+    """The CPU's model name from ``/proc/cpuinfo``; ``unknown`` where there is none (not Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def load() -> str:
+    """The 1-, 5- and 15-minute load averages: ``0.61 1.36 1.78``."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine(threads: int | None = None) -> str:
+    """``2 cores, torch 2.13.0, Python 3.12.3``, and ``, 1 thread`` when the run set its thread count."""
+    text = f"{os.cpu_count()} cores, torch {torch.__version__}, Python {platform.python_version()}"
+    return text if threads is None else f"{text}, {threads} thread{'' if threads == 1 else 's'}"
