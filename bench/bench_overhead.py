@@ -119,8 +119,9 @@ def main(argv=None) -> int:
         "",
         f"Produced by `python bench/bench_overhead.py{' --model ' + args.model if args.model else ''} "
         f"--per-family {args.per_family} --reps {args.reps} --gamma {args.gamma:g} --threads {args.threads}` on "
-        f"{run_info.utc_now()} ({(time.time() - start) / 60:.1f} min); machine: {run_info.machine(torch.get_num_threads())} "
-        f"({run_info.cpu_name()}); model `{model.name}` (fingerprint {model.fingerprint()}).",
+        f"{run_info.utc_now()} ({(time.time() - start) / 60:.1f} min); machine: "
+        f"{run_info.machine(torch.get_num_threads())} ({run_info.cpu_name()}); "
+        f"model `{model.name}` (fingerprint {model.fingerprint()}).",
         "",
         f"{len(items)} held-out suite prompts x {args.reps} reps = {n} decodes per variant, each to the end of its "
         "answer line; the two variants of each pair alternate item by item. Ratios are of total seconds.",

@@ -302,7 +302,8 @@ def main(argv=None) -> None:
             gamma = int(gamma)
         rows.append(_row(sv.evaluate(model, suite, solver=solver, gamma=gamma, gap_free=gap_free, progress=True)))
     buckets = bucket_rows(model, suite)
-    header = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores, {run_info.cpu_name()}, {platform.system()}",
+    machine = f"{os.cpu_count()} cores, {run_info.cpu_name()}, {platform.system()}"
+    header = {"date": time.strftime("%Y-%m-%d"), "machine": machine,
               "threads": torch.get_num_threads(), "torch": torch.__version__, "dtype": str(model.model.dtype),
               "n_items": len(suite), "per_family": args.per_family, "minutes": (time.time() - t0) / 60,
               "command": "python bench/model_card.py" + (f" --model {args.model}" if args.model else "")
