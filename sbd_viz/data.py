@@ -67,8 +67,8 @@ MIXES["ctx-heavy"] = {"add": 1.0, "sorted": 1.0, "range": 0.75, "max": 0.5, "rep
 # card section "v3.8"): the context families moved by one to four items of 480 a place; not shipped.
 MIXES["v3-hard"] = {**MIXES["v3-lookup"], "ctx_add": 5.0, "ctx_add_carry": 4.0,
                     "ctx_upper": 4.0, "ctx_upper_overlap": 3.0}
-# Leg AA, a fine-tune of v3.8 toward SBD's losses: in every candidate carded since v3.8 (model card, section
-# "Where SBD's losses fall, by family"), 7-12 of the 10-23 document items SBD gamma 0.1 loses to NTP are long
+# Leg AA, a fine-tune of v3.8 toward SBD's losses: in each of the 26 candidates carded since v3.8 (model card,
+# section "Where SBD's losses fall, by family"), 7-15 of the 10-27 document items SBD gamma 0.1 loses to NTP are long
 # answers of range, repeat and sorted, whose far slots a block's first call writes from the prompt alone;
 # "v3-lookup" draws them 4.2%, 1.4% and 8.5% of the lines. Here 9.8%, 4.9% and 11%: the context families go from
 # 65% of the lines to 56%. Measured: SBD's losses fell (21 to 10-13) because NTP lost context items; not shipped.
