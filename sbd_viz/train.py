@@ -20,6 +20,7 @@ import json
 import math
 import os
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -181,10 +182,17 @@ def _lr_factor(cfg: TrainConfig, step: int, elapsed: float) -> tuple[float, floa
 
 
 def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
-    """Weights, tokenizer, optimizer moments (and the weight average) as safetensors, counters as JSON (no pickle)."""
+    """Weights, tokenizer, optimizer moments (and the weight average) as safetensors, counters as JSON (no pickle).
+
+    Written into a sibling folder and swapped in whole: a run killed while saving (a session's end kills its
+    processes at any moment) keeps its last complete checkpoint instead of one with some files a save newer.
+    """
     from safetensors.torch import save_file
 
-    path.mkdir(parents=True, exist_ok=True)
+    final, old = path, _sibling(path, "old")
+    path = _sibling(final, "tmp")
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
     model.save_pretrained(path)
     tok.save_pretrained(path)
     names = {id(p): n for n, p in model.named_parameters()}
@@ -199,9 +207,25 @@ def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
     save_file(moments, str(path / "optimizer.safetensors"))
     if ema:
         ema.save(path / "ema.safetensors")
-    tmp = path / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(path / "state.json")  # state.json last: its presence marks a complete checkpoint
+    (path / "state.json").write_text(json.dumps(state, indent=1))
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    path.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _sibling(path: Path, suffix: str) -> Path:
+    return path.with_name(f"{path.name}.{suffix}")
+
+
+def _restore_interrupted_save(path: Path):
+    """Put back the last checkpoint of a run killed between the two renames of a save (it sits under the
+    ``.old`` name). A ``.tmp`` folder is an unfinished save and is never read."""
+    old = _sibling(path, "old")
+    if not (path / "state.json").exists() and (old / "state.json").exists():
+        shutil.rmtree(path, ignore_errors=True)
+        old.rename(path)
 
 
 def _load_checkpoint(path: Path, model, optimizer) -> dict:
@@ -314,6 +338,9 @@ def train(cfg: TrainConfig) -> Path:
     adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                                {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
     state = {"step": 0, "elapsed": 0.0, "tokens": 0, "config": asdict(cfg)}
+    if acc.is_main_process:  # one rank renames, before any rank looks for the checkpoint
+        _restore_interrupted_save(ckpt)
+    acc.wait_for_everyone()
     if (ckpt / "state.json").exists():
         state = _load_checkpoint(ckpt, model, adamw)
         acc.print(f"resumed from {ckpt} at step {state['step']} ({state['elapsed'] / 60:.1f} min)")

@@ -227,6 +227,46 @@ def test_weight_average_moves_by_one_minus_decay_and_round_trips(tmp_path):
         train.WeightAverage(torch.nn.Linear(3, 2), decay=0.5).load(tmp_path / "ema.safetensors")
 
 
+def test_a_save_killed_midway_keeps_the_last_complete_checkpoint(tmp_path, monkeypatch):
+    """A session's end kills a run at any moment, also while it saves: resume must find the last whole
+    checkpoint, never one whose weights are a save newer than its optimizer moments and step count."""
+    import safetensors.torch
+
+    cfg = train.TrainConfig(out=str(tmp_path), preset="test-1m", seq_len=32)
+    model, tok = train._new_model(cfg)
+    adamw = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.zeros(1, 4, dtype=torch.long), labels=torch.zeros(1, 4, dtype=torch.long)).loss.backward()
+    adamw.step()
+    ckpt = tmp_path / "checkpoint"
+    train._save_checkpoint(ckpt, model, tok, adamw, {"step": 10})
+    saved = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed while saving the optimizer moments")
+    monkeypatch.setattr(safetensors.torch, "save_file", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train._save_checkpoint(ckpt, model, tok, adamw, {"step": 20})
+    monkeypatch.undo()
+
+    train._restore_interrupted_save(ckpt)  # nothing to put back: the kill left only a ".tmp" folder
+    fresh, _ = train._new_model(cfg)
+    state = train._load_checkpoint(ckpt, fresh, torch.optim.AdamW(fresh.parameters(), lr=1e-3))
+    assert state["step"] == 10
+    assert all(torch.equal(p, saved[n]) for n, p in fresh.named_parameters())
+    assert (tmp_path / "checkpoint.tmp" / "model.safetensors").is_file()  # the kill came after the weights
+
+    # killed between the two renames: the last checkpoint sits under its ".old" name and is put back
+    train._save_checkpoint(ckpt, model, tok, adamw, {"step": 30})
+    ckpt.rename(tmp_path / "checkpoint.old")
+    train._restore_interrupted_save(ckpt)
+    assert json.loads((ckpt / "state.json").read_text())["step"] == 30
+    assert not (tmp_path / "checkpoint.old").exists() and not (tmp_path / "checkpoint.tmp").exists()
+
+
 @pytest.mark.slow
 def test_weight_average_starts_from_the_base_and_survives_a_resume(tmp_path):
     """With a decay a hair under 1 the average stays on the run's first weights, across a resume;
