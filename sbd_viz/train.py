@@ -189,12 +189,11 @@ def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
     """
     from safetensors.torch import save_file
 
-    final, old = path, _sibling(path, "old")
-    path = _sibling(final, "tmp")
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
+    tmp, old = _sibling(path, "tmp"), _sibling(path, "old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
     names = {id(p): n for n, p in model.named_parameters()}
     moments = {}
     for group in optimizer.param_groups:
@@ -204,14 +203,14 @@ def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
                 moments[names[id(p)] + ".exp_avg"] = st["exp_avg"].contiguous()
                 moments[names[id(p)] + ".exp_avg_sq"] = st["exp_avg_sq"].contiguous()
                 state["adam_step"] = float(st["step"])
-    save_file(moments, str(path / "optimizer.safetensors"))
+    save_file(moments, str(tmp / "optimizer.safetensors"))
     if ema:
-        ema.save(path / "ema.safetensors")
-    (path / "state.json").write_text(json.dumps(state, indent=1))
+        ema.save(tmp / "ema.safetensors")
+    (tmp / "state.json").write_text(json.dumps(state, indent=1))
     shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    path.rename(final)
+    if path.exists():
+        path.rename(old)
+    tmp.rename(path)
     shutil.rmtree(old, ignore_errors=True)
 
 
