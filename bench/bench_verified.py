@@ -68,7 +68,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     load = os.getloadavg()
-    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+    print(f"load average at start: {run_info.load()}", flush=True)
     model = sv.load_model()
     families = tuple(f for f in LONG_FAMILIES + SHORT_FAMILIES if f not in CONTEXT_FAMILIES)
     items = sv.tasks.load_suite(per_family=args.per_family, families=families)
