@@ -188,9 +188,10 @@ def decoder_state_accuracy(model: SBDModel, n_windows: int = 120, seq_len: int =
     """The masked side in the states the decoder leaves a block in, slot by slot, on the suite's answers.
 
     Training masks i.i.d. (eq. 13), so a slot rarely sees every earlier slot of its block committed; a
-    block's later calls commit in just that state, and 10 of the 22 items v3.8 loses to NTP in documents
-    first go wrong there (``sbd_viz.divergence``: gap 0, a later call). For each slot b of each block of
-    held-out documents (``held_out_windows``, 4-16 lines, answer characters only, blocks after the first):
+    block's later calls commit in just that state, and many of the items SBD loses to NTP first go wrong
+    there (``sbd_viz.divergence`` counts them per model: gap 0, a later call; ``bench/DIVERGENCE.md`` for the
+    shipped one). For each slot b of each block of held-out documents (``held_out_windows``, 4-16 lines,
+    answer characters only, blocks after the first):
 
     - ``ntp``: the causal half's next-token accuracy for the same character (the same information);
     - ``committed_prefix``: MATP accuracy at slot b with slots 0..b-1 of its block committed (the true
