@@ -8,6 +8,7 @@ goes first, so drift on a noisy machine hits both alike. Scored decodes can run 
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from collections import defaultdict
@@ -96,7 +97,19 @@ def _process_state():
     import torch
     from accelerate import PartialState
 
-    return PartialState(cpu=not torch.cuda.is_available())
+    state = PartialState(cpu=not torch.cuda.is_available())
+    global _destroy_registered
+    if not _destroy_registered:
+        # A gloo process group still alive when the interpreter shuts down can abort a rank at exit
+        # ("terminate called without an active exception", SIGABRT: its worker threads outlive Python), which
+        # fails a launch whose work was done. PyTorch asks for destroy_process_group before exit; atexit runs it
+        # while the interpreter is still whole, after every collective of the script.
+        atexit.register(state.destroy_process_group)
+        _destroy_registered = True
+    return state
+
+
+_destroy_registered = False
 
 
 def is_main_process() -> bool:

@@ -407,6 +407,7 @@ def train(cfg: TrainConfig) -> Path:
             raw.save_pretrained(out / "final_ema")
             tok.save_pretrained(out / "final_ema")
     acc.wait_for_everyone()
+    acc.end_training()  # destroys a launch's process group before exit (a live gloo group can abort a rank there)
     return out / "final"
 
 

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz import analysis
 
 from conftest import free_port, tiny_model
 
@@ -82,9 +81,15 @@ def test_bad_batch_arguments_are_named(shipped, items):
 
 
 SCRIPT = """
+import atexit
+import os
 import sys
 import torch
 torch.set_num_threads(1)
+# registered first, so it runs last at exit: by then the library has destroyed the process group
+# (a file per rank: two ranks printing at once can interleave their lines)
+atexit.register(lambda: open(sys.argv[1] + ".alive_at_exit." + os.environ["RANK"], "w").write(
+    str(torch.distributed.is_initialized())))
 import sbd_viz as sv
 from sbd_viz.evaluation import is_main_process, split_items
 
@@ -118,6 +123,8 @@ def test_two_process_sweep_equals_one_process(tmp_path, shipped):
     stdout = _launch(tmp_path, out, cache, batch_size=4)
     n = len(items)
     assert f"shares {n // 2} {n - n // 2}" in stdout  # each process decoded half of the items
+    # a gloo group left alive at interpreter shutdown can abort a rank after its work is done
+    assert [(tmp_path / f"two.csv.alive_at_exit.{rank}").read_text() for rank in (0, 1)] == ["False", "False"]
     two = pd.read_csv(out)
     one = sv.sweep(shipped, items, gammas=[0.1, 0.35], cache_dir=None, progress=False, batch_size=4,
                    speed_batch_size=None)
