@@ -91,6 +91,9 @@ class split_items:
         return split.__exit__(*exc) if split is not None else False
 
 
+_destroy_registered = False  # whether _process_state has set the process group to be destroyed at exit
+
+
 def _process_state():
     """Accelerate's view of the launch. Without a GPU it must be told so (``cpu=True``): otherwise it
     takes torchrun's ranks for a single process and every process would run every item."""
@@ -107,9 +110,6 @@ def _process_state():
         atexit.register(state.destroy_process_group)
         _destroy_registered = True
     return state
-
-
-_destroy_registered = False
 
 
 def is_main_process() -> bool:
