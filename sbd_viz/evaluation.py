@@ -9,6 +9,7 @@ goes first, so drift on a noisy machine hits both alike. Scored decodes can run 
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import time
 from collections import defaultdict
@@ -91,9 +92,7 @@ class split_items:
         return split.__exit__(*exc) if split is not None else False
 
 
-_destroy_registered = False  # whether _process_state has set the process group to be destroyed at exit
-
-
+@functools.cache  # once per process: accelerate's state is shared, and the exit hook must be registered once
 def _process_state():
     """Accelerate's view of the launch. Without a GPU it must be told so (``cpu=True``): otherwise it
     takes torchrun's ranks for a single process and every process would run every item."""
@@ -101,14 +100,11 @@ def _process_state():
     from accelerate import PartialState
 
     state = PartialState(cpu=not torch.cuda.is_available())
-    global _destroy_registered
-    if not _destroy_registered:
-        # A gloo process group still alive when the interpreter shuts down can abort a rank at exit
-        # ("terminate called without an active exception", SIGABRT: its worker threads outlive Python), which
-        # fails a launch whose work was done. PyTorch asks for destroy_process_group before exit; atexit runs it
-        # while the interpreter is still whole, after every collective of the script.
-        atexit.register(state.destroy_process_group)
-        _destroy_registered = True
+    # A gloo process group still alive when the interpreter shuts down can abort a rank at exit ("terminate
+    # called without an active exception", SIGABRT: its worker threads outlive Python), which fails a launch
+    # whose work was done. PyTorch asks for destroy_process_group before exit; atexit runs it while the
+    # interpreter is still whole, after every collective of the script.
+    atexit.register(state.destroy_process_group)
     return state
 
 
