@@ -1,0 +1,96 @@
+"""bench/block_sizes.py: SBD against NTP in the card's documents at several block sizes and draws."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import sbd_viz as sv
+from sbd_viz import tasks
+
+from conftest import bench_script, sharp_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _row(seed, bucket, ntp, sbd, n=560, tpc=5.0):
+    return {"seed": seed, "bucket": list(bucket), "n_items": n, "ntp_right": ntp, "ctx_items": 160,
+            "ctx_ntp_right": 158, "sbd": {str(k): {"right": right, "long_tokens_per_call": tpc}
+                                         for k, right in sbd.items()}}
+
+
+BUCKETS = [(0, 128), (128, 256), (256, 447)]
+
+
+def test_the_table_judges_each_draw_and_the_pooled_draws_on_the_worst_bucket():
+    bench = bench_script("block_sizes")
+    # block 8: 3 / 5 / 5 items under NTP on draw 1 (5 of 560 is 0.89 points: within 1), 6 / 3 / 4 on draw 2;
+    # block 16: 3 / 9 / 9 and 7 / 3 / -1 (SBD right more often than NTP in the last bucket)
+    rows = [_row(1, b, 558, {8: 558 - g8, 16: 558 - g16}) for b, g8, g16 in zip(BUCKETS, (3, 5, 5), (3, 9, 9))]
+    rows += [_row(2, b, 554, {8: 554 - g8, 16: 554 - g16})
+             for b, g8, g16 in zip(BUCKETS, (6, 3, 4), (7, 3, -1))]
+    text = bench.table(rows, [8, 16], 0.1)
+    line = {r.split(" | ")[0].strip("| "): r for r in text.splitlines() if r.startswith(("| 8 ", "| 16 "))}
+    assert line["8"] == ("| 8 | 0.5 / 0.9 / 0.9 | 1.1 / 0.5 / 0.7 | 0.80 / 0.71 / 0.80 | 5.00 / 5.00 / 5.00 "
+                         "| yes / 1 of 2 |")
+    assert line["16"] == ("| 16 | 0.5 / 1.6 / 1.6 | 1.2 / 0.5 / -0.2 | 0.89 / 1.07 / 0.71 | 5.00 / 5.00 / 5.00 "
+                          "| no / 0 of 2 |")
+    assert "draw 1: 558 / 558 / 558 of 560, context families 158 / 158 / 158 of 160" in text
+    # too slow fails the bar however close SBD is
+    slow = [_row(1, b, 558, {4: 558}, tpc=3.4) for b in BUCKETS]
+    expected = "| 4 | 0.0 / 0.0 / 0.0 | 0.00 / 0.00 / 0.00 | 3.40 / 3.40 / 3.40 | no / 0 of 1 |"
+    assert expected in bench.table(slow, [4], 0.1)
+
+
+def test_the_script_counts_what_evaluate_decodes(tmp_path, monkeypatch):
+    bench = bench_script("block_sizes")
+    model = sharp_model()
+    monkeypatch.setattr(bench.sv, "load_model", lambda path=None: model)
+    out, js = tmp_path / "b.md", tmp_path / "b.json"
+    bench.main(["--suite-seeds", "5", "6", "--block-sizes", "2", "4", "--gamma", "0.6", "--per-family", "1",
+                "--threads", "1", "--out", str(out), "--json", str(js)])
+    data = json.loads(js.read_text(), parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+    assert [(r["seed"], tuple(r["bucket"])) for r in data["rows"]] == [(s, b) for s in (5, 6) for b in BUCKETS]
+    # one draw's bucket decoded again here, by evaluate itself: the same counts
+    suite = tasks.load_suite(split="test", per_family=1, seed=6)
+    bucket, items = tasks.document_buckets(suite, model.context_length, bench.MAX_NEW_TOKENS)[1]
+    row = data["rows"][4]
+    assert tuple(row["bucket"]) == bucket and row["n_items"] == len(items) == len(tasks.FAMILIES)
+    ntp = sv.evaluate(model, items, decoder="ntp", max_new_tokens=bench.MAX_NEW_TOKENS, measure_speedup=False)
+    sbd = sv.evaluate(model, items, solver="entropy_bounded", gamma=0.6, block_size=4,
+                      max_new_tokens=bench.MAX_NEW_TOKENS, measure_speedup=False)
+    assert row["ntp_right"] == sum(r["correct"] for r in ntp["rows"])
+    assert row["sbd"]["4"] == {"right": sum(r["correct"] for r in sbd["rows"]),
+                               "long_tokens_per_call": sbd["long"]["tokens_per_call"]}
+    for r in data["rows"]:  # a block of k slots commits at most k tokens a call
+        assert all(1 <= r["sbd"][k]["long_tokens_per_call"] <= int(k) for k in ("2", "4"))
+    text = out.read_text()
+    assert "python bench/block_sizes.py --suite-seeds 5 6 --block-sizes 2 4 --gamma 0.6 --per-family 1" in text
+    assert text.count("\n| 2 |") == 1 and text.count("\n| 4 |") == 1
+    # rendered again from the JSON, decoding nothing: the same page
+    again = tmp_path / "again.md"
+    monkeypatch.setattr(bench.sv, "load_model", None)
+    bench.main(["--from-json", str(js), "--out", str(again)])
+    assert again.read_text() == text
+
+
+def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_card(tmp_path):
+    """bench/BLOCK_SIZES.md is bench/block_sizes.json rendered; on the card's draw at the card's block size and
+    gamma its counts are the card's own bucket rows (the same weights, two scripts)."""
+    bench = bench_script("block_sizes")
+    out = tmp_path / "b.md"
+    bench.main(["--from-json", str(ROOT / "bench" / "block_sizes.json"), "--out", str(out)])
+    assert out.read_text() == (ROOT / "bench" / "BLOCK_SIZES.md").read_text(), "run the command it names again"
+    report = json.loads((ROOT / "bench" / "block_sizes.json").read_text())
+    card = json.loads((ROOT / "models" / "sbd-char-5m" / "card_results.json").read_text())
+    assert report["model_fingerprint"] == card["header"]["model_fingerprint"], "measured on other weights: run again"
+    assert report["gamma"] == card["buckets"][0]["gamma"]
+    mine = {tuple(r["bucket"]): r for r in report["rows"] if r["seed"] == tasks.SUITE_SEED}
+    assert len(mine) == len(card["buckets"])
+    for b in card["buckets"]:
+        row, n = mine[tuple(b["bucket"])], b["n_items"]
+        assert row["n_items"] == n
+        assert row["ntp_right"] == round(b["ntp_accuracy"] * n)
+        assert row["ctx_ntp_right"] == round(b["ctx_ntp_accuracy"] * row["ctx_items"])
+        assert row["sbd"]["16"]["right"] == round(b["sbd_accuracy"] * n)
+        assert row["sbd"]["16"]["long_tokens_per_call"] == pytest.approx(b["long_tokens_per_call"])
