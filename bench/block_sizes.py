@@ -26,10 +26,10 @@ from sbd_viz import tasks
 from sbd_viz.tasks import CONTEXT_FAMILIES
 
 import run_info  # beside this file
+from model_card import BAR, BUCKET_GAMMA, MAX_NEW_TOKENS  # the card's answer room, gamma and bar
 
-MAX_NEW_TOKENS = 64  # the card's
-BAR_POINTS = 1.0  # issue 10: SBD within 1 point of NTP in every bucket
-BAR_TOKENS_PER_CALL = 4.5  # ... at least 4.5 tokens per call on long answers
+BAR_POINTS = BAR["sbd_points_under_ntp"]  # issue 10: SBD within 1 point of NTP in every bucket ...
+BAR_TOKENS_PER_CALL = BAR["long_tokens_per_call"]  # ... at least 4.5 tokens per call on long answers
 
 
 def measure(model, seed: int, block_sizes, gamma: float, per_family: int, batch_size: int) -> list[dict]:
@@ -111,7 +111,7 @@ def main(argv=None) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--suite-seeds", type=int, nargs="+", default=[tasks.SUITE_SEED])
     p.add_argument("--block-sizes", type=int, nargs="+", default=[4, 6, 8, 10, 12, 16])
-    p.add_argument("--gamma", type=float, default=0.1)
+    p.add_argument("--gamma", type=float, default=BUCKET_GAMMA)
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
