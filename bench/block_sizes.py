@@ -23,6 +23,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
+from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.tasks import CONTEXT_FAMILIES
 
 import run_info  # beside this file
@@ -62,7 +63,7 @@ def points_under(ntp_right: int, sbd_right: int, n: int) -> float:
 
 def table(rows: list[dict], block_sizes, gamma: float) -> str:
     """Per block size: points under NTP per bucket on each draw and pooled; tokens per call; the bar's verdict."""
-    seeds = sorted({r["seed"] for r in rows}, key=[r["seed"] for r in rows].index)
+    seeds = list(dict.fromkeys(r["seed"] for r in rows))  # in the order they were run
     buckets = sorted({tuple(r["bucket"]) for r in rows})
     names = " / ".join(f"{lo}-{hi}" for lo, hi in buckets)
     head = ["block size"] + [f"draw {s}: points under NTP" for s in seeds]
@@ -119,6 +120,9 @@ def main(argv=None) -> None:
     p.add_argument("--json", default=None, help="write every count here")
     p.add_argument("--from-json", default=None, help="only render a saved --json again (no decoding)")
     args = p.parse_args(argv)
+    bad = [k for k in args.block_sizes if not 1 <= k <= MAX_BLOCK_SIZE]
+    if bad:  # refused before the first decode, not after a bucket's NTP run
+        p.error(f"--block-sizes: each must be a whole number in [1, {MAX_BLOCK_SIZE}], got {bad}")
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
     else:

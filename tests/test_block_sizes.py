@@ -74,6 +74,14 @@ def test_the_script_counts_what_evaluate_decodes(tmp_path, monkeypatch):
     assert again.read_text() == text
 
 
+@pytest.mark.parametrize("bad", ["0", "65"])
+def test_a_bad_block_size_is_refused_before_any_model_is_loaded(bad, monkeypatch, capsys):
+    bench = bench_script("block_sizes")
+    monkeypatch.setattr(bench.sv, "load_model", lambda path=None: pytest.fail("loaded a model"))
+    with pytest.raises(SystemExit):
+        bench.main(["--block-sizes", "8", bad])
+    assert f"--block-sizes: each must be a whole number in [1, 64], got [{bad}]" in capsys.readouterr().err
+
 def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_card(tmp_path):
     """bench/BLOCK_SIZES.md is bench/block_sizes.json rendered; on the card's draw at the card's block size and
     gamma its counts are the card's own bucket rows (the same weights, two scripts)."""
