@@ -77,7 +77,8 @@ EXAMPLES = [
 GAP_COLUMNS = ["call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
                "block after the call"]
 GAP_LABEL = "gap fills ({n}): commits made while slots to their left were still masked · click a row to show its call"
-DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, block_size=16, max_new_tokens=64, temperature=0.0, seed=0,
+# The block size is not here: it is the model's (``SBDModel.block_size``, recorded in its folder, else 16).
+DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
                 stop_at_newline=True, verify=False)
 
 PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
@@ -403,8 +404,8 @@ def compute_sweep(model) -> list[dict]:
     from sbd_viz import analysis
 
     suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
-    frames = [analysis.sweep(model, suite, solvers=[rule], gammas=list(gammas), block_sizes=[16], progress=False,
-                             verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
+    frames = [analysis.sweep(model, suite, solvers=[rule], gammas=list(gammas), block_sizes=[model.block_size],
+                             progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
               for rule, gammas in SWEEP_GRID.items()]
     df = pd.concat(frames, ignore_index=True)
     df = pd.concat([df[df["solver"] != "ntp"], df[df["solver"] == "ntp"].head(1)], ignore_index=True)
@@ -415,16 +416,17 @@ def precompute_sweep(model_path=None) -> Path:
     """Write ``sweep.json`` beside the model (commit it: the Space then shows the curve instantly)."""
     path = Path(model_path or sv.default_model_path())
     out = path / SWEEP_FILE
-    rows = compute_sweep(sv.load_model(path))
-    out.write_text(json.dumps({"suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family", "block_size": 16,
-                               "verified": SWEEP_VERIFIED, "rows": rows}, indent=1))
+    model = sv.load_model(path)
+    rows = compute_sweep(model)
+    out.write_text(json.dumps({"suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family",
+                               "block_size": model.block_size, "verified": SWEEP_VERIFIED, "rows": rows}, indent=1))
     return out
 
 
 def example_label(model, suite: dict, prompt: str) -> str:
     """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
     trace = sv.decode(model, prompt, solver=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
-                      gap_free=DEFAULTS["gap_free"], block_size=DEFAULTS["block_size"],
+                      gap_free=DEFAULTS["gap_free"], block_size=model.block_size,
                       max_new_tokens=DEFAULTS["max_new_tokens"], stop=STOP if DEFAULTS["stop_at_newline"] else ())
     item = tasks.item_in_prompt(prompt, suite)
     fills = len(trace.kept_gap_fills())
@@ -633,7 +635,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                      info="check every draft against NTP in the same calls: the text is exactly "
                                           "NTP's greedy text (temperature 0)")
                 with gr.Accordion("more settings", open=False):
-                    block_size = gr.Slider(1, MAX_BLOCK_SIZE, value=DEFAULTS["block_size"], step=1,
+                    block_size = gr.Slider(1, MAX_BLOCK_SIZE, value=model.block_size, step=1,
                                            label="block size (slots decoded together)")
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
                                                label="max new tokens")

@@ -4,7 +4,7 @@
     sbd-viz bench [same options]
 
 For the long- and short-answer suite families separately, every gamma of the
-entropy-bounded rule (block 16) runs through ``sbd_viz.analysis.sweep`` with no cache:
+entropy-bounded rule (the model's block size) runs through ``sbd_viz.analysis.sweep`` with no cache:
 each item is decoded by SBD and by NTP back to back, alternating which goes first, so the
 ratios are measured side by side in one run. Ratios > 1 mean SBD is faster.
 
@@ -137,7 +137,7 @@ def run(model: sv.SBDModel, per_family: int, gammas, block_size: int, max_new_to
 
 
 def report(groups: dict, latency: list[dict], info: dict, command: str, model_desc: str, started: str,
-           elapsed: float, note: str | None) -> str:
+           elapsed: float, note: str | None, block_size: int) -> str:
     lines = ["# SBD vs NTP speed benchmark", "",
              f"Produced by `{command}` on {started} UTC ({elapsed / 60:.1f} min).", "",
              f"Machine: {info['nproc']} CPU cores ({info['cpu']}), torch {info['torch']} "
@@ -146,9 +146,9 @@ def report(groups: dict, latency: list[dict], info: dict, command: str, model_de
              f"Model: {model_desc}.", ""]
     if note:
         lines += [note, ""]
-    lines += ["SBD = entropy-bounded rule (paper eq. 8), block 16, argmax; NTP = HF `generate` greedy on the same "
-              "weights. Every item is decoded by both, back to back, alternating which goes first; decoding stops "
-              "at the end of the answer line. Ratios are NTP / SBD, so > 1 means SBD is faster. `calls ratio` "
+    lines += [f"SBD = entropy-bounded rule (paper eq. 8), block {block_size}, argmax; NTP = HF `generate` greedy on "
+              "the same weights. Every item is decoded by both, back to back, alternating which goes first; decoding "
+              "stops at the end of the answer line. Ratios are NTP / SBD, so > 1 means SBD is faster. `calls ratio` "
               "counts model calls (NFE); `wall ratio` is measured wall-clock time; both are totals over the items. "
               "The two decoders' outputs can differ in length, so the calls ratio need not equal SBD's tokens per "
               "call. Tokens per call below 1 means calls were spent on slots after the end of the answer: "
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default=None, help="model folder (default: the shipped model)")
     parser.add_argument("--per-family", type=int, default=10, help="test items per suite family")
     parser.add_argument("--gammas", nargs="+", type=float, default=list(GAMMAS))
-    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--block-size", type=int, default=None, help="default: the model's (else 16)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--reps", type=int, default=30, help="repetitions of each single-call timing")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
@@ -195,12 +195,13 @@ def main(argv=None) -> int:
     n_params = sum(p.numel() for p in model.model.parameters())
     model_desc = (f"`{args.model or sv.default_model_path()}` ({type(model.model).__name__}, "
                   f"{n_params / 1e6:.1f}M parameters, fingerprint {model.fingerprint()})")
-    groups = run(model, args.per_family, args.gammas, args.block_size, args.max_new_tokens)
+    block_size = model.block_size if args.block_size is None else args.block_size
+    groups = run(model, args.per_family, args.gammas, block_size, args.max_new_tokens)
     prompt = sv.tasks.load_suite(per_family=1, families=("sorted",))[0].prompt
     print("single-call latency ...", file=sys.stderr)
-    latency = latency_table(model, prompt, k=args.block_size, reps=args.reps)
+    latency = latency_table(model, prompt, k=block_size, reps=args.reps)
     info["load_end"] = run_info.load()
-    text = report(groups, latency, info, command, model_desc, started, time.perf_counter() - t0, args.note)
+    text = report(groups, latency, info, command, model_desc, started, time.perf_counter() - t0, args.note, block_size)
     Path(args.out).write_text(text)
     print(text)
     print(f"\nwritten to {args.out}", file=sys.stderr)

@@ -30,7 +30,6 @@ from sbd_viz.divergence import REPORT_COLUMNS, divergence_report
 import run_info  # beside this file
 
 MAX_NEW_TOKENS = 64  # the model card's room for an answer: the same items in the same buckets
-BLOCK_SIZE = 16
 
 
 def summarise(report, n_items: int) -> dict:
@@ -53,7 +52,7 @@ def markdown(header: dict, results: list[tuple[str, dict, object]]) -> str:
     lines = [f"# Where SBD loses against NTP: {header['model']}", "",
              f"Produced by `{header['command']}` on {header['date']} ({header['machine']}; {header['minutes']:.1f} "
              "min). Greedy decoding; nothing is timed.", "",
-             f"Entropy-bounded γ {header['gamma']:g}, block {BLOCK_SIZE}, against NTP on the same weights; "
+             f"Entropy-bounded γ {header['gamma']:g}, block {header['block_size']}, against NTP on the same weights; "
              f"{header['per_family']} held-out items a family (draw {header['suite_seed']}), standalone and in the "
              "model card's documents. *Lost*: NTP right, SBD wrong. *At the uncounted slot*: the first commit that "
              "left NTP's text was its call's highest-entropy commit, whose entropy eq. 8 does not count; *outside the "
@@ -131,6 +130,7 @@ def run(args, argv) -> tuple[dict, list[tuple[str, dict, object]]]:
               "machine": run_info.machine(args.threads)}
     t0 = time.perf_counter()
     model = sv.load_model(args.model)
+    header["block_size"] = model.block_size  # the card's: the model's own
     suite = tasks.load_suite(split="test", per_family=args.per_family, seed=args.suite_seed,
                              families=tuple(args.families) if args.families else None)
     results = []
@@ -138,7 +138,7 @@ def run(args, argv) -> tuple[dict, list[tuple[str, dict, object]]]:
         if name == "standalone" and args.no_standalone:
             continue
         report = divergence_report(model, items, max_new_tokens=MAX_NEW_TOKENS, stop="\n", solver="entropy_bounded",
-                                   gamma=args.gamma, block_size=BLOCK_SIZE)
+                                   gamma=args.gamma, block_size=model.block_size)
         results.append((name, summarise(report, len(items)), report))
         print(name, results[-1][1], flush=True)
     header["minutes"] = (time.perf_counter() - t0) / 60

@@ -53,7 +53,7 @@ def bucket_rows(model, suite, gamma: float = BUCKET_GAMMA, progress: bool = True
         r = sv.evaluate(model, items, solver="entropy_bounded", gamma=gamma, max_new_tokens=MAX_NEW_TOKENS,
                         progress=progress)
         ctx = [row for row in r["rows"] if row["family"] in CONTEXT_FAMILIES]
-        rows.append({"bucket": list(bucket), "n_items": len(items), "gamma": gamma,
+        rows.append({"bucket": list(bucket), "n_items": len(items), "gamma": gamma, "block_size": model.block_size,
                      "prompt_chars": [min(len(i.prompt) for i in items), max(len(i.prompt) for i in items)],
                      "ntp_accuracy": r["ntp"]["accuracy"], "sbd_accuracy": r["accuracy"],
                      "ntp_by_family": r["ntp"]["by_family"], "sbd_by_family": r["by_family"],
@@ -70,7 +70,7 @@ def bucket_table(buckets: list[dict], baseline: list[dict] | None = None, names=
     base = {tuple(b["bucket"]): b for b in baseline or []}
     out = [f"The held-out suite placed inside documents (train-split lines before each item, "
            f"`tasks.in_document`), per prompt-length bucket (characters, BOS not counted); SBD is entropy-bounded "
-           f"gamma {buckets[0]['gamma']:g}, block 16, with NTP interleaved item by item."
+           f"gamma {buckets[0]['gamma']:g}, block {buckets[0]['block_size']}, with NTP interleaved item by item."
            + (f" In brackets: {names[1]} on the same items." if base else ""), "",
            "| prompt length | items | NTP accuracy | SBD accuracy | context families: NTP | context families: SBD | "
            "tokens/call (long answers) | speedup (wall) |", "|" + " --- |" * 8]
@@ -143,8 +143,8 @@ def _name(r: dict) -> str:
 def tables(rows: list[dict], header: dict) -> str:
     out = [f"Measured {header['date']} on {header['machine']} ({header['threads']} threads, torch "
            f"{header['torch']}, {header['dtype']}), {header['n_items']} held-out items "
-           f"({header['per_family']} per family), block size 16, max 64 new tokens, stop at newline. "
-           f"Command: `{header['command']}` ({header['minutes']:.1f} min).", ""]
+           f"({header['per_family']} per family), block size {header['block_size']}, max 64 new tokens, stop at "
+           f"newline. Command: `{header['command']}` ({header['minutes']:.1f} min).", ""]
     out.append("| decoder | accuracy | calls/token | tokens/call | speedup (calls) | speedup (wall) | "
                "long: accuracy | long: calls/token | long: speedup (calls) | long: speedup (wall) | gap fills/token |")
     out.append("|" + " --- |" * 11)
@@ -309,7 +309,8 @@ def main(argv=None) -> None:
               "command": "python bench/model_card.py" + (f" --model {args.model}" if args.model else "")
               + f" --per-family {args.per_family}" + (" --quick" if args.quick else "")
               + (f" --suite-seed {args.suite_seed}" if args.suite_seed != SUITE_SEED else ""),
-              "model_fingerprint": model.fingerprint(), "context_length": model.context_length}
+              "model_fingerprint": model.fingerprint(), "context_length": model.context_length,
+              "block_size": model.block_size}  # every decode below uses the model's own
     matp = {k: sv.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
     results = {"header": header, "rows": rows, "buckets": buckets, "matp": matp}
     (folder / "card_results.json").write_text(json.dumps(results, indent=1))

@@ -46,7 +46,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     model = sv.load_model(args.model)
     def decoded(items):
-        return [describe(item, sv.decode(model, item.prompt, gamma=args.gamma, block_size=16, max_new_tokens=64,
+        return [describe(item, sv.decode(model, item.prompt, gamma=args.gamma, max_new_tokens=64,
                                          stop=STOP)) for item in items]
 
     suite = sv.tasks.load_suite("pyasserts", "test", per_family=args.per_family)

@@ -35,7 +35,7 @@ EXAMPLES = [  # held-out suite items
     ("assert [x * 2 for x in [12, 7, 30]] == ", repr([x * 2 for x in [12, 7, 30]])),
     ('assert "stressed"[::-1] == ', '"desserts"'),
 ]
-SETTINGS = dict(solver="entropy_bounded", gamma=0.5, block_size=16, stop=STOP)  # the app's defaults
+SETTINGS = dict(solver="entropy_bounded", gamma=0.5, stop=STOP)  # the app's defaults (block size: the model's)
 
 
 def pick_example(model) -> sv.Trace:
@@ -91,8 +91,8 @@ def main(argv=None) -> None:
 
         # each rule's knob means something else, so each gets its own grid; one NTP row is enough
         eb = sv.sweep(model, suite, solvers=["entropy_bounded"], gammas=[0.0, 0.1, 0.35, 0.6, 1.0],
-                      block_sizes=[16], max_new_tokens=48)
-        ct = sv.sweep(model, suite, solvers=["confidence_threshold"], gammas=[0.9, 0.7, 0.5], block_sizes=[16],
+                      max_new_tokens=48)
+        ct = sv.sweep(model, suite, solvers=["confidence_threshold"], gammas=[0.9, 0.7, 0.5],
                       max_new_tokens=48)
         df = pd.concat([eb, ct[ct.solver != "ntp"]], ignore_index=True)
         print("wrote", screenshot(plots.tradeoff(df, current=dict(solver="entropy_bounded", gamma=0.35)),

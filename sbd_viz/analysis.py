@@ -423,7 +423,7 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
 
 
 def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_bounded",),
-          gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] = (16,),
+          gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] | None = None,
           gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
           cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
           verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1):
@@ -436,6 +436,8 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     for plain prompts too. ``verify=(False, True)`` adds each setting's verified twin
     (``decode(..., verify=True)``: every draft checked against NTP greedy in the same calls), whose
     output is exactly NTP's (``same_as_ntp`` 1, NTP's accuracy): only its speed varies.
+
+    ``block_sizes`` None: the model's own (``SBDModel.block_size``), as ``decode`` takes it.
 
     Columns (``SWEEP_COLUMNS``): the setting (``solver``, ``gamma``, ``block_size``, ``gap_free``,
     ``verify``), ``accuracy`` (exact match; NaN for plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
@@ -464,6 +466,7 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     import pandas as pd
 
     model = _check_model(model)
+    block_sizes = (model.block_size,) if block_sizes is None else block_sizes
     items, scored = _as_items(suite_or_prompts)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: must be a whole number >= 1, got {max_new_tokens!r}")

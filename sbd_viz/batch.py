@@ -362,7 +362,7 @@ class BatchDecoding:
 
 
 def decode_batch(model: SBDModel, prompts: Iterable[str], solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
-                 block_size: int = 16, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
+                 block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
                  stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
                  verify: bool = False, batch_size: int = 8, progress: bool = False,
                  decoder: str = "sbd", prefill_chunk: int | None | str = "auto") -> list[Trace]:
@@ -375,7 +375,9 @@ def decode_batch(model: SBDModel, prompts: Iterable[str], solver: str = DEFAULT_
     float rounding, see ``sbd_viz.batch``). A finished row's place goes to the next prompt at once.
     ``prefill_chunk`` feeds long prompts in pieces (see ``BatchDecoding``).
     ``BatchDecoding`` gives the same traces and ``stats`` (how busy the batch was).
+    ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
     """
+    block_size = _check_model(model).block_size if block_size is None else block_size
     config = DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
                           verify=verify)

@@ -144,7 +144,8 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
     p.add_argument("--solver", default=DEFAULT_RULE, choices=RULES)
     p.add_argument("--gamma", type=float, default=None, help=f"the rule's knob ({knobs})")
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--block-size", type=int, default=None,
+                   help="slots decoded together (default: the model's, recorded in its folder, else 16)")
     p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
 
 
@@ -179,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
     p.add_argument("--solvers", nargs="+", default=["entropy_bounded"], choices=RULES)
     p.add_argument("--gammas", nargs="+", type=float, default=[0.0, 0.1, 0.35, 1.0])
-    p.add_argument("--block-sizes", nargs="+", type=int, default=[16])
+    p.add_argument("--block-sizes", nargs="+", type=int, default=None,
+                   help="default: the model's block size (recorded in its folder, else 16)")
     p.add_argument("--gap-free-too", action="store_true", help="also run every setting gap-free (the ablation)")
     p.add_argument("--verify-too", action="store_true",
                    help="also run every setting verified (lossless: exactly NTP's text; only the speed varies)")

@@ -17,7 +17,7 @@ from typing import Generator, Iterable
 import torch
 
 from ._version import __version__
-from .model import SBDModel
+from .model import DEFAULT_BLOCK_SIZE, SBDModel
 from .solvers import DEFAULT_GAMMA, DEFAULT_RULE, Solver
 from .trace import Candidate, Check, Commit, Rollback, SlotView, Step, Trace
 
@@ -61,7 +61,7 @@ class DecodeConfig:
 
     solver: str = DEFAULT_RULE
     gamma: float = DEFAULT_GAMMA
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE  # decode() and the other entry points default to the model's
     max_new_tokens: int = 64
     temperature: float = 0.0  # 0 = argmax (the paper's setting); > 0 samples with ``seed``
     seed: int = 0
@@ -502,15 +502,19 @@ def _trace(model: SBDModel, prompt: str, prompt_ids: list[int], steps: Iterable[
 
 
 def decode(model: SBDModel, prompt: str, solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
-           block_size: int = 16, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
+           block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
            stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
            verify: bool = False) -> Trace:
     """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``.
+
+    ``block_size``: slots decoded together; None takes the model's (``SBDModel.block_size``: the
+    one recorded in its folder, else 16).
 
     ``verify=True`` checks every drafted token against greedy NTP on the same weights (from the
     causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
     temperature 0.
     """
+    block_size = _check_model(model).block_size if block_size is None else block_size
     config = DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
                           verify=verify)

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Iterable
 
 from .batch import MAX_BATCH_SIZE, BatchDecoding
-from .decoder import DecodeConfig, decode, decode_ntp
+from .decoder import DecodeConfig, _check_model, decode, decode_ntp
 from .model import SBDModel
 from .objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 from .solvers import DEFAULT_GAMMA, DEFAULT_RULE
@@ -36,11 +36,13 @@ def _summarise(rows: list[dict], prefix: str = "") -> dict:
 
 
 def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
-             block_size: int = 16, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
+             block_size: int | None = None, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
              measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
              stop: tuple[str, ...] = STOP, verify: bool = False, batch_size: int = 1,
              speed_batch_size: int | None = 1) -> dict:
     """Decode every suite item and score it.
+
+    ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
 
     ``stop``: stop strings (default: the end of the line, where an assert's answer ends).
     ``verify``: decode with verified SBD (``decode(..., verify=True)``): every draft is checked
@@ -61,6 +63,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
     ``measure_speedup``, ``ntp`` (NTP's measures on the same items), ``speedup_calls`` (NTP
     calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD seconds).
     """
+    block_size = _check_model(model).block_size if block_size is None else block_size
     plan = _Plan(model, suite, solver=solver, gamma=gamma, block_size=block_size, gap_free=gap_free,
                  decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
                  verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size)

@@ -17,6 +17,9 @@ import torch
 
 MASK_TOKEN = "<|mask|>"
 DEFAULT_MODEL = "sbd-char-5m"
+# The block size a decode uses when none is given: the paper's 16, unless the model folder records the size its
+# card measured it at (``config.sbd_block_size``): a decoding choice, so it travels with the weights it was chosen for.
+DEFAULT_BLOCK_SIZE = 16
 
 
 class MaskTokenError(ValueError):
@@ -119,6 +122,14 @@ class SBDModel:
             if isinstance(value, int) and value > 0:
                 return value
         return None
+
+    @property
+    def block_size(self) -> int:
+        """The block size decodes use when none is given: ``config.sbd_block_size`` as recorded in the
+        model's folder, else ``DEFAULT_BLOCK_SIZE`` (16, the paper's). A recorded value is passed on
+        as it is, so a bad one fails where it is used, named ``block_size``."""
+        value = getattr(self.model.config, "sbd_block_size", None)
+        return DEFAULT_BLOCK_SIZE if value is None else value
 
     def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
         """Raise ``ValueError`` naming ``prompt`` or ``max_new_tokens`` if the decode could run past the context.

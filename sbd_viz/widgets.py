@@ -74,6 +74,8 @@ class Explorer(widgets.VBox):
     def __init__(self, model: SBDModel, prompt: str, **decode_kwargs):
         if not isinstance(model, SBDModel):
             raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
+        if decode_kwargs.get("block_size") is None:  # as decode: the model's own block size
+            decode_kwargs = {**decode_kwargs, "block_size": model.block_size}
         config = DecodeConfig(**decode_kwargs)  # bad settings fail here, named, before a slider clamps them silently
         model.check_fits(len(model.encode(prompt)), config.max_new_tokens)  # so does a prompt past the context
         self.model = model
@@ -93,7 +95,7 @@ class Explorer(widgets.VBox):
         self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free")
         self.verify = widgets.Checkbox(self.extra.pop("verify", False), description="verified",
                                        tooltip="check every draft against greedy NTP: exactly NTP's text")
-        self.block_size = widgets.IntSlider(self.extra.pop("block_size", 16), min=1, max=64,
+        self.block_size = widgets.IntSlider(self.extra.pop("block_size"), min=1, max=64,
                                             description="block size k", continuous_update=False, style=wide)
         length = self.extra.pop("max_new_tokens", 64)
         self.max_new_tokens = widgets.IntSlider(length, min=1, max=max(256, length),
