@@ -82,6 +82,7 @@ def test_a_bad_block_size_is_refused_before_any_model_is_loaded(bad, monkeypatch
         bench.main(["--block-sizes", "8", bad])
     assert f"--block-sizes: each must be a whole number in [1, 64], got [{bad}]" in capsys.readouterr().err
 
+
 def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_card(tmp_path):
     """bench/BLOCK_SIZES.md is bench/block_sizes.json rendered; on the card's draw at the card's block size and
     gamma its counts are the card's own bucket rows (the same weights, two scripts)."""
@@ -93,6 +94,8 @@ def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_car
     card = json.loads((ROOT / "models" / "sbd-char-5m" / "card_results.json").read_text())
     assert report["model_fingerprint"] == card["header"]["model_fingerprint"], "measured on other weights: run again"
     assert report["gamma"] == card["buckets"][0]["gamma"]
+    k = str(card["header"].get("block_size", 16))  # the card's block size (cards before it was recorded: 16)
+    assert int(k) in report["block_sizes"], "the page must hold the card's block size"
     mine = {tuple(r["bucket"]): r for r in report["rows"] if r["seed"] == tasks.SUITE_SEED}
     assert len(mine) == len(card["buckets"])
     for b in card["buckets"]:
@@ -100,5 +103,5 @@ def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_car
         assert row["n_items"] == n
         assert row["ntp_right"] == round(b["ntp_accuracy"] * n)
         assert row["ctx_ntp_right"] == round(b["ctx_ntp_accuracy"] * row["ctx_items"])
-        assert row["sbd"]["16"]["right"] == round(b["sbd_accuracy"] * n)
-        assert row["sbd"]["16"]["long_tokens_per_call"] == pytest.approx(b["long_tokens_per_call"])
+        assert row["sbd"][k]["right"] == round(b["sbd_accuracy"] * n)
+        assert row["sbd"][k]["long_tokens_per_call"] == pytest.approx(b["long_tokens_per_call"])

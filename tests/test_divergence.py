@@ -188,6 +188,7 @@ def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_car
     card = json.loads((ROOT / "models" / "sbd-char-5m" / "card_results.json").read_text())
     if data["header"]["model"] != "models/sbd-char-5m" or data["header"]["gamma"] != card["buckets"][0]["gamma"]:
         pytest.skip("the committed report is not of the shipped model at the card's gamma")
+    assert data["header"]["block_size"] == card["header"].get("block_size", 16), "not at the card's block size"
     for bucket in card["buckets"]:
         counts = data["counts"]["{}-{}".format(*bucket["bucket"])]
         n = bucket["n_items"]
