@@ -106,6 +106,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--split", choices=("test", "train"), default="test",
                    help="whose items: the held-out test split (the card's) or the training split")
+    p.add_argument("--suite-seed", type=int, default=tasks.SUITE_SEED,
+                   help="which draw of the split's items (default: the model card's)")
     p.add_argument("--probe-items", type=int, default=30, help="items for the range-sum probe")
     p.add_argument("--families", nargs="+", default=list(CONTEXT_FAMILIES), choices=CONTEXT_FAMILIES,
                    help="only these context families (default: all four)")
@@ -113,14 +115,15 @@ def main() -> None:
     p.add_argument("--json", help="also write the counts here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    suite = tasks.load_suite(split=args.split, per_family=args.per_family, families=tuple(args.families))
+    suite = tasks.load_suite(split=args.split, per_family=args.per_family, families=tuple(args.families),
+                             seed=args.suite_seed)
     out = {}
     for path in args.model:
         model = sv.load_model(path)
         table = error_table(model, suite)
         out[path] = {where: {f: dict(c) for f, c in fams.items()} for where, fams in table.items()}
         print(f"\n{path}: NTP answers of the context families, {args.per_family} {args.split}-split items "
-              "a family per place\n")
+              f"a family per place (draw {args.suite_seed})\n")
         print("| place | family | " + " | ".join(CLASSES) + " |")
         print("| --- | --- |" + " --- |" * len(CLASSES))
         for where, fams in table.items():
