@@ -340,6 +340,14 @@ def texts_html(result: dict) -> str:
 
 
 # -- the speed/quality curve ------------------------------------------------------------------
+def _other_block(saved: dict, model) -> str:
+    """A note when a precomputed sweep was measured at another block size than the model now decodes at."""
+    k = saved.get("block_size", 16)  # sweeps written before models recorded a block size ran at 16
+    if model is None or k == model.block_size:
+        return ""
+    return f", measured at block {k}; the model decodes at block {model.block_size}: run app.precompute_sweep() again"
+
+
 class SpeedQualityCurve:
     """The suite sweep behind the trade-off figure: loaded from ``sweep.json`` beside the model, else
     computed once in a background thread (``analysis.sweep``, cached on disk). Written once, then read-only.
@@ -355,7 +363,8 @@ class SpeedQualityCurve:
         path = Path(model_dir) / SWEEP_FILE if model_dir else None
         if path is not None and path.is_file():
             try:
-                self._set(json.loads(path.read_text())["rows"], f"precomputed ({path.name})")
+                saved = json.loads(path.read_text())
+                self._set(saved["rows"], f"precomputed ({path.name}{_other_block(saved, model)})")
                 return
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 self.status = f"could not read {path}: {exc}"

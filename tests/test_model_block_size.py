@@ -96,3 +96,14 @@ def test_the_app_starts_at_it_and_its_sweep_records_it(eight, monkeypatch):
     monkeypatch.setattr(analysis, "sweep", sweep)
     out = app.precompute_sweep(eight.model.name_or_path)
     assert asked and all(b == [8] for b in asked) and json.loads(out.read_text())["block_size"] == 8
+
+
+def test_the_app_says_when_its_precomputed_sweep_is_of_another_block_size(eight, tmp_path):
+    app = pytest.importorskip("app")
+    rows = [{"solver": "entropy_bounded", "gamma": 0.1, "block_size": 16, "gap_free": False, "accuracy": 0.9,
+             "tokens_per_call": 5.0}]
+    (tmp_path / app.SWEEP_FILE).write_text(json.dumps({"block_size": 16, "rows": rows}))
+    curve = app.SpeedQualityCurve(eight, tmp_path, compute=False)
+    assert curve.df is not None and "measured at block 16; the model decodes at block 8" in curve.status
+    (tmp_path / app.SWEEP_FILE).write_text(json.dumps({"block_size": 8, "rows": rows}))
+    assert "measured at block" not in app.SpeedQualityCurve(eight, tmp_path, compute=False).status
