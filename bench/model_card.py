@@ -36,6 +36,8 @@ OTHERS = (("top_k", 2.0, False), ("top_k", 4.0, False), ("confidence_threshold",
 QUICK_GAMMAS = (0.1, 0.35)  # --quick: enough to set a baseline model beside a new one
 BUCKET_GAMMA = 0.1
 MAX_NEW_TOKENS = 64
+# What cards written before a model could record its block size ran at: they say so when rendered again.
+UNRECORDED_BLOCK_SIZE = 16
 # Issue 10's bar for the shipped model: NTP accuracy standalone and per prompt-length bucket (the context
 # families included), SBD gamma 0.1's distance from NTP per bucket, its long-answer speed, and the weights.
 BAR = {"ntp_standalone": 0.99, "ntp_bucket": 0.98, "sbd_points_under_ntp": 1.0, "long_tokens_per_call": 4.5,
@@ -70,7 +72,8 @@ def bucket_table(buckets: list[dict], baseline: list[dict] | None = None, names=
     base = {tuple(b["bucket"]): b for b in baseline or []}
     out = [f"The held-out suite placed inside documents (train-split lines before each item, "
            f"`tasks.in_document`), per prompt-length bucket (characters, BOS not counted); SBD is entropy-bounded "
-           f"gamma {buckets[0]['gamma']:g}, block {buckets[0].get('block_size', 16)}, with NTP interleaved item by item."
+           f"gamma {buckets[0]['gamma']:g}, block {buckets[0].get('block_size', UNRECORDED_BLOCK_SIZE)}, with NTP "
+           "interleaved item by item."
            + (f" In brackets: {names[1]} on the same items." if base else ""), "",
            "| prompt length | items | NTP accuracy | SBD accuracy | context families: NTP | context families: SBD | "
            "tokens/call (long answers) | speedup (wall) |", "|" + " --- |" * 8]
@@ -141,10 +144,9 @@ def _name(r: dict) -> str:
 
 
 def tables(rows: list[dict], header: dict) -> str:
-    # Cards written before a model could record its block size ran at 16: they say so when rendered again.
     out = [f"Measured {header['date']} on {header['machine']} ({header['threads']} threads, torch "
-           f"{header['torch']}, {header['dtype']}), {header['n_items']} held-out items "
-           f"({header['per_family']} per family), block size {header.get('block_size', 16)}, max 64 new tokens, stop at "
+           f"{header['torch']}, {header['dtype']}), {header['n_items']} held-out items ({header['per_family']} per "
+           f"family), block size {header.get('block_size', UNRECORDED_BLOCK_SIZE)}, max 64 new tokens, stop at "
            f"newline. Command: `{header['command']}` ({header['minutes']:.1f} min).", ""]
     out.append("| decoder | accuracy | calls/token | tokens/call | speedup (calls) | speedup (wall) | "
                "long: accuracy | long: calls/token | long: speedup (calls) | long: speedup (wall) | gap fills/token |")
