@@ -17,11 +17,10 @@ from typing import Generator, Iterable
 import torch
 
 from ._version import __version__
-from .model import DEFAULT_BLOCK_SIZE, SBDModel
+from .model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, SBDModel
 from .solvers import DEFAULT_GAMMA, DEFAULT_RULE, Solver
 from .trace import Candidate, Check, Commit, Rollback, SlotView, Step, Trace
 
-MAX_BLOCK_SIZE = 64
 MAX_NEW_TOKENS = 4096
 
 

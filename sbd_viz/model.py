@@ -20,6 +20,7 @@ DEFAULT_MODEL = "sbd-char-5m"
 # The block size a decode uses when none is given: the paper's 16, unless the model folder records the size its
 # card measured it at (``config.sbd_block_size``): a decoding choice, so it travels with the weights it was chosen for.
 DEFAULT_BLOCK_SIZE = 16
+MAX_BLOCK_SIZE = 64  # the largest block any decode accepts (a trace's picture stays readable)
 
 
 class MaskTokenError(ValueError):
@@ -93,7 +94,9 @@ class SBDModel:
                                                      trust_remote_code=trust_remote_code)
         if device is not None:
             model = model.to(device)
-        return cls(model, tok, name=path.name)
+        loaded = cls(model, tok, name=path.name)
+        loaded.block_size  # noqa: B018 -- a bad recorded block size fails here, at load, not mid-decode
+        return loaded
 
     # -- vocabulary ---------------------------------------------------------------------
     @property
@@ -126,10 +129,15 @@ class SBDModel:
     @property
     def block_size(self) -> int:
         """The block size decodes use when none is given: ``config.sbd_block_size`` as recorded in the
-        model's folder, else ``DEFAULT_BLOCK_SIZE`` (16, the paper's). A recorded value is passed on
-        as it is, so a bad one fails where it is used, named ``block_size``."""
+        model's folder, else ``DEFAULT_BLOCK_SIZE`` (16, the paper's). A bad recorded value raises
+        ``ValueError`` naming the config key (``from_pretrained`` reads it, so a bad folder fails at load)."""
         value = getattr(self.model.config, "sbd_block_size", None)
-        return DEFAULT_BLOCK_SIZE if value is None else value
+        if value is None:
+            return DEFAULT_BLOCK_SIZE
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BLOCK_SIZE:
+            raise ValueError(f"config.sbd_block_size: model {self.name!r} records {value!r}, but a block size must "
+                             f"be a whole number in [1, {MAX_BLOCK_SIZE}]; fix its config.json or remove the key")
+        return value
 
     def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
         """Raise ``ValueError`` naming ``prompt`` or ``max_new_tokens`` if the decode could run past the context.

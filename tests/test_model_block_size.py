@@ -55,12 +55,22 @@ def test_decode_batch_evaluate_and_sweep_take_it_too(eight):
     assert list(df["block_size"]) == [8, 1]  # the SBD setting, then NTP's row
 
 
-def test_a_bad_recorded_block_size_fails_named():
+@pytest.mark.parametrize("bad", [0, 65, 8.0, "8", True])
+def test_a_bad_recorded_block_size_fails_named_by_its_config_key(bad):
     model = tiny_model()
-    model.model.config.sbd_block_size = 0
-    with pytest.raises(ValueError, match="block_size"):
+    model.model.config.sbd_block_size = bad
+    with pytest.raises(ValueError, match=r"config\.sbd_block_size: .*\[1, 64\]"):
         sv.decode(model, PROMPT, max_new_tokens=4)
     assert sv.decode(model, PROMPT, max_new_tokens=4, block_size=4).n_tokens == 4  # told: the record is not read
+
+
+def test_a_folder_with_a_bad_block_size_fails_at_load(tmp_path):
+    model = tiny_model()
+    model.model.config.sbd_block_size = 0
+    model.model.save_pretrained(tmp_path)
+    model.tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"config\.sbd_block_size: model .* records 0"):
+        sv.load_model(tmp_path)
 
 
 def test_the_explorer_and_the_cli_start_at_it(eight, tmp_path):
