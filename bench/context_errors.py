@@ -8,8 +8,12 @@ answer is put in the first class it fits:
   other assignment: ``a + 5`` answered with ``b``'s value);
 - ``list length``: a list with the right first element and the wrong length (``ctx_range`` counts
   its elements from a sum it never writes out);
-- ``off by tens``: a number off by a multiple of ten (a tens digit read or carried wrong);
+- ``off by tens``: a number off by a multiple of ten (a tens digit read or carried wrong, or a
+  one-digit sum written with two: ``3 + 5`` answered ``18``);
 - ``other``: anything else (a copy that drifts to the other word mid-way, a wrong sort).
+
+A second table counts the right answers of ``ctx_range`` and ``ctx_add`` by where their numbers fall
+(``size_class``): a range whose start is as small as its length, a sum with a one-digit operand.
 
 It also asks ``list(range(a, a + b))`` with literals, beside the same range with its end written
 (``range_sum_probe``): whether the sum or the lookups are what ``ctx_range`` lacks.
@@ -69,15 +73,54 @@ def classify(item: tasks.SuiteItem, output: str) -> str:
     return "other"
 
 
-def error_table(model: sv.SBDModel, suite: list[tasks.SuiteItem]) -> dict[str, dict[str, Counter]]:
-    """{where: {family: Counter(class)}}, ``where`` is "standalone" or a bucket like "128-256"."""
-    table = {}
+def size_class(item: tasks.SuiteItem) -> str | None:
+    """Where a ``ctx_range`` or ``ctx_add`` item's numbers fall, the places their misses gather.
+
+    ``ctx_range``: "start <= 10" when the start is as small as the length (2..10), so only the names
+    tell the two apart, else "start > 10". ``ctx_add``: "a one-digit operand" when the looked-up value
+    or the literal is under ten, else "two-digit operands". Other families: None.
+    """
+    *lines, last = item.prompt.split("\n")
+    values = dict(map(tasks.assignment, lines[-2:]))  # the item's own two assignments
+    expr = last.removeprefix("assert ").removesuffix(" == ")
+    if item.family == "ctx_range":
+        start = values[expr.removeprefix("list(range(").split(",")[0]]
+        return "start <= 10" if start <= 10 else "start > 10"
+    if item.family == "ctx_add":
+        name, literal = expr.split(" + ")
+        return "a one-digit operand" if min(values[name], int(literal)) < 10 else "two-digit operands"
+    return None
+
+
+def answers(model: sv.SBDModel, suite: list[tasks.SuiteItem]) -> list[tuple[str, tasks.SuiteItem, str]]:
+    """(where, item, class) for every item in every place; ``where`` is "standalone" or a bucket like "128-256"."""
+    out = []
     for where, items in tasks.places(suite, model.context_length or 512, MAX_NEW_TOKENS):
-        table[where] = {f: Counter() for f in dict.fromkeys(item.family for item in suite)}
         for item in items:
             trace = sv.decode_ntp(model, item.prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n")
-            table[where][item.family][classify(item, trace.text)] += 1
+            out.append((where, item, classify(item, trace.text)))
+    return out
+
+
+def error_table(answered: list[tuple[str, tasks.SuiteItem, str]]) -> dict[str, dict[str, Counter]]:
+    """{where: {family: Counter(class)}}, families in the order they are first answered."""
+    families = list(dict.fromkeys(item.family for _, item, _ in answered))
+    table: dict[str, dict[str, Counter]] = {}
+    for where, item, cls in answered:
+        table.setdefault(where, {f: Counter() for f in families})[item.family][cls] += 1
     return table
+
+
+def size_table(answered: list[tuple[str, tasks.SuiteItem, str]]) -> dict[tuple[str, str], dict[str, list[int]]]:
+    """{(family, size class): {where: [right, answered]}} for the items ``size_class`` places."""
+    table: dict[tuple[str, str], dict[str, list[int]]] = {}
+    for where, item, cls in answered:
+        size = size_class(item)
+        if size is not None:
+            cell = table.setdefault((item.family, size), {}).setdefault(where, [0, 0])
+            cell[0] += cls == "right"
+            cell[1] += 1
+    return dict(sorted(table.items()))
 
 
 def range_sum_probe(model: sv.SBDModel, n: int = 30, seed: int = 0) -> dict[str, float]:
@@ -120,8 +163,10 @@ def main() -> None:
     out = {}
     for path in args.model:
         model = sv.load_model(path)
-        table = error_table(model, suite)
+        answered = answers(model, suite)
+        table, sizes = error_table(answered), size_table(answered)
         out[path] = {where: {f: dict(c) for f, c in fams.items()} for where, fams in table.items()}
+        out[path]["by_size"] = {f"{family}, {size}": cells for (family, size), cells in sizes.items()}
         print(f"\n{path}: NTP answers of the context families, {args.per_family} {args.split}-split items "
               f"a family per place (draw {args.suite_seed})\n")
         print("| place | family | " + " | ".join(CLASSES) + " |")
@@ -129,6 +174,13 @@ def main() -> None:
         for where, fams in table.items():
             for family, counts in fams.items():
                 print(f"| {where} | {family} | " + " | ".join(str(counts[c]) for c in CLASSES) + " |")
+        if sizes:
+            print("\nRight of answered, by where the numbers fall (`size_class`)\n")
+            print("| family | numbers | " + " | ".join(table) + " |")
+            print("| --- | --- |" + " --- |" * len(table))
+            for (family, size), cells in sizes.items():
+                print(f"| {family} | {size} | "
+                      + " | ".join("{}/{}".format(*cells.get(where, (0, 0))) for where in table) + " |")
         if not args.no_probe:
             probe = range_sum_probe(model, n=args.probe_items)
             print(f"\nlist(range(a, a + b)) with literals, NTP, {args.probe_items} items: {probe}")

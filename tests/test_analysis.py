@@ -483,3 +483,31 @@ def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
     assert lines[0] == "| 0.2 | 3.00 | 0.990 | outside old's range |  |"  # slower than any baseline setting
     assert lines[1] == "| 0.05 | 5.00 | 0.920 | 0.900 (between gamma 0.1 and 0.35) | +2.0 points |"  # halfway
     assert lines[2] == "| 0.1 | 6.00 | 0.860 | 0.850 (between gamma 0.1 and 0.35) | +1.0 points |"  # at an end
+
+
+def test_context_errors_place_ranges_and_sums_by_their_numbers():
+    bench = bench_script("context_errors")
+    Item = sv.tasks.SuiteItem
+
+    def rng(start, length):
+        return Item(prompt=f"k = 3\nn = {length}\nt = {start}\nassert list(range(t, t + n)) == ", answer="[]",
+                    family="ctx_range")
+
+    # the item's own two lines are read, not the document's: k = 3 above them is another item's
+    assert [bench.size_class(rng(s, 4)) for s in (0, 10, 11, 95)] == ["start <= 10"] * 2 + ["start > 10"] * 2
+    add = [Item(prompt=f"a = {a}\nb = 1\nassert a + {lit} == ", answer=str(a + lit), family="ctx_add")
+           for a, lit in ((3, 50), (50, 3), (10, 10), (99, 99))]
+    assert [bench.size_class(i) for i in add] == ["a one-digit operand"] * 2 + ["two-digit operands"] * 2
+    assert bench.size_class(Item(prompt='s = "ab"\nw = "c"\nassert s.upper() == ', answer='"AB"',
+                                 family="ctx_upper")) is None
+    answered = [("standalone", rng(3, 4), "right"), ("standalone", rng(5, 4), "list length"),
+                ("0-128", rng(50, 4), "right"), ("0-128", add[0], "other"),
+                ("0-128", Item(prompt='s = "ab"\nw = "c"\nassert s.upper() == ', answer='"AB"', family="ctx_upper"),
+                 "right")]
+    assert bench.size_table(answered) == {("ctx_add", "a one-digit operand"): {"0-128": [0, 1]},
+                                          ("ctx_range", "start <= 10"): {"standalone": [1, 2]},
+                                          ("ctx_range", "start > 10"): {"0-128": [1, 1]}}
+    table = bench.error_table(answered)
+    assert list(table) == ["standalone", "0-128"] and list(table["standalone"]) == ["ctx_range", "ctx_add", "ctx_upper"]
+    assert table["standalone"]["ctx_range"] == {"right": 1, "list length": 1}
+    assert table["0-128"]["ctx_add"] == {"other": 1}
