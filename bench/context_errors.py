@@ -92,10 +92,13 @@ def size_class(item: tasks.SuiteItem) -> str | None:
     return None
 
 
-def answers(model: sv.SBDModel, suite: list[tasks.SuiteItem]) -> list[tuple[str, tasks.SuiteItem, str]]:
-    """(where, item, class) for every item in every place; ``where`` is "standalone" or a bucket like "128-256"."""
+def answers(model: sv.SBDModel, suite: list[tasks.SuiteItem],
+            standalone: bool = False) -> list[tuple[str, tasks.SuiteItem, str]]:
+    """(where, item, class) for every item in every place; ``where`` is "standalone" or a bucket like "128-256".
+    ``standalone``: the items alone only, not inside documents."""
     out = []
-    for where, items in tasks.places(suite, model.context_length or 512, MAX_NEW_TOKENS):
+    places = [("standalone", suite)] if standalone else tasks.places(suite, model.context_length or 512, MAX_NEW_TOKENS)
+    for where, items in places:
         for item in items:
             trace = sv.decode_ntp(model, item.prompt, max_new_tokens=MAX_NEW_TOKENS, stop="\n")
             out.append((where, item, classify(item, trace.text)))
@@ -155,6 +158,8 @@ def main() -> None:
     p.add_argument("--families", nargs="+", default=list(CONTEXT_FAMILIES), choices=CONTEXT_FAMILIES,
                    help="only these context families (default: all four)")
     p.add_argument("--no-probe", action="store_true", help="skip the range-sum probe")
+    p.add_argument("--standalone", action="store_true",
+                   help="the items alone only, not inside documents (a quarter of the decodes, for many items)")
     p.add_argument("--json", help="also write the counts here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -163,7 +168,7 @@ def main() -> None:
     out = {}
     for path in args.model:
         model = sv.load_model(path)
-        answered = answers(model, suite)
+        answered = answers(model, suite, standalone=args.standalone)
         table, sizes = error_table(answered), size_table(answered)
         out[path] = {where: {f: dict(c) for f, c in fams.items()} for where, fams in table.items()}
         out[path]["by_size"] = {f"{family}, {size}": cells for (family, size), cells in sizes.items()}

@@ -511,3 +511,15 @@ def test_context_errors_place_ranges_and_sums_by_their_numbers():
     assert list(table) == ["standalone", "0-128"] and list(table["standalone"]) == ["ctx_range", "ctx_add", "ctx_upper"]
     assert table["standalone"]["ctx_range"] == {"right": 1, "list length": 1}
     assert table["0-128"]["ctx_add"] == {"other": 1}
+
+
+def test_context_errors_answers_alone_or_in_every_place():
+    bench = bench_script("context_errors")
+    model = tiny_model()
+    suite = sv.tasks.load_suite(split="test", per_family=2, families=("ctx_add", "ctx_range"))
+    alone = bench.answers(model, suite, standalone=True)
+    assert [(where, item) for where, item, _ in alone] == [("standalone", item) for item in suite]
+    everywhere = bench.answers(model, suite)
+    assert {where for where, _, _ in everywhere} == {"standalone", "0-128", "128-256", "256-447"}
+    assert everywhere[:len(suite)] == alone  # the same decodes, then the documents
+    assert all(cls in bench.CLASSES for _, _, cls in everywhere)
