@@ -73,14 +73,14 @@ MIXES["v3-hard"] = {**MIXES["v3-lookup"], "ctx_add": 5.0, "ctx_add_carry": 4.0,
 # "v3-lookup" draws them 4.2%, 1.4% and 8.5% of the lines. Here 9.8%, 4.9% and 11%: the context families go from
 # 65% of the lines to 56%. Measured: SBD's losses fell (21 to 10-13) because NTP lost context items; not shipped.
 MIXES["v3-long"] = {**MIXES["v3-lookup"], "range": 4.0, "repeat": 2.0, "sorted": 4.5}
-# Leg AH, a fine-tune of leg AF's average toward where its context misses fall (1,000 standalone items of
-# ctx_add and ctx_range, runs outside git): every ctx_range miss has a start of 10 or less, the size of its
-# length, and ctx_add misses most where an operand has one digit. Those items are about a tenth of each
+# Leg AH, a fine-tune of leg AF's average toward where its context misses fall (`bench/context_errors.py
+# --standalone` on 1,000 items of ctx_add and ctx_range): every ctx_range miss has a start of 10 or less, the size
+# of its length, and ctx_add misses most where an operand has one digit. Those items are about a tenth of each
 # family, so "v3-hard" plus the training-only families that hold only them (tasks.TRAINING_FAMILIES).
 MIXES["v3-small"] = {**MIXES["v3-hard"], "ctx_range_small": 3.0, "ctx_add_small": 3.0}
 # Leg AI: 700 steps of "v3-small" left the small starts where they were (62 of 92 right against 60, model card
-# section "Leg AH"), so from leg AH's raw weights and moments they are drawn more: three ranges in five start
-# at 10 or less, and the two small families are a quarter of the items.
+# section "Where the context misses gather"), so from leg AH's raw weights and moments they are drawn more: three
+# ranges in five start at 10 or less, and the two small families are a quarter of the items.
 MIXES["v3-small-heavy"] = {**MIXES["v3-hard"], "ctx_range_small": 8.0, "ctx_add_small": 4.0}
 DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.
