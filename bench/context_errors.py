@@ -44,15 +44,19 @@ MAX_NEW_TOKENS = 64  # the model card's room for an answer: the same items in th
 CLASSES = ("right", "other name", "list length", "off by tens", "other")
 
 
+def _parts(item: tasks.SuiteItem) -> tuple[dict[str, object], str]:
+    """A context item's own two assignments ({name: value}) and its assert's expression."""
+    *lines, last = item.prompt.split("\n")
+    values = dict(map(tasks.assignment, lines[-2:]))  # earlier lines are the item's document
+    return values, last.removeprefix("assert ").removesuffix(" == ")
+
+
 def classify(item: tasks.SuiteItem, output: str) -> str:
     """The class of ``output`` (the generated first line) as an answer to a context item."""
     if tasks.score(item, output):
         return "right"
-    *lines, last = item.prompt.split("\n")
-    setup = lines[-2:]  # a context item's own two assignments; earlier lines are its document
-    names, values = zip(*map(tasks.assignment, setup))
-    expr = last.removeprefix("assert ").removesuffix(" == ")
-    swapped = dict(zip(names, reversed(values)))
+    values, expr = _parts(item)
+    swapped = dict(zip(values, reversed(values.values())))
     try:
         builtins = {"sorted": sorted, "list": list, "range": range}
         other = tasks.render(eval(expr, {"__builtins__": builtins}, swapped))  # noqa: S307 -- the suite's own expression
@@ -80,9 +84,7 @@ def size_class(item: tasks.SuiteItem) -> str | None:
     tell the two apart, else "start > 10". ``ctx_add``: "a one-digit operand" when the looked-up value
     or the literal is under ten, else "two-digit operands". Other families: None.
     """
-    *lines, last = item.prompt.split("\n")
-    values = dict(map(tasks.assignment, lines[-2:]))  # the item's own two assignments
-    expr = last.removeprefix("assert ").removesuffix(" == ")
+    values, expr = _parts(item)
     if item.family == "ctx_range":
         start = values[expr.removeprefix("list(range(").split(",")[0]]
         return "start <= 10" if start <= 10 else "start > 10"

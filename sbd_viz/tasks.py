@@ -185,11 +185,11 @@ def _ctx_sorted(rng):
     return f"sorted({a})", sorted(xs), _shuffled_setup(rng, lines)
 
 
-def _ctx_range(rng):
+def _ctx_range(rng, largest_start: int = 99):
     # Both lines shuffled, as in the other families: with the start always first, v3 learned
     # "the first line is the start" and never looked the names up.
     a, b = _names(rng, 2)
-    va, vb = rng.randint(0, 99), rng.randint(2, 10)
+    va, vb = rng.randint(0, largest_start), rng.randint(2, 10)
     lines = [f"{a} = {va}", f"{b} = {vb}"]
     return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), _shuffled_setup(rng, lines)
 
@@ -271,10 +271,7 @@ def _ctx_range_small(rng):
     # ctx_range whose start is as small as its length (0..10, the length 2..10). Leg AF's average misses
     # 32 of the 92 ctx_range items (of 1,000) whose start is 10 or less and none of the 908 others: it
     # tells start from length by size, not by name. Here only the names tell them apart.
-    a, b = _names(rng, 2)
-    va, vb = rng.randint(0, 10), rng.randint(2, 10)
-    lines = [f"{a} = {va}", f"{b} = {vb}"]
-    return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), _shuffled_setup(rng, lines)
+    return _ctx_range(rng, largest_start=10)
 
 
 def _ctx_add_small(rng):
