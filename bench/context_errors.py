@@ -8,12 +8,16 @@ answer is put in the first class it fits:
   other assignment: ``a + 5`` answered with ``b``'s value);
 - ``list length``: a list with the right first element and the wrong length (``ctx_range`` counts
   its elements from a sum it never writes out);
-- ``off by tens``: a number off by a multiple of ten (a tens digit read or carried wrong, or a
-  one-digit sum written with two: ``3 + 5`` answered ``18``);
+- ``carry added``: a ``ctx_add`` sum ten too high where the units do not carry (``30 + 45``
+  answered ``85``; ``3 + 5`` answered ``18`` is one too);
+- ``carry dropped``: a sum ten too low where the units carry (``26 + 24`` answered ``40``);
+- ``off by tens``: any other number off by a multiple of ten (a tens digit read wrong);
 - ``other``: anything else (a copy that drifts to the other word mid-way, a wrong sort).
 
 A second table counts the right answers of ``ctx_range`` and ``ctx_add`` by where their numbers fall
-(``size_class``): a range whose start is as small as its length, a sum with a one-digit operand.
+(``size_class``): a range whose start is as small as its length, a sum with a one-digit operand; and
+``ctx_add``'s by whether its units carry (``carry_class``), beside the misses that add a carry or drop one:
+which way a model leans.
 
 It also asks ``list(range(a, a + b))`` with literals, beside the same range with its end written
 (``range_sum_probe``): whether the sum or the lookups are what ``ctx_range`` lacks.
@@ -41,7 +45,7 @@ from sbd_viz import tasks
 from sbd_viz.tasks import CONTEXT_FAMILIES
 
 MAX_NEW_TOKENS = 64  # the model card's room for an answer: the same items in the same buckets
-CLASSES = ("right", "other name", "list length", "off by tens", "other")
+CLASSES = ("right", "other name", "list length", "carry added", "carry dropped", "off by tens", "other")
 
 
 def _parts(item: tasks.SuiteItem) -> tuple[dict[str, object], str]:
@@ -73,6 +77,11 @@ def classify(item: tasks.SuiteItem, output: str) -> str:
             and len(got_value) != len(want):
         return "list length"
     if isinstance(want, int) and isinstance(got_value, int) and (got_value - want) % 10 == 0:
+        carry = carry_class(item)
+        if got_value - want == 10 and carry == "units do not carry":
+            return "carry added"
+        if got_value - want == -10 and carry == "units carry":
+            return "carry dropped"
         return "off by tens"
     return "other"
 
@@ -92,6 +101,16 @@ def size_class(item: tasks.SuiteItem) -> str | None:
         name, literal = expr.split(" + ")
         return "a one-digit operand" if min(values[name], int(literal)) < 10 else "two-digit operands"
     return None
+
+
+def carry_class(item: tasks.SuiteItem) -> str | None:
+    """For a ``ctx_add`` item, "units carry" when the units digits of its two operands sum to ten or
+    more, else "units do not carry"; other families: None."""
+    if item.family != "ctx_add":
+        return None
+    values, expr = _parts(item)
+    name, literal = expr.split(" + ")
+    return "units carry" if values[name] % 10 + int(literal) % 10 >= 10 else "units do not carry"
 
 
 def answers(model: sv.SBDModel, suite: list[tasks.SuiteItem],
@@ -117,14 +136,15 @@ def error_table(answered: list[tuple[str, tasks.SuiteItem, str]]) -> dict[str, d
 
 
 def size_table(answered: list[tuple[str, tasks.SuiteItem, str]]) -> dict[tuple[str, str], dict[str, list[int]]]:
-    """{(family, size class): {where: [right, answered]}} for the items ``size_class`` places."""
+    """{(family, class): {where: [right, answered]}} for the items ``size_class`` and ``carry_class`` place
+    (each ``ctx_add`` item in one row of each)."""
     table: dict[tuple[str, str], dict[str, list[int]]] = {}
     for where, item, cls in answered:
-        size = size_class(item)
-        if size is not None:
-            cell = table.setdefault((item.family, size), {}).setdefault(where, [0, 0])
-            cell[0] += cls == "right"
-            cell[1] += 1
+        for numbers in (size_class(item), carry_class(item)):
+            if numbers is not None:
+                cell = table.setdefault((item.family, numbers), {}).setdefault(where, [0, 0])
+                cell[0] += cls == "right"
+                cell[1] += 1
     return dict(sorted(table.items()))
 
 
@@ -182,7 +202,7 @@ def main() -> None:
             for family, counts in fams.items():
                 print(f"| {where} | {family} | " + " | ".join(str(counts[c]) for c in CLASSES) + " |")
         if sizes:
-            print("\nRight of answered, by where the numbers fall (`size_class`)\n")
+            print("\nRight of answered, by where the numbers fall (`size_class`, `carry_class`)\n")
             print("| family | numbers | " + " | ".join(table) + " |")
             print("| --- | --- |" + " --- |" * len(table))
             for (family, size), cells in sizes.items():

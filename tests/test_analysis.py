@@ -427,7 +427,12 @@ def test_context_errors_name_what_went_wrong():
     add = Item(prompt="x = 1\nk = 2\na = 45\nb = 7\nassert a + 30 == ", answer="75", family="ctx_add")
     assert classify(add, "75\nmore") == "right"
     assert classify(add, "37") == "other name"  # b's value: the lookup found the other line
-    assert classify(add, "85") == "off by tens" and classify(add, "76") == "other"
+    assert classify(add, "85") == "carry added" and classify(add, "76") == "other"  # 45 + 30: no carry
+    assert classify(add, "65") == "off by tens" and classify(add, "95") == "off by tens"
+    carry = Item(prompt="a = 26\nb = 7\nassert a + 24 == ", answer="50", family="ctx_add")
+    assert classify(carry, "40") == "carry dropped" and classify(carry, "60") == "off by tens"
+    small = Item(prompt="a = 3\nb = 7\nassert a + 5 == ", answer="8", family="ctx_add")
+    assert classify(small, "18") == "carry added"  # a one-digit sum written with two
     rng = Item(prompt='a = 3\nb = "w"\nt = 2\nn = 4\nassert list(range(t, t + n)) == ', answer="[2, 3, 4, 5]",
                family="ctx_range")
     assert classify(rng, "[4, 5]") == "other name"  # range(n, n + t)
@@ -498,13 +503,15 @@ def test_context_errors_place_ranges_and_sums_by_their_numbers():
     add = [Item(prompt=f"a = {a}\nb = 1\nassert a + {lit} == ", answer=str(a + lit), family="ctx_add")
            for a, lit in ((3, 50), (50, 3), (10, 10), (99, 99))]
     assert [bench.size_class(i) for i in add] == ["a one-digit operand"] * 2 + ["two-digit operands"] * 2
-    assert bench.size_class(Item(prompt='s = "ab"\nw = "c"\nassert s.upper() == ', answer='"AB"',
-                                 family="ctx_upper")) is None
+    assert [bench.carry_class(i) for i in add] == ["units do not carry"] * 3 + ["units carry"]
+    upper = Item(prompt='s = "ab"\nw = "c"\nassert s.upper() == ', answer='"AB"', family="ctx_upper")
+    assert bench.size_class(upper) is None and bench.carry_class(upper) is None and bench.carry_class(rng(3, 4)) is None
     answered = [("standalone", rng(3, 4), "right"), ("standalone", rng(5, 4), "list length"),
                 ("0-128", rng(50, 4), "right"), ("0-128", add[0], "other"),
                 ("0-128", Item(prompt='s = "ab"\nw = "c"\nassert s.upper() == ', answer='"AB"', family="ctx_upper"),
                  "right")]
     assert bench.size_table(answered) == {("ctx_add", "a one-digit operand"): {"0-128": [0, 1]},
+                                          ("ctx_add", "units do not carry"): {"0-128": [0, 1]},
                                           ("ctx_range", "start <= 10"): {"standalone": [1, 2]},
                                           ("ctx_range", "start > 10"): {"0-128": [1, 1]}}
     table = bench.error_table(answered)
