@@ -508,8 +508,7 @@ def test_context_errors_place_ranges_and_sums_by_their_numbers():
     assert bench.size_class(upper) is None and bench.carry_class(upper) is None and bench.carry_class(rng(3, 4)) is None
     answered = [("standalone", rng(3, 4), "right"), ("standalone", rng(5, 4), "list length"),
                 ("0-128", rng(50, 4), "right"), ("0-128", add[0], "other"),
-                ("0-128", Item(prompt='s = "ab"\nw = "c"\nassert s.upper() == ', answer='"AB"', family="ctx_upper"),
-                 "right")]
+                ("0-128", upper, "right")]
     assert bench.size_table(answered) == {("ctx_add", "a one-digit operand"): {"0-128": [0, 1]},
                                           ("ctx_add", "units do not carry"): {"0-128": [0, 1]},
                                           ("ctx_range", "start <= 10"): {"standalone": [1, 2]},
