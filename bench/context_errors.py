@@ -55,6 +55,12 @@ def _parts(item: tasks.SuiteItem) -> tuple[dict[str, object], str]:
     return values, last.removeprefix("assert ").removesuffix(" == ")
 
 
+def _operands(values: dict[str, object], expr: str) -> tuple[int, int]:
+    """A ``ctx_add`` item's two operands: the looked-up value and the literal of ``name + literal``."""
+    name, literal = expr.split(" + ")
+    return values[name], int(literal)
+
+
 def classify(item: tasks.SuiteItem, output: str) -> str:
     """The class of ``output`` (the generated first line) as an answer to a context item."""
     if tasks.score(item, output):
@@ -98,8 +104,7 @@ def size_class(item: tasks.SuiteItem) -> str | None:
         start = values[expr.removeprefix("list(range(").split(",")[0]]
         return "start <= 10" if start <= 10 else "start > 10"
     if item.family == "ctx_add":
-        name, literal = expr.split(" + ")
-        return "a one-digit operand" if min(values[name], int(literal)) < 10 else "two-digit operands"
+        return "a one-digit operand" if min(_operands(values, expr)) < 10 else "two-digit operands"
     return None
 
 
@@ -108,9 +113,8 @@ def carry_class(item: tasks.SuiteItem) -> str | None:
     more, else "units do not carry"; other families: None."""
     if item.family != "ctx_add":
         return None
-    values, expr = _parts(item)
-    name, literal = expr.split(" + ")
-    return "units carry" if values[name] % 10 + int(literal) % 10 >= 10 else "units do not carry"
+    value, literal = _operands(*_parts(item))
+    return "units carry" if tasks.units_carry(value, literal) else "units do not carry"
 
 
 def answers(model: sv.SBDModel, suite: list[tasks.SuiteItem],
