@@ -4,7 +4,8 @@ The model card judges entropy-bounded gamma 0.1 at block 16 on one draw (40 item
 prompt-length bucket), where the bar allows five items of 560. This measures the same rows (the card's
 documents and buckets, ``tasks.document_buckets``) at other block sizes and on other draws
 (``--suite-seeds``), so that a block size is judged on items it was not picked on, and the draws
-pooled give 560 x draws items a bucket. NTP is decoded once per draw; SBD once per block size.
+pooled give 560 x draws items a bucket. NTP is decoded once per draw; SBD once per block size. The page
+also nets, per family, the items SBD loses against NTP and those it wins: where the distance comes from.
 
     python bench/block_sizes.py --model models/sbd-char-5m --suite-seeds 1234 4321 777 \\
         --block-sizes 4 6 8 10 12 16 --out bench/BLOCK_SIZES.md --json bench/block_sizes.json
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -50,11 +52,45 @@ def measure(model, seed: int, block_sizes, gamma: float, per_family: int, batch_
         for k in block_sizes:
             sbd = run(solver="entropy_bounded", gamma=gamma, block_size=k)
             row["sbd"][str(k)] = {"right": sum(r["correct"] for r in sbd["rows"]),
-                                  "long_tokens_per_call": sbd["long"]["tokens_per_call"]}
+                                  "long_tokens_per_call": sbd["long"]["tokens_per_call"],
+                                  **against_ntp(ntp["rows"], sbd["rows"])}
             print(f"seed {seed} bucket {bucket} block {k}: SBD {row['sbd'][str(k)]['right']} / NTP "
                   f"{row['ntp_right']} of {len(items)}", flush=True)
         out.append(row)
     return out
+
+
+def against_ntp(ntp_rows: list[dict], sbd_rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Per family, the items SBD gets wrong where NTP is right ("lost") and right where NTP is wrong ("won")."""
+    lost, won = Counter(), Counter()
+    for n, s in zip(ntp_rows, sbd_rows, strict=True):
+        if n["family"] != s["family"]:  # both runs decode the same items in the same order
+            raise ValueError(f"rows out of step: {n['family']!r} against {s['family']!r}")
+        if n["correct"] != s["correct"]:
+            (lost if n["correct"] else won)[n["family"]] += 1
+    return {"lost": dict(lost), "won": dict(won)}
+
+
+def by_family(rows: list[dict], block_sizes) -> str:
+    """Per block size, SBD's items lost minus won against NTP per family, over every draw and bucket: where
+    the distance from NTP comes from. Empty for runs saved before the counts were kept."""
+    if not all("lost" in r["sbd"][str(k)] for r in rows for k in block_sizes):
+        return ""
+    net = {k: Counter() for k in block_sizes}
+    for r in rows:
+        for k in block_sizes:
+            net[k].update(r["sbd"][str(k)]["lost"])
+            net[k].subtract(r["sbd"][str(k)]["won"])
+    families = [f for f in tasks.FAMILIES if any(net[k][f] for k in block_sizes)]
+    if not families:
+        return "\n\nSBD and NTP are right on the same items at every block size."
+    head = ["block size"] + [f"`{f}`" for f in families] + ["all"]
+    out = ["", "", "Items SBD loses against NTP minus those it wins, by family, over every draw and bucket:", "",
+           "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for k in block_sizes:
+        out.append("| " + " | ".join([str(k)] + [str(net[k][f]) for f in families]
+                                     + [str(sum(net[k].values()))]) + " |")
+    return "\n".join(out)
 
 
 def points_under(ntp_right: int, sbd_right: int, n: int) -> float:
@@ -104,7 +140,8 @@ def render(report: dict) -> str:
     """The markdown page of a run: what was run, where, on which weights, and the table."""
     return (f"# SBD at each block size, on {len({r['seed'] for r in report['rows']})} draws\n\n"
             f"`{report['command']}` ({report['run']}; model {report['model_fingerprint']})\n\n"
-            + table(report["rows"], report["block_sizes"], report["gamma"]) + "\n")
+            + table(report["rows"], report["block_sizes"], report["gamma"])
+            + by_family(report["rows"], report["block_sizes"]) + "\n")
 
 
 def main(argv=None) -> None:

@@ -60,10 +60,16 @@ def test_the_script_counts_what_evaluate_decodes(tmp_path, monkeypatch):
     sbd = sv.evaluate(model, items, solver="entropy_bounded", gamma=0.6, block_size=4,
                       max_new_tokens=bench.MAX_NEW_TOKENS, measure_speedup=False)
     assert row["ntp_right"] == sum(r["correct"] for r in ntp["rows"])
+    lost = [n["family"] for n, s in zip(ntp["rows"], sbd["rows"]) if n["correct"] and not s["correct"]]
+    won = [n["family"] for n, s in zip(ntp["rows"], sbd["rows"]) if s["correct"] and not n["correct"]]
     assert row["sbd"]["4"] == {"right": sum(r["correct"] for r in sbd["rows"]),
-                               "long_tokens_per_call": sbd["long"]["tokens_per_call"]}
+                               "long_tokens_per_call": sbd["long"]["tokens_per_call"],
+                               "lost": {f: lost.count(f) for f in lost}, "won": {f: won.count(f) for f in won}}
     for r in data["rows"]:  # a block of k slots commits at most k tokens a call
         assert all(1 <= r["sbd"][k]["long_tokens_per_call"] <= int(k) for k in ("2", "4"))
+        for k in ("2", "4"):  # what SBD lost and won against NTP is the whole difference of their counts
+            assert r["sbd"][k]["right"] == (r["ntp_right"] - sum(r["sbd"][k]["lost"].values())
+                                            + sum(r["sbd"][k]["won"].values()))
     text = out.read_text()
     assert "python bench/block_sizes.py --suite-seeds 5 6 --block-sizes 2 4 --gamma 0.6 --per-family 1" in text
     assert text.count("\n| 2 |") == 1 and text.count("\n| 4 |") == 1
@@ -72,6 +78,26 @@ def test_the_script_counts_what_evaluate_decodes(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.sv, "load_model", None)
     bench.main(["--from-json", str(js), "--out", str(again)])
     assert again.read_text() == text
+
+
+def test_the_by_family_table_nets_what_sbd_lost_against_what_it_won():
+    bench = bench_script("block_sizes")
+    rows = [_row(1, b, 558, {8: 556, 16: 555}) for b in BUCKETS[:2]]
+    rows[0]["sbd"]["8"].update(lost={"range": 2, "ctx_add": 1}, won={"ctx_add": 1})
+    rows[1]["sbd"]["8"].update(lost={"range": 1, "repeat": 1}, won={})
+    rows[0]["sbd"]["16"].update(lost={"repeat": 3}, won={})
+    rows[1]["sbd"]["16"].update(lost={"sorted": 3}, won={"range": 1})
+    text = bench.by_family(rows, [8, 16])
+    # families in the suite's order, only those with a non-zero net at some block size; ctx_add nets to 0
+    assert "| block size | `sorted` | `range` | `repeat` | all |" in text
+    assert "| 8 | 0 | 3 | 1 | 4 |" in text and "| 16 | 3 | -1 | 3 | 5 |" in text
+    assert "ctx_add" not in text
+    tied = [_row(1, BUCKETS[0], 558, {8: 558})]
+    tied[0]["sbd"]["8"].update(lost={"add": 1}, won={"add": 1})
+    assert "right on the same items" in bench.by_family(tied, [8])
+    assert bench.by_family([_row(1, BUCKETS[0], 558, {8: 556})], [8]) == "", "a run saved before the counts"
+    with pytest.raises(ValueError, match="out of step"):
+        bench.against_ntp([{"family": "add", "correct": True}], [{"family": "range", "correct": True}])
 
 
 @pytest.mark.parametrize("bad", ["0", "65"])
