@@ -92,6 +92,13 @@ MIXES["v3-small-mid"] = {**MIXES["v3-hard"], "ctx_range_small": 5.0, "ctx_add_sm
 # AJ's average, while the carrying sums gained 2 of 443 (425 -> 427). Here ctx_add takes the carry family's
 # weight: the same share of sums, 44% of them carrying.
 MIXES["v3-even"] = {**MIXES["v3-small-mid"], "ctx_add": 9.0, "ctx_add_carry": 0.0}
+# Leg AN, toward SBD's losses at block 8: on leg AM's average (three draws of the card's documents,
+# bench/block_sizes.py) SBD gamma 0.1 loses 32 items net against NTP at block 8, 20 of them in the two
+# families that copy out of an earlier line: ctx_upper 11 and ctx_sorted 9 (the five read: a word cut
+# at the other word's length or finished with its letters, one list element off). Here those two draw
+# more: ctx_sorted twice v3-even's weight, the overlapping words 5 of ctx_upper's 10; the small starts
+# give back some (ctx_range's kinds 19% of the items instead of 24%), and ctx_add keeps 19% (v3-even 20%).
+MIXES["v3-copy"] = {**MIXES["v3-even"], "ctx_sorted": 6.0, "ctx_upper_overlap": 5.0, "ctx_range_small": 3.0}
 DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.
 CHARS = ["\n", "\t"] + [chr(c) for c in range(32, 127)]
