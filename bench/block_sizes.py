@@ -83,7 +83,7 @@ def by_family(rows: list[dict], block_sizes) -> str:
             net[k].subtract(r["sbd"][str(k)]["won"])
     families = [f for f in tasks.FAMILIES if any(net[k][f] for k in block_sizes)]
     if not families:
-        return "\n\nSBD and NTP are right on the same items at every block size."
+        return "\n\nAt every block size SBD wins as many items against NTP as it loses, in every family."
     head = ["block size"] + [f"`{f}`" for f in families] + ["all"]
     out = ["", "", "Items SBD loses against NTP minus those it wins, by family, over every draw and bucket:", "",
            "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]

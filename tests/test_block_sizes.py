@@ -94,7 +94,7 @@ def test_the_by_family_table_nets_what_sbd_lost_against_what_it_won():
     assert "ctx_add" not in text
     tied = [_row(1, BUCKETS[0], 558, {8: 558})]
     tied[0]["sbd"]["8"].update(lost={"add": 1}, won={"add": 1})
-    assert "right on the same items" in bench.by_family(tied, [8])
+    assert "wins as many items against NTP as it loses, in every family" in bench.by_family(tied, [8])
     assert bench.by_family([_row(1, BUCKETS[0], 558, {8: 556})], [8]) == "", "a run saved before the counts"
     with pytest.raises(ValueError, match="out of step"):
         bench.against_ntp([{"family": "add", "correct": True}], [{"family": "range", "correct": True}])
