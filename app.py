@@ -44,7 +44,7 @@ MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
 SWEEP_FILE = "sweep.json"  # the precomputed speed/quality curve, committed beside the model
 
-# The speed/quality curve: one line per rule, points at these knob values (suite, block 16).
+# The speed/quality curve: one line per rule, points at these knob values (suite, at the model's block size).
 SWEEP_GRID = {
     "entropy_bounded": (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
     "entropy_threshold": (0.1, 0.25, 0.5, 1.0, 2.0),
