@@ -35,7 +35,8 @@ EXAMPLES = [  # held-out suite items
     ("assert [x * 2 for x in [12, 7, 30]] == ", repr([x * 2 for x in [12, 7, 30]])),
     ('assert "stressed"[::-1] == ', '"desserts"'),
 ]
-SETTINGS = dict(solver="entropy_bounded", gamma=0.5, stop=STOP)  # the app's defaults (block size: the model's)
+# A bolder γ than the app's default (0.1), so the picture shows several commits a call; block size: the model's.
+SETTINGS = dict(solver="entropy_bounded", gamma=0.5, stop=STOP)
 
 
 def pick_example(model) -> sv.Trace:
