@@ -624,6 +624,21 @@ def _current_rows(df, current: Any):
     return df[hit]
 
 
+def _gamma_labels(rows, x: str, spans: tuple[float, float],
+                  min_gap: tuple[float, float] = (0.09, 0.05)) -> list[str]:
+    """A line's "γ=..." labels, left to right, with a label left blank where its point sits within ``min_gap``
+    (fractions of the plotted x and y spans, about one label's width and height) of the last labelled point:
+    bolder settings often bunch at one speed (a block caps a call's commits), and their labels would print over
+    each other. Every point keeps its hover."""
+    labels, last = [], None
+    for g, px, py in zip(rows["gamma"], rows[x], rows["accuracy"]):
+        near = last is not None and all(span > 0 and abs(v - w) < gap * span
+                                        for v, w, span, gap in zip((px, py), last, spans, min_gap))
+        labels.append("" if near else f"γ={g:g}")
+        last = last if near else (px, py)
+    return labels
+
+
 def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_call") -> go.Figure:
     """Speed vs suite accuracy: one line per commit rule (solver, gap-free or not), a point per gamma.
 
@@ -637,18 +652,19 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
     df = _results_frame(results, x)
     is_ntp = df["solver"].astype(str).str.lower() == "ntp"
     fig = go.Figure()
+    spans = (float(df[x].max() - df[x].min()), float(df["accuracy"].max() - df["accuracy"].min()))
     for i, (rule, rows) in enumerate(df[~is_ntp & ~df["verify"]].groupby("rule", sort=True)):
         rows, color = rows.sort_values(x), RULE_COLORS[i % len(RULE_COLORS)]
         fig.add_trace(go.Scatter(
             x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="rule"),
-            text=[f"γ={g:g}" for g in rows["gamma"]], textposition=("top center", "bottom center")[i % 2],
+            text=_gamma_labels(rows, x, spans), textposition=("top center", "bottom center")[i % 2],
             textfont=dict(size=10, color=color), line=dict(color=color, width=2), marker=dict(size=9, color=color),
             hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
     for j, (rule, rows) in enumerate(df[~is_ntp & df["verify"]].groupby("rule", sort=True)):
         rows, dash = rows.sort_values(x), VERIFIED_DASHES[j % len(VERIFIED_DASHES)]
         fig.add_trace(go.Scatter(
             x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="verified"),
-            text=[f"γ={g:g}" for g in rows["gamma"]], textposition="bottom center",
+            text=_gamma_labels(rows, x, spans), textposition="bottom center",
             textfont=dict(size=10, color=VERIFIED_COLOR), line=dict(color=VERIFIED_COLOR, width=2, dash=dash),
             marker=dict(symbol="diamond", size=10, color=VERIFIED_COLOR),
             hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))

@@ -278,6 +278,22 @@ def test_tradeoff_draws_one_line_per_block_size():
     assert [t.name for t in single.data if t.meta and t.meta["role"] == "rule"] == ["eb"]
 
 
+def test_tradeoff_leaves_bunched_labels_blank():
+    """Settings that land on about the same point (bold gammas, a block capping a call's commits) keep their
+    points and hovers, but only the first of a bunch is labelled; points apart keep their labels."""
+    rows = [dict(solver="eb", gamma=g, accuracy=a, tokens_per_call=t) for g, a, t in
+            ((0.1, 0.99, 4.5), (0.35, 0.95, 5.25), (0.6, 0.95, 5.42), (1.0, 0.95, 5.52), (2.0, 0.90, 5.6))]
+    rows.append(dict(solver="ntp", gamma=None, accuracy=0.99, tokens_per_call=1.0))
+    (line,) = [t for t in tradeoff(rows).data if t.meta and t.meta["role"] == "rule"]
+    assert list(line.x) == [4.5, 5.25, 5.42, 5.52, 5.6] and len(line.hovertext) == 5
+    # 0.6 and 1 sit within 0.3 tokens per call and at the same accuracy as 0.35; 2 is 0.05 lower: apart
+    assert list(line.text) == ["γ=0.1", "γ=0.35", "", "", "γ=2"]
+    # the same points spread out keep every label
+    spread = [dict(r, tokens_per_call=1 + 2 * i) for i, r in enumerate(rows[:-1])] + rows[-1:]
+    (line,) = [t for t in tradeoff(spread).data if t.meta and t.meta["role"] == "rule"]
+    assert "" not in list(line.text)
+
+
 VERIFIED_RESULTS = RESULTS + [
     dict(solver="eb", gamma=0.1, accuracy=0.82, calls_per_token=0.9, verify=True, same_as_ntp=1.0),
     dict(solver="eb", gamma=0.5, accuracy=0.82, calls_per_token=0.7, verify=True, same_as_ntp=1.0),
