@@ -632,7 +632,8 @@ def _gamma_labels(rows, x: str, spans: tuple[float, float],
     each other. Every point keeps its hover."""
     labels, last = [], None
     for g, px, py in zip(rows["gamma"], rows[x], rows["accuracy"]):
-        near = last is not None and all(span > 0 and abs(v - w) < gap * span
+        # an axis with no span (every point at one accuracy, say) puts every pair of points level on it
+        near = last is not None and all(span == 0 or abs(v - w) < gap * span
                                         for v, w, span, gap in zip((px, py), last, spans, min_gap))
         labels.append("" if near else f"γ={g:g}")
         last = last if near else (px, py)

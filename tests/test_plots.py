@@ -292,6 +292,10 @@ def test_tradeoff_leaves_bunched_labels_blank():
     spread = [dict(r, tokens_per_call=1 + 2 * i) for i, r in enumerate(rows[:-1])] + rows[-1:]
     (line,) = [t for t in tradeoff(spread).data if t.meta and t.meta["role"] == "rule"]
     assert "" not in list(line.text)
+    # every point at one accuracy: the bunch is still found on the speed axis alone
+    flat = [dict(r, accuracy=0.95) for r in rows]
+    (line,) = [t for t in tradeoff(flat).data if t.meta and t.meta["role"] == "rule"]
+    assert list(line.text) == ["γ=0.1", "γ=0.35", "", "", ""]
 
 
 VERIFIED_RESULTS = RESULTS + [
