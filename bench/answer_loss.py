@@ -11,7 +11,7 @@ cross-entropy (nats per answer token, answer plus its newline) of:
 
 Deterministic (no sampling, no timing): two runs on one model print the same numbers.
 
-    python bench/answer_loss.py --model models/sbd-char-5m runs/depth_d1/final --per-family 40
+    python bench/answer_loss.py --model sbd_viz/models/sbd-char-5m runs/depth_d1/final --per-family 40
 """
 from __future__ import annotations
 

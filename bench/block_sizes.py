@@ -7,7 +7,7 @@ documents and buckets, ``tasks.document_buckets``) at other block sizes and on o
 pooled give 560 x draws items a bucket. NTP is decoded once per draw; SBD once per block size. The page
 also nets, per family, the items SBD loses against NTP and those it wins: where the distance comes from.
 
-    python bench/block_sizes.py --model models/sbd-char-5m --suite-seeds 1234 4321 777 \\
+    python bench/block_sizes.py --model sbd_viz/models/sbd-char-5m --suite-seeds 1234 4321 777 \\
         --block-sizes 4 6 8 10 12 16 --out bench/BLOCK_SIZES.md --json bench/block_sizes.json
 
 ``--from-json`` renders a saved run's page again without decoding. Deterministic (greedy, no wall

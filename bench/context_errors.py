@@ -28,7 +28,7 @@ over-fitted to the lines trained on.
 
 Deterministic (greedy, no timing).
 
-    python bench/context_errors.py --model models/sbd-char-5m runs/lookup_lookup/final --per-family 40
+    python bench/context_errors.py --model sbd_viz/models/sbd-char-5m runs/lookup_lookup/final --per-family 40
 """
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def range_sum_probe(model: sv.SBDModel, n: int = 30, seed: int = 0) -> dict[str,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", nargs="+", default=["models/sbd-char-5m"])
+    p.add_argument("--model", nargs="+", default=["sbd_viz/models/sbd-char-5m"])
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--split", choices=("test", "train"), default="test",

@@ -21,14 +21,14 @@ train() {  # out, minutes, lr, seed, extra flags
   train_arm_once "$1" $5 --lr "$3" --time-budget-min "$2" --mix ctx-add-alone --distractors 0 --seed "$4" \
     --probe-per-family 0
 }
-train add_alone_d1 "$MINUTES" "$LR" 3 "--base models/sbd-char-5m"
-train add_alone_d2 "$MINUTES" "$LR" 3 "--base models/sbd-char-5m --deepen 2"
+train add_alone_d1 "$MINUTES" "$LR" 3 "--base sbd_viz/models/sbd-char-5m"
+train add_alone_d2 "$MINUTES" "$LR" 3 "--base sbd_viz/models/sbd-char-5m --deepen 2"
 wait
 for d in d1 d2; do
   train add_alone_${d}_b "$MINUTES2" "$LR2" 4 "--base runs/add_alone_$d/final --optimizer-from runs/add_alone_$d/checkpoint"
 done
 wait
 uptime
-.venv/bin/python bench/context_errors.py --model models/sbd-char-5m runs/add_alone_d{1,2}/final runs/add_alone_d{1,2}_b/final \
+.venv/bin/python bench/context_errors.py --model sbd_viz/models/sbd-char-5m runs/add_alone_d{1,2}/final runs/add_alone_d{1,2}_b/final \
   --families ctx_add --per-family 200 --no-probe --threads 2 --json runs/add_alone_errors.json
 uptime

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-90} LR=${2:-3e-4} DECAY=${3:-0.998}
 SPECIALIST=runs/add_alone_d1_b/final
-[ -d runs/base_v36 ] || cp -r models/sbd-char-5m runs/base_v36
+[ -d runs/base_v36 ] || cp -r sbd_viz/models/sbd-char-5m runs/base_v36
 [ -d "$SPECIALIST" ] || { echo "no $SPECIALIST: run bench/ctx_add_alone.sh first" >&2; exit 1; }
 source bench/train_arm.sh
 uptime

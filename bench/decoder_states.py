@@ -7,7 +7,7 @@ NTP's accuracy for the same character, MATP's with the slot's block prefix commi
 whole block masked (a block's first call), and how many characters NTP gets right where MATP, with the prefix
 committed, does not (and the reverse). Deterministic: nothing is sampled or timed.
 
-    python bench/decoder_states.py --model models/sbd-char-5m runs/leg_y/final_ema --windows 120 --threads 1
+    python bench/decoder_states.py --model sbd_viz/models/sbd-char-5m runs/leg_y/final_ema --windows 120 --threads 1
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 # Usage: bench/depth_cost.sh [BASE_MODEL_DIR]   (default: the shipped model; scratch runs go to runs/cost_d*)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BASE=${1:-models/sbd-char-5m}
+BASE=${1:-sbd_viz/models/sbd-char-5m}
 uptime
 for shape in "128 32" "512 8"; do
   set -- $shape

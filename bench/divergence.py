@@ -10,7 +10,7 @@ alone: commits the budget would not have allowed. Then it lists the lost items w
 Deterministic (greedy, no timing): the same model and draw give the same report. ``--from-json`` renders a
 run's ``--json`` again without decoding.
 
-    python bench/divergence.py --model models/sbd-char-5m --per-family 40 --threads 2 --out runs/divergence.md
+    python bench/divergence.py --model sbd_viz/models/sbd-char-5m --per-family 40 --threads 2 --out runs/divergence.md
 """
 from __future__ import annotations
 

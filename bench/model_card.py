@@ -1,6 +1,6 @@
 """Measure a model on the verifiable suite and write the tables of its model card.
 
-    python bench/model_card.py --model models/sbd-char-5m [--per-family 40] [--baseline OLD.json]
+    python bench/model_card.py --model sbd_viz/models/sbd-char-5m [--per-family 40] [--baseline OLD.json]
 
 Writes ``<model>/card_results.json`` (every measured row, also read by the app for its
 speed/quality curve) and ``<model>/card_tables.md`` (the tables pasted into the card).

@@ -7,7 +7,7 @@ Behaviours: *parallel* (many slots committed in one call, answer right), *right-
 (an addition whose last digit is committed before its first), *gap fill* (a commit kept in the
 output while slots to its left were still masked), *earlier lines* (a context family: the answer
 needs an assignment made lines before), *in a document* (the item after train-split lines, in the
-longest prompt-length bucket the app takes). Paste the chosen prompts into ``EXAMPLES`` in app.py.
+longest prompt-length bucket the app takes). Paste the chosen prompts into ``EXAMPLES`` in sbd_viz/app.py.
 """
 
 from __future__ import annotations

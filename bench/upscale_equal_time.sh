@@ -17,18 +17,18 @@ source bench/train_arm.sh
 uptime
 train() {  # name, extra flags
   # shellcheck disable=SC2086  # the flags are words on purpose
-  train_arm "$1" --base models/sbd-char-5m $2 --lr 5e-4 --time-budget-min "$MINUTES" --mix v3-lookup --seed 3 \
+  train_arm "$1" --base sbd_viz/models/sbd-char-5m $2 --lr 5e-4 --time-budget-min "$MINUTES" --mix v3-lookup --seed 3 \
     --probe-per-family 4
 }
 train upscale_same ""
 train "$UP" "$UPSCALE"
 wait
 uptime
-for m in models/sbd-char-5m runs/upscale_same/final runs/$UP/final; do
+for m in sbd_viz/models/sbd-char-5m runs/upscale_same/final runs/$UP/final; do
   .venv/bin/python bench/model_card.py --model $m --per-family 20 --quick --threads 2 \
     --out runs/upscale_card_$(basename $(dirname $m))_$(basename $m) > /dev/null
 done
-.venv/bin/python bench/answer_loss.py --model models/sbd-char-5m runs/upscale_same/final runs/$UP/final \
+.venv/bin/python bench/answer_loss.py --model sbd_viz/models/sbd-char-5m runs/upscale_same/final runs/$UP/final \
   --per-family 40 --threads 2 --json runs/${UP}_answer_loss.json
 # what a decoding call costs each, interleaved: median ms of a 1-token call and of a 16-slot block call
 UP=$UP .venv/bin/python - <<'PY'
@@ -37,7 +37,7 @@ torch.set_num_threads(2)
 spec = importlib.util.spec_from_file_location("bench_speed", "bench/bench_speed.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-models = {p: sv.load_model(p) for p in ("models/sbd-char-5m", f"runs/{os.environ['UP']}/final")}
+models = {p: sv.load_model(p) for p in ("sbd_viz/models/sbd-char-5m", f"runs/{os.environ['UP']}/final")}
 prompt = sv.tasks.load_suite(per_family=1)[1].prompt
 runs = {p: [bench.latency_table(m, prompt, k=16, reps=20) for _ in range(3)] for p, m in models.items()}
 for p, tables in runs.items():

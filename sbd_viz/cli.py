@@ -106,28 +106,22 @@ def _roofline(args) -> int:
     return 0
 
 
-def _checkout_module(relative: str):
-    """A script of the checkout beside the package (``app.py``, ``bench/...``), loaded as a module; None if absent."""
+def _bench(args) -> int:
+    """The speed benchmark is a script of the repository (``bench/bench_speed.py``), not of the installed package."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / relative
-    spec = importlib.util.spec_from_file_location("sbd_viz_" + path.stem, path)
-    if spec is None or not path.is_file():
-        print(f"{relative} not found next to the sbd_viz package ({path})", file=sys.stderr)
-        return None
-    # A script run as `python bench/x.py` imports what sits beside it (bench/run_info.py, bench_speed.py);
-    # loaded as a module it must see the same folder.
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))
+    path = Path(__file__).resolve().parent.parent / "bench" / "bench_speed.py"
+    if not path.is_file():
+        print("sbd-viz bench: the benchmarks live in the sbd_viz repository's bench/ folder, which an installed "
+              "package does not include; clone the repository and run `python bench/bench_speed.py` there",
+              file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(path.parent))  # the script imports its neighbours (bench/run_info.py)
+    spec = importlib.util.spec_from_file_location("sbd_viz_bench_speed", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
-
-
-def _bench(args) -> int:
-    bench = _checkout_module("bench/bench_speed.py")
-    return 2 if bench is None else bench.main(args.rest) or 0
+    return module.main(args.rest) or 0
 
 
 def _gamma(args) -> float:
@@ -235,10 +229,9 @@ def _forward(module: str, rest: list[str]) -> int:
 
 
 def _app(args) -> int:
-    app = _checkout_module("app.py")
-    if app is None:
-        return 2
-    app.main(model_path=args.model, host=args.host, port=args.port)
+    from .app import main as serve
+
+    serve(model_path=args.model, host=args.host, port=args.port)
     return 0
 
 

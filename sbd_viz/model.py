@@ -48,16 +48,15 @@ def add_mask_token(model, tokenizer, token: str = MASK_TOKEN) -> int:
 
 
 def default_model_path() -> Path:
-    """The shipped model: ``$SBD_VIZ_MODEL``, else ``models/<DEFAULT_MODEL>`` beside the package."""
+    """The shipped model: ``$SBD_VIZ_MODEL``, else the copy installed with the package (``sbd_viz/models/``)."""
     if os.environ.get("SBD_VIZ_MODEL"):
         return Path(os.environ["SBD_VIZ_MODEL"])
-    for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
-        path = root / "models" / DEFAULT_MODEL
-        if path.is_dir():
-            return path
+    path = Path(__file__).resolve().parent / "models" / DEFAULT_MODEL
+    if path.is_dir():
+        return path
     raise FileNotFoundError(
-        f"path: the shipped model models/{DEFAULT_MODEL} was not found next to the sbd_viz package "
-        "or in the current folder; pass path=... or set SBD_VIZ_MODEL")
+        f"path: the shipped model {path} is missing from this installation of sbd_viz; "
+        "pass path=... or set SBD_VIZ_MODEL to a model folder")
 
 
 class SBDModel:

@@ -144,9 +144,10 @@ _UNGATED = {"gpt2", "gpt_neox", "gptj", "gpt_neo", "gpt_bigcode", "opt", "bloom"
 
 # -- looking records up ------------------------------------------------------------------------
 def cpu_json_path() -> Path:
-    """Where the measured ``"this-cpu"`` entry lives: ``$SBD_VIZ_ROOFLINE_CPU``, else ``bench/roofline_cpu.json``."""
+    """Where the measured ``"this-cpu"`` entry lives: ``$SBD_VIZ_ROOFLINE_CPU``, else ``roofline_cpu.json`` in the
+    package (measured on the project's 2-core machine by ``bench/bench_roofline.py``)."""
     env = os.environ.get("SBD_VIZ_ROOFLINE_CPU")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "bench" / "roofline_cpu.json"
+    return Path(env) if env else Path(__file__).resolve().parent / "roofline_cpu.json"
 
 
 def _load_cpu() -> Hardware | None:

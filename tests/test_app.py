@@ -7,7 +7,7 @@ field and the app keeps serving; concurrent sessions get their own, correct resu
 
 import concurrent.futures
 import html
-import importlib.util
+import importlib
 import json
 import re
 import urllib.request
@@ -28,10 +28,7 @@ MAX_NEW = 24  # short decodes keep the module fast
 
 
 def load_app():
-    spec = importlib.util.spec_from_file_location("sbd_viz_app_under_test", ROOT / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("sbd_viz.app")
 
 
 def sharp_tiny_model():
@@ -225,7 +222,7 @@ def test_an_old_sweep_file_without_verify_still_loads(app_module, tmp_path):
 
 
 def test_the_shipped_sweep_has_the_verified_line(app_module):
-    """models/sbd-char-5m/sweep.json: the verified entropy-bounded rule over the lossy rule's γ values, every
+    """sbd_viz/models/sbd-char-5m/sweep.json: the verified entropy-bounded rule over the lossy rule's γ values, every
     one at 100% NTP agreement."""
     path = sv.default_model_path() / app_module.SWEEP_FILE
     if not path.is_file():

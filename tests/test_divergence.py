@@ -185,8 +185,8 @@ def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_car
     bench.main(["--from-json", str(ROOT / "bench" / "divergence.json"), "--out", str(out)])
     assert out.read_text() == (ROOT / "bench" / "DIVERGENCE.md").read_text(), "run the command it names again"
     data = json.loads((ROOT / "bench" / "divergence.json").read_text())
-    card = json.loads((ROOT / "models" / "sbd-char-5m" / "card_results.json").read_text())
-    if data["header"]["model"] != "models/sbd-char-5m" or data["header"]["gamma"] != card["buckets"][0]["gamma"]:
+    card = json.loads((ROOT / "sbd_viz" / "models" / "sbd-char-5m" / "card_results.json").read_text())
+    if data["header"]["model"] != "sbd_viz/models/sbd-char-5m" or data["header"]["gamma"] != card["buckets"][0]["gamma"]:
         pytest.skip("the committed report is not of the shipped model at the card's gamma")
     assert data["header"]["block_size"] == card["header"].get("block_size", 16), "not at the card's block size"
     for bucket in card["buckets"]:

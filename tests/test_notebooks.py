@@ -20,9 +20,9 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-HAVE_MODEL = bool(os.environ.get("SBD_VIZ_MODEL")) or (ROOT / "models" / "sbd-char-5m").is_dir()
+HAVE_MODEL = bool(os.environ.get("SBD_VIZ_MODEL")) or (ROOT / "sbd_viz" / "models" / "sbd-char-5m").is_dir()
 needs_model = pytest.mark.skipif(
-    not HAVE_MODEL, reason="the notebooks run on the shipped model: models/sbd-char-5m does not exist and "
+    not HAVE_MODEL, reason="the notebooks run on the shipped model: sbd_viz/models/sbd-char-5m does not exist and "
                            "SBD_VIZ_MODEL is not set")
 
 

@@ -199,7 +199,7 @@ def test_bad_config_names_the_field():
     with pytest.raises(ValueError, match="optimizer_from"):
         train.TrainConfig(optimizer_from="runs/x/checkpoint").validate()  # no --base
     with pytest.raises(ValueError, match="optimizer_from"):
-        train.TrainConfig(base="models/sbd-char-5m", optimizer_from="no/such/checkpoint").validate()
+        train.TrainConfig(base="sbd_viz/models/sbd-char-5m", optimizer_from="no/such/checkpoint").validate()
     for decay in (1.0, -0.1):
         with pytest.raises(ValueError, match="ema_decay"):
             train.TrainConfig(ema_decay=decay).validate()

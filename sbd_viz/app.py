@@ -1,0 +1,736 @@
+"""The sbd_viz app: watch Set Block Decoding fill its blocks, and trade speed for quality with gamma.
+
+    sbd-viz app [--model DIR] [--port N]      # or, in the repository: python app.py
+
+The repository's ``app.py`` starts ``main`` here, so the repository runs unchanged as a Hugging Face Space.
+The speed/quality curve comes from ``sweep.json`` beside the model; make it once per model and keep it
+there (``python -c "from sbd_viz import app; app.precompute_sweep()"``), else the app computes it in a
+background thread at startup (minutes on 2 CPUs).
+
+A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
+streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``; the
+rule knobs come from ``sbd_viz.solvers.COMMIT_RULES``. Each session keeps its own results in
+``gr.State``; nothing mutable is shared between requests except the read-only model (and the
+speed/quality curve, written once by a background thread, read-only afterwards).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import gradio as gr
+
+import sbd_viz as sv
+from sbd_viz import roofline, tasks
+from sbd_viz.decoder import MAX_BLOCK_SIZE
+from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
+from sbd_viz.solvers import COMMIT_RULES, DEFAULT_RULE
+
+# The longest prompt whose answer still fits the shipped model's trained context of 512 positions
+# at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
+# against their own context when a request comes in (SBDModel.check_fits).
+MAX_PROMPT_CHARS = 383
+MAX_NEW_TOKENS = 128
+MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
+PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
+SWEEP_FILE = "sweep.json"  # the precomputed speed/quality curve, committed beside the model
+
+# The speed/quality curve: one line per rule, points at these knob values (suite, at the model's block size).
+SWEEP_GRID = {
+    "entropy_bounded": (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
+    "entropy_threshold": (0.1, 0.25, 0.5, 1.0, 2.0),
+    "confidence_threshold": (0.5, 0.7, 0.9, 0.99),
+    "factor": (0.25, 0.5, 1.0, 2.0),
+}
+SWEEP_PER_FAMILY = 10
+# The rule whose verified twin (decode(..., verify=True)) is swept too, over the same knob values: the curve's
+# "verified (lossless)" line, at NTP's accuracy by construction, so only its speed is measured.
+SWEEP_VERIFIED = "entropy_bounded"
+
+# Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
+# scores them), picked with `python bench/pick_examples.py` (candidates per behaviour at the app's default
+# settings). Their labels are measured, not written: `example_label` decodes each one when the page is built.
+EXAMPLES = [
+    "assert list(range(69, 78)) == ",
+    "assert sorted([77, 28, 34, 18, 19]) == ",
+    "assert list(range(5, 13)) == ",
+    'assert "/".join(["mv", "vi", "zx", "nh"]) == ',
+    "assert 79 + 48 == ",
+    'assert len("pipkvrslxt") == ',
+    # needs an earlier line (a context family), and a suite item after eight lines of a document
+    "z = 60\nfirst = [63, 25, 15, 80]\nassert sorted(first) == ",
+    'assert len("ttom") == 4\nassert [x * 2 for x in [24, 29, 37]] == [48, 58, 74]\n'
+    'assert [x * 2 for x in [11, 5]] == [22, 10]\nassert 97 + 55 == 152\n'
+    'assert list(range(44, 50)) == [44, 45, 46, 47, 48, 49]\ntotal = "crown"\nitems = "session"\n'
+    'assert items.upper() == "SESSION"\nassert sorted([70, 11, 34, 25, 46, 77]) == ',
+]
+
+GAP_COLUMNS = ["call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
+               "block after the call"]
+GAP_LABEL = "gap fills ({n}): commits made while slots to their left were still masked · click a row to show its call"
+# The block size is not here: it is the model's (``SBDModel.block_size``, recorded in its folder, else 16).
+DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
+                stop_at_newline=True, verify=False)
+
+PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
+
+CSS = """
+#sbd-title h1 {margin-bottom: 0}
+#sbd-metrics .cards {display: grid; grid-template-columns: repeat(auto-fit, minmax(130px, 1fr)); gap: 8px}
+#sbd-metrics .card {border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 8px 10px;
+                    background: var(--block-background-fill)}
+#sbd-metrics .label {font-size: 12px; color: var(--body-text-color-subdued)}
+#sbd-metrics .value {font-size: 24px; font-weight: 700; line-height: 1.25; font-variant-numeric: tabular-nums}
+#sbd-metrics .sub {font-size: 12px; color: var(--body-text-color-subdued)}
+#sbd-metrics .good {color: #009E73} #sbd-metrics .bad {color: #D55E00}
+#sbd-texts table, #sbd-texts td, #sbd-texts tr {border: none !important; background: none !important}
+#sbd-texts table {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 15px;
+                  border-collapse: collapse}
+#sbd-texts td {padding: 3px 10px 3px 0; vertical-align: top; border: none}
+#sbd-texts .who {font-family: var(--font); font-size: 13px; font-weight: 600; white-space: nowrap}
+#sbd-texts mark {background: #F6C9A9; color: inherit; border-bottom: 2px solid #D55E00; padding: 0}
+#sbd-texts .note {font-family: var(--font); font-size: 13px; color: var(--body-text-color-subdued)}
+#sbd-anim {overflow-x: auto}
+#sbd-anim .sbd-empty {padding: 40px; color: var(--body-text-color-subdued)}
+"""
+
+# The block-fill animation needs Plotly *frames* (play button, call slider). gr.Plot hands only
+# data + layout to Plotly.react and drops frames, so the figure is drawn by this small renderer
+# inside a gr.HTML component instead; plotly.js is served from the installed plotly package
+# (works offline, same version as the Python figure).
+ANIM_TEMPLATE = "<div class='sbd-anim-plot'></div>"
+ANIM_JS = """
+const box = element.querySelector('.sbd-anim-plot');
+let drawn = 0;
+async function draw() {
+  const my = ++drawn;
+  if (!props.value) {
+    box.innerHTML = "<div class='sbd-empty'>Decode a prompt to watch its blocks fill.</div>";
+    return;
+  }
+  const fig = JSON.parse(props.value);
+  box.innerHTML = '';
+  // The figure is laid out for a wide screen; narrower containers get narrower cells, not a scrollbar.
+  const room = element.clientWidth;
+  if (room > 300 && fig.layout.width > room) fig.layout.width = room;
+  await Plotly.newPlot(box, fig.data, fig.layout, {displaylogo: false, responsive: false,
+                                                     modeBarButtonsToRemove: ['select2d', 'lasso2d']});
+  if (my !== drawn) return;
+  if (fig.frames && fig.frames.length) await Plotly.addFrames(box, fig.frames);
+  box.dataset.frames = String((fig.frames || []).length);
+  box.dataset.drawn = String(my);
+}
+draw();
+watch('value', draw);
+"""
+# "show call N": jump the animation to a frame in the browser, no round trip.
+SHOW_CALL_JS = """
+(n) => {
+  const box = document.querySelector('#sbd-anim .sbd-anim-plot');
+  if (box && window.Plotly && box._transitionData && box._transitionData._frames.length) {
+    Plotly.animate(box, [String(n)], {mode: 'immediate', frame: {duration: 0, redraw: true},
+                                      transition: {duration: 0}});
+  }
+  return n;
+}
+"""
+
+
+# -- input checking: one place, every error names the field --------------------------------------
+def _number(value, field: str) -> float:
+    if isinstance(value, bool) or value is None or value == "":
+        raise gr.Error(f"{field}: must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{field}: must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise gr.Error(f"{field}: must be a finite number, got {value!r}")
+    return x
+
+
+def _whole(value, field: str, lo: int, hi: int) -> int:
+    x = _number(value, field)
+    if x != int(x) or not lo <= x <= hi:
+        raise gr.Error(f"{field}: must be a whole number from {lo} to {hi}, got {value!r}")
+    return int(x)
+
+
+def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                  stop_at_newline, verify=False) -> dict:
+    """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise gr.Error(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
+    if rule not in COMMIT_RULES:
+        raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+    knob = COMMIT_RULES[rule]
+    lo, hi, _ = knob.slider  # the app takes what its slider offers
+    g = _number(gamma, "gamma")
+    if not lo <= g <= hi:
+        raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
+    if knob.valid.whole:
+        g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
+    return dict(prompt=prompt, solver=rule, gamma=g, gap_free=bool(gap_free),
+                block_size=_whole(block_size, "block size", 1, MAX_BLOCK_SIZE),
+                max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
+                temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
+                stop=STOP if stop_at_newline else None, verify=_flag(verify, "verified"))
+
+
+def _flag(value, field: str) -> bool:
+    if not isinstance(value, bool):  # a raw API call can send anything
+        raise gr.Error(f"{field}: must be true or false, got {value!r}")
+    return value
+
+
+def _temperature(value) -> float:
+    t = _number(value, "temperature")
+    if not 0 <= t <= 2:
+        raise gr.Error(f"temperature: must be from 0 (greedy) to 2, got {value!r}")
+    return t
+
+
+# -- small renderers (HTML strings) -----------------------------------------------------------
+def _visible(text: str) -> str:
+    return text.replace("\n", "⏎").replace("\t", "⇥")
+
+
+def _token(text: str) -> str:
+    """A single token, with a space shown as ␣: a blank cell reads as nothing committed."""
+    return _visible(text).replace(" ", "␣") or "∅"
+
+
+# The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
+PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)
+PROJECTION_BATCHES = (1, 4, 16, 64)
+
+
+def read_projection(hardware, model, batch) -> dict:
+    """The projection dropdowns' raw values, or a ``gr.Error`` naming the bad one."""
+    if hardware not in roofline.HARDWARE:  # the measured "this-cpu" entry is for bench/, not the demo
+        raise gr.Error(f"hardware: unknown {hardware!r}; choose from {', '.join(roofline.HARDWARE)}")
+    if model not in roofline.MODELS:
+        raise gr.Error(f"model: unknown {model!r}; choose from {', '.join(roofline.MODELS)}")
+    try:
+        batch = int(batch)
+    except (TypeError, ValueError):
+        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}") from None
+    if batch not in PROJECTION_BATCHES:
+        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
+    return dict(hardware=hardware, model=model, batch=batch)
+
+
+def projection_card(trace, projection: dict) -> str:
+    """This decode's calls costed by the roofline model (sbd_viz.roofline) for a GPU, model and batch."""
+    p = roofline.project(trace, projection["hardware"], projection["model"], projection["batch"])
+    return _card(f"projected · {html.escape(p['hardware'])}", f"{p['speedup']:.2f}×",
+                 f"{html.escape(p['model'])}, batch {p['batch']}: {p['sbd_calls']} calls vs "
+                 f"{p['ntp_calls']} one token per call (roofline)")
+
+
+def verified_card(trace, ntp) -> str:
+    """A verified decode: does its text equal NTP's, and what checking cost (rollbacks, accepted drafts)."""
+    accepted = trace.accepted_fraction
+    sub = (f"{len(trace.rollbacks())} rollbacks · "
+           + ("no drafts checked" if math.isnan(accepted) else f"{accepted:.0%} of drafts accepted")
+           + f" · {trace.n_check_only} checking-only call{'s' if trace.n_check_only != 1 else ''}")
+    if ntp is None:
+        return _card("verified", "…", sub)
+    same = trace.output_ids == ntp.output_ids
+    return _card("verified", "= NTP ✓" if same else "≠ NTP ✗", sub, "good" if same else "bad")
+
+
+def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
+    return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
+            f"<div class='sub'>{sub}</div></div>")
+
+
+def metrics_html(result: dict) -> str:
+    """The headline numbers of one decode beside NTP on the same prompt (NTP may still be running)."""
+    trace, ntp = result["trace"], result["ntp"]
+    sbd_s, ntp_s = result["sbd_seconds"], result["ntp_seconds"]
+    item = result["item"]
+    if item is None:
+        answer = _card("answer", "—", "not a suite prompt: unscored")
+    elif tasks.score(item, trace.text):
+        answer = _card("answer", "✓ correct", f"expected {html.escape(item.answer)}", "good")
+    else:
+        answer = _card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad")
+    if ntp is None:
+        calls_sub, speed_calls, speed_wall, wall_sub = "NTP: running…", "…", "…", f"SBD {1000 * sbd_s:.0f} ms"
+    else:
+        # Per generated token, so a run that stops earlier or later than NTP is compared fairly.
+        calls_sub = f"NTP: {ntp.nfe} for {ntp.n_tokens} tokens"
+        speed_calls = (f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×" if ntp.n_tokens and trace.n_tokens
+                       else "—")
+        per_tok_sbd, per_tok_ntp = sbd_s / max(1, trace.n_tokens), ntp_s / max(1, ntp.n_tokens)
+        speed_wall = f"{per_tok_ntp / per_tok_sbd:.2f}×" if per_tok_sbd > 0 else "—"
+        wall_sub = (f"SBD {1000 * sbd_s:.0f} ms · NTP {1000 * ntp_s:.0f} ms"
+                    + (" (timed on the first decode of this prompt)" if result["ntp_cached"] else ""))
+    cards = [
+        _card("model calls", f"{trace.nfe}", calls_sub),
+        _card("tokens per call", f"{trace.tokens_per_call:.2f}",
+              f"{trace.n_tokens} tokens · stop: {trace.stop_reason}"),
+        _card("speedup · calls", speed_calls, "vs NTP, per generated token"),
+        _card("speedup · wall clock", speed_wall, wall_sub),
+        projection_card(trace, result.get("projection", PROJECTION)),
+        *([verified_card(trace, ntp)] if trace.verified else []),
+        _card("gap fills", f"{result['gap_fills']}", "commits with masked slots to their left, kept in the output"),
+        answer,
+    ]
+    return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
+            f"data-ntp='{'pending' if ntp is None else ntp.nfe}'>{''.join(cards)}</div>")
+
+
+def progress_html(steps) -> str:
+    tokens = sum(len(s.commits) for s in steps)
+    return (f"<div class='cards' data-progress='{len(steps)}'>{_card('model calls', str(len(steps)), 'decoding…')}"
+            f"{_card('slots committed', str(tokens), f'{tokens / len(steps):.2f} per call so far')}</div>")
+
+
+def filling_html(prompt: str, steps) -> str:
+    """The text so far while decoding: committed slots, and ▒ for slots of the open block still masked."""
+    from sbd_viz.plots import MASK_GLYPH
+
+    text, first = {}, steps[0].block_start
+    for s in steps:
+        for c in s.commits:
+            text[s.block_start + c.slot] = c.text
+    end = steps[-1].block_start + steps[-1].block_size
+    body = html.escape(_visible("".join(text.get(p, MASK_GLYPH) for p in range(first, end))))
+    return (f"<table><tr><td class='who'>SBD (decoding)</td><td>{body}</td></tr></table>"
+            f"<div class='note'>prompt: <code>{html.escape(_visible(prompt[-80:]))}</code></div>")
+
+
+def texts_html(result: dict) -> str:
+    """SBD's and NTP's outputs one above the other, from the first difference on highlighted."""
+    from sbd_viz import plots
+
+    a, ntp = result["trace"].text, result["ntp"]
+    diff = plots.first_difference(a, ntp.text) if ntp is not None else None
+
+    def row(who, text, mark_from):
+        if mark_from is None:
+            body = html.escape(_visible(text))
+        elif mark_from >= len(text):  # the other text is longer: mark where this one ends
+            body = html.escape(_visible(text)) + "<mark>&nbsp;</mark>"
+        else:
+            body = (html.escape(_visible(text[:mark_from])) + "<mark>" + html.escape(_visible(text[mark_from:]))
+                    + "</mark>")
+        return f"<tr><td class='who'>{who}</td><td>{body or '∅'}</td></tr>"
+
+    rows = [row("SBD", a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
+    if result["item"] is not None:
+        rows.append(row("expected", result["item"].answer, None))
+    note = ("NTP is running" if ntp is None else "SBD and NTP wrote the same text" if diff is None else
+            f"SBD and NTP first differ at character {diff} (highlighted)")
+    return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
+            f"<code>{html.escape(_visible(result['trace'].prompt[-80:]))}</code> · {note}</div>")
+
+
+# -- the speed/quality curve ------------------------------------------------------------------
+def _other_block(saved: dict, model) -> str:
+    """A note when a precomputed sweep was measured at another block size than the model now decodes at."""
+    k = saved.get("block_size", 16)  # sweeps written before models recorded a block size ran at 16
+    if model is None or k == model.block_size:
+        return ""
+    return f", measured at block {k}; the model decodes at block {model.block_size}: run app.precompute_sweep() again"
+
+
+class SpeedQualityCurve:
+    """The suite sweep behind the trade-off figure: loaded from ``sweep.json`` beside the model, else
+    computed once in a background thread (``analysis.sweep``, cached on disk). Written once, then read-only.
+
+    A ``sweep.json`` written before verified decoding has no ``verify`` column: its rows load as unverified
+    (the curve then has no verified line)."""
+
+    def __init__(self, model=None, model_dir=None, results=None, compute: bool = True):
+        self.df, self.status, self.model = None, "no speed/quality curve for this model", model
+        if results is not None:
+            self._set(results, "given")
+            return
+        path = Path(model_dir) / SWEEP_FILE if model_dir else None
+        if path is not None and path.is_file():
+            try:
+                saved = json.loads(path.read_text())
+                self._set(saved["rows"], f"precomputed ({path.name}{_other_block(saved, model)})")
+                return
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                self.status = f"could not read {path}: {exc}"
+        if compute and model is not None:
+            self.status = "computing the suite sweep in the background (a few minutes on 2 CPUs)…"
+            threading.Thread(target=self._compute, name="sbd-viz-sweep", daemon=True).start()
+
+    def _set(self, rows, how: str):
+        import pandas as pd
+
+        df = pd.DataFrame(rows)
+        df["verify"] = df["verify"].eq(True) if "verify" in df.columns else False
+        self.df, self.status = df, f"suite sweep: {how}"
+
+    def _compute(self):
+        try:
+            self._set(compute_sweep(self.model), "computed at startup")
+        except Exception as exc:  # a failed sweep must not take the app down: the curve just stays empty
+            self.status = f"the suite sweep failed: {exc}"
+
+    def figure(self, solver: str, gamma: float, gap_free: bool, verify: bool = False):
+        """``plots.tradeoff`` with the measured point nearest to the current setting highlighted: on the
+        verified line when ``verify`` (the app's verified switch) is on."""
+        from sbd_viz import plots
+
+        df = self.df
+        if df is None:
+            return None, self.status
+        same = df[(df["solver"] == solver) & (df["gap_free"].astype(bool) == bool(gap_free))
+                  & (df["verify"] == bool(verify))]
+        if same.empty:
+            return plots.tradeoff(df), f"{self.status} · no measured points for {solver}" + \
+                (" gap-free" if gap_free else "") + (" verified" if verify else "")
+        nearest = float(same.iloc[(same["gamma"] - gamma).abs().argsort().iloc[0]]["gamma"])
+        fig = plots.tradeoff(df, current=dict(solver=solver, gamma=nearest, gap_free=bool(gap_free),
+                                              verify=bool(verify)))
+        where = " on the verified line" if verify else ""
+        return fig, f"{self.status} · ring = nearest measured point to the current setting{where} (γ = {nearest:g})"
+
+
+def compute_sweep(model) -> list[dict]:
+    """The suite sweep shown by the app, as JSON-ready rows (one ``analysis.sweep`` per rule; ``SWEEP_VERIFIED``
+    also verified, over the same knob values)."""
+    import pandas as pd
+
+    from sbd_viz import analysis
+
+    suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
+    frames = [analysis.sweep(model, suite, solvers=[rule], gammas=list(gammas), block_sizes=[model.block_size],
+                             progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
+              for rule, gammas in SWEEP_GRID.items()]
+    df = pd.concat(frames, ignore_index=True)
+    df = pd.concat([df[df["solver"] != "ntp"], df[df["solver"] == "ntp"].head(1)], ignore_index=True)
+    return json.loads(df.to_json(orient="records"))  # NaN -> null, numpy -> plain
+
+
+def precompute_sweep(model_path=None) -> Path:
+    """Write ``sweep.json`` beside the model (commit it: the Space then shows the curve instantly)."""
+    path = Path(model_path or sv.default_model_path())
+    out = path / SWEEP_FILE
+    model = sv.load_model(path)
+    rows = compute_sweep(model)
+    out.write_text(json.dumps({"suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family",
+                               "block_size": model.block_size, "verified": SWEEP_VERIFIED, "rows": rows}, indent=1))
+    return out
+
+
+def example_label(model, suite: dict, prompt: str) -> str:
+    """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
+    trace = sv.decode(model, prompt, solver=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
+                      gap_free=DEFAULTS["gap_free"], block_size=model.block_size,
+                      max_new_tokens=DEFAULTS["max_new_tokens"], stop=STOP if DEFAULTS["stop_at_newline"] else ())
+    item = tasks.item_in_prompt(prompt, suite)
+    fills = len(trace.kept_gap_fills())
+    before = prompt[: len(prompt) - len(item.prompt)].count("\n") if item else 0  # a document's earlier lines
+    label = f"{item.family if item else 'prompt'}" + (f" after {before} lines" if before else "")
+    label += f": {trace.n_tokens} tokens in {trace.nfe} calls"
+    label += f", {fills} gap fill{'s' if fills != 1 else ''}" if fills else ""
+    if item is not None and not tasks.score(item, trace.text):
+        label += ", wrong at the default γ"
+    return label
+
+
+def _decoded(session) -> bool:
+    """Whether the session holds a decode (it may hold only the projection choice)."""
+    return isinstance(session, dict) and "trace" in session
+
+
+# -- handlers ---------------------------------------------------------------------------------
+class Handlers:
+    """The event handlers. They hold only read-only things: the model, the suite lookup, the curve."""
+
+    def __init__(self, model, curve: SpeedQualityCurve):
+        self.model, self.curve = model, curve
+        items = tasks.load_suite("pyasserts", "test")
+        # recognise suite prompts, alone or at the end of a document, to score them
+        self.suite = {item.prompt: item for item in items}
+        self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
+
+    def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+               verify, session):
+        """Decode with SBD, streaming the block state while it fills; then the metrics, then the animation;
+        then NTP on the same prompt (once per prompt and length: it does not depend on the other settings)."""
+        from sbd_viz import plots
+
+        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                                 stop_at_newline, verify)
+        prompt = settings.pop("prompt")
+        try:
+            config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
+            decoding = sv.Decoding(self.model, prompt, config)  # checks the trained context before any call
+        except ValueError as exc:  # the library's checks name the argument too
+            raise gr.Error(str(exc)) from None
+        skip = gr.skip()
+        steps, paused = [], 0.0
+        t0 = last = time.perf_counter()
+        for step in decoding.steps():
+            steps.append(step)
+            now = time.perf_counter()
+            if now - last > PROGRESS_EVERY:  # a progress view now and then; the finished views cost more
+                yield skip, skip, progress_html(steps), filling_html(prompt, steps), skip
+                last = time.perf_counter()
+                paused += last - now  # time spent showing progress is not decoding time
+        trace = decoding.trace()
+        sbd_seconds = time.perf_counter() - t0 - paused
+
+        ntp_key = (prompt, config.max_new_tokens, config.stop)
+        old = session if isinstance(session, dict) else {}
+        cached = old.get("ntp_key") == ntp_key
+        result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
+                      ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
+                      sbd_seconds=sbd_seconds, item=tasks.item_in_prompt(prompt, self.suite),
+                      gap_fills=len(trace.kept_gap_fills()),
+                      projection=old.get("projection", PROJECTION))
+        # The numbers and texts first (cheap), then the animation (its frames take longer to build).
+        yield result, skip, metrics_html(result), texts_html(result), skip
+        # plain data, not graph objects: validating every frame's properties cost as much as the decode
+        figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
+        last_call = trace.nfe - 1
+        call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
+        yield result, figure, metrics_html(result), texts_html(result), call_slider
+        if not cached:
+            t0 = time.perf_counter()
+            result["ntp"] = sv.decode_ntp(self.model, prompt, max_new_tokens=config.max_new_tokens, stop=config.stop)
+            result["ntp_seconds"] = time.perf_counter() - t0
+            # Everything again in the last message (API clients read only that one); Gradio sends
+            # generator updates as diffs, so the unchanged figure costs nothing on the wire.
+            yield result, figure, metrics_html(result), texts_html(result), call_slider
+
+    def details(self, session):
+        """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
+        from sbd_viz import analysis, plots
+
+        if not _decoded(session):
+            raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
+        trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
+        events = analysis.gap_fill_events(self.model, trace, session["item"])
+        # "NTP" = what causal greedy decoding would put there given the final prefix (teacher forced);
+        # "—" where the stop later cut the slot out of the output.
+        table = [[e["call"], e["block"], e["slot"], e["gap"], _token(e["text"]), round(e["entropy"], 3),
+                  round(e["prob"], 3), "—" if e["ntp_text"] is None else _token(e["ntp_text"]),
+                  {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
+                 for e in events]
+        tradeoff, status = self.curve.figure(cfg["solver"], cfg["gamma"], cfg["gap_free"], cfg.get("verify", False))
+        kept = sum(e["kept"] for e in events)  # the count the metrics card shows; the table lists them all
+        n = f"{kept}" if kept == len(events) else f"{kept} kept + {len(events) - kept} the stop discarded"
+        table = gr.update(value=table, label=GAP_LABEL.format(n=n))
+        return (table, fit(plots.calls_timeline(trace, ntp)), fit(plots.compare(trace, ntp, labels=("SBD", "NTP"))),
+                fit(tradeoff), status, self._trace_file(trace))
+
+    def show_call(self, session, call):
+        """What one call saw and did, and the entropy heatmap of its block."""
+        from sbd_viz import plots
+
+        if not _decoded(session):
+            return None, ""
+        trace = session["trace"]
+        # Clamped, not refused: the slider can briefly hold the previous decode's range.
+        step = trace.steps[min(max(0, int(_number(call, "show call"))), trace.nfe - 1)]
+        return fit(plots.entropy_heatmap(trace, step.block)), step_markdown(trace, step)
+
+    def select_gap(self, session, evt: gr.SelectData):
+        """A click on a gap-fill row: show that call (the animation jumps to it in the browser)."""
+        if not _decoded(session) or evt.index is None:
+            return gr.update()
+        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+        fills = session["trace"].gap_fills()
+        return gr.update(value=fills[row].call) if 0 <= row < len(fills) else gr.update()
+
+    def project(self, hardware, model, batch, session):
+        """A projection dropdown changed: re-cost the current decode's calls (no re-decode)."""
+        projection = read_projection(hardware, model, batch)
+        session = {**(session if isinstance(session, dict) else {}), "projection": projection}
+        # nothing decoded yet: the next decode uses the choice
+        return session, metrics_html(session) if _decoded(session) else gr.skip()
+
+    def rule_changed(self, rule):
+        """Relabel the knob: its meaning and range depend on the rule."""
+        if rule not in COMMIT_RULES:
+            raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+        knob = COMMIT_RULES[rule]
+        lo, hi, step = knob.slider
+        return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
+                         interactive=knob.tunable)
+
+    def _trace_file(self, trace) -> str:
+        # One folder per file keeps the download's name readable; folders older than 10 min go.
+        now = time.time()
+        for old in self.files.iterdir():
+            if now - old.stat().st_mtime > 600:
+                shutil.rmtree(old, ignore_errors=True)
+        folder = self.files / uuid.uuid4().hex
+        folder.mkdir()
+        cfg = trace.config
+        return str(trace.save(folder / f"sbd_trace_{cfg['solver']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"))
+
+
+def fit(fig):
+    """Let a figure take its container's width: the library lays figures out at fixed pixel sizes."""
+    return None if fig is None else fig.update_layout(width=None, autosize=True)
+
+
+def step_markdown(trace, step) -> str:
+    """One call in words: the block before and after, and what was committed where."""
+    from sbd_viz.trace import render_state
+
+    prefix = trace.text_before(step)
+    before = render_state(trace.block_state(step, after=False), prefix)
+    after = render_state(trace.block_state(step, after=True), prefix)
+    commits = ", ".join(f"slot {c.slot} ← `{_token(c.text)}` (p={c.prob:.2f}, H={c.entropy:.2f}"
+                        f"{f', gap {c.gap}' if c.gap else ''})" for c in step.commits)
+    return (f"**call {step.call}** · block {step.block}, step {step.step} · {len(step.masked)} masked slots, "
+            f"{len(step.commits)} committed\n\n```\nbefore: {before}\nafter:  {after}\n```\n{commits}")
+
+
+# -- the page ---------------------------------------------------------------------------------
+def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
+    """The app as a ``gr.Blocks``. ``model=None`` loads the shipped model.
+
+    ``sweep``: ``"auto"`` shows the curve from ``sweep.json`` beside the model, or computes it in a
+    background thread; a list of rows / a DataFrame shows those; ``None`` shows no curve.
+    """
+    if model is None:
+        model_dir = model_dir or sv.default_model_path()
+        model = sv.load_model(model_dir)
+    if sweep == "auto":
+        curve = SpeedQualityCurve(model, model_dir)
+    else:
+        curve = SpeedQualityCurve(results=sweep) if sweep is not None else SpeedQualityCurve(compute=False)
+    h = Handlers(model, curve)
+    gr.set_static_paths([PLOTLY_JS])
+    knob = COMMIT_RULES[DEFAULTS["rule"]]
+
+    with gr.Blocks(title="sbd_viz · Set Block Decoding", delete_cache=(600, 1800), fill_width=True) as demo:
+        session = gr.State(None, time_to_live=3600)
+        gr.Markdown(
+            "# Set Block Decoding, visualised\n"
+            "A language model fills a **block** of future slots, all starting as a mask, over a few model "
+            "**calls**; after each call a commit rule fixes the slots it is sure about, not necessarily in order "
+            "(*gap fills*). Move **γ** and watch speed trade against quality. "
+            f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185)",
+            elem_id="sbd-title")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300):
+                prompt = gr.Textbox(EXAMPLES[0], label="prompt", lines=2, max_lines=6,
+                                    max_length=MAX_PROMPT_CHARS,
+                                    info="A suite prompt ends with '== ' (with the space); its answer is scored.")
+                examples = gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="examples",
+                                       example_labels=[example_label(model, h.suite, p) for p in EXAMPLES])
+                rule = gr.Dropdown(list(sv.RULES), value=DEFAULTS["rule"], label="commit rule",
+                                   info="which masked slots to fix after each call")
+                gamma = gr.Slider(*knob.slider[:2], value=knob.default, step=knob.slider[2], label=knob.label,
+                                  elem_id="sbd-gamma")
+                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free",
+                                       info="only commit a contiguous run from the left: no gap fills")
+                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)",
+                                     info="check every draft against NTP in the same calls: the text is exactly "
+                                          "NTP's greedy text (temperature 0)")
+                with gr.Accordion("more settings", open=False):
+                    block_size = gr.Slider(1, MAX_BLOCK_SIZE, value=model.block_size, step=1,
+                                           label="block size (slots decoded together)")
+                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
+                                               label="max new tokens")
+                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"], label="stop at the end of the line")
+                    temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05,
+                                            label="temperature (0 = greedy, the paper's setting)")
+                    seed = gr.Number(DEFAULTS["seed"], label="seed (for temperature > 0)", precision=0,
+                                     minimum=0, maximum=MAX_SEED)
+                with gr.Accordion("projected on a GPU (roofline model)", open=False):
+                    gr.Markdown("What this decode's calls would cost for a large model on a GPU, against the "
+                                "same text one token per call (the paper's App. A.2 roofline, `sbd_viz.roofline`).")
+                    hardware = gr.Dropdown(list(roofline.HARDWARE), value=PROJECTION["hardware"], label="hardware")
+                    shape = gr.Dropdown(list(roofline.MODELS), value=PROJECTION["model"], label="model shape")
+                    batch = gr.Dropdown(list(PROJECTION_BATCHES), value=PROJECTION["batch"], label="batch")
+                run = gr.Button("Decode", variant="primary")
+            with gr.Column(scale=3, min_width=600):
+                metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
+                animation = gr.HTML(None, html_template=ANIM_TEMPLATE, js_on_load=ANIM_JS, elem_id="sbd-anim",
+                                    head=f"<script src='gradio_api/file={PLOTLY_JS}'></script>",
+                                    min_height=420)
+                show_call = gr.Slider(0, 1, value=0, step=1, label="show call", elem_id="sbd-show-call",
+                                      info="jump the animation to a call (or click a gap fill below)")
+                texts = gr.HTML(elem_id="sbd-texts", js_on_load=None)
+        with gr.Tabs():
+            with gr.Tab("Gap fills"):
+                gaps = gr.Dataframe(
+                    headers=GAP_COLUMNS, datatype=["number"] * 4 + ["str", "number", "number", "str", "str", "number",
+                                                                    "str"],
+                    interactive=False, max_height=300, elem_id="sbd-gaps",
+                    column_widths=["6%", "6%", "6%", "6%", "7%", "8%", "7%", "7%", "8%", "9%", "30%"],
+                    label=GAP_LABEL.format(n=0))
+                with gr.Row():
+                    call_info = gr.Markdown(elem_id="sbd-call-info")
+                    heatmap = gr.Plot(label="entropy of the shown call's block", show_label=True)
+            with gr.Tab("Calls vs NTP"):
+                timeline = gr.Plot(label="tokens per call")
+                comparison = gr.Plot(label="SBD vs NTP, token by token")
+            with gr.Tab("Speed vs quality (suite)"):
+                curve_status = gr.Markdown(curve.status)
+                tradeoff = gr.Plot(label="speed vs suite accuracy")
+            with gr.Tab("Trace JSON"):
+                trace_file = gr.File(label="the full trace of the current decode (sbd_viz.Trace.load reads it)")
+
+        # -- wiring -------------------------------------------------------------------------------
+        controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+                    verify, session]
+        # preprocess=False: the handler checks the raw values itself, so errors name the field
+        # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
+        # Every event that runs the model shares one concurrency group, so the queue's limit (2) bounds
+        # the model work on the machine, not each event type separately.
+        decode_kw = dict(fn=h.decode, inputs=controls, outputs=[session, animation, metrics, texts, show_call],
+                         preprocess=False, show_progress="minimal", concurrency_id="model")
+        details_kw = dict(fn=h.details, inputs=[session],
+                          outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
+                          show_progress="hidden", concurrency_id="model")
+
+        gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
+        for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
+                      stop_at_newline.input, temperature.release, seed.submit, verify.input):
+            event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        rule.input(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
+            **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        examples.load_input_event.then(**decode_kw, api_visibility="undocumented").then(
+            **details_kw, api_visibility="undocumented")
+        demo.load(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+
+        project_kw = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
+                          preprocess=False, show_progress="hidden")
+        hardware.input(**project_kw, api_name="project")
+        for control in (shape, batch):
+            control.input(**project_kw, api_visibility="undocumented")
+        show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
+        show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
+                         api_name="show_call", show_progress="hidden")
+        gaps.select(h.select_gap, inputs=[session], outputs=[show_call], api_visibility="undocumented")
+    return demo
+
+
+def main(model_path=None, host: str = "127.0.0.1", port: int = 7860) -> None:
+    """Load the model, build the page, serve it with a queue (2 decodes at a time)."""
+    import torch
+
+    # Two decodes run at once on a 2-core machine: one thread each beats two oversubscribed ones.
+    torch.set_num_threads(int(os.environ.get("SBD_VIZ_THREADS", max(1, (os.cpu_count() or 2) // 2))))
+    model_dir = Path(model_path) if model_path else sv.default_model_path()
+    demo = build_demo(sv.load_model(model_dir), model_dir=model_dir)
+    demo.queue(default_concurrency_limit=2, max_size=64)
+    demo.launch(server_name=host, server_port=port, state_session_capacity=500, css=CSS)
+
