@@ -7,7 +7,7 @@ cross-entropy (nats per answer token, answer plus its newline) of:
 
 - NTP: each answer token predicted from the prompt and the true answer tokens before it (teacher forcing);
 - MATP: every answer token predicted at once from the prompt, the whole answer masked: SBD's first
-  call on the block, the hardest case its solver meets.
+  call on the block, the hardest case its rule meets.
 
 Deterministic (no sampling, no timing): two runs on one model print the same numbers.
 

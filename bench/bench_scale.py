@@ -63,7 +63,7 @@ def decode_round(model, prompts, batch_size, config, decoder="sbd"):
 
     t0 = time.perf_counter()
     if batch_size == 1 and decoder == "sbd":
-        traces = [sv.decode(model, p, solver=config.solver, gamma=config.gamma, block_size=config.block_size,
+        traces = [sv.decode(model, p, rule=config.rule, gamma=config.gamma, block_size=config.block_size,
                             stop=config.stop, max_new_tokens=config.max_new_tokens) for p in prompts]
         stats = None
     elif batch_size == 1:

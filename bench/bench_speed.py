@@ -118,11 +118,11 @@ SPEED_COLUMNS = [("gamma", "gamma", "g"), ("accuracy", "SBD acc", ".3f"), ("ntp_
 
 def speed_rows(df) -> list[dict]:
     """The SBD rows of a sweep frame, with NTP's accuracy and both decoders' milliseconds per token."""
-    ntp = df[df["solver"] == "ntp"].iloc[0]
+    ntp = df[df["rule"] == "ntp"].iloc[0]
     return [{**r.to_dict(), "ntp_accuracy": ntp["accuracy"],
              "sbd_ms_per_token": 1000 * r["wall_time"] / max(1, r["tokens"]),
              "ntp_ms_per_token": 1000 * r["ntp_wall_time"] / max(1, ntp["tokens"])}
-            for _, r in df[df["solver"] != "ntp"].iterrows()]
+            for _, r in df[df["rule"] != "ntp"].iterrows()]
 
 
 def run(model: sv.SBDModel, per_family: int, gammas, block_size: int, max_new_tokens: int) -> dict:
@@ -155,7 +155,7 @@ def report(groups: dict, latency: list[dict], info: dict, command: str, model_de
               "committed (often first, being easy to guess), then discarded at the stop.",
               ""]
     for name, (families, df) in groups.items():
-        ntp = df[df["solver"] == "ntp"].iloc[0]
+        ntp = df[df["rule"] == "ntp"].iloc[0]
         lines += [f"## {name.capitalize()}-answer families ({', '.join(families)}; {int(ntp['n_items'])} items)", "",
                   f"NTP: accuracy {ntp['accuracy']:.3f}, {int(ntp['tokens'])} tokens in {int(ntp['calls'])} calls.", "",
                   md_table(speed_rows(df), SPEED_COLUMNS), ""]

@@ -50,7 +50,7 @@ def measure(model, seed: int, block_sizes, gamma: float, per_family: int, batch_
                "ctx_ntp_right": sum(r["correct"] for r in ntp["rows"] if r["family"] in CONTEXT_FAMILIES),
                "sbd": {}}
         for k in block_sizes:
-            sbd = run(solver="entropy_bounded", gamma=gamma, block_size=k)
+            sbd = run(rule="entropy_bounded", gamma=gamma, block_size=k)
             row["sbd"][str(k)] = {"right": sum(r["correct"] for r in sbd["rows"]),
                                   "long_tokens_per_call": sbd["long"]["tokens_per_call"],
                                   **against_ntp(ntp["rows"], sbd["rows"])}

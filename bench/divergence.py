@@ -137,7 +137,7 @@ def run(args, argv) -> tuple[dict, list[tuple[str, dict, object]]]:
     for name, items in tasks.places(suite, model.context_length or 512, MAX_NEW_TOKENS):
         if name == "standalone" and args.no_standalone:
             continue
-        report = divergence_report(model, items, max_new_tokens=MAX_NEW_TOKENS, stop="\n", solver="entropy_bounded",
+        report = divergence_report(model, items, max_new_tokens=MAX_NEW_TOKENS, stop="\n", rule="entropy_bounded",
                                    gamma=args.gamma, block_size=model.block_size)
         results.append((name, summarise(report, len(items)), report))
         print(name, results[-1][1], flush=True)

@@ -52,7 +52,7 @@ def bucket_rows(model, suite, gamma: float = BUCKET_GAMMA, progress: bool = True
     """
     rows = []
     for bucket, items in tasks.document_buckets(suite, model.context_length or 512, MAX_NEW_TOKENS):
-        r = sv.evaluate(model, items, solver="entropy_bounded", gamma=gamma, max_new_tokens=MAX_NEW_TOKENS,
+        r = sv.evaluate(model, items, rule="entropy_bounded", gamma=gamma, max_new_tokens=MAX_NEW_TOKENS,
                         progress=progress)
         ctx = [row for row in r["rows"] if row["family"] in CONTEXT_FAMILIES]
         rows.append({"bucket": list(bucket), "n_items": len(items), "gamma": gamma, "block_size": model.block_size,
@@ -94,7 +94,7 @@ def bar_table(results: dict, weights_bytes: int | None = None) -> str:
 
     ``results`` is a card's results with its prompt-length buckets. The bucket rows are judged on the
     worst bucket: one bad bucket is enough to miss a row."""
-    ntp = next(r for r in results["rows"] if r["solver"] == "ntp")
+    ntp = next(r for r in results["rows"] if r["rule"] == "ntp")
     buckets = results["buckets"]
 
     def per_bucket(key, fmt="{:.3f}"):
@@ -123,7 +123,7 @@ def bar_table(results: dict, weights_bytes: int | None = None) -> str:
 
 def _row(result: dict) -> dict:
     s = result["settings"]
-    row = {"solver": s["solver"], "gamma": s["gamma"], "gap_free": s["gap_free"], "block_size": s["block_size"],
+    row = {"rule": s["rule"], "gamma": s["gamma"], "gap_free": s["gap_free"], "block_size": s["block_size"],
            "accuracy": result["accuracy"], "calls_per_token": result["calls_per_token"],
            "tokens_per_call": result["tokens_per_call"], "by_family": result["by_family"],
            "by_family_calls_per_token": result["by_family_calls_per_token"],
@@ -137,10 +137,10 @@ def _row(result: dict) -> dict:
 
 
 def _name(r: dict) -> str:
-    if r["solver"] == "ntp":
+    if r["rule"] == "ntp":
         return "NTP (HF generate)"
     knob = f"{r['gamma']:g}"
-    return f"{r['solver']}{' gap_free' if r['gap_free'] else ''} {knob}"
+    return f"{r['rule']}{' gap_free' if r['gap_free'] else ''} {knob}"
 
 
 def tables(rows: list[dict], header: dict) -> str:
@@ -168,9 +168,9 @@ def tables(rows: list[dict], header: dict) -> str:
     return "\n".join(out)
 
 
-def settings_of(rows: list[dict], solver: str = "entropy_bounded") -> list[dict]:
-    """``solver``'s rows without the gap-free constraint, by gamma: the curve a speed claim is read off."""
-    return sorted((r for r in rows if r["solver"] == solver and not r["gap_free"]), key=lambda r: r["gamma"])
+def settings_of(rows: list[dict], rule: str = "entropy_bounded") -> list[dict]:
+    """``rule``'s rows without the gap-free constraint, by gamma: the curve a speed claim is read off."""
+    return sorted((r for r in rows if r["rule"] == rule and not r["gap_free"]), key=lambda r: r["gamma"])
 
 
 def parity_claim(rows: list[dict]) -> str:
@@ -178,7 +178,7 @@ def parity_claim(rows: list[dict]) -> str:
 
     gamma 0 commits one slot per call (no speedup by construction), so the claim names the lowest
     gamma > 0 within 2 points and the fastest one, with every such gamma listed."""
-    ntp = next(r for r in rows if r["solver"] == "ntp")
+    ntp = next(r for r in rows if r["rule"] == "ntp")
     eb = settings_of(rows)
     at_parity = [r for r in eb if r["accuracy"] >= ntp["accuracy"] - 0.02 and r["gamma"] > 0]
     if not at_parity:
@@ -205,7 +205,7 @@ def baseline_table(rows: list[dict], baseline: list[dict], names: tuple[str, str
     """The settings both models were measured at, side by side: accuracy overall, on the families the
     baseline was trained on and on the context families, and tokens per call on the long answers."""
     def key(r):
-        return r["solver"], r["gamma"], r["gap_free"]
+        return r["rule"], r["gamma"], r["gap_free"]
 
     def mean(r, fams):
         fams = [f for f in fams if f in r["by_family"]]
@@ -230,17 +230,17 @@ def baseline_table(rows: list[dict], baseline: list[dict], names: tuple[str, str
 
 
 def equal_speed_table(rows: list[dict], baseline: list[dict], names: tuple[str, str],
-                      solver: str = "entropy_bounded") -> str:
-    """Each model at the other's speed: ``solver``'s settings of this model beside the baseline's accuracy at
+                      rule: str = "entropy_bounded") -> str:
+    """Each model at the other's speed: ``rule``'s settings of this model beside the baseline's accuracy at
     the same tokens per call on the long answers, read off the line between the baseline's two nearest settings.
 
     Why: the same gamma is not the same speed on two models (a surer model commits more per call at a given
     gamma), so the gamma-by-gamma table alone can favour the bolder model or the slower one."""
     def curve(rs):
         return sorted((1 / r["long_calls_per_token"], r["accuracy"], r["gamma"])
-                      for r in settings_of(rs, solver) if r["gamma"] > 0)
+                      for r in settings_of(rs, rule) if r["gamma"] > 0)
     ours, theirs = curve(rows), curve(baseline)
-    out = [f"{solver}, standalone suite: {names[0]} beside {names[1]} at the same speed (tokens per call on the "
+    out = [f"{rule}, standalone suite: {names[0]} beside {names[1]} at the same speed (tokens per call on the "
            f"long answers); {names[1]}'s accuracy there is read off the straight line between its two settings "
            "on either side.", "",
            f"| gamma | tokens/call (long answers) | accuracy | {names[1]}, same tokens/call | difference |",
@@ -300,10 +300,10 @@ def main(argv=None) -> None:
     rows = [_row(sv.evaluate(model, suite, decoder="ntp", progress=True))]
     settings = [("entropy_bounded", g, False) for g in (QUICK_GAMMAS if args.quick else GAMMAS)]
     settings += [] if args.quick else list(OTHERS)
-    for solver, gamma, gap_free in settings:
-        if solver == "top_k":
+    for rule, gamma, gap_free in settings:
+        if rule == "top_k":
             gamma = int(gamma)
-        rows.append(_row(sv.evaluate(model, suite, solver=solver, gamma=gamma, gap_free=gap_free, progress=True)))
+        rows.append(_row(sv.evaluate(model, suite, rule=rule, gamma=gamma, gap_free=gap_free, progress=True)))
     buckets = bucket_rows(model, suite)
     machine = f"{os.cpu_count()} cores, {run_info.cpu_name()}, {platform.system()}"
     header = {"date": time.strftime("%Y-%m-%d"), "machine": machine,

@@ -36,7 +36,7 @@ EXAMPLES = [  # held-out suite items
     ('assert "stressed"[::-1] == ', '"desserts"'),
 ]
 # A bolder γ than the app's default (0.1), so the picture shows several commits a call; block size: the model's.
-SETTINGS = dict(solver="entropy_bounded", gamma=0.5, stop=STOP)
+SETTINGS = dict(rule="entropy_bounded", gamma=0.5, stop=STOP)
 
 
 def pick_example(model) -> sv.Trace:
@@ -91,12 +91,12 @@ def main(argv=None) -> None:
         import pandas as pd
 
         # each rule's knob means something else, so each gets its own grid; one NTP row is enough
-        eb = sv.sweep(model, suite, solvers=["entropy_bounded"], gammas=[0.0, 0.1, 0.35, 0.6, 1.0],
+        eb = sv.sweep(model, suite, rules=["entropy_bounded"], gammas=[0.0, 0.1, 0.35, 0.6, 1.0],
                       max_new_tokens=48)
-        ct = sv.sweep(model, suite, solvers=["confidence_threshold"], gammas=[0.9, 0.7, 0.5],
+        ct = sv.sweep(model, suite, rules=["confidence_threshold"], gammas=[0.9, 0.7, 0.5],
                       max_new_tokens=48)
-        df = pd.concat([eb, ct[ct.solver != "ntp"]], ignore_index=True)
-        print("wrote", screenshot(plots.tradeoff(df, current=dict(solver="entropy_bounded", gamma=0.35)),
+        df = pd.concat([eb, ct[ct.rule != "ntp"]], ignore_index=True)
+        print("wrote", screenshot(plots.tradeoff(df, current=dict(rule="entropy_bounded", gamma=0.35)),
                                   out / "tradeoff.png"))
 
 

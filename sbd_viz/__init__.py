@@ -10,7 +10,7 @@ from ._version import __version__
 from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps
 from .batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
-from .solvers import COMMIT_RULES, RULES, Solver
+from .rules import COMMIT_RULES, RULES, CommitRule
 from .trace import Candidate, Check, Commit, GapFill, Rollback, SlotView, Step, Trace, TraceFormatError
 from . import tasks
 from .evaluation import evaluate
@@ -55,7 +55,7 @@ def explore(model, prompt, **decode_kwargs):
 
 __all__ = [
     "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "Rollback",
-    "SBDModel", "SlotView", "Solver", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
+    "SBDModel", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp",

@@ -39,7 +39,7 @@ CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then 
 EVENT_COLUMNS = ("block", "step", "call", "slot", "gap", "position", "token_id", "text", "entropy", "prob", "state",
                  "kept", "ntp_text", "ntp_agrees", "ntp_logprob", "correct", "suspicion")
 REPORT_COLUMNS = ("trace", "prompt", "output") + EVENT_COLUMNS
-SWEEP_COLUMNS = ("solver", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
+SWEEP_COLUMNS = ("rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
                  "speedup_calls", "speedup_wall", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp",
                  "accuracy_with_gaps", "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens",
                  "wall_time", "ntp_wall_time", "batch_size", "speed_batch_size", "max_new_tokens", "fingerprint",
@@ -278,30 +278,30 @@ def _as_items(suite_or_prompts) -> tuple[list[SuiteItem], bool]:
                      "not a mix")
 
 
-def _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens, verify=(False,)) -> list[dict]:
+def _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify=(False,)) -> list[dict]:
     """Every combination, each validated by ``DecodeConfig`` before anything runs (errors name the argument)."""
     lists = {}
-    for name, values in (("solvers", solvers), ("gammas", gammas), ("block_sizes", block_sizes),
+    for name, values in (("rules", rules), ("gammas", gammas), ("block_sizes", block_sizes),
                          ("gap_free", gap_free), ("verify", verify)):
         # a single value is a list of one: sweep(..., gammas=0.1) works
         lists[name] = [values] if isinstance(values, str) or not hasattr(values, "__iter__") else list(values)
         if not lists[name]:
             raise ValueError(f"{name}: must not be empty")
-    solvers, gammas, block_sizes, gap_free, verify = lists.values()
+    rules, gammas, block_sizes, gap_free, verify = lists.values()
     # numpy integers (np.arange) are whole numbers too; DecodeConfig wants a Python int
     block_sizes = [int(b) if hasattr(b, "__index__") and not isinstance(b, bool) else b for b in block_sizes]
     for name, flags in (("gap_free", gap_free), ("verify", verify)):
         if not all(isinstance(f, bool) for f in flags):
             raise ValueError(f"{name}: must be a list of booleans, e.g. (False, True), got {flags!r}")
     out = []
-    for solver in solvers:
+    for rule in rules:
         for gamma in gammas:
             for block_size in block_sizes:
                 for free in gap_free:
                     for checked in verify:
-                        DecodeConfig(solver=solver, gamma=gamma, block_size=block_size,
+                        DecodeConfig(rule=rule, gamma=gamma, block_size=block_size,
                                      max_new_tokens=max_new_tokens, gap_free=free, verify=checked)
-                        out.append({"solver": solver, "gamma": float(gamma), "block_size": block_size,
+                        out.append({"rule": rule, "gamma": float(gamma), "block_size": block_size,
                                     "gap_free": bool(free), "verify": bool(checked)})
     return out
 
@@ -364,7 +364,7 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
 
     Under ``accelerate launch`` every process decodes and teacher-forces its share of the items;
     only plain numbers are gathered."""
-    plan = _Plan(model, items, solver=setting["solver"], gamma=setting["gamma"], block_size=setting["block_size"],
+    plan = _Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
                  gap_free=setting["gap_free"], decoder="sbd", max_new_tokens=max_new_tokens, measure_speedup=True,
                  stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
     with split_items(items) as (share, gather):
@@ -411,7 +411,7 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
     same each time, so the first setting's paired run stands for it. Speedups are 1 by definition."""
     nan = float("nan")
     tokens, calls = ntp["tokens"], ntp["calls"]
-    return {"solver": "ntp", "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
+    return {"rule": "ntp", "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
             "accuracy": ntp["accuracy"],
             "calls_per_token": calls / tokens if tokens else nan, "tokens_per_call": tokens / calls if calls else nan,
             "speedup_calls": 1.0, "speedup_wall": 1.0 if _finite(ntp["wall_time"]) else nan, "gap_fill_rate": 0.0,
@@ -422,14 +422,14 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
             "max_new_tokens": max_new_tokens, "fingerprint": fingerprint, "measured_at": ntp["measured_at"]}
 
 
-def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_bounded",),
+def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bounded",),
           gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] | None = None,
           gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
           cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
           verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1):
-    """Score every (solver, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
+    """Score every (rule, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
 
-    One row per setting plus one NTP row (``solver='ntp'``, ``verify`` False). Each setting runs through
+    One row per setting plus one NTP row (``rule='ntp'``, ``verify`` False). Each setting runs through
     ``evaluate``: for every item the SBD decode and HF ``generate`` greedy run back to back,
     so ``speedup_calls`` (NTP calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD
     seconds) are measured in the same run. Decoding stops at a newline (``evaluation.STOP``),
@@ -439,7 +439,7 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
 
     ``block_sizes`` None: the model's own (``SBDModel.block_size``), as ``decode`` takes it.
 
-    Columns (``SWEEP_COLUMNS``): the setting (``solver``, ``gamma``, ``block_size``, ``gap_free``,
+    Columns (``SWEEP_COLUMNS``): the setting (``rule``, ``gamma``, ``block_size``, ``gap_free``,
     ``verify``), ``accuracy`` (exact match; NaN for plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
     (``evaluate``'s: kept gap fills, ``Trace.kept_gap_fills``, per generated token; commits past the
     stop are not counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of
@@ -470,8 +470,8 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     items, scored = _as_items(suite_or_prompts)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: must be a whole number >= 1, got {max_new_tokens!r}")
-    settings = _settings(solvers, gammas, block_sizes, gap_free, max_new_tokens, verify)
-    _Plan(model, items[:1], solver=settings[0]["solver"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
+    settings = _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify)
+    _Plan(model, items[:1], rule=settings[0]["rule"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
           gap_free=False, decoder="sbd", max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,
           batch_size=batch_size, speed_batch_size=speed_batch_size)  # batch_size / speed_batch_size checked up front
     fingerprint = model.fingerprint()
@@ -493,7 +493,7 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
             row, ntp_row = hit["row"], hit["ntp"]
         else:
             if bar is not None:
-                bar.set_postfix_str(f"{setting['solver']} gamma={setting['gamma']:g} k={setting['block_size']}"
+                bar.set_postfix_str(f"{setting['rule']} gamma={setting['gamma']:g} k={setting['block_size']}"
                                     f"{' gap-free' if setting['gap_free'] else ''}"
                                     f"{' verified' if setting['verify'] else ''}")
             row, ntp_row = _measure(model, items, scored, setting, max_new_tokens, progress, batch_size,
@@ -509,7 +509,7 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
     rows.append(_ntp_row(ntp, len(items), max_new_tokens, fingerprint))
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     for col in SWEEP_COLUMNS:  # nulls from the JSON cache come back as None: make them NaN
-        if col not in ("solver", "gap_free", "verify", "fingerprint", "measured_at"):
+        if col not in ("rule", "gap_free", "verify", "fingerprint", "measured_at"):
             df[col] = pd.to_numeric(df[col])
     df["gap_free"] = df["gap_free"].astype(bool)
     df["verify"] = df["verify"].astype(bool)
@@ -517,7 +517,7 @@ def sweep(model: SBDModel, suite_or_prompts, solvers: Sequence[str] = ("entropy_
 
 
 def gap_free_ablation(df):
-    """Each free-rule setting beside its gap-free twin: one row per (solver, gamma, block_size[, verify]).
+    """Each free-rule setting beside its gap-free twin: one row per (rule, gamma, block_size[, verify]).
 
     ``df`` is a ``sweep`` frame run with ``gap_free=(False, True)``. Columns: the setting, then
     ``accuracy``, ``tokens_per_call``, ``speedup_calls``, ``speedup_wall`` and ``gap_fill_rate``
@@ -528,14 +528,14 @@ def gap_free_ablation(df):
 
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"df: expected a pandas DataFrame from sweep(), got {type(df).__name__}")
-    missing = [c for c in ("solver", "gamma", "block_size", "gap_free") if c not in df.columns]
+    missing = [c for c in ("rule", "gamma", "block_size", "gap_free") if c not in df.columns]
     if missing:
         raise ValueError(f"df: missing columns {missing}; pass a sweep() frame")
-    sbd = df[df["solver"] != "ntp"]
+    sbd = df[df["rule"] != "ntp"]
     if not (sbd["gap_free"].any() and (~sbd["gap_free"]).any()):
         raise ValueError("df: needs both gap_free=False and gap_free=True rows; "
                          "run sweep(..., gap_free=(False, True))")
-    keys = ["solver", "gamma", "block_size"] + (["verify"] if "verify" in df.columns else [])
+    keys = ["rule", "gamma", "block_size"] + (["verify"] if "verify" in df.columns else [])
     measures = [c for c in ("accuracy", "tokens_per_call", "speedup_calls", "speedup_wall", "gap_fill_rate")
                 if c in df.columns]
     free = sbd[~sbd["gap_free"]][keys + measures]

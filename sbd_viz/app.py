@@ -9,7 +9,7 @@ background thread at startup (minutes on 2 CPUs).
 
 A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
 streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``; the
-rule knobs come from ``sbd_viz.solvers.COMMIT_RULES``. Each session keeps its own results in
+rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own results in
 ``gr.State``; nothing mutable is shared between requests except the read-only model (and the
 speed/quality curve, written once by a background thread, read-only afterwards).
 """
@@ -33,7 +33,7 @@ import sbd_viz as sv
 from sbd_viz import roofline, tasks
 from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
-from sbd_viz.solvers import COMMIT_RULES, DEFAULT_RULE
+from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions
 # at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
@@ -181,7 +181,7 @@ def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, tem
         raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
     if knob.valid.whole:
         g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
-    return dict(prompt=prompt, solver=rule, gamma=g, gap_free=bool(gap_free),
+    return dict(prompt=prompt, rule=rule, gamma=g, gap_free=bool(gap_free),
                 block_size=_whole(block_size, "block size", 1, MAX_BLOCK_SIZE),
                 max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
                 temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
@@ -376,6 +376,8 @@ class SpeedQualityCurve:
         import pandas as pd
 
         df = pd.DataFrame(rows)
+        if "solver" in df.columns and "rule" not in df.columns:  # saved before the commit rule was called "rule"
+            df = df.rename(columns={"solver": "rule"})
         df["verify"] = df["verify"].eq(True) if "verify" in df.columns else False
         self.df, self.status = df, f"suite sweep: {how}"
 
@@ -385,7 +387,7 @@ class SpeedQualityCurve:
         except Exception as exc:  # a failed sweep must not take the app down: the curve just stays empty
             self.status = f"the suite sweep failed: {exc}"
 
-    def figure(self, solver: str, gamma: float, gap_free: bool, verify: bool = False):
+    def figure(self, rule: str, gamma: float, gap_free: bool, verify: bool = False):
         """``plots.tradeoff`` with the measured point nearest to the current setting highlighted: on the
         verified line when ``verify`` (the app's verified switch) is on."""
         from sbd_viz import plots
@@ -393,13 +395,13 @@ class SpeedQualityCurve:
         df = self.df
         if df is None:
             return None, self.status
-        same = df[(df["solver"] == solver) & (df["gap_free"].astype(bool) == bool(gap_free))
+        same = df[(df["rule"] == rule) & (df["gap_free"].astype(bool) == bool(gap_free))
                   & (df["verify"] == bool(verify))]
         if same.empty:
-            return plots.tradeoff(df), f"{self.status} · no measured points for {solver}" + \
+            return plots.tradeoff(df), f"{self.status} · no measured points for {rule}" + \
                 (" gap-free" if gap_free else "") + (" verified" if verify else "")
         nearest = float(same.iloc[(same["gamma"] - gamma).abs().argsort().iloc[0]]["gamma"])
-        fig = plots.tradeoff(df, current=dict(solver=solver, gamma=nearest, gap_free=bool(gap_free),
+        fig = plots.tradeoff(df, current=dict(rule=rule, gamma=nearest, gap_free=bool(gap_free),
                                               verify=bool(verify)))
         where = " on the verified line" if verify else ""
         return fig, f"{self.status} · ring = nearest measured point to the current setting{where} (γ = {nearest:g})"
@@ -413,11 +415,11 @@ def compute_sweep(model) -> list[dict]:
     from sbd_viz import analysis
 
     suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
-    frames = [analysis.sweep(model, suite, solvers=[rule], gammas=list(gammas), block_sizes=[model.block_size],
+    frames = [analysis.sweep(model, suite, rules=[rule], gammas=list(gammas), block_sizes=[model.block_size],
                              progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
               for rule, gammas in SWEEP_GRID.items()]
     df = pd.concat(frames, ignore_index=True)
-    df = pd.concat([df[df["solver"] != "ntp"], df[df["solver"] == "ntp"].head(1)], ignore_index=True)
+    df = pd.concat([df[df["rule"] != "ntp"], df[df["rule"] == "ntp"].head(1)], ignore_index=True)
     return json.loads(df.to_json(orient="records"))  # NaN -> null, numpy -> plain
 
 
@@ -434,7 +436,7 @@ def precompute_sweep(model_path=None) -> Path:
 
 def example_label(model, suite: dict, prompt: str) -> str:
     """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
-    trace = sv.decode(model, prompt, solver=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
+    trace = sv.decode(model, prompt, rule=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
                       gap_free=DEFAULTS["gap_free"], block_size=model.block_size,
                       max_new_tokens=DEFAULTS["max_new_tokens"], stop=STOP if DEFAULTS["stop_at_newline"] else ())
     item = tasks.item_in_prompt(prompt, suite)
@@ -528,7 +530,7 @@ class Handlers:
                   round(e["prob"], 3), "—" if e["ntp_text"] is None else _token(e["ntp_text"]),
                   {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
                  for e in events]
-        tradeoff, status = self.curve.figure(cfg["solver"], cfg["gamma"], cfg["gap_free"], cfg.get("verify", False))
+        tradeoff, status = self.curve.figure(cfg["rule"], cfg["gamma"], cfg["gap_free"], cfg.get("verify", False))
         kept = sum(e["kept"] for e in events)  # the count the metrics card shows; the table lists them all
         n = f"{kept}" if kept == len(events) else f"{kept} kept + {len(events) - kept} the stop discarded"
         table = gr.update(value=table, label=GAP_LABEL.format(n=n))
@@ -579,7 +581,7 @@ class Handlers:
         folder = self.files / uuid.uuid4().hex
         folder.mkdir()
         cfg = trace.config
-        return str(trace.save(folder / f"sbd_trace_{cfg['solver']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"))
+        return str(trace.save(folder / f"sbd_trace_{cfg['rule']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"))
 
 
 def fit(fig):

@@ -43,7 +43,7 @@ import torch
 
 from .decoder import CacheCut, DecodeConfig, Decoding, ModelCall, NTPDecoding, _check_model
 from .model import SBDModel
-from .solvers import DEFAULT_GAMMA, DEFAULT_RULE
+from .rules import DEFAULT_GAMMA, DEFAULT_RULE
 from .trace import Trace
 
 MAX_BATCH_SIZE = 1024
@@ -361,7 +361,7 @@ class BatchDecoding:
         return replies
 
 
-def decode_batch(model: SBDModel, prompts: Iterable[str], solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
+def decode_batch(model: SBDModel, prompts: Iterable[str], rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
                  block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
                  stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
                  verify: bool = False, batch_size: int = 8, progress: bool = False,
@@ -378,7 +378,7 @@ def decode_batch(model: SBDModel, prompts: Iterable[str], solver: str = DEFAULT_
     ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
     """
     block_size = _check_model(model).block_size if block_size is None else block_size
-    config = DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
+    config = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
                           verify=verify)
     return BatchDecoding(model, list(prompts) if not isinstance(prompts, str) else prompts, config,

@@ -13,7 +13,7 @@ def _trace(args) -> int:
     if args.ntp:
         trace = sv.decode_ntp(model, args.prompt, max_new_tokens=args.max_new_tokens, stop=args.stop)
     else:
-        trace = sv.decode(model, args.prompt, solver=args.solver, gamma=_gamma(args), block_size=args.block_size,
+        trace = sv.decode(model, args.prompt, rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                           stop=args.stop, gap_free=args.gap_free, verify=args.verify)
     print(trace.summary())
@@ -32,7 +32,7 @@ def _eval(args) -> int:
 
     model = sv.load_model(args.model)
     suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family)
-    result = sv.evaluate(model, suite, solver=args.solver, gamma=_gamma(args), block_size=args.block_size,
+    result = sv.evaluate(model, suite, rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
                          gap_free=args.gap_free, decoder="ntp" if args.ntp else "sbd", progress=True,
                          measure_speedup=not args.ntp)
     result.pop("rows")
@@ -47,7 +47,7 @@ def _sweep(args) -> int:
     model = sv.load_model(args.model)
     suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family,
                                 families=tuple(args.families) if args.families else None)
-    df = analysis.sweep(model, suite, solvers=args.solvers, gammas=args.gammas, block_sizes=args.block_sizes,
+    df = analysis.sweep(model, suite, rules=args.rules, gammas=args.gammas, block_sizes=args.block_sizes,
                         gap_free=(False, True) if args.gap_free_too else (False,),
                         verify=(False, True) if args.verify_too else (False,),
                         max_new_tokens=args.max_new_tokens, cache_dir=None if args.no_cache else args.cache_dir,
@@ -58,7 +58,7 @@ def _sweep(args) -> int:
     if not is_main_process():  # under accelerate launch: every process swept its share; one writes
         return 0
     df.to_csv(args.out, index=False)
-    shown = ["solver", "gamma", "block_size", "gap_free", "verify", "accuracy", "tokens_per_call", "speedup_calls",
+    shown = ["rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "tokens_per_call", "speedup_calls",
              "speedup_wall", "gap_fill_rate", "ntp_agreement", "accuracy_with_gaps", "accuracy_without_gaps"]
     print(df[shown].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"sweep written to {args.out}")
@@ -126,17 +126,17 @@ def _bench(args) -> int:
 
 def _gamma(args) -> float:
     """``--gamma``, or the chosen rule's default knob."""
-    from .solvers import COMMIT_RULES
+    from .rules import COMMIT_RULES
 
-    return COMMIT_RULES[args.solver].default if args.gamma is None else args.gamma
+    return COMMIT_RULES[args.rule].default if args.gamma is None else args.gamma
 
 
 def _add_decode_args(p: argparse.ArgumentParser) -> None:
-    from .solvers import COMMIT_RULES, DEFAULT_RULE, RULES
+    from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 
     knobs = "; ".join(f"{name}: {rule.meaning}, default {rule.default:g}" for name, rule in COMMIT_RULES.items())
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--solver", default=DEFAULT_RULE, choices=RULES)
+    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES)
     p.add_argument("--gamma", type=float, default=None, help=f"the rule's knob ({knobs})")
     p.add_argument("--block-size", type=int, default=None,
                    help="slots decoded together (default: the model's, recorded in its folder, else 16)")
@@ -144,7 +144,7 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .solvers import RULES
+    from .rules import RULES
 
     parser = argparse.ArgumentParser(prog="sbd-viz", description="See and measure Set Block Decoding.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="score settings on the suite beside NTP; write a CSV (cached on disk)")
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--solvers", nargs="+", default=["entropy_bounded"], choices=RULES)
+    p.add_argument("--rules", nargs="+", default=["entropy_bounded"], choices=RULES)
     p.add_argument("--gammas", nargs="+", type=float, default=[0.0, 0.1, 0.35, 1.0])
     p.add_argument("--block-sizes", nargs="+", type=int, default=None,
                    help="default: the model's block size (recorded in its folder, else 16)")

@@ -18,7 +18,7 @@ import torch
 
 from ._version import __version__
 from .model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, SBDModel
-from .solvers import DEFAULT_GAMMA, DEFAULT_RULE, Solver
+from .rules import DEFAULT_GAMMA, DEFAULT_RULE, CommitRule
 from .trace import Candidate, Check, Commit, Rollback, SlotView, Step, Trace
 
 MAX_NEW_TOKENS = 4096
@@ -58,7 +58,7 @@ def serve(model: SBDModel, cache, request: "ModelCall | CacheCut"):
 class DecodeConfig:
     """Settings of one SBD decode; validated on construction (errors name the argument)."""
 
-    solver: str = DEFAULT_RULE
+    rule: str = DEFAULT_RULE
     gamma: float = DEFAULT_GAMMA
     block_size: int = DEFAULT_BLOCK_SIZE  # decode() and the other entry points default to the model's
     max_new_tokens: int = 64
@@ -68,7 +68,7 @@ class DecodeConfig:
     gap_free: bool = False
     top_n: int = 5  # candidates recorded per masked slot
     verify: bool = False  # check every draft against NTP greedy on the same weights: the output is NTP's
-    _solver: Solver = field(init=False, repr=False, compare=False)
+    _rule: CommitRule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         def _whole(name, lo, hi):
@@ -98,11 +98,11 @@ class DecodeConfig:
         if not all(isinstance(s, str) and s for s in stop):
             raise ValueError(f"stop: must be non-empty strings, got {self.stop!r}")
         object.__setattr__(self, "stop", stop)
-        object.__setattr__(self, "_solver", Solver(self.solver, self.gamma, self.gap_free))
+        object.__setattr__(self, "_rule", CommitRule(self.rule, self.gamma, self.gap_free))
 
     def as_dict(self) -> dict:
         """JSON-native settings, as stored in a trace."""
-        return {"decoder": "sbd", "solver": self.solver, "gamma": self.gamma, "gap_free": self.gap_free,
+        return {"decoder": "sbd", "rule": self.rule, "gamma": self.gamma, "gap_free": self.gap_free,
                 "block_size": self.block_size, "max_new_tokens": self.max_new_tokens,
                 "temperature": self.temperature, "seed": self.seed, "stop": list(self.stop), "top_n": self.top_n,
                 "verify": self.verify}
@@ -244,7 +244,7 @@ class Decoding(_Run):
 
     def _plain_requests(self):
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
-        mask_id, solver, k_max = model.mask_token_id, config._solver, config.block_size
+        mask_id, rule, k_max = model.mask_token_id, config._rule, config.block_size
         gen = torch.Generator(device=model.device).manual_seed(config.seed)  # samples where the logits are
         pending = list(prompt_ids)  # final tokens not yet in the cache: fed causally with the next block
         generated: list[int] = []
@@ -261,7 +261,7 @@ class Decoding(_Run):
                 logits = logits[masked]  # (m, V) for the masked slots
                 n_input, pending = len(pending) + k, []
                 probs, entropy, proposal, confidence = _propose(logits, config.temperature, gen)  # (m, V), (m,) x3
-                chosen = solver.select(entropy, confidence)
+                chosen = rule.select(entropy, confidence)
                 views = _slot_views(model, masked, probs, entropy, config.top_n)
                 chosen_slots = {masked[i] for i in chosen}
                 still = [s for s in masked if s not in chosen_slots]
@@ -308,7 +308,7 @@ class Decoding(_Run):
         the drafts reach a stop or the length limit, a checking-only call verifies the rest.
         """
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
-        mask_id, solver, n_max, stop = model.mask_token_id, config._solver, config.max_new_tokens, config.stop
+        mask_id, rule, n_max, stop = model.mask_token_id, config._rule, config.max_new_tokens, config.stop
         n_prompt = len(prompt_ids)
         line: list[int] = []  # generated tokens before the current block; its tail may hold unchecked drafts
         n_ok = 0  # generated tokens known to be NTP's; all but the last are in the cache
@@ -413,7 +413,7 @@ class Decoding(_Run):
                 probs, entropy, proposal, confidence = _propose(logits[[s - p for s in masked]], 0.0, None)
                 others = [i for i, s in enumerate(masked) if s != p]
                 if others:
-                    chosen = [others[i] for i in solver.select(entropy[others], confidence[others])]
+                    chosen = [others[i] for i in rule.select(entropy[others], confidence[others])]
                     still = [masked[i] for i in others if i not in chosen]
                     for i in chosen:
                         slot, tok = masked[i], int(proposal[i])
@@ -477,7 +477,7 @@ class NTPDecoding(_Run):
 
     def trace(self) -> Trace:
         self._finished()
-        cfg = {"decoder": "ntp", "solver": "ntp", "max_new_tokens": self.config.max_new_tokens,
+        cfg = {"decoder": "ntp", "rule": "ntp", "max_new_tokens": self.config.max_new_tokens,
                "stop": list(self.config.stop), "top_n": self.config.top_n, "block_size": 1, "temperature": 0.0}
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason, cfg)
 
@@ -500,7 +500,7 @@ def _trace(model: SBDModel, prompt: str, prompt_ids: list[int], steps: Iterable[
                  text=model.text(out), stop_reason=stop_reason, meta=_meta(model))
 
 
-def decode(model: SBDModel, prompt: str, solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
+def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
            block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
            stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
            verify: bool = False) -> Trace:
@@ -514,7 +514,7 @@ def decode(model: SBDModel, prompt: str, solver: str = DEFAULT_RULE, gamma: floa
     temperature 0.
     """
     block_size = _check_model(model).block_size if block_size is None else block_size
-    config = DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
+    config = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
                           verify=verify)
     decoding = Decoding(model, prompt, config)
@@ -565,6 +565,6 @@ def decode_ntp(model: SBDModel, prompt: str, max_new_tokens: int = 64,
                           slots=_slot_views(model, (0,), probs, torch.tensor([h]), config.top_n),
                           commits=(Commit(0, tok, model.token_text(tok), float(probs[0, tok]), h, 0),),
                           wall_time=times[i + 1] - times[i], n_input=len(prompt_ids) if i == 0 else 1))
-    cfg = {"decoder": "ntp", "solver": "ntp", "max_new_tokens": config.max_new_tokens,
+    cfg = {"decoder": "ntp", "rule": "ntp", "max_new_tokens": config.max_new_tokens,
            "stop": list(config.stop), "top_n": config.top_n, "block_size": 1, "temperature": 0.0}
     return _trace(model, prompt, prompt_ids, steps, new, hit[1] if hit else "length", cfg)

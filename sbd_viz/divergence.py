@@ -32,7 +32,7 @@ def _budgeted(trace: Trace) -> bool:
     """Whether eq. 8 chose the trace's commits as they stand: the entropy-bounded rule, neither gap-free (which
     drops chosen slots right of a mask) nor verified (whose NTP corrections are not the rule's choices)."""
     c = trace.config
-    return (c.get("decoder") == "sbd" and c.get("solver") == "entropy_bounded" and not c.get("gap_free")
+    return (c.get("decoder") == "sbd" and c.get("rule") == "entropy_bounded" and not c.get("gap_free")
             and not c.get("verify"))
 
 
@@ -100,7 +100,7 @@ def divergence_report(model: SBDModel, suite: Iterable[SuiteItem], max_new_token
                       stop: str | Iterable[str] | None = ("\n",), **decode_kwargs):
     """A ``pandas.DataFrame``, one row per item whose SBD output differs from NTP's (same weights, same prompt):
     the item's ``family``, ``prompt`` and ``answer``, both outputs, whether each is right, SBD's tokens per call,
-    and ``first_divergence``'s fields. ``decode_kwargs`` go to ``sv.decode`` (``solver``, ``gamma``,
+    and ``first_divergence``'s fields. ``decode_kwargs`` go to ``sv.decode`` (``rule``, ``gamma``,
     ``block_size``, ...). Rows with ``ntp_correct & ~sbd_correct`` are the items SBD loses against NTP.
     """
     import pandas as pd

@@ -19,7 +19,7 @@ from .batch import MAX_BATCH_SIZE, BatchDecoding
 from .decoder import DecodeConfig, _check_model, decode, decode_ntp
 from .model import SBDModel
 from .objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
-from .solvers import DEFAULT_GAMMA, DEFAULT_RULE
+from .rules import DEFAULT_GAMMA, DEFAULT_RULE
 from .tasks import LONG_FAMILIES, SuiteItem, score
 
 STOP = ("\n",)  # an assert's answer ends at the end of its line
@@ -35,7 +35,7 @@ def _summarise(rows: list[dict], prefix: str = "") -> dict:
             "wall_time": sum(r[prefix + "wall_time"] for r in rows)}
 
 
-def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
+def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
              block_size: int | None = None, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
              measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
              stop: tuple[str, ...] = STOP, verify: bool = False, batch_size: int = 1,
@@ -64,7 +64,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], solver: str = DEFAULT_
     calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD seconds).
     """
     block_size = _check_model(model).block_size if block_size is None else block_size
-    plan = _Plan(model, suite, solver=solver, gamma=gamma, block_size=block_size, gap_free=gap_free,
+    plan = _Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
                  decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
                  verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size)
     with split_items(plan.items) as (share, gather):
@@ -129,7 +129,7 @@ def main_decides(value):
 class _Plan:
     """One validated evaluation: the settings, how to decode a share of the items, how to summarise rows."""
 
-    def __init__(self, model, suite, *, solver, gamma, block_size, gap_free, decoder, max_new_tokens,
+    def __init__(self, model, suite, *, rule, gamma, block_size, gap_free, decoder, max_new_tokens,
                  measure_speedup, stop, verify, batch_size, speed_batch_size):
         if decoder not in ("sbd", "ntp"):
             raise ValueError(f"decoder: must be 'sbd' or 'ntp', got {decoder!r}")
@@ -150,12 +150,12 @@ class _Plan:
                 raise ValueError(f"{exc} (suite item {i}, family {item.family!r})") from None
         self.model, self.decoder, self.batch_size = model, decoder, batch_size
         self.stop, self.max_new_tokens = tuple(stop), max_new_tokens
-        self.sbd = DecodeConfig(solver=solver, gamma=gamma, block_size=block_size, gap_free=gap_free,
+        self.sbd = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
                                 max_new_tokens=max_new_tokens, stop=self.stop, verify=verify)
         self.ntp_batched = DecodeConfig(max_new_tokens=max_new_tokens, stop=self.stop)  # for NTPDecoding
         self.paired = measure_speedup and decoder == "sbd"
         self.speed_batch_size = speed_batch_size  # the main decode is timed even with no NTP beside it
-        self.settings = {"decoder": decoder, "solver": solver if decoder == "sbd" else "ntp", "gamma": gamma,
+        self.settings = {"decoder": decoder, "rule": rule if decoder == "sbd" else "ntp", "gamma": gamma,
                          "block_size": block_size, "gap_free": gap_free, "verify": verify and decoder == "sbd",
                          "max_new_tokens": max_new_tokens, "n_items": len(self.items), "batch_size": batch_size,
                          "speed_batch_size": self.speed_batch_size}
@@ -163,7 +163,7 @@ class _Plan:
     def _desc(self) -> str:
         if self.decoder == "ntp":
             return "ntp"
-        return f"{self.decoder} {self.sbd.solver} gamma={self.sbd.gamma:g}{' verified' if self.sbd.verify else ''}"
+        return f"{self.decoder} {self.sbd.rule} gamma={self.sbd.gamma:g}{' verified' if self.sbd.verify else ''}"
 
     def rows(self, items: list[SuiteItem], keep_traces: bool = False, progress: bool = False) -> list[dict]:
         """One dict per item of this share: outputs, scores, calls and (per the plan) wall times."""
@@ -192,7 +192,7 @@ class _Plan:
         model, cfg = self.model, self.sbd
 
         def run_sbd(item):
-            return decode(model, item.prompt, solver=cfg.solver, gamma=cfg.gamma, block_size=cfg.block_size,
+            return decode(model, item.prompt, rule=cfg.rule, gamma=cfg.gamma, block_size=cfg.block_size,
                           gap_free=cfg.gap_free, max_new_tokens=cfg.max_new_tokens, stop=cfg.stop, verify=cfg.verify)
 
         def run_ntp(item):

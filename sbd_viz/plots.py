@@ -102,7 +102,7 @@ def _settings(trace: Trace) -> str:
     c = trace.config
     parts = [c.get("decoder", "?")]
     if c.get("decoder") != "ntp":
-        parts += [f"solver {c.get('solver', '?')}", f"γ = {c.get('gamma', '?')}"]
+        parts += [f"rule {c.get('rule', '?')}", f"γ = {c.get('gamma', '?')}"]
     return " · ".join(str(p) for p in parts + [f"k = {c.get('block_size', _block_size(trace))}", trace.model_id])
 
 
@@ -571,7 +571,9 @@ def _results_frame(results: Any, x: str):
     import pandas as pd  # only this figure needs pandas
 
     df = results.copy() if isinstance(results, pd.DataFrame) else pd.DataFrame(list(results))
-    missing = [c for c in ("solver", "gamma", "accuracy") if c not in df.columns]
+    if "solver" in df.columns and "rule" not in df.columns:  # saved before the commit rule was called "rule"
+        df = df.rename(columns={"solver": "rule"})
+    missing = [c for c in ("rule", "gamma", "accuracy") if c not in df.columns]
     if missing:
         raise ValueError(f"results: missing columns {missing}")
     if "tokens_per_call" not in df.columns and "calls_per_token" in df.columns:
@@ -585,34 +587,34 @@ def _results_frame(results: Any, x: str):
     df["gap_free"] = df["gap_free"].eq(True) if "gap_free" in df.columns else False
     # a frame from before verified decoding has no verify column: all its rows are unverified
     df["verify"] = df["verify"].eq(True) if "verify" in df.columns else False
-    df["rule"] = df["solver"].astype(str) + df["gap_free"].map({True: " · gap-free", False: ""})
-    is_ntp = df["solver"].astype(str).str.lower() == "ntp"
+    df["line"] = df["rule"].astype(str) + df["gap_free"].map({True: " · gap-free", False: ""})
+    is_ntp = df["rule"].astype(str).str.lower() == "ntp"
     # Verified rows are one line per rule, named for what they promise; the rule is named only when several
     # rules were verified.
     checked = df["verify"] & ~is_ntp
     if checked.any():
-        several = df.loc[checked, "rule"].nunique() > 1
-        df.loc[checked, "rule"] = VERIFIED_LABEL + (" · " + df.loc[checked, "rule"] if several else "")
+        several = df.loc[checked, "line"].nunique() > 1
+        df.loc[checked, "line"] = VERIFIED_LABEL + (" · " + df.loc[checked, "line"] if several else "")
     # A sweep over several block sizes: one line per (rule, k), or the line would zigzag between them.
     if "block_size" in df.columns and df.loc[~is_ntp, "block_size"].nunique() > 1:
-        df.loc[~is_ntp, "rule"] += " · k=" + df.loc[~is_ntp, "block_size"].astype(int).astype(str)
+        df.loc[~is_ntp, "line"] += " · k=" + df.loc[~is_ntp, "block_size"].astype(int).astype(str)
     return df
 
 
 def _hover_rows(df) -> list[str]:
     cols = [c for c in _HOVER_COLUMNS if c in df.columns]
-    return ["<br>".join([f"<b>{r['rule']}</b> γ = {r['gamma']}"]
+    return ["<br>".join([f"<b>{r['line']}</b> γ = {r['gamma']}"]
                         + [f"{c}: {r[c]:.3g}" for c in cols if r[c] is not None])  # None: not measured
             for _, r in df.iterrows()]
 
 
 def _current_rows(df, current: Any):
-    if not isinstance(current, dict) or "solver" not in current or "gamma" not in current:
-        raise ValueError(f"current: must be a dict with 'solver' and 'gamma', got {current!r}")
+    if not isinstance(current, dict) or "rule" not in current or "gamma" not in current:
+        raise ValueError(f"current: must be a dict with 'rule' and 'gamma', got {current!r}")
     gamma = current["gamma"]
     same_gamma = df["gamma"].map(lambda g: g == gamma or (isinstance(g, (int, float)) and isinstance(
         gamma, (int, float)) and math.isclose(g, gamma, rel_tol=1e-9)))
-    hit = (df["solver"].astype(str) == str(current["solver"])) & same_gamma
+    hit = (df["rule"].astype(str) == str(current["rule"])) & same_gamma
     if "gap_free" in current:
         hit &= df["gap_free"] == bool(current["gap_free"])
     if "verify" in current:
@@ -620,7 +622,7 @@ def _current_rows(df, current: Any):
     if "block_size" in current and "block_size" in df.columns:
         hit &= df["block_size"] == current["block_size"]
     if not hit.any():
-        raise ValueError(f"current: no result row with solver={current['solver']!r}, gamma={gamma!r}")
+        raise ValueError(f"current: no result row with rule={current['rule']!r}, gamma={gamma!r}")
     return df[hit]
 
 
@@ -641,27 +643,27 @@ def _gamma_labels(rows, x: str, spans: tuple[float, float],
 
 
 def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_call") -> go.Figure:
-    """Speed vs suite accuracy: one line per commit rule (solver, gap-free or not), a point per gamma.
+    """Speed vs suite accuracy: one line per commit rule (rule, gap-free or not), a point per gamma.
 
-    Rows with solver "ntp" are drawn as the reference star and dotted accuracy line. Rows with
+    Rows with rule "ntp" are drawn as the reference star and dotted accuracy line. Rows with
     ``verify`` True (``sweep(..., verify=(False, True))``) are drawn as the "verified (lossless)" line,
     black and dashed (several verified lines get different dashes): their text is NTP's, so they sit at
     NTP's accuracy and only their speed varies.
     When the rows hold several block sizes, each (rule, block size) gets its own line. ``current``
-    (``dict(solver=..., gamma=...[, gap_free=...][, verify=...][, block_size=...])``) rings the current setting.
+    (``dict(rule=..., gamma=...[, gap_free=...][, verify=...][, block_size=...])``) rings the current setting.
     """
     df = _results_frame(results, x)
-    is_ntp = df["solver"].astype(str).str.lower() == "ntp"
+    is_ntp = df["rule"].astype(str).str.lower() == "ntp"
     fig = go.Figure()
     spans = (float(df[x].max() - df[x].min()), float(df["accuracy"].max() - df["accuracy"].min()))
-    for i, (rule, rows) in enumerate(df[~is_ntp & ~df["verify"]].groupby("rule", sort=True)):
+    for i, (rule, rows) in enumerate(df[~is_ntp & ~df["verify"]].groupby("line", sort=True)):
         rows, color = rows.sort_values(x), RULE_COLORS[i % len(RULE_COLORS)]
         fig.add_trace(go.Scatter(
             x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="rule"),
             text=_gamma_labels(rows, x, spans), textposition=("top center", "bottom center")[i % 2],
             textfont=dict(size=10, color=color), line=dict(color=color, width=2), marker=dict(size=9, color=color),
             hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
-    for j, (rule, rows) in enumerate(df[~is_ntp & df["verify"]].groupby("rule", sort=True)):
+    for j, (rule, rows) in enumerate(df[~is_ntp & df["verify"]].groupby("line", sort=True)):
         rows, dash = rows.sort_values(x), VERIFIED_DASHES[j % len(VERIFIED_DASHES)]
         fig.add_trace(go.Scatter(
             x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="verified"),

@@ -15,7 +15,7 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     if cfg.get("decoder") == "ntp":
         head = "NTP greedy (HF generate)"
     else:
-        head = (f"SBD {'verified ' if trace.verified else ''}{cfg.get('solver')}"
+        head = (f"SBD {'verified ' if trace.verified else ''}{cfg.get('rule')}"
                 f"{' gap_free' if cfg.get('gap_free') else ''} gamma={cfg.get('gamma')} "
                 f"block_size={cfg.get('block_size')}")
     lines = [f"{head}  model={trace.model_id}", f"prompt: {_show(trace.prompt)}", "", "output, with the call "

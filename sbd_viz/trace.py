@@ -160,7 +160,7 @@ class Trace:
 
     prompt: str
     prompt_ids: tuple[int, ...]
-    config: dict[str, Any]  # decoder ('sbd' or 'ntp'), solver, gamma, block_size, ... as plain values
+    config: dict[str, Any]  # decoder ('sbd' or 'ntp'), rule, gamma, block_size, ... as plain values
     model_id: str
     steps: tuple[Step, ...]
     output_ids: tuple[int, ...]  # generated tokens, truncated after the stop
@@ -470,6 +470,14 @@ def _step(d, where):
     return step
 
 
+def _config(config: dict) -> dict:
+    """A trace's config as this version names it: files saved before the commit rule was called ``rule``
+    name it ``solver``."""
+    if "solver" in config and "rule" not in config:
+        config = {("rule" if key == "solver" else key): value for key, value in config.items()}
+    return config
+
+
 def _trace_from_dict(d: Any) -> Trace:
     _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
     _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
@@ -488,6 +496,6 @@ def _trace_from_dict(d: Any) -> Trace:
     _need(len(out_ids) == len(out_texts), "trace", "output_ids and output_texts differ in length")
     return Trace(prompt=_str(d["prompt"], "trace.prompt"),
                  prompt_ids=tuple(_int(t, "trace.prompt_ids") for t in _list(d["prompt_ids"], "trace.prompt_ids")),
-                 config=d["config"], model_id=_str(d["model_id"], "trace.model_id"), steps=steps,
+                 config=_config(d["config"]), model_id=_str(d["model_id"], "trace.model_id"), steps=steps,
                  output_ids=out_ids, output_texts=out_texts, text=_str(d["text"], "trace.text"),
                  stop_reason=_str(d["stop_reason"], "trace.stop_reason"), meta=meta)

@@ -19,7 +19,7 @@ import plotly.io as pio
 from . import plots
 from .decoder import DecodeConfig, decode, decode_ntp
 from .model import SBDModel
-from .solvers import COMMIT_RULES, DEFAULT_RULE, RULES
+from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .trace import Step, Trace, render_state
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -80,14 +80,14 @@ class Explorer(widgets.VBox):
         model.check_fits(len(model.encode(prompt)), config.max_new_tokens)  # so does a prompt past the context
         self.model = model
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
-        solver = self.extra.pop("solver", DEFAULT_RULE)
-        knob = COMMIT_RULES[solver]
+        rule = self.extra.pop("rule", DEFAULT_RULE)
+        knob = COMMIT_RULES[rule]
         lo, hi, step = knob.slider
         gamma = self.extra.pop("gamma", knob.default)
         wide = {"description_width": "110px"}
         self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
                                    layout=widgets.Layout(width="640px"))
-        self.rule = widgets.Dropdown(options=RULES, value=solver, description="rule", style=wide)
+        self.rule = widgets.Dropdown(options=RULES, value=rule, description="rule", style=wide)
         # The range stretches to hold a gamma given outside it, rather than clamping it silently.
         self.gamma = widgets.FloatSlider(description=knob.symbol, tooltip=knob.label, min=min(lo, gamma),
                                          max=max(hi, gamma), step=step, value=gamma, continuous_update=False,
@@ -129,7 +129,7 @@ class Explorer(widgets.VBox):
     # -- decoding -------------------------------------------------------------------------
     def settings(self) -> dict:
         """The keyword arguments of ``sv.decode`` that the controls currently say."""
-        return dict(solver=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
+        return dict(rule=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
                     verify=self.verify.value, block_size=self.block_size.value,
                     max_new_tokens=self.max_new_tokens.value, **self.extra)
 

@@ -1,11 +1,15 @@
 """Shared fixtures: tiny random-init models of several architectures, with the char tokenizer; hand-made traces."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 import sbd_viz as sv
 from sbd_viz.data import build_char_tokenizer
 from sbd_viz.trace import Commit, SlotView, Step, Trace
+
+ROOT = Path(__file__).resolve().parent.parent
 
 torch.set_num_threads(2)
 
@@ -79,12 +83,19 @@ def hand_trace(blocks=HAND, stop_at=None) -> Trace:
                  stop_reason="stop" if stop_at else "length")
 
 
-def bench_script(name: str):
-    """A ``bench/`` script loaded as a module (the folder is not a package, so tests cannot import it)."""
-    from sbd_viz.cli import _checkout_module
+def bench_script(name: str, folder: str = "bench"):
+    """A script of the repository (``bench/x.py``, ``tools/x.py``) loaded as a module: those folders are not
+    packages, and their scripts import their neighbours, so the folder goes on the path as when run."""
+    import importlib.util
+    import sys
 
-    module = _checkout_module(f"bench/{name}.py")
-    assert module is not None, f"bench/{name}.py is missing"
+    path = ROOT / folder / f"{name}.py"
+    assert path.is_file(), f"{folder}/{name}.py is missing"
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(f"sbd_viz_{folder}_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 

@@ -69,8 +69,8 @@ def test_decoded_gap_fills_match_a_replay_and_render_the_block_state():
         assert trace.text[e["position"]] == e["text"]  # the committed token is what the output holds
 
 
-@pytest.mark.parametrize("kwargs", [dict(solver="left_to_right"), dict(gamma=0.5, gap_free=True),
-                                    dict(gamma=100.0, gap_free=True), dict(solver="top_k", gamma=3, gap_free=True)])
+@pytest.mark.parametrize("kwargs", [dict(rule="left_to_right"), dict(gamma=0.5, gap_free=True),
+                                    dict(gamma=100.0, gap_free=True), dict(rule="top_k", gamma=3, gap_free=True)])
 def test_no_gap_fills_left_to_right_or_gap_free(kwargs):
     model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
     trace = sv.decode(model, prompt, block_size=8, max_new_tokens=16, **kwargs)
@@ -151,7 +151,7 @@ def test_bad_input_names_the_argument(tiny):
         sv.teacher_forced_ntp(tiny, trace, ntp_trace=sv.decode_ntp(tiny, "x", max_new_tokens=2))
     items = sv.tasks.load_suite(per_family=1, families=("add",))
     for kwargs, name in [(dict(gammas=()), "gammas"), (dict(gammas=(-1.0,)), "gamma"), (dict(block_sizes=(0,)),
-                         "block_size"), (dict(solvers=("nope",)), "solver"), (dict(gap_free=("no",)), "gap_free"),
+                         "block_size"), (dict(rules=("nope",)), "rule"), (dict(gap_free=("no",)), "gap_free"),
                          (dict(verify=("no",)), "verify"), (dict(verify=()), "verify"),
                          (dict(max_new_tokens=0), "max_new_tokens")]:
         with pytest.raises(ValueError, match=name):
@@ -189,11 +189,11 @@ def swept(tiny, tmp_path_factory):
 
 def test_sweep_frame_shape(swept):
     df, _ = swept
-    assert len(df) == 4 + 1 and list(df["solver"]).count("ntp") == 1
-    ntp = df[df["solver"] == "ntp"].iloc[0]
+    assert len(df) == 4 + 1 and list(df["rule"]).count("ntp") == 1
+    ntp = df[df["rule"] == "ntp"].iloc[0]
     assert ntp["calls_per_token"] == 1.0  # measured: one call per token
     assert ntp["ntp_agreement"] == 1.0
-    sbd = df[df["solver"] != "ntp"]
+    sbd = df[df["rule"] != "ntp"]
     assert (sbd[sbd["gap_free"]]["gap_fill_rate"] == 0).all()
     table = sv.gap_free_ablation(df)
     assert len(table) == 2 and {"accuracy_free", "accuracy_gap_free", "accuracy_delta"} <= set(table.columns)
@@ -215,7 +215,7 @@ def test_repeated_sweep_hits_the_cache(tiny, swept, counted, monkeypatch):
     assert stored["key"]["fingerprint"] == tiny.fingerprint()
 
 
-@pytest.mark.parametrize("change", ["gamma", "block_size", "gap_free", "verify", "solver", "max_new_tokens",
+@pytest.mark.parametrize("change", ["gamma", "block_size", "gap_free", "verify", "rule", "max_new_tokens",
                                     "items"])
 def test_any_changed_setting_misses_the_cache(tiny, swept, counted, change):
     _, cache = swept
@@ -232,8 +232,8 @@ def test_any_changed_setting_misses_the_cache(tiny, swept, counted, change):
         kwargs["gammas"] = (0.5,)
     elif change == "verify":
         kwargs["verify"] = (True,)
-    elif change == "solver":
-        kwargs["solvers"] = ("entropy_threshold",)
+    elif change == "rule":
+        kwargs["rules"] = ("entropy_threshold",)
     elif change == "max_new_tokens":
         kwargs["max_new_tokens"] = 5
     else:
@@ -263,8 +263,8 @@ def test_damaged_cache_file_is_recomputed(tiny, tmp_path, counted):
 
 def test_sweep_rows_match_individual_decodes(tiny, swept):
     df, _ = swept
-    for _, row in df[df["solver"] != "ntp"].iterrows():
-        traces = [sv.decode(tiny, item.prompt, solver=row["solver"], gamma=row["gamma"],
+    for _, row in df[df["rule"] != "ntp"].iterrows():
+        traces = [sv.decode(tiny, item.prompt, rule=row["rule"], gamma=row["gamma"],
                             block_size=int(row["block_size"]), gap_free=bool(row["gap_free"]),
                             max_new_tokens=int(row["max_new_tokens"]), stop="\n") for item in ITEMS]
         calls, tokens = sum(t.nfe for t in traces), sum(t.n_tokens for t in traces)
@@ -298,7 +298,7 @@ def test_a_verified_sweep_row_is_ntp_exactly_on_the_shipped_model(shipped):
     items = sv.tasks.load_suite(per_family=1, families=("add", "sorted", "range", "ctx_sorted"))
     df = sv.sweep(shipped, items, gammas=(1.0,), verify=(True,), max_new_tokens=48, cache_dir=None,
                   progress=False)
-    ntp = df[df["solver"] == "ntp"].iloc[0]
+    ntp = df[df["rule"] == "ntp"].iloc[0]
     verified = df[df["verify"]].iloc[0]
     assert len(df) == 2 and not ntp["verify"]
     assert verified["same_as_ntp"] == 1.0 and verified["ntp_agreement"] == 1.0
@@ -342,7 +342,7 @@ def test_cli_sweep_writes_csv(tmp_path, capsys, model_dir):
             "--cache-dir", str(tmp_path / "c"), "--out", str(out)]
     assert cli_main(args) == 0
     df = pd.read_csv(out)
-    assert list(df["solver"]) == ["entropy_bounded"] * 4 + ["ntp"]
+    assert list(df["rule"]) == ["entropy_bounded"] * 4 + ["ntp"]
     assert list(df["verify"]) == [False, True, False, True, False]
     assert "gap-free ablation" in capsys.readouterr().out
 
@@ -449,7 +449,7 @@ def test_the_bar_table_judges_each_row_on_its_worst_bucket():
     def bucket(lo, hi, ntp, sbd, ctx, long_tpc):
         return {"bucket": [lo, hi], "gamma": 0.1, "ntp_accuracy": ntp, "sbd_accuracy": sbd,
                 "ctx_ntp_accuracy": ctx, "long_tokens_per_call": long_tpc}
-    results = {"rows": [{"solver": "ntp", "accuracy": 0.995}],
+    results = {"rows": [{"rule": "ntp", "accuracy": 0.995}],
                "buckets": [bucket(0, 128, 0.99, 0.985, 0.985, 4.6), bucket(128, 256, 0.99, 0.98, 0.98, 4.5)]}
 
     def verdicts(res, weights=None):
@@ -478,11 +478,11 @@ def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_
 def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
     equal_speed_table = bench_script("model_card").equal_speed_table
 
-    def row(gamma, tokens_per_call, accuracy, solver="entropy_bounded", gap_free=False):
-        return {"solver": solver, "gamma": gamma, "gap_free": gap_free, "accuracy": accuracy,
+    def row(gamma, tokens_per_call, accuracy, rule="entropy_bounded", gap_free=False):
+        return {"rule": rule, "gamma": gamma, "gap_free": gap_free, "accuracy": accuracy,
                 "long_calls_per_token": 1 / tokens_per_call}
     baseline = [row(0.0, 1.0, 0.99), row(0.1, 4.0, 0.95), row(0.35, 6.0, 0.85),  # gamma 0 is not on the curve
-                row(0.1, 5.0, 0.10, gap_free=True), row(0.9, 5.0, 0.10, solver="confidence_threshold")]
+                row(0.1, 5.0, 0.10, gap_free=True), row(0.9, 5.0, 0.10, rule="confidence_threshold")]
     rows = [row(0.05, 5.0, 0.92), row(0.1, 6.0, 0.86), row(0.2, 3.0, 0.99)]
     lines = equal_speed_table(rows, baseline, ("new", "old")).splitlines()[4:]
     assert lines[0] == "| 0.2 | 3.00 | 0.990 | outside old's range |  |"  # slower than any baseline setting

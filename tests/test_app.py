@@ -41,13 +41,13 @@ def sharp_tiny_model():
 
 
 # A small hand-made curve: the trade-off tab needs no sweep to be tested.
-SWEEP_ROWS = [dict(solver="entropy_bounded", gamma=g, block_size=16, gap_free=False, accuracy=a, tokens_per_call=t,
+SWEEP_ROWS = [dict(rule="entropy_bounded", gamma=g, block_size=16, gap_free=False, accuracy=a, tokens_per_call=t,
                    calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.8 * t)
               for g, a, t in ((0.0, 0.9, 1.0), (0.5, 0.85, 2.0), (1.0, 0.8, 3.0), (2.0, 0.6, 4.0))] + [
-    dict(solver="entropy_bounded", gamma=g, block_size=16, gap_free=False, verify=True, accuracy=0.9,
+    dict(rule="entropy_bounded", gamma=g, block_size=16, gap_free=False, verify=True, accuracy=0.9,
          tokens_per_call=t, calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.7 * t, same_as_ntp=1.0)
     for g, t in ((0.0, 0.95), (0.5, 1.5), (1.0, 2.5), (2.0, 3.0))] + [
-    dict(solver="ntp", gamma=float("nan"), block_size=1, gap_free=False, accuracy=0.9, tokens_per_call=1.0,
+    dict(rule="ntp", gamma=float("nan"), block_size=1, gap_free=False, accuracy=0.9, tokens_per_call=1.0,
          calls_per_token=1.0, speedup_calls=1.0, speedup_wall=1.0)]
 
 
@@ -231,8 +231,8 @@ def test_the_shipped_sweep_has_the_verified_line(app_module):
     rule = app_module.SWEEP_VERIFIED
     verified = [r for r in rows if r.get("verify")]
     assert sorted(r["gamma"] for r in verified) == sorted(app_module.SWEEP_GRID[rule])
-    assert all(r["solver"] == rule and r["same_as_ntp"] == 1.0 for r in verified)
-    ntp = next(r for r in rows if r["solver"] == "ntp")
+    assert all(r["rule"] == rule and r["same_as_ntp"] == 1.0 for r in verified)
+    ntp = next(r for r in rows if r["rule"] == "ntp")
     assert all(r["accuracy"] == ntp["accuracy"] for r in verified)
 
 

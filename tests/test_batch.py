@@ -17,8 +17,8 @@ PROMPTS = ["assert 1 + 2 == ", "x = [3, 1", "def f(a):", "hi", "assert sorted([5
 SETTINGS = [
     dict(gamma=0.5, block_size=5, max_new_tokens=17),  # the length limit mid-block
     # stops at different blocks: characters these random models write at different places
-    dict(solver="top_k", gamma=2, block_size=4, max_new_tokens=20, stop=("q", "t", "L", "2", "%", "H", "P")),
-    dict(solver="left_to_right", gamma=0.3, block_size=4, max_new_tokens=9),
+    dict(rule="top_k", gamma=2, block_size=4, max_new_tokens=20, stop=("q", "t", "L", "2", "%", "H", "P")),
+    dict(rule="left_to_right", gamma=0.3, block_size=4, max_new_tokens=9),
     dict(gamma=0.5, block_size=4, max_new_tokens=13, verify=True),  # rollbacks cut a row's cache
     dict(gamma=0.1, block_size=1, max_new_tokens=6),
 ]

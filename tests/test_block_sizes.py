@@ -57,7 +57,7 @@ def test_the_script_counts_what_evaluate_decodes(tmp_path, monkeypatch):
     row = data["rows"][4]
     assert tuple(row["bucket"]) == bucket and row["n_items"] == len(items) == len(tasks.FAMILIES)
     ntp = sv.evaluate(model, items, decoder="ntp", max_new_tokens=bench.MAX_NEW_TOKENS, measure_speedup=False)
-    sbd = sv.evaluate(model, items, solver="entropy_bounded", gamma=0.6, block_size=4,
+    sbd = sv.evaluate(model, items, rule="entropy_bounded", gamma=0.6, block_size=4,
                       max_new_tokens=bench.MAX_NEW_TOKENS, measure_speedup=False)
     assert row["ntp_right"] == sum(r["correct"] for r in ntp["rows"])
     lost = [n["family"] for n, s in zip(ntp["rows"], sbd["rows"]) if n["correct"] and not s["correct"]]

@@ -13,7 +13,7 @@ from sbd_viz.divergence import divergence_report, first_divergence, uncounted_sl
 from conftest import HAND, bench_script, hand_trace, sharp_model
 
 ROOT = Path(__file__).resolve().parent.parent
-EB = {"decoder": "sbd", "solver": "entropy_bounded", "gamma": 0.1}
+EB = {"decoder": "sbd", "rule": "entropy_bounded", "gamma": 0.1}
 
 
 def _text(blocks) -> str:
@@ -72,7 +72,7 @@ def test_the_uncounted_slot_is_the_calls_highest_entropy_commit_under_the_entrop
     assert (where["uncounted"], where["outside_budget"]) == (True, False)
 
 
-@pytest.mark.parametrize("config", [{"decoder": "sbd", "solver": "confidence_threshold", "gamma": 0.9},
+@pytest.mark.parametrize("config", [{"decoder": "sbd", "rule": "confidence_threshold", "gamma": 0.9},
                                     {**EB, "gap_free": True}, {**EB, "verify": True}, {"decoder": "ntp"}])
 def test_the_budget_fields_are_none_where_eq_8_did_not_choose_the_commits(config):
     trace = _with_entropies(hand_trace(), config, {})

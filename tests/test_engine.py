@@ -49,7 +49,7 @@ def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
         return causal, got
 
     monkeypatch.setattr(sv.SBDModel, "fused_call", checked_call)
-    trace = sv.decode(model, "assert 1 + 2 == ", solver="top_k", gamma=2, block_size=5, max_new_tokens=17)
+    trace = sv.decode(model, "assert 1 + 2 == ", rule="top_k", gamma=2, block_size=5, max_new_tokens=17)
     assert worst["calls"] == trace.nfe >= 9  # blocks of 5, 5, 5, 2 at two slots per call
     assert trace.n_blocks == 4
     assert worst["logits"] <= 1e-4, worst
@@ -151,16 +151,16 @@ def test_decode_invariants_and_gap_fills():
 
 def test_gap_free_and_left_to_right_never_fill_gaps():
     model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
-    for kwargs in (dict(gamma=0.5, gap_free=True), dict(solver="left_to_right"), dict(gamma=100.0, gap_free=True)):
+    for kwargs in (dict(gamma=0.5, gap_free=True), dict(rule="left_to_right"), dict(gamma=100.0, gap_free=True)):
         trace = sv.decode(model, prompt, block_size=8, max_new_tokens=16, **kwargs)
         assert trace.text == "abcdefghijklmnop"
         assert trace.gap_fills() == []
-    assert sv.decode(model, prompt, solver="left_to_right", block_size=8, max_new_tokens=16).nfe == 16
+    assert sv.decode(model, prompt, rule="left_to_right", block_size=8, max_new_tokens=16).nfe == 16
 
 
 def test_stop_string_ends_early_and_truncates():
     model, prompt = _scripted("12\n456789abcdefgh")
-    trace = sv.decode(model, prompt, solver="left_to_right", block_size=8, max_new_tokens=16, stop="\n")
+    trace = sv.decode(model, prompt, rule="left_to_right", block_size=8, max_new_tokens=16, stop="\n")
     assert trace.text == "12\n" and trace.stop_reason == "stop"
     assert trace.nfe == 3  # slots after the newline are never decoded
     big = sv.decode(model, prompt, gamma=100.0, block_size=8, max_new_tokens=16, stop=["\n"])
@@ -182,7 +182,7 @@ def test_eos_stops():
         return causal, logits
 
     model.fused_call = with_eos
-    trace = sv.decode(model, prompt, solver="left_to_right", block_size=4, max_new_tokens=8)
+    trace = sv.decode(model, prompt, rule="left_to_right", block_size=4, max_new_tokens=8)
     assert trace.stop_reason == "eos" and trace.text == "ab" and trace.n_tokens == 3
 
 
@@ -234,8 +234,8 @@ def test_add_mask_token_survives_save_and_reload(tmp_path):
 
 @pytest.mark.parametrize("kwargs, name", [
     (dict(block_size=0), "block_size"), (dict(block_size=65), "block_size"), (dict(gamma=math.nan), "gamma"),
-    (dict(gamma=-1.0), "gamma"), (dict(solver="nope"), "solver"), (dict(max_new_tokens=0), "max_new_tokens"),
-    (dict(temperature=-0.5), "temperature"), (dict(stop=[""]), "stop"), (dict(solver="top_k", gamma=0.5), "gamma"),
+    (dict(gamma=-1.0), "gamma"), (dict(rule="nope"), "rule"), (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(temperature=-0.5), "temperature"), (dict(stop=[""]), "stop"), (dict(rule="top_k", gamma=0.5), "gamma"),
 ])
 def test_bad_arguments_name_themselves(tiny, kwargs, name):
     with pytest.raises(ValueError, match=name):

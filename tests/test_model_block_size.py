@@ -101,7 +101,7 @@ def test_the_app_starts_at_it_and_its_sweep_records_it(eight, monkeypatch):
 
     def sweep(model, suite, **kwargs):  # what the app asks of the sweep, without decoding the suite
         asked.append(kwargs["block_sizes"])
-        return pd.DataFrame([{"solver": "ntp", "block_size": 1}])
+        return pd.DataFrame([{"rule": "ntp", "block_size": 1}])
 
     monkeypatch.setattr(analysis, "sweep", sweep)
     out = app.precompute_sweep(eight.model.name_or_path)
@@ -110,7 +110,7 @@ def test_the_app_starts_at_it_and_its_sweep_records_it(eight, monkeypatch):
 
 def test_the_app_says_when_its_precomputed_sweep_is_of_another_block_size(eight, tmp_path):
     from sbd_viz import app
-    rows = [{"solver": "entropy_bounded", "gamma": 0.1, "block_size": 16, "gap_free": False, "accuracy": 0.9,
+    rows = [{"rule": "entropy_bounded", "gamma": 0.1, "block_size": 16, "gap_free": False, "accuracy": 0.9,
              "tokens_per_call": 5.0}]
     (tmp_path / app.SWEEP_FILE).write_text(json.dumps({"block_size": 16, "rows": rows}))
     curve = app.SpeedQualityCurve(eight, tmp_path, compute=False)

@@ -45,7 +45,7 @@ def make_trace(schedule, k=4, decoder="sbd", prompt="Q: 2 + 2?\nA:") -> Trace:
     n = len(schedule) * k
     positions = range(len(prompt_ids), len(prompt_ids) + n)
     texts = tuple(token(p) for p in positions)
-    config = dict(decoder=decoder, solver=None if decoder == "ntp" else "eb",
+    config = dict(decoder=decoder, rule=None if decoder == "ntp" else "eb",
                   gamma=None if decoder == "ntp" else 0.5, block_size=k)
     return Trace(prompt=prompt, prompt_ids=prompt_ids, config=config, model_id="toy", steps=tuple(steps),
                  output_ids=tuple(positions), output_texts=texts, text="".join(texts), stop_reason="length")
@@ -238,17 +238,17 @@ def test_calls_timeline(multi_trace, ntp_trace):
 
 
 RESULTS = [
-    dict(solver="eb", gamma=0.1, accuracy=0.80, calls_per_token=0.8),
-    dict(solver="eb", gamma=0.5, accuracy=0.74, calls_per_token=0.5),
-    dict(solver="eb", gamma=1.0, accuracy=0.60, calls_per_token=0.3),
-    dict(solver="eb", gamma=0.5, accuracy=0.78, calls_per_token=0.6, gap_free=True),
-    dict(solver="topk", gamma=2, accuracy=0.70, calls_per_token=0.5),
-    dict(solver="ntp", gamma=None, accuracy=0.82, calls_per_token=1.0),
+    dict(rule="eb", gamma=0.1, accuracy=0.80, calls_per_token=0.8),
+    dict(rule="eb", gamma=0.5, accuracy=0.74, calls_per_token=0.5),
+    dict(rule="eb", gamma=1.0, accuracy=0.60, calls_per_token=0.3),
+    dict(rule="eb", gamma=0.5, accuracy=0.78, calls_per_token=0.6, gap_free=True),
+    dict(rule="topk", gamma=2, accuracy=0.70, calls_per_token=0.5),
+    dict(rule="ntp", gamma=None, accuracy=0.82, calls_per_token=1.0),
 ]
 
 
 def test_tradeoff_rules_and_current():
-    fig = tradeoff(RESULTS, current=dict(solver="eb", gamma=0.5))
+    fig = tradeoff(RESULTS, current=dict(rule="eb", gamma=0.5))
     rules = [t for t in fig.data if t.meta and t.meta["role"] == "rule"]
     assert sorted(t.name for t in rules) == ["eb", "eb · gap-free", "topk"]
     eb = next(t for t in rules if t.name == "eb")
@@ -256,21 +256,21 @@ def test_tradeoff_rules_and_current():
     current = next(t for t in fig.data if t.name == "current setting")
     assert sorted(zip(current.x, current.y)) == sorted([(2.0, 0.74), (1 / 0.6, 0.78)])
     assert any(t.name == "NTP" for t in fig.data)
-    only_plain = tradeoff(RESULTS, current=dict(solver="eb", gamma=0.5, gap_free=False))
+    only_plain = tradeoff(RESULTS, current=dict(rule="eb", gamma=0.5, gap_free=False))
     assert list(next(t for t in only_plain.data if t.name == "current setting").y) == [0.74]
     with pytest.raises(ValueError, match="current"):
-        tradeoff(RESULTS, current=dict(solver="eb", gamma=9))
+        tradeoff(RESULTS, current=dict(rule="eb", gamma=9))
     with pytest.raises(ValueError, match="x"):
         tradeoff(RESULTS, x="speedup_wall")
     with pytest.raises(ValueError, match="results"):
-        tradeoff([dict(solver="eb", gamma=1)])
+        tradeoff([dict(rule="eb", gamma=1)])
 
 
 def test_tradeoff_draws_one_line_per_block_size():
-    rows = [dict(solver="eb", gamma=g, block_size=k, accuracy=0.5, tokens_per_call=g * k)
-            for g in (0.1, 1.0) for k in (4, 16)] + [dict(solver="ntp", gamma=None, block_size=1, accuracy=0.6,
+    rows = [dict(rule="eb", gamma=g, block_size=k, accuracy=0.5, tokens_per_call=g * k)
+            for g in (0.1, 1.0) for k in (4, 16)] + [dict(rule="ntp", gamma=None, block_size=1, accuracy=0.6,
                                                           tokens_per_call=1.0)]
-    fig = tradeoff(rows, current=dict(solver="eb", gamma=1.0, block_size=4))
+    fig = tradeoff(rows, current=dict(rule="eb", gamma=1.0, block_size=4))
     rules = sorted(t.name for t in fig.data if t.meta and t.meta["role"] == "rule")
     assert rules == ["eb · k=16", "eb · k=4"]
     assert list(next(t for t in fig.data if t.name == "current setting").x) == [4.0]
@@ -281,9 +281,9 @@ def test_tradeoff_draws_one_line_per_block_size():
 def test_tradeoff_leaves_bunched_labels_blank():
     """Settings that land on about the same point (bold gammas, a block capping a call's commits) keep their
     points and hovers, but only the first of a bunch is labelled; points apart keep their labels."""
-    rows = [dict(solver="eb", gamma=g, accuracy=a, tokens_per_call=t) for g, a, t in
+    rows = [dict(rule="eb", gamma=g, accuracy=a, tokens_per_call=t) for g, a, t in
             ((0.1, 0.99, 4.5), (0.35, 0.95, 5.25), (0.6, 0.95, 5.42), (1.0, 0.95, 5.52), (2.0, 0.90, 5.6))]
-    rows.append(dict(solver="ntp", gamma=None, accuracy=0.99, tokens_per_call=1.0))
+    rows.append(dict(rule="ntp", gamma=None, accuracy=0.99, tokens_per_call=1.0))
     (line,) = [t for t in tradeoff(rows).data if t.meta and t.meta["role"] == "rule"]
     assert list(line.x) == [4.5, 5.25, 5.42, 5.52, 5.6] and len(line.hovertext) == 5
     # 0.6 and 1 sit within 0.3 tokens per call and at the same accuracy as 0.35; 2 is 0.05 lower: apart
@@ -299,9 +299,9 @@ def test_tradeoff_leaves_bunched_labels_blank():
 
 
 VERIFIED_RESULTS = RESULTS + [
-    dict(solver="eb", gamma=0.1, accuracy=0.82, calls_per_token=0.9, verify=True, same_as_ntp=1.0),
-    dict(solver="eb", gamma=0.5, accuracy=0.82, calls_per_token=0.7, verify=True, same_as_ntp=1.0),
-    dict(solver="eb", gamma=1.0, accuracy=0.82, calls_per_token=0.55, verify=True, same_as_ntp=1.0),
+    dict(rule="eb", gamma=0.1, accuracy=0.82, calls_per_token=0.9, verify=True, same_as_ntp=1.0),
+    dict(rule="eb", gamma=0.5, accuracy=0.82, calls_per_token=0.7, verify=True, same_as_ntp=1.0),
+    dict(rule="eb", gamma=1.0, accuracy=0.82, calls_per_token=0.55, verify=True, same_as_ntp=1.0),
 ]
 
 
@@ -325,16 +325,16 @@ def test_tradeoff_draws_the_verified_line_beside_the_lossy_rules():
 
 def test_tradeoff_rings_the_verified_point_when_verified():
     ring = lambda fig: next(t for t in fig.data if t.name == "current setting")  # noqa: E731
-    on = ring(tradeoff(VERIFIED_RESULTS, current=dict(solver="eb", gamma=0.5, gap_free=False, verify=True)))
+    on = ring(tradeoff(VERIFIED_RESULTS, current=dict(rule="eb", gamma=0.5, gap_free=False, verify=True)))
     assert list(zip(on.x, on.y)) == [(pytest.approx(1 / 0.7), 0.82)]
-    off = ring(tradeoff(VERIFIED_RESULTS, current=dict(solver="eb", gamma=0.5, gap_free=False, verify=False)))
+    off = ring(tradeoff(VERIFIED_RESULTS, current=dict(rule="eb", gamma=0.5, gap_free=False, verify=False)))
     assert list(zip(off.x, off.y)) == [(2.0, 0.74)]
     with pytest.raises(ValueError, match="current"):  # no verified topk row
-        tradeoff(VERIFIED_RESULTS, current=dict(solver="topk", gamma=2, verify=True))
+        tradeoff(VERIFIED_RESULTS, current=dict(rule="topk", gamma=2, verify=True))
 
 
 def test_tradeoff_names_and_dashes_each_verified_line_when_there_are_several():
-    rows = VERIFIED_RESULTS + [dict(solver="topk", gamma=2, accuracy=0.82, calls_per_token=0.6, verify=True)]
+    rows = VERIFIED_RESULTS + [dict(rule="topk", gamma=2, accuracy=0.82, calls_per_token=0.6, verify=True)]
     lines = [t for t in tradeoff(rows).data if t.meta and t.meta["role"] == "verified"]
     assert sorted(t.name for t in lines) == ["verified (lossless) · eb", "verified (lossless) · topk"]
     assert len({t.line.dash for t in lines}) == 2  # told apart by their dashes

@@ -241,7 +241,7 @@ def test_project_frame(traces, tiny):
     out = rf.project_frame(rows, "h200-bf16", model="qwen-3-8b")
     assert out["projected_speedup_h200-bf16"].notna().all() and len(out) == 2
     with pytest.raises(ValueError, match="keep_traces"):
-        rf.project_frame(pd.DataFrame({"solver": ["entropy_bounded"], "calls": [10], "tokens": [40]}))
+        rf.project_frame(pd.DataFrame({"rule": ["entropy_bounded"], "calls": [10], "tokens": [40]}))
     with pytest.raises(ValueError, match="rows"):
         rf.project_frame(pd.DataFrame({"trace": [trace, None]}))
 

@@ -14,7 +14,7 @@ import sbd_viz as sv
 
 from conftest import free_port, tiny_model
 
-QUALITY = ["solver", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
+QUALITY = ["rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
            "speedup_calls", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp", "accuracy_with_gaps",
            "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens", "max_new_tokens", "fingerprint"]
 

@@ -13,7 +13,7 @@ from conftest import hand_trace
 
 @pytest.fixture(scope="module")
 def trace(tiny):
-    return sv.decode(tiny, "assert 1 + 1 == ", solver="top_k", gamma=3, block_size=6, max_new_tokens=14)
+    return sv.decode(tiny, "assert 1 + 1 == ", rule="top_k", gamma=3, block_size=6, max_new_tokens=14)
 
 
 def test_json_round_trip_is_lossless(trace, tmp_path):
@@ -91,3 +91,12 @@ def test_verdicts_pair_each_check_with_the_draft_it_judged():
         commit = next(c for c in step.commits if step.block_start + c.slot == position)
         assert check.position == position and check.token_id == commit.token_id and not commit.ntp
         assert call < checked_in and check in trace.steps[checked_in].checks
+
+
+def test_files_that_name_the_commit_rule_solver_still_load():
+    """Traces saved before the commit rule was called ``rule`` (tests/data/trace_v1.json says ``solver``)."""
+    old = Path(__file__).parent / "data" / "trace_v1.json"
+    assert json.loads(old.read_text())["config"]["solver"] == "entropy_bounded"
+    trace = Trace.load(old)
+    assert trace.config["rule"] == "entropy_bounded" and "solver" not in trace.config
+    assert json.loads(trace.to_json())["config"]["rule"] == "entropy_bounded"

@@ -69,7 +69,7 @@ def _decode_checking_cache(model, prompt, ntp_ids, **kwargs):
     return decoding.trace()
 
 
-SETTINGS = [  # (solver, gamma, block_size, max_new_tokens, stop)
+SETTINGS = [  # (rule, gamma, block_size, max_new_tokens, stop)
     ("entropy_bounded", 0.5, 4, 13, None),  # the length limit mid-block
     ("entropy_bounded", 2.0, 16, 30, None),
     ("top_k", 5, 5, 17, None),
@@ -91,16 +91,16 @@ def test_verified_text_is_ntp_greedy_text(models, arch, drafter):
     model = models[arch]
     rollbacks = where = accepted = 0
     for prompt in PROMPTS:
-        for solver, gamma, block_size, max_new, stop in SETTINGS:
+        for rule, gamma, block_size, max_new, stop in SETTINGS:
             ntp = sv.decode_ntp(model, prompt, max_new_tokens=max_new, stop=stop)
             if drafter == "noisy_oracle":
                 oracle_drafter(model, prompt, ntp.output_ids, NOISY, soft=True)
             try:
-                trace = sv.decode(model, prompt, solver=solver, gamma=gamma, block_size=block_size,
+                trace = sv.decode(model, prompt, rule=rule, gamma=gamma, block_size=block_size,
                                   max_new_tokens=max_new, stop=stop, verify=True)
             finally:
                 model.__dict__.pop("fused_call", None)
-            setting = (prompt, solver, gamma, block_size, max_new, stop)
+            setting = (prompt, rule, gamma, block_size, max_new, stop)
             assert trace.output_ids == ntp.output_ids, setting
             assert (trace.stop_reason, trace.text) == (ntp.stop_reason, ntp.text), setting
             assert trace.verified and trace.config["verify"] is True
@@ -118,11 +118,11 @@ def test_verified_text_is_ntp_greedy_text(models, arch, drafter):
 def test_cache_equals_a_fresh_prefill_after_every_call(models, arch):
     model = models[arch]
     seen = 0
-    for prompt, solver, gamma, block_size in [("assert 1 + 2 == ", "top_k", 6, 6),
+    for prompt, rule, gamma, block_size in [("assert 1 + 2 == ", "top_k", 6, 6),
                                               ("x = [3, 1", "entropy_bounded", 2.0, 8),
                                               ("def f(a):", "left_to_right", 0.0, 4)]:
         ntp = sv.decode_ntp(model, prompt, max_new_tokens=20)
-        trace = _decode_checking_cache(model, prompt, ntp.output_ids, solver=solver, gamma=gamma,
+        trace = _decode_checking_cache(model, prompt, ntp.output_ids, rule=rule, gamma=gamma,
                                        block_size=block_size, max_new_tokens=20)
         assert trace.output_ids == ntp.output_ids
         seen += len(trace.rollbacks())
@@ -155,7 +155,7 @@ def oracle_drafter(model, prompt, ntp_ids, wrong_at, soft=False):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("solver, gamma, wrong_at, expected", [
+@pytest.mark.parametrize("rule, gamma, wrong_at, expected", [
     # drafts a whole block per call: block 0 covers generated 0..7 and is rejected at slot 1 by block 1's first
     # call, so block 1 reopens at 2 and covers 2..9 (wrong at its middle slot 4, position 6), then 7..14 (wrong
     # at its last slot, position 14)
@@ -164,14 +164,14 @@ def oracle_drafter(model, prompt, ntp_ids, wrong_at, soft=False):
     # the next block's first call
     ("left_to_right", 0.0, {1, 5, 7}, [(1, 1), (5, 5), (7, 7)]),
 ])
-def test_rejections_at_the_first_a_middle_and_the_last_slot(arch, solver, gamma, wrong_at, expected):
+def test_rejections_at_the_first_a_middle_and_the_last_slot(arch, rule, gamma, wrong_at, expected):
     """Blocks of 8: slot 0 is always NTP's exact token (never drafted, so never rejected); drafts are rejected
     at slot 1 (the first drafted slot), a middle slot and slot 7 (the last), each rolled back exactly."""
     model = tiny_model(arch, seed=3)  # its NTP text runs to the length limit on all four architectures
     prompt, k = "assert 7 == ", 8
     ntp = sv.decode_ntp(model, prompt, max_new_tokens=40)
     oracle_drafter(model, prompt, ntp.output_ids, wrong_at=wrong_at)
-    trace = _decode_checking_cache(model, prompt, ntp.output_ids, solver=solver, gamma=gamma, block_size=k,
+    trace = _decode_checking_cache(model, prompt, ntp.output_ids, rule=rule, gamma=gamma, block_size=k,
                                    max_new_tokens=40)
     del model.fused_call
     assert trace.output_ids == ntp.output_ids
@@ -195,7 +195,7 @@ def test_rejection_in_the_final_check_continues_the_decode():
     oracle_drafter(model, prompt, ntp.output_ids, wrong_at={9})
     # blocks 0..7 and 8..11 (the limit cuts the second block of 8): the check rejects 9, the next call writes
     # 10 exactly and drafts 11, and a second check accepts it
-    trace = _decode_checking_cache(model, prompt, ntp.output_ids, solver="top_k", gamma=8, block_size=8,
+    trace = _decode_checking_cache(model, prompt, ntp.output_ids, rule="top_k", gamma=8, block_size=8,
                                    max_new_tokens=12)
     del model.fused_call
     assert trace.output_ids == ntp.output_ids and trace.stop_reason == "length"
@@ -211,7 +211,7 @@ def test_stop_in_the_drafts_is_checked_and_cut():
     for prompt in PROMPTS:
         for stop in ("[", "q", "1"):
             ntp = sv.decode_ntp(model, prompt, max_new_tokens=40, stop=stop)
-            trace = sv.decode(model, prompt, solver="top_k", gamma=6, block_size=6, max_new_tokens=40, stop=stop,
+            trace = sv.decode(model, prompt, rule="top_k", gamma=6, block_size=6, max_new_tokens=40, stop=stop,
                               verify=True)
             assert (trace.output_ids, trace.stop_reason) == (ntp.output_ids, ntp.stop_reason)
             reasons.add(ntp.stop_reason)
@@ -226,7 +226,7 @@ def test_verdicts_are_ntp_teacher_forced_choices(models):
         for prompt in PROMPTS:
             ntp = sv.decode_ntp(model, prompt, max_new_tokens=30, top_n=1)
             oracle_drafter(model, prompt, ntp.output_ids, NOISY, soft=True)
-            trace = sv.decode(model, prompt, solver="entropy_bounded", gamma=2.0, block_size=8, max_new_tokens=30,
+            trace = sv.decode(model, prompt, rule="entropy_bounded", gamma=2.0, block_size=8, max_new_tokens=30,
                               verify=True)
             del model.fused_call
             _check_verdicts(ntp, trace)
@@ -271,7 +271,7 @@ def test_nfe_counts_every_forward(models, monkeypatch):
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(sv.SBDModel, "fused_call", counted)
-    trace = sv.decode(model, "assert 1 + 2 == ", solver="top_k", gamma=4, block_size=4, max_new_tokens=18,
+    trace = sv.decode(model, "assert 1 + 2 == ", rule="top_k", gamma=4, block_size=4, max_new_tokens=18,
                       verify=True)
     assert trace.nfe == len(calls) == len(trace.steps)
     assert trace.n_check_only >= 1  # the final check is a call too
@@ -282,7 +282,7 @@ def test_nfe_counts_every_forward(models, monkeypatch):
 
 def test_verified_trace_round_trips_and_streams(models, tmp_path):
     model = models["llama"]
-    config = sv.DecodeConfig(solver="top_k", gamma=4, block_size=6, max_new_tokens=20, verify=True)
+    config = sv.DecodeConfig(rule="top_k", gamma=4, block_size=6, max_new_tokens=20, verify=True)
     decoding = sv.Decoding(model, "assert 1 + 2 == ", config)
     steps = list(decoding.steps())
     trace = decoding.trace()
@@ -306,7 +306,7 @@ def _same_decisions(a, b):
     (lambda d: d["steps"][d["_rb"]]["checks"][-1].pop("ntp_prob"), "missing"),
 ])
 def test_malformed_verified_traces_are_rejected(models, mutate, message):
-    trace = sv.decode(models["llama"], "assert 1 + 2 == ", solver="top_k", gamma=4, block_size=6,
+    trace = sv.decode(models["llama"], "assert 1 + 2 == ", rule="top_k", gamma=4, block_size=6,
                       max_new_tokens=20, verify=True)
     d = json.loads(trace.to_json())
     d["_rb"] = next(i for i, s in enumerate(trace.steps) if s.rollback is not None)
@@ -340,7 +340,7 @@ def test_cli_trace_verify(models, tmp_path, capsys):
     model = models["llama"]
     model.model.save_pretrained(tmp_path / "m")
     model.tokenizer.save_pretrained(tmp_path / "m")
-    args = ["trace", "assert 1 + 2 == ", "--model", str(tmp_path / "m"), "--solver", "top_k", "--gamma", "4",
+    args = ["trace", "assert 1 + 2 == ", "--model", str(tmp_path / "m"), "--rule", "top_k", "--gamma", "4",
             "--block-size", "6", "--max-new-tokens", "20", "--verify", "--out", str(tmp_path / "t.json")]
     assert cli_main(args) == 0
     out = capsys.readouterr().out

@@ -79,7 +79,7 @@ def test_a_rule_change_resets_the_knob_and_decodes_once(tiny, monkeypatch):
     monkeypatch.setattr(sbd_widgets, "decode", lambda *a, **k: calls.append(k) or real(*a, **k))
     explorer.rule.value = "top_k"
     assert len(calls) == 1
-    assert calls[0]["solver"] == "top_k" and calls[0]["gamma"] == sv.COMMIT_RULES["top_k"].default
+    assert calls[0]["rule"] == "top_k" and calls[0]["gamma"] == sv.COMMIT_RULES["top_k"].default
     assert explorer.trace.nfe == 2 * 4 // 4  # four slots per call, two blocks of 4
     explorer.rule.value = "left_to_right"
     assert explorer.gamma.disabled and explorer.trace.nfe == 8
@@ -95,8 +95,8 @@ def test_a_bad_setting_shows_its_error_and_keeps_the_last_decode(explorer):
 def test_other_decode_arguments_pass_through(tiny):
     explorer = sv.explore(tiny, PROMPT, stop="\n", seed=3, temperature=1.0, **SMALL)
     assert explorer.trace.config["stop"] == ["\n"] and explorer.trace.config["seed"] == 3
-    with pytest.raises(ValueError, match="solver"):
-        sv.explore(tiny, PROMPT, solver="nope")
+    with pytest.raises(ValueError, match="rule"):
+        sv.explore(tiny, PROMPT, rule="nope")
     with pytest.raises(ValueError, match="block_size"):  # named, not clamped to the slider's range
         sv.explore(tiny, PROMPT, block_size=100)
 

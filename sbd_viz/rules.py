@@ -17,7 +17,7 @@ passed as ``gamma`` through ``decode``:
 | ``left_to_right``      | ignored                      | the leftmost masked slot (NTP order, one per call)   |
 
 ``COMMIT_RULES`` is the one registry of the rules: function, what the knob means, its valid
-range, default and slider range. ``Solver``, the CLI, the explorer and the app all read it, so a
+range, default and slider range. ``CommitRule``, the CLI, the explorer and the app all read it, so a
 new rule is one function and one entry here.
 
 ``gap_free=True`` turns any rule into one that commits only a contiguous run starting at
@@ -99,7 +99,7 @@ class Rule:
     symbol: str  # short slider name, e.g. "γ (nats)"
     label: str  # the slider's full label: what the knob does
     meaning: str  # for errors: "gamma: for <rule> it is <meaning> and must be ..."
-    valid: Range  # what Solver accepts
+    valid: Range  # what CommitRule accepts
     default: float
     slider: tuple[float, float, float]  # (lo, hi, step): a useful range, inside ``valid``
     tunable: bool = True  # False: the rule ignores its knob (a UI greys the slider out)
@@ -131,8 +131,8 @@ DEFAULT_GAMMA = COMMIT_RULES[DEFAULT_RULE].default
 
 
 @dataclass(frozen=True)
-class Solver:
-    """A commit rule with its knob: ``Solver("entropy_bounded", 0.1)``."""
+class CommitRule:
+    """A commit rule with its knob: ``CommitRule("entropy_bounded", 0.1)``."""
 
     name: str = DEFAULT_RULE
     gamma: float = DEFAULT_GAMMA
@@ -141,7 +141,7 @@ class Solver:
     def __post_init__(self):
         rule = COMMIT_RULES.get(self.name)
         if rule is None:
-            raise ValueError(f"solver: unknown rule {self.name!r}; choose from {', '.join(RULES)}")
+            raise ValueError(f"rule: unknown rule {self.name!r}; choose from {', '.join(RULES)}")
         g = self.gamma
         if isinstance(g, bool) or not isinstance(g, (int, float)) or math.isnan(g):
             raise ValueError(f"gamma: must be a number, got {g!r}")

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from sbd_viz.solvers import COMMIT_RULES, RULES, Range, Solver
+from sbd_viz.rules import COMMIT_RULES, RULES, CommitRule, Range
 
 ENTROPY = torch.tensor([0.9, 0.05, 0.3, 0.01, 1.5, 0.2])  # six masked slots, left to right
 CONFIDENCE = torch.tensor([0.55, 0.98, 0.85, 0.995, 0.3, 0.9])
@@ -15,44 +15,44 @@ TUNABLE = {"entropy_bounded": (0.0, 1e9), "entropy_threshold": (0.0, 1e9),
 
 def test_entropy_bounded_follows_eq8():
     # sorted entropies 0.01, 0.05, 0.2, 0.3, 0.9, 1.5 -> prefix sums before each: 0, .01, .06, .26, .56, 1.46
-    assert Solver("entropy_bounded", 0.0).select(ENTROPY, CONFIDENCE) == [3]
-    assert Solver("entropy_bounded", 0.05).select(ENTROPY, CONFIDENCE) == [1, 3]
-    assert Solver("entropy_bounded", 0.07).select(ENTROPY, CONFIDENCE) == [1, 3, 5]
-    assert Solver("entropy_bounded", 0.27).select(ENTROPY, CONFIDENCE) == [1, 2, 3, 5]
-    assert Solver("entropy_bounded", 0.6).select(ENTROPY, CONFIDENCE) == [0, 1, 2, 3, 5]
+    assert CommitRule("entropy_bounded", 0.0).select(ENTROPY, CONFIDENCE) == [3]
+    assert CommitRule("entropy_bounded", 0.05).select(ENTROPY, CONFIDENCE) == [1, 3]
+    assert CommitRule("entropy_bounded", 0.07).select(ENTROPY, CONFIDENCE) == [1, 3, 5]
+    assert CommitRule("entropy_bounded", 0.27).select(ENTROPY, CONFIDENCE) == [1, 2, 3, 5]
+    assert CommitRule("entropy_bounded", 0.6).select(ENTROPY, CONFIDENCE) == [0, 1, 2, 3, 5]
 
 
 def test_entropy_threshold_and_confidence_threshold():
-    assert Solver("entropy_threshold", 0.25).select(ENTROPY, CONFIDENCE) == [1, 3, 5]
-    assert Solver("entropy_threshold", 0.001).select(ENTROPY, CONFIDENCE) == [3]  # none below: the lowest
-    assert Solver("confidence_threshold", 0.95).select(ENTROPY, CONFIDENCE) == [1, 3]
-    assert Solver("confidence_threshold", 0.999).select(ENTROPY, CONFIDENCE) == [3]
+    assert CommitRule("entropy_threshold", 0.25).select(ENTROPY, CONFIDENCE) == [1, 3, 5]
+    assert CommitRule("entropy_threshold", 0.001).select(ENTROPY, CONFIDENCE) == [3]  # none below: the lowest
+    assert CommitRule("confidence_threshold", 0.95).select(ENTROPY, CONFIDENCE) == [1, 3]
+    assert CommitRule("confidence_threshold", 0.999).select(ENTROPY, CONFIDENCE) == [3]
 
 
 def test_factor_rule():
     # confidences sorted: .995 .98 .9 .85 .55 .3 -> (n+1)(1-c_n): .01 .06 .4 .75 2.7 4.9
-    assert Solver("factor", 0.5).select(ENTROPY, CONFIDENCE) == [1, 3, 5]
-    assert Solver("factor", 0.001).select(ENTROPY, CONFIDENCE) == [3]
+    assert CommitRule("factor", 0.5).select(ENTROPY, CONFIDENCE) == [1, 3, 5]
+    assert CommitRule("factor", 0.001).select(ENTROPY, CONFIDENCE) == [3]
 
 
 def test_top_k_and_left_to_right():
-    assert Solver("top_k", 2).select(ENTROPY, CONFIDENCE) == [1, 3]
-    assert Solver("left_to_right", 0).select(ENTROPY, CONFIDENCE) == [0]
+    assert CommitRule("top_k", 2).select(ENTROPY, CONFIDENCE) == [1, 3]
+    assert CommitRule("left_to_right", 0).select(ENTROPY, CONFIDENCE) == [0]
 
 
 @pytest.mark.parametrize("rule", sorted(TUNABLE))
 def test_extremes_and_monotone(rule):
     low, high = TUNABLE[rule]
-    assert len(Solver(rule, low).select(ENTROPY, CONFIDENCE)) == 1
-    assert Solver(rule, high).select(ENTROPY, CONFIDENCE) == list(range(6))
+    assert len(CommitRule(rule, low).select(ENTROPY, CONFIDENCE)) == 1
+    assert CommitRule(rule, high).select(ENTROPY, CONFIDENCE) == list(range(6))
     if rule in ("entropy_bounded", "entropy_threshold"):
-        assert Solver(rule, 0.0).select(ENTROPY, CONFIDENCE) == [3]  # the lowest-entropy slot
+        assert CommitRule(rule, 0.0).select(ENTROPY, CONFIDENCE) == [3]  # the lowest-entropy slot
     knobs = [low + (high - low) * t for t in torch.linspace(0, 1, 40).tolist()]
     if rule == "top_k":
         knobs = list(range(1, 7))
     if rule in ("entropy_bounded", "entropy_threshold", "factor"):
         knobs = [0.0 if rule != "factor" else 1e-9] + [10 ** e for e in torch.linspace(-3, 1, 40).tolist()]
-    counts = [len(Solver(rule, g).select(ENTROPY, CONFIDENCE)) for g in knobs]
+    counts = [len(CommitRule(rule, g).select(ENTROPY, CONFIDENCE)) for g in knobs]
     assert counts == sorted(counts)  # knobs run from fewest to most commits (confidence: 1 -> 0)
 
 
@@ -62,9 +62,9 @@ def test_gap_free_commits_a_run_from_the_left(rule):
     for seed in range(30):
         g = torch.Generator().manual_seed(seed)
         ent, conf = torch.rand(7, generator=g) * 2, torch.rand(7, generator=g)
-        chosen = Solver(rule, gamma, gap_free=True).select(ent, conf)
+        chosen = CommitRule(rule, gamma, gap_free=True).select(ent, conf)
         assert chosen == list(range(len(chosen))) and chosen, (rule, chosen)
-        free = Solver(rule, gamma).select(ent, conf)
+        free = CommitRule(rule, gamma).select(ent, conf)
         assert len(chosen) <= max(1, len(free))
 
 
@@ -92,13 +92,13 @@ def test_every_rule_commits_at_least_one_slot_of_any_block(rule, gap_free):
             ent = torch.full((m,), 4.6)  # near-uniform over 100 tokens: every slot unsure
         conf = torch.rand(m, generator=g) * (0.01 if trial % 3 == 0 else 1.0)
         for gamma in _valid_gammas(rule, g):
-            chosen = Solver(rule, gamma, gap_free=gap_free).select(ent, conf)
+            chosen = CommitRule(rule, gamma, gap_free=gap_free).select(ent, conf)
             assert chosen and chosen == sorted(set(chosen)) and 0 <= chosen[0] and chosen[-1] < m, (gamma, chosen)
 
 
 def test_non_finite_scores_are_refused():
     with pytest.raises(ValueError, match="entropy/confidence"):
-        Solver().select(torch.tensor([0.1, math.nan]), torch.tensor([0.5, 0.5]))
+        CommitRule().select(torch.tensor([0.1, math.nan]), torch.tensor([0.5, 0.5]))
 
 
 def test_the_registry_is_consistent():
@@ -107,7 +107,7 @@ def test_the_registry_is_consistent():
         assert lo in rule.valid and hi in rule.valid and rule.default in rule.valid, name
         assert lo <= rule.default <= hi and step > 0, name
         assert not rule.valid.whole or step == int(step) == 1, name
-        assert Solver(name, rule.default).select(ENTROPY, CONFIDENCE)
+        assert CommitRule(name, rule.default).select(ENTROPY, CONFIDENCE)
     assert RULES == tuple(COMMIT_RULES)
 
 
@@ -124,10 +124,10 @@ def test_range():
                                          ("confidence_threshold", 1.5), ("factor", 0.0), ("top_k", 0),
                                          ("top_k", 2.5), ("entropy_bounded", "0.1")])
 def test_bad_settings_are_rejected(name, gamma):
-    with pytest.raises(ValueError, match="^solver|^gamma"):
-        Solver(name, gamma)
+    with pytest.raises(ValueError, match="^rule|^gamma"):
+        CommitRule(name, gamma)
 
 
 def test_a_knob_out_of_range_error_says_what_the_knob_is():
     with pytest.raises(ValueError, match=r"gamma: for factor it is the Fast-dLLM factor f and must be a number > 0"):
-        Solver("factor", 0.0)
+        CommitRule("factor", 0.0)
