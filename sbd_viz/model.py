@@ -47,6 +47,17 @@ def add_mask_token(model, tokenizer, token: str = MASK_TOKEN) -> int:
     return mask_id
 
 
+def block_call_mask(past: int, n_causal: int, n_block: int) -> torch.Tensor:
+    """The Fig. 10 inference mask of one block call: (q, past + q) bool, True = attend, q = n_causal + n_block.
+
+    Rows are the call's inputs: ``n_causal`` newly final tokens (causal over the ``past`` cached positions and
+    each other), then ``n_block`` slots, which see every position, the block's own slots included."""
+    q = n_causal + n_block
+    rows = torch.arange(q)[:, None]
+    cols = torch.arange(past + q)[None, :]
+    return (cols <= past + rows) | (rows >= n_causal)
+
+
 def default_model_path() -> Path:
     """The shipped model: ``$SBD_VIZ_MODEL``, else the copy installed with the package (``sbd_viz/models/``)."""
     if os.environ.get("SBD_VIZ_MODEL"):
@@ -187,10 +198,7 @@ class SBDModel:
 
     def _mask(self, past: int, n_causal: int, n_block: int) -> torch.Tensor:
         """(1, 1, q, past + q) mask: the new final tokens causal, the block sees everything."""
-        q = n_causal + n_block
-        rows = torch.arange(q)[:, None]
-        cols = torch.arange(past + q)[None, :]
-        allowed = (cols <= past + rows) | (rows >= n_causal)  # (q, past + q)
+        allowed = block_call_mask(past, n_causal, n_block)  # (q, past + q)
         if self._eager:  # eager adds the mask to the scores: it needs 0 / -inf, not bools
             dtype = self.model.dtype
             return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
