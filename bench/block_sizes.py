@@ -1,7 +1,7 @@
 """SBD's distance from NTP inside documents at each inference block size, on several draws of held-out items.
 
-The model card judges entropy-bounded gamma 0.1 at block 16 on one draw (40 items a family, 560 a
-prompt-length bucket), where the bar allows five items of 560. This measures the same rows (the card's
+The model card judges entropy-bounded gamma 0.1 at the model's block size on one draw (40 items a family,
+560 a prompt-length bucket), where the bar allows five items of 560. This measures the same rows (the card's
 documents and buckets, ``tasks.document_buckets``) at other block sizes and on other draws
 (``--suite-seeds``), so that a block size is judged on items it was not picked on, and the draws
 pooled give 560 x draws items a bucket. NTP is decoded once per draw; SBD once per block size. The page
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -29,7 +30,9 @@ from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.tasks import CONTEXT_FAMILIES
 
 import run_info  # beside this file
-from model_card import BAR, BUCKET_GAMMA, MAX_NEW_TOKENS  # the card's answer room, gamma and bar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))  # the card's tooling: tools/model_card.py
+from model_card import BAR, BUCKET_GAMMA, MAX_NEW_TOKENS  # noqa: E402  the card's answer room, gamma and bar
 
 BAR_POINTS = BAR["sbd_points_under_ntp"]  # issue 10: SBD within 1 point of NTP in every bucket ...
 BAR_TOKENS_PER_CALL = BAR["long_tokens_per_call"]  # ... at least 4.5 tokens per call on long answers

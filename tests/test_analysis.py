@@ -397,54 +397,8 @@ def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
     assert not report.iloc[0]["ntp_agrees"]  # a rejected draft first
 
 
-def test_answer_loss_is_the_answers_log_loss_token_by_token(tiny):
-    bench = bench_script("answer_loss")
-    item = sv.tasks.SuiteItem(prompt="assert 1 + 2 == ", answer="3", family="add")
-    ntp, matp, n = bench.item_losses(tiny, item)
-    prompt = tiny.encode(item.prompt)
-    answer = tiny.encode(item.prompt + "3\n")[len(prompt):]
-    assert n == len(answer) == 2
-    # one forward per prefix: an off-by-one in the shifted logits would read the wrong position
-    expect = 0.0
-    with torch.no_grad():
-        for k, token in enumerate(answer):
-            logits = tiny.model(input_ids=torch.tensor([prompt + answer[:k]])).logits[0, -1].float()
-            expect -= torch.log_softmax(logits, -1)[token].item()
-    assert ntp == pytest.approx(expect, rel=1e-4)
-    # the masked answer is not seen: the same prompt with another answer of one length gives the same logits
-    other_ntp, other_matp, _ = bench.item_losses(tiny, sv.tasks.SuiteItem(item.prompt, "4", "add"))
-    masked = tiny.block_call(tiny.new_cache(), prompt, [tiny.mask_token_id] * 2).float()
-    logp = torch.log_softmax(masked, -1)
-    four = tiny.encode(item.prompt + "4\n")[len(prompt):]
-    assert matp == pytest.approx(-(logp[0, answer[0]] + logp[1, answer[1]]).item(), rel=1e-4)
-    assert other_matp == pytest.approx(-(logp[0, four[0]] + logp[1, four[1]]).item(), rel=1e-4)
-    assert other_ntp != ntp
-
-
-def test_context_errors_name_what_went_wrong():
-    classify = bench_script("context_errors").classify
-    Item = sv.tasks.SuiteItem
-    add = Item(prompt="x = 1\nk = 2\na = 45\nb = 7\nassert a + 30 == ", answer="75", family="ctx_add")
-    assert classify(add, "75\nmore") == "right"
-    assert classify(add, "37") == "other name"  # b's value: the lookup found the other line
-    assert classify(add, "85") == "carry added" and classify(add, "76") == "other"  # 45 + 30: no carry
-    assert classify(add, "65") == "off by tens" and classify(add, "95") == "off by tens"
-    carry = Item(prompt="a = 26\nb = 7\nassert a + 24 == ", answer="50", family="ctx_add")
-    assert classify(carry, "40") == "carry dropped" and classify(carry, "60") == "off by tens"
-    small = Item(prompt="a = 3\nb = 7\nassert a + 5 == ", answer="8", family="ctx_add")
-    assert classify(small, "18") == "carry added"  # a one-digit sum written with two
-    rng = Item(prompt='a = 3\nb = "w"\nt = 2\nn = 4\nassert list(range(t, t + n)) == ', answer="[2, 3, 4, 5]",
-               family="ctx_range")
-    assert classify(rng, "[4, 5]") == "other name"  # range(n, n + t)
-    assert classify(rng, "[2, 3, 4]") == "list length" and classify(rng, "[3, 4, 5, 6]") == "other"
-    upper = Item(prompt='s = "abc"\nw = "xyz"\nassert s.upper() == ', answer='"ABC"', family="ctx_upper")
-    assert classify(upper, '"XYZ"') == "other name" and classify(upper, '"AYZ"') == "other"
-    sort = Item(prompt="xs = [3, 1]\nk = 5\nassert sorted(xs) == ", answer="[1, 3]", family="ctx_sorted")
-    assert classify(sort, "[3, 1]") == "other" and classify(sort, "[1, 3") == "other"  # sorted(5) fails: no swap
-
-
 def test_the_bar_table_judges_each_row_on_its_worst_bucket():
-    bar_table = bench_script("model_card").bar_table
+    bar_table = bench_script("model_card", folder="tools").bar_table
 
     def bucket(lo, hi, ntp, sbd, ctx, long_tpc):
         return {"bucket": [lo, hi], "gamma": 0.1, "ntp_accuracy": ntp, "sbd_accuracy": sbd,
@@ -467,7 +421,7 @@ def test_the_bar_table_judges_each_row_on_its_worst_bucket():
 def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_draw():
     from sbd_viz import tasks
 
-    card = bench_script("model_card")
+    card = bench_script("model_card", folder="tools")
     assert card.SUITE_SEED == 1234  # every card so far reports this draw
     assert tasks.load_suite(per_family=5) == tasks.load_suite(per_family=5, seed=card.SUITE_SEED)
     mine, fresh = tasks.load_suite(per_family=40), tasks.load_suite(per_family=40, seed=4321)
@@ -476,7 +430,7 @@ def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_
 
 
 def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
-    equal_speed_table = bench_script("model_card").equal_speed_table
+    equal_speed_table = bench_script("model_card", folder="tools").equal_speed_table
 
     def row(gamma, tokens_per_call, accuracy, rule="entropy_bounded", gap_free=False):
         return {"rule": rule, "gamma": gamma, "gap_free": gap_free, "accuracy": accuracy,
@@ -488,44 +442,3 @@ def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
     assert lines[0] == "| 0.2 | 3.00 | 0.990 | outside old's range |  |"  # slower than any baseline setting
     assert lines[1] == "| 0.05 | 5.00 | 0.920 | 0.900 (between gamma 0.1 and 0.35) | +2.0 points |"  # halfway
     assert lines[2] == "| 0.1 | 6.00 | 0.860 | 0.850 (between gamma 0.1 and 0.35) | +1.0 points |"  # at an end
-
-
-def test_context_errors_place_ranges_and_sums_by_their_numbers():
-    bench = bench_script("context_errors")
-    Item = sv.tasks.SuiteItem
-
-    def rng(start, length):
-        return Item(prompt=f"k = 3\nn = {length}\nt = {start}\nassert list(range(t, t + n)) == ", answer="[]",
-                    family="ctx_range")
-
-    # the item's own two lines are read, not the document's: k = 3 above them is another item's
-    assert [bench.size_class(rng(s, 4)) for s in (0, 10, 11, 95)] == ["start <= 10"] * 2 + ["start > 10"] * 2
-    add = [Item(prompt=f"a = {a}\nb = 1\nassert a + {lit} == ", answer=str(a + lit), family="ctx_add")
-           for a, lit in ((3, 50), (50, 3), (10, 10), (99, 99))]
-    assert [bench.size_class(i) for i in add] == ["a one-digit operand"] * 2 + ["two-digit operands"] * 2
-    assert [bench.carry_class(i) for i in add] == ["units do not carry"] * 3 + ["units carry"]
-    upper = Item(prompt='s = "ab"\nw = "c"\nassert s.upper() == ', answer='"AB"', family="ctx_upper")
-    assert bench.size_class(upper) is None and bench.carry_class(upper) is None and bench.carry_class(rng(3, 4)) is None
-    answered = [("standalone", rng(3, 4), "right"), ("standalone", rng(5, 4), "list length"),
-                ("0-128", rng(50, 4), "right"), ("0-128", add[0], "other"),
-                ("0-128", upper, "right")]
-    assert bench.size_table(answered) == {("ctx_add", "a one-digit operand"): {"0-128": [0, 1]},
-                                          ("ctx_add", "units do not carry"): {"0-128": [0, 1]},
-                                          ("ctx_range", "start <= 10"): {"standalone": [1, 2]},
-                                          ("ctx_range", "start > 10"): {"0-128": [1, 1]}}
-    table = bench.error_table(answered)
-    assert list(table) == ["standalone", "0-128"] and list(table["standalone"]) == ["ctx_range", "ctx_add", "ctx_upper"]
-    assert table["standalone"]["ctx_range"] == {"right": 1, "list length": 1}
-    assert table["0-128"]["ctx_add"] == {"other": 1}
-
-
-def test_context_errors_answers_alone_or_in_every_place():
-    bench = bench_script("context_errors")
-    model = tiny_model()
-    suite = sv.tasks.load_suite(split="test", per_family=2, families=("ctx_add", "ctx_range"))
-    alone = bench.answers(model, suite, standalone=True)
-    assert [(where, item) for where, item, _ in alone] == [("standalone", item) for item in suite]
-    everywhere = bench.answers(model, suite)
-    assert {where for where, _, _ in everywhere} == {"standalone", "0-128", "128-256", "256-447"}
-    assert everywhere[:len(suite)] == alone  # the same decodes, then the documents
-    assert all(cls in bench.CLASSES for _, _, cls in everywhere)

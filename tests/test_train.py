@@ -1,16 +1,11 @@
 """The SBD training objective: the Fig. 9 mask, the masked copy, the losses, a real step, resume."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from sbd_viz import data, objective, tasks, train, upscale
-
-from conftest import bench_script
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
 def test_attention_mask_matches_fig9():
@@ -350,46 +345,6 @@ def test_decoder_state_accuracy_builds_each_state_it_names():
     assert all(0.0 <= v <= 1.0 for key in ("ntp", "committed_prefix", "whole_block") for v in real[key])
     with pytest.raises(ValueError, match="n_windows"):
         objective.decoder_state_accuracy(tiny, n_windows=0)
-
-
-def test_the_decoder_states_bench_script_writes_a_row_a_state_and_renders_again(tmp_path, monkeypatch):
-    from conftest import tiny_model
-
-    bench = bench_script("decoder_states")
-    tiny = tiny_model()
-    monkeypatch.setattr(bench.sv, "load_model", lambda path=None: tiny)
-    out, js = tmp_path / "s.md", tmp_path / "s.json"
-    bench.main(["--model", "a", "b", "--windows", "1", "--threads", "1", "--out", str(out), "--json", str(js)])
-    text = out.read_text()
-    assert "python bench/decoder_states.py --model a b --windows 1" in text
-    for name in ("a", "b"):
-        assert all(f"| {name} | {label} |" in text for _, label in bench.ROWS)
-    data = json.loads(js.read_text())
-    assert data["results"]["a"] == data["results"]["b"]  # the same weights, nothing sampled
-    again = tmp_path / "again.md"
-    monkeypatch.setattr(bench.sv, "load_model", None)
-    bench.main(["--from-json", str(js), "--out", str(again)])
-    assert again.read_text() == text
-
-
-def test_the_committed_decoder_states_page_is_its_json_rendered(tmp_path):
-    """bench/DECODER_STATES.md is bench/decoder_states.json rendered, and each model's counts hold together: a
-    disagreement is at most the characters scored, and each accuracy is a share of them."""
-    bench = bench_script("decoder_states")
-    out = tmp_path / "s.md"
-    bench.main(["--from-json", str(BENCH / "decoder_states.json"), "--out", str(out)])
-    assert out.read_text() == (BENCH / "DECODER_STATES.md").read_text(), "run the command it names again"
-    data = json.loads((BENCH / "decoder_states.json").read_text())
-    for name, r in data["results"].items():
-        k, n = r["block_size"], r["n_chars"]
-        assert len(n) == k and all(len(r[key]) == k for key, _ in bench.ROWS), name
-        assert r["ntp_right_prefix_wrong"] + r["prefix_right_ntp_wrong"] <= sum(n), name
-        for key, _ in bench.ROWS:  # a float32 share of c characters: a whole count
-            assert all(abs(a * c - round(a * c)) < 1e-3 for a, c in zip(r[key], n)), (name, key)
-        # NTP and prefix-state MATP differ on the disagreements only
-        ntp_right = sum(round(a * c) for a, c in zip(r["ntp"], n))
-        prefix_right = sum(round(a * c) for a, c in zip(r["committed_prefix"], n))
-        assert ntp_right - prefix_right == r["ntp_right_prefix_wrong"] - r["prefix_right_ntp_wrong"], name
 
 
 def test_a_run_that_ends_between_log_lines_still_logs_and_saves(tmp_path):

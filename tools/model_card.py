@@ -1,6 +1,6 @@
 """Measure a model on the verifiable suite and write the tables of its model card.
 
-    python bench/model_card.py --model sbd_viz/models/sbd-char-5m [--per-family 40] [--baseline OLD.json]
+    python tools/model_card.py --model sbd_viz/models/sbd-char-5m [--per-family 40] [--baseline OLD.json]
 
 Writes ``<model>/card_results.json`` (every measured row, also read by the app for its
 speed/quality curve) and ``<model>/card_tables.md`` (the tables pasted into the card).
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -28,7 +29,8 @@ import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.tasks import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES, SUITE_SEED
 
-import run_info  # beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # the run facts every bench page states
+import run_info  # noqa: E402  bench/run_info.py
 
 GAMMAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 OTHERS = (("top_k", 2.0, False), ("top_k", 4.0, False), ("confidence_threshold", 0.9, False),
@@ -309,7 +311,7 @@ def main(argv=None) -> None:
     header = {"date": time.strftime("%Y-%m-%d"), "machine": machine,
               "threads": torch.get_num_threads(), "torch": torch.__version__, "dtype": str(model.model.dtype),
               "n_items": len(suite), "per_family": args.per_family, "minutes": (time.time() - t0) / 60,
-              "command": "python bench/model_card.py" + (f" --model {args.model}" if args.model else "")
+              "command": "python tools/model_card.py" + (f" --model {args.model}" if args.model else "")
               + f" --per-family {args.per_family}" + (" --quick" if args.quick else "")
               + (f" --suite-seed {args.suite_seed}" if args.suite_seed != SUITE_SEED else ""),
               "model_fingerprint": model.fingerprint(), "context_length": model.context_length,

@@ -1,7 +1,7 @@
 """Find suite prompts worth showing in the app: decode test items with the app's default settings
 and list, per behaviour, the items that show it best.
 
-    python bench/pick_examples.py [--model DIR] [--per-family 20] [--gamma 0.5]
+    python tools/pick_examples.py [--model DIR] [--per-family 20] [--gamma 0.5]
 
 Behaviours: *parallel* (many slots committed in one call, answer right), *right-to-left*
 (an addition whose last digit is committed before its first), *gap fill* (a commit kept in the
