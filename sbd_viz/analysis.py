@@ -32,7 +32,7 @@ from .decoder import DecodeConfig
 from .evaluation import STOP, _Plan, is_main_process, main_decides, split_items
 from .model import SBDModel
 from .tasks import SuiteItem, score
-from .trace import Trace
+from .trace import Trace, first_difference
 
 CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then simply miss
 
@@ -103,7 +103,7 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
         ntp_trace = _check_trace(ntp_trace, "ntp_trace")
         if ntp_trace.prompt != trace.prompt:
             raise ValueError("ntp_trace: must decode the same prompt as trace")
-        result["first_divergence"] = _first_difference(out_ids, list(ntp_trace.output_ids))
+        result["first_divergence"] = first_difference(out_ids, list(ntp_trace.output_ids))
         result["divergence_source"] = "ntp_trace"
     else:
         result["first_divergence"] = next((i for i, a in enumerate(result["agrees"]) if not a), None)
@@ -134,13 +134,6 @@ def _agreement_counts(model: SBDModel, traces: list[Trace], batch_size: int = 1)
             predicted = greedy[row, n_prompt - 1: n_prompt - 1 + len(out)].tolist()
             counts[i] = (sum(p == t for p, t in zip(predicted, out)), len(out))
     return counts
-
-
-def _first_difference(a: list[int], b: list[int]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 # -- gap-fill events ---------------------------------------------------------------------

@@ -366,9 +366,28 @@ class Trace:
 
 def render_state(slots: list[str | None], prefix: str = "", tail: int = 24) -> str:
     """Render a block as text: the last ``tail`` characters of ``prefix``, then each slot's text
-    or ``<m>`` where masked, e.g. ``'max([3, 9]) == <m><m>9'``. Newlines show as ``⏎``."""
-    text = prefix[-tail:] + "".join(MASK_TEXT if s is None else s for s in slots)
-    return text.replace("\n", "⏎")
+    or ``<m>`` where masked, e.g. ``'max([3, 9]) == <m><m>9'``. Whitespace as ``visible`` shows it."""
+    return visible(prefix[-tail:] + "".join(MASK_TEXT if s is None else s for s in slots))
+
+
+def visible(text: str, spaces: bool = False) -> str:
+    """``text`` with its whitespace made visible: a newline shows as ⏎ and a tab as ⇥, so a token that is a
+    line break is seen, not obeyed. ``spaces=True`` (a token alone in a cell, a prompt whose trailing space
+    matters) also shows a space as ␣ and an empty text as ∅: it never looks blank."""
+    text = text.replace("\n", "⏎").replace("\t", "⇥")
+    return (text.replace(" ", "␣") or "∅") if spaces else text
+
+
+def first_difference(a, b) -> int | None:
+    """Index of the first place where two sequences (texts, or token id lists) differ: the shorter one's length
+    if one continues the other; ``None`` if they are equal."""
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, (str, list, tuple)):
+            raise ValueError(f"{name}: must be a string or a list of token ids, got {type(value).__name__}")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 # -- validation on load: every field checked, nothing executed ----------------------
