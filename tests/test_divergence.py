@@ -153,7 +153,7 @@ def test_verified_sbd_never_leaves_ntps_text(sharp, items):
 
 
 def test_the_bench_script_reports_counts_and_the_lost_items(tmp_path, monkeypatch):
-    bench = bench_script("divergence")
+    bench = bench_script("bench_divergence")
     model = sharp_model()
     monkeypatch.setattr(bench.sv, "load_model", lambda path=None: model)
     out, js = tmp_path / "div.md", tmp_path / "div.json"
@@ -161,7 +161,7 @@ def test_the_bench_script_reports_counts_and_the_lost_items(tmp_path, monkeypatc
     bench.main(args + ["--out", str(out), "--json", str(js)])
     text = out.read_text()
     assert "| place | items |" in text and "| standalone | 2 |" in text and "| 0-128 | 2 |" in text
-    assert "python bench/divergence.py --per-family 1 --families add range --gamma 0.6" in text
+    assert "python bench/bench_divergence.py --per-family 1 --families add range --gamma 0.6" in text
     data = json.loads(js.read_text(), parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
     assert set(data["counts"]) == {"standalone", "0-128", "128-256", "256-447"}
     for name, counts in data["counts"].items():
@@ -180,7 +180,7 @@ def test_the_bench_script_reports_counts_and_the_lost_items(tmp_path, monkeypatc
 def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_card(tmp_path):
     """bench/DIVERGENCE.md is bench/divergence.json rendered; its counts are the card's bucket accuracies
     (two scripts, one decoder each way): NTP right minus SBD right is what SBD loses minus what it wins."""
-    bench = bench_script("divergence")
+    bench = bench_script("bench_divergence")
     out = tmp_path / "d.md"
     bench.main(["--from-json", str(ROOT / "bench" / "divergence.json"), "--out", str(out)])
     assert out.read_text() == (ROOT / "bench" / "DIVERGENCE.md").read_text(), "run the command it names again"

@@ -1,16 +1,17 @@
 """Which items SBD loses against NTP, and the commit where each first went wrong.
 
 For each place (the standalone suite and the model card's prompt-length buckets in documents), every held-out
-item is decoded by NTP and by SBD (entropy-bounded, ``--gamma``, block 16) on the same weights; where the two
-outputs differ, ``sbd_viz.divergence.first_divergence`` finds the first commit, in call order, that left NTP's
-text. The report counts the items SBD loses (NTP right, SBD wrong) and wins, and for the lost ones how many first
-went wrong at the call's *uncounted* slot (eq. 8 leaves its entropy out of gamma) with more entropy than gamma
-alone: commits the budget would not have allowed. Then it lists the lost items with the block at that call.
+item is decoded by NTP and by SBD (entropy-bounded, ``--gamma``, the model's block size) on the same weights;
+where the two outputs differ, ``sbd_viz.divergence.first_divergence`` finds the first commit, in call order, that
+left NTP's text. The report counts the items SBD loses (NTP right, SBD wrong) and wins, and for the lost ones how
+many first went wrong at the call's *uncounted* slot (eq. 8 leaves its entropy out of gamma) with more entropy than
+gamma alone: commits the budget would not have allowed. Then it lists the lost items with the block at that call.
 
 Deterministic (greedy, no timing): the same model and draw give the same report. ``--from-json`` renders a
 run's ``--json`` again without decoding.
 
-    python bench/divergence.py --model sbd_viz/models/sbd-char-5m --per-family 40 --threads 2 --out runs/divergence.md
+    python bench/bench_divergence.py --model sbd_viz/models/sbd-char-5m --per-family 40 --threads 1 \
+        --out bench/DIVERGENCE.md --json bench/divergence.json
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def run(args, argv) -> tuple[dict, list[tuple[str, dict, object]]]:
     torch.set_num_threads(args.threads)
     header = {"model": args.model or "the shipped model", "gamma": args.gamma, "per_family": args.per_family,
               "suite_seed": args.suite_seed, "date": run_info.utc_now(),
-              "command": "python bench/divergence.py " + " ".join(sys.argv[1:] if argv is None else argv),
+              "command": "python bench/bench_divergence.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "machine": run_info.machine(args.threads)}
     t0 = time.perf_counter()
     model = sv.load_model(args.model)
