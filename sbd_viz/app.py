@@ -57,7 +57,7 @@ SWEEP_PER_FAMILY = 10
 SWEEP_VERIFIED = "entropy_bounded"
 
 # Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
-# scores them), picked with `python bench/pick_examples.py` (candidates per behaviour at the app's default
+# scores them), picked with `python tools/pick_examples.py` (candidates per behaviour at the app's default
 # settings). Their labels are measured, not written: `example_label` decodes each one when the page is built.
 EXAMPLES = [
     "assert list(range(69, 78)) == ",
