@@ -9,8 +9,8 @@ each item is decoded by SBD and by NTP back to back, alternating which goes firs
 ratios are measured side by side in one run. Ratios > 1 mean SBD is faster.
 
 A single-call latency table (median ms, calls interleaved) explains the wall-clock numbers:
-a speedup in calls only becomes a speedup in time if a 16-slot block call costs about as
-much as a 1-token call.
+a speedup in calls only becomes a speedup in time if a block call costs about as much as a
+1-token call.
 """
 
 from __future__ import annotations
@@ -33,6 +33,13 @@ import run_info  # beside this file
 
 GAMMAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 HERE = Path(__file__).resolve().parent
+
+
+def shown_path(path) -> str:
+    """A model folder as the page names it: relative to the repository when inside it, so the page does not
+    carry the checkout's location."""
+    full = Path(path).resolve()
+    return str(full.relative_to(HERE.parent)) if full.is_relative_to(HERE.parent) else str(path)
 
 
 # -- the machine -------------------------------------------------------------------------------
@@ -164,7 +171,8 @@ def report(groups: dict, latency: list[dict], info: dict, command: str, model_de
               "interleaved rep by rep. A block's first call is the fused one; its later calls are block calls.", "",
               md_table(latency, [("call", "call", ""), ("n_input", "tokens in", "d"), ("median_ms", "median ms", ".2f"),
                                  ("vs_1_token", "x 1-token call", ".2f"), ("samples", "samples", "d")]), "",
-              "How to read it: SBD saves calls, but each of its calls carries 16 or 32 tokens. The wall-clock "
+              f"How to read it: SBD saves calls, but each of its calls carries {block_size} or {2 * block_size} "
+              "tokens. The wall-clock "
               "ratio is roughly the calls ratio divided by (block-call time / 1-token-call time), plus "
               "`generate`'s own per-token overhead on the NTP side and the decoder's Python work per step on "
               "the SBD side.", ""]
@@ -193,7 +201,7 @@ def main(argv=None) -> int:
 
     model = sv.load_model(args.model)
     n_params = sum(p.numel() for p in model.model.parameters())
-    model_desc = (f"`{args.model or sv.default_model_path()}` ({type(model.model).__name__}, "
+    model_desc = (f"`{shown_path(args.model or sv.default_model_path())}` ({type(model.model).__name__}, "
                   f"{n_params / 1e6:.1f}M parameters, fingerprint {model.fingerprint()})")
     block_size = model.block_size if args.block_size is None else args.block_size
     groups = run(model, args.per_family, args.gammas, block_size, args.max_new_tokens)

@@ -154,7 +154,8 @@ def report(r: dict) -> str:
         f"`sbd-char-5m` (fingerprint {r['fingerprint']}); load average {r['load_start'][0]:.2f} at the start, "
         f"{r['load_end'][0]:.2f} at the end.", "",
         f"{r['n_items']} test-suite items ({r['n_long']} with long answers; the context families `ctx_*` are left out, "
-        "as the shipped v2 model was not trained on them), each decoded to the end of its answer line by every method, interleaved item by item in a rotating order; fp32. Speed columns: total seconds "
+        "so that models trained without them compare on the same items), each decoded to the end of its answer line by "
+        "every method, interleaved item by item in a rotating order; fp32. Speed columns: total seconds "
         "of the reference over the method's (higher is faster). Tokens per call: output tokens over forwards "
         f"(a hook counts HF's). `lookup` is `generate(prompt_lookup_num_tokens={LOOKUP_TOKENS})`.", "",
         f"Best verified setting on long answers: **{best['method']}**: {_f(best['long_tokens_per_call'])} tokens "
