@@ -9,7 +9,8 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 from sbd_viz.plots import (STATE_COLORS, STATES, VERIFIED_STATES, block_fill, block_fill_spec, calls_timeline,
-                           compare, entropy_heatmap, first_difference, save_html, trace_html, tradeoff)
+                           compare, entropy_heatmap, first_difference, save_html, sweep_frame, trace_html,
+                           tradeoff)
 from sbd_viz.trace import Candidate, Commit, SlotView, Step, Trace
 
 TOKENS = [" the", "\n", "x", "<b>", "=", " 4", "  ", "ok"]
@@ -266,6 +267,24 @@ def test_tradeoff_rules_and_current():
         tradeoff([dict(rule="eb", gamma=1)])
 
 
+def test_sweep_frame_reads_old_rows_and_frames_alike():
+    """One loader for sweep rows: a file from before the commit rule was called "rule" (a "solver" column) and
+    before verified decoding (no "verify") loads as unverified rows with a rule; a frame loads as its rows do."""
+    import pandas as pd
+
+    old = [{("solver" if k == "rule" else k): v for k, v in row.items()} for row in RESULTS]
+    df = sweep_frame(old)
+    assert list(df["rule"]) == [r["rule"] for r in RESULTS] and "solver" not in df.columns
+    assert not df["verify"].any() and list(df["gap_free"]) == [bool(r.get("gap_free")) for r in RESULTS]
+    assert df["tokens_per_call"].tolist() == pytest.approx([1 / r["calls_per_token"] for r in RESULTS])
+    given = pd.DataFrame(RESULTS)
+    assert sweep_frame(given).equals(sweep_frame(RESULTS)) and "verify" not in given.columns  # a copy
+    with pytest.raises(ValueError, match="results"):
+        sweep_frame("sweep.json")
+    with pytest.raises(ValueError, match="results: missing columns"):
+        sweep_frame([dict(rule="eb", gamma=1)])
+
+
 def test_tradeoff_draws_one_line_per_block_size():
     rows = [dict(rule="eb", gamma=g, block_size=k, accuracy=0.5, tokens_per_call=g * k)
             for g in (0.1, 1.0) for k in (4, 16)] + [dict(rule="ntp", gamma=None, block_size=1, accuracy=0.6,
@@ -343,9 +362,15 @@ def test_tradeoff_names_and_dashes_each_verified_line_when_there_are_several():
 # -- comparing two runs ---------------------------------------------------------------
 @pytest.mark.parametrize("a, b, expected", [
     ("abc", "abc", None), ("abc", "abd", 2), ("abc", "abcd", 3), ("", "x", 0), ("x", "", 0), ("", "", None),
+    ([5, 6, 7], [5, 6, 8], 2), ([5, 6], (5, 6), None), ([5], [5, 6], 1),  # token ids, as analysis compares them
 ])
 def test_first_difference(a, b, expected):
     assert first_difference(a, b) == expected
+
+
+def test_first_difference_names_a_bad_argument():
+    with pytest.raises(ValueError, match="b: must be a string or a list of token ids"):
+        first_difference("abc", 3)
 
 
 def test_compare_marks_first_difference(multi_trace, ntp_trace):
