@@ -4,8 +4,9 @@
     python docs/make_figures.py --tradeoff    # also docs/tradeoff.png (sweeps the suite: a few minutes)
 
 ``block_fill.png`` is ``plots.block_fill`` of an example prompt at its final frame (the figure's first
-view is the finished decode). The example is the first of a few prompts whose SBD answer is right and
-holds a gap fill, so the picture shows what SBD does; it falls back to the first prompt. The model is
+view is the finished decode). The example is the first of a few held-out prompts whose SBD answer is right,
+with a block that took two calls or more and a gap fill kept in the output, so the picture shows how SBD
+fills a block; if none does (a retrained model), the script stops and says so. The model is
 ``sv.load_model()``: the shipped one, or ``$SBD_VIZ_MODEL``.
 
 Plotly draws in the browser, so the PNG is a screenshot of the offline page ``plots.save_html`` writes
@@ -29,23 +30,28 @@ CHROMIUM = "/usr/bin/chromium"
 STOP = "\n"
 # (prompt, expected answer): Python computes the answers; model output is only compared as text.
 EXAMPLES = [  # held-out suite items
-    ("assert list(range(69, 78)) == ", repr(list(range(69, 78)))),
-    ("assert sorted([31, 7, 19, 2]) == ", repr(sorted([31, 7, 19, 2]))),
-    ("assert list(range(3, 9)) == ", repr(list(range(3, 9)))),
-    ("assert [x * 2 for x in [12, 7, 30]] == ", repr([x * 2 for x in [12, 7, 30]])),
-    ('assert "stressed"[::-1] == ', '"desserts"'),
+    ('assert ", ".join(["m", "xwg", "oko", "qr"]) == ', repr(", ".join(["m", "xwg", "oko", "qr"])).replace("'", '"')),
+    ('assert "zhcp" * 3 == ', '"' + "zhcp" * 3 + '"'),
+    ("assert [x * 2 for x in [7, 8]] == ", repr([x * 2 for x in [7, 8]])),
+    ("assert list(range(97, 104)) == ", repr(list(range(97, 104)))),
 ]
-# A bolder γ than the app's default (0.1), so the picture shows several commits a call; block size: the model's.
-SETTINGS = dict(rule="entropy_bounded", gamma=0.5, stop=STOP)
+# gamma 0.35, one of the paper's values; the block size is the model's own.
+SETTINGS = dict(rule="entropy_bounded", gamma=0.35, stop=STOP)
+
+
+def shows_the_mechanism(trace: sv.Trace, answer: str) -> bool:
+    """A right answer, a block that took two calls or more, and a gap fill kept in the output."""
+    return trace.text.strip() == answer and max(trace.calls_per_block()) >= 2 and bool(trace.kept_gap_fills())
 
 
 def pick_example(model) -> sv.Trace:
-    """The first example whose answer is right and holds a gap fill; else the first example."""
-    traces = [sv.decode(model, prompt, **SETTINGS) for prompt, _ in EXAMPLES]
-    for trace, (_, answer) in zip(traces, EXAMPLES):
-        if trace.text.strip() == answer and trace.gap_fills():
+    """The first example that shows the mechanism (``shows_the_mechanism``)."""
+    for prompt, answer in EXAMPLES:
+        trace = sv.decode(model, prompt, **SETTINGS)
+        if shows_the_mechanism(trace, answer):
             return trace
-    return traces[0]
+    raise SystemExit(f"no example shows a block of several calls and a kept gap fill at {SETTINGS}: "
+                     "add a held-out prompt that does to EXAMPLES")
 
 
 def screenshot(fig, path: Path) -> Path:
@@ -82,8 +88,9 @@ def main(argv=None) -> None:
 
     model = sv.load_model()
     trace = pick_example(model)
-    print(f"example: {trace.prompt}{trace.text.strip()}  ({trace.nfe} calls, {trace.n_tokens} tokens, "
-          f"{len(trace.gap_fills())} gap fills)")
+    print(f"example: {trace.prompt}{trace.text.strip()}  gamma {SETTINGS['gamma']}, block {trace.config['block_size']}: "
+          f"{trace.nfe} calls for {trace.n_tokens} tokens, calls per block {trace.calls_per_block()}, "
+          f"{len(trace.kept_gap_fills())} gap fills kept")
     print("wrote", screenshot(plots.block_fill(trace), out / "block_fill.png"))
 
     if args.tradeoff:
