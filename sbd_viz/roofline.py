@@ -6,8 +6,8 @@ pure functions, so a trace decoded here (5M parameters, fp32, CPU) can be projec
 8B model on an H100 and checked against the paper's own tables.
 
 - ``Hardware`` and ``ModelShape`` are frozen records; ``HARDWARE`` / ``MODELS`` hold the named
-  ones. ``"this-cpu"`` is read from ``bench/roofline_cpu.json`` (written by
-  ``bench/bench_roofline.py``; ``$SBD_VIZ_ROOFLINE_CPU`` points elsewhere).
+  ones. ``"this-cpu"`` is read from ``roofline_cpu.json`` in the package (measured on
+  the project's 2-core machine by ``bench/bench_roofline.py``; ``$SBD_VIZ_ROOFLINE_CPU`` points elsewhere).
 - ``forward_time(q, kv_len, batch, ...)``: seconds of one forward of ``q`` new tokens per sequence
   over a cache of ``kv_len`` tokens (eq. 15: each kernel takes the larger of FLOPs / peak and
   bytes / bandwidth; attention is one fused kernel).
