@@ -23,6 +23,7 @@ from .plot_style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLOR
                          STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc,
                          settings_line)
 from .plot_tradeoff import sweep_frame, tradeoff
+from .summary import measures
 from .trace import Trace, first_difference
 
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
@@ -38,22 +39,18 @@ _CSS = ("<style>.sbd-trace{font-family:DejaVu Sans Mono,Menlo,Consolas,monospace
 
 
 def _header_html(trace: Trace) -> str:
+    """The page's head: the settings, then the decode's measures (``summary.measures``), the gap fills listed."""
     fills = trace.gap_fills()
+    kept = sum(g.kept for g in fills)
     listed = "".join(f"<br>call {g.call}, block {g.block}, slot {g.slot} (gap {g.gap}): {esc(g.state)}"
                      + ("" if g.kept else " (after the stop: discarded)") for g in fills[:8])
     listed += "<br>…" if len(fills) > 8 else ""
-    kept = sum(g.kept for g in fills)
-    rows = [("settings", esc(settings_line(trace))),
-            ("calls", f"{trace.nfe} model calls for {trace.n_tokens} tokens · {trace.tokens_per_call:.2f} tokens "
-                      f"per call · {trace.wall_time:.2f} s · stop: {esc(trace.stop_reason)}"),
-            ("gap fills", f"{kept} kept in the output"
-                          + (f" ({len(fills) - kept} more discarded by the stop)" if len(fills) > kept else "")
-                          + listed)]
-    if trace.verified:
-        checks = trace.checks()
-        rows.append(("verified", f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP · "
-                                 f"{len(trace.rollbacks())} rollback(s) · {trace.n_check_only} checking-only "
-                                 "call(s) · the text is greedy NTP's"))
+    rows = [("settings", esc(settings_line(trace)))]
+    for m in measures(trace):
+        text = esc(m.value) + (f" · {esc(m.note)}" if m.note else "")
+        if m.label == "gap fills":
+            text += (f" ({len(fills) - kept} more discarded by the stop)" if len(fills) > kept else "") + listed
+        rows.append((m.label, text))
     table = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
     prompt = trace.prompt if len(trace.prompt) <= 2000 else trace.prompt[:2000] + "…"
     return (f"{_CSS}<div class='sbd-trace'><b>prompt</b><pre>{esc(prompt)}</pre>"

@@ -1,16 +1,165 @@
-"""Plain-text summaries of traces, for the CLI and for logs."""
+"""Traces in words: pure functions returning plain text, shared by every view.
+
+- ``measures``: a decode's headline numbers (calls, tokens per call, speedups beside NTP, what verifying
+  cost, gap fills), each a ``Measure``; the app draws them as cards, the widgets and the HTML export as
+  table rows, the CLI as aligned lines;
+- ``step_text``: one call in words (what it fed, what it committed, its block before and after), shown by
+  the app and the widgets for the call a user picks;
+- ``trace_summary``: the one-screen summary ``sbd-viz trace`` prints (``Trace.summary``).
+
+Whitespace shows as ``trace.visible`` shows it; a view adds only its markup (escaped HTML, code blocks).
+"""
 
 from __future__ import annotations
 
-from .trace import Trace
+import math
+from typing import NamedTuple
+
+from .trace import Commit, Step, Trace, render_state, visible
+
+PENDING = "…"  # a number still being measured (the app decodes NTP after SBD)
 
 
-def _show(text: str) -> str:
-    return text.replace("\n", "⏎").replace("\t", "⇥")
+class Measure(NamedTuple):
+    """One headline number: ``label`` says what it is, ``value`` is the number, ``note`` what it is out of
+    or compared with; ``verdict`` is ``"good"``, ``"bad"`` or ``""`` (for a view that colours it)."""
+
+    label: str
+    value: str
+    note: str = ""
+    verdict: str = ""
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _quoted(text: str) -> str:
+    return f"'{visible(text, spaces=True)}'"
+
+
+def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = None,
+             ntp_seconds: float | None = None, pending: bool = False) -> list[Measure]:
+    """The headline numbers of ``trace``, beside ``ntp`` (NTP's decode of the same prompt) when given.
+
+    ``pending``: NTP is still running, so its numbers show as "…". ``seconds`` / ``ntp_seconds``: measured
+    wall times of the two decodes (default: the traces' own ``wall_time``). Speedups are per generated
+    token, so a run that stops earlier or later than NTP is compared fairly.
+    """
+    seconds = trace.wall_time if seconds is None else seconds
+    sbd_ms = f"SBD {1000 * seconds:.0f} ms"
+    if ntp is not None:
+        ntp_seconds = ntp.wall_time if ntp_seconds is None else ntp_seconds
+        per_sbd, per_ntp = seconds / max(1, trace.n_tokens), ntp_seconds / max(1, ntp.n_tokens)
+        calls_note = f"NTP: {ntp.nfe} for {ntp.n_tokens} tokens"
+        speed = [Measure("speedup · calls", f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×"
+                         if ntp.n_tokens and trace.n_tokens else "—", "vs NTP, per generated token"),
+                 Measure("speedup · wall clock", f"{per_ntp / per_sbd:.2f}×" if per_sbd > 0 else "—",
+                         f"{sbd_ms} · NTP {1000 * ntp_seconds:.0f} ms")]
+    elif pending:
+        calls_note = "NTP: running…"
+        speed = [Measure("speedup · calls", PENDING, "vs NTP, per generated token"),
+                 Measure("speedup · wall clock", PENDING, sbd_ms)]
+    else:
+        calls_note = f"over {_count(trace.n_blocks, 'block')}"
+        speed = [Measure("wall clock", f"{1000 * seconds:.0f} ms", "the model calls, summed")]
+    out = [Measure("model calls", f"{trace.nfe}", calls_note),
+           Measure("tokens per call", f"{trace.tokens_per_call:.2f}",
+                   f"{trace.n_tokens} tokens · stop: {trace.stop_reason}"),
+           *speed]
+    if trace.verified:
+        out.append(_verified(trace, ntp, pending))
+    out.append(Measure("gap fills", f"{len(trace.kept_gap_fills())}",
+                       "commits with masked slots to their left, kept in the output"))
+    return out
+
+
+def _verified(trace: Trace, ntp: Trace | None, pending: bool) -> Measure:
+    """A verified decode: does its text equal NTP's, and what checking cost."""
+    checks = trace.checks()
+    accepted = trace.accepted_fraction
+    note = " · ".join([_count(len(trace.rollbacks()), "rollback"),
+                       "no drafts checked" if math.isnan(accepted) else
+                       f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP ({accepted:.0%})",
+                       _count(trace.n_check_only, "checking-only call")])
+    if ntp is None:  # without NTP beside it, say what verification promises
+        return Measure("verified", PENDING if pending else "NTP's text", note)
+    same = trace.output_ids == ntp.output_ids
+    return Measure("verified", "= NTP ✓" if same else "≠ NTP ✗", note, "good" if same else "bad")
+
+
+# -- one call in words --------------------------------------------------------------------------
+def commit_text(commit: Commit) -> str:
+    """One commit: its slot, its token, how sure the call was, and its gap if it filled one."""
+    return (f"slot {commit.slot} ← {_quoted(commit.text)} (p {commit.prob:.2f}, H {commit.entropy:.2f}"
+            + (f", gap {commit.gap}" if commit.gap else "") + ")")
+
+
+def rollback_text(step: Step) -> str:
+    """What a call's rollback threw away: the rejected draft, NTP's token, and the drafts built on it."""
+    check = step.rejected[0] if step.rejected else None
+    draft, wanted = ("", "") if check is None else \
+        (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
+    return (f"the draft{draft} in slot {step.rollback.slot} was rejected{wanted}; "
+            f"{_count(len(step.rollback.dropped), 'draft')} after it dropped")
+
+
+def fed_text(trace: Trace, step: Step) -> str:
+    """What a call fed the model: the causal part (text before the block) and the block's slots."""
+    k = step.block_size
+    if trace.verified:
+        return _fed_verified(trace, step)
+    if step.step > 0:
+        return f"{k} block slots (the prefix is in the KV cache)"
+    if step.call == 0:
+        return f"the prompt's {step.n_input - k} tokens causally + {k} masked slots (prefill fused with block 0)"
+    return f"the previous block's {step.n_input - k} final tokens causally + {k} masked slots (the fused call)"
+
+
+def _fed_verified(trace: Trace, step: Step) -> str:
+    """What a verified call fed: the causal part (the last accepted token, then the drafts to check) and the
+    block from its first open slot; a checking-only call feeds no block."""
+    checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
+    if step.check_only:
+        return (f"the last accepted token and {step.n_input - 1} draft(s) causally, each checked against NTP "
+                f"({checked}), and no block (the final check)")
+    if step.masked:  # the block from its first open slot
+        n_block = step.block_size - step.masked[0]
+    else:  # the next block's first call, which found a rejected draft in this block's tail: that block was whole
+        start = step.block_start - len(trace.prompt_ids) + step.block_size
+        n_block = min(int(trace.config["block_size"]), int(trace.config["max_new_tokens"]) - start)
+    n_causal = step.n_input - n_block
+    if step.call == 0:
+        return f"the prompt's {n_causal} tokens causally + {n_block} masked slots (prefill fused with block 0)"
+    return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
+            f"+ {n_block} masked slot(s) (the fused call)")
+
+
+def step_text(trace: Trace, step: Step) -> str:
+    """One call in words, as lines: a head line (the call, its block and step, what it fed), what it committed,
+    its rollback if it made one, and its block before and after it (``render_state``)."""
+    prefix = trace.text_before(step)
+    lines = [f"call {step.call} · block {step.block}, step {step.step} · fed {step.n_input} tokens: "
+             f"{fed_text(trace, step)}",
+             f"{_count(len(step.masked), 'slot')} masked before the call; committed "
+             + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
+    if step.rollback is not None:
+        lines.append(f"rollback: {rollback_text(step)}")
+    lines += [f"before: {render_state(trace.block_state(step, after=False), prefix)}",
+              f"after:  {render_state(trace.block_state(step, after=True), prefix)}"]
+    return "\n".join(lines)
+
+
+# -- the CLI's one screen -------------------------------------------------------------------------
+def measures_text(items: list[Measure]) -> str:
+    """Measures as aligned lines: label, value, note."""
+    wide_label, wide_value = (max(len(getattr(m, f)) for m in items) for f in ("label", "value"))
+    return "\n".join(f"{m.label.ljust(wide_label)}  {m.value.ljust(wide_value)}  {m.note}".rstrip() for m in items)
 
 
 def trace_summary(trace: Trace, width: int = 100) -> str:
-    """The generated text with each token's call number under it, and the headline measures."""
+    """The generated text with each token's call number under it, the headline measures, then each rollback
+    and gap fill."""
     cfg = trace.config
     if cfg.get("decoder") == "ntp":
         head = "NTP greedy (HF generate)"
@@ -18,9 +167,9 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
         head = (f"SBD {'verified ' if trace.verified else ''}{cfg.get('rule')}"
                 f"{' gap_free' if cfg.get('gap_free') else ''} gamma={cfg.get('gamma')} "
                 f"block_size={cfg.get('block_size')}")
-    lines = [f"{head}  model={trace.model_id}", f"prompt: {_show(trace.prompt)}", "", "output, with the call "
+    lines = [f"{head}  model={trace.model_id}", f"prompt: {visible(trace.prompt)}", "", "output, with the call "
              "that committed each token:"]
-    texts, calls = [_show(t) for t in trace.output_texts], trace.token_calls()
+    texts, calls = [visible(t) for t in trace.output_texts], trace.token_calls()
     row_t, row_c = "", ""
     for text, call in zip(texts, calls):
         cell = max(len(text), len(str(call))) + 1
@@ -29,20 +178,10 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
             row_t, row_c = "", ""
         row_t += text.ljust(cell)
         row_c += str(call).ljust(cell)
-    lines += [row_t, row_c, ""]
+    lines += [row_t, row_c, "", measures_text(measures(trace))]
+    for s in trace.rollbacks()[:10]:
+        lines.append(f"  rollback: call {s.call}, block {s.block}: {rollback_text(s)}")
     gaps = trace.gap_fills()
-    lines.append(f"tokens {trace.n_tokens}  calls (NFE) {trace.nfe}  tokens/call {trace.tokens_per_call:.2f}  "
-                 f"blocks {trace.n_blocks}  gap fills {len(trace.kept_gap_fills())} kept  stop {trace.stop_reason}  "
-                 f"time {1000 * trace.wall_time:.0f} ms")
-    if trace.verified:
-        checks = trace.checks()
-        lines.append(f"verified: {sum(c.accepted for c in checks)}/{len(checks)} drafts accepted  "
-                     f"rollbacks {len(trace.rollbacks())}  checking-only calls {trace.n_check_only}  "
-                     "(the text is NTP greedy's)")
-        for s in trace.rollbacks()[:10]:
-            c = s.rejected[0]
-            lines.append(f"  rollback: call {s.call} block {s.block} slot {s.rollback.slot}: drafted "
-                         f"{_show(c.text)!r}, NTP wrote {_show(c.ntp_text)!r} (p={c.ntp_prob:.2f})")
     for g in gaps[:10]:
         lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"
                      + ("" if g.kept else "  (after the stop: discarded)"))

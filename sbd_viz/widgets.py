@@ -20,7 +20,8 @@ from . import plots
 from .decoder import DecodeConfig, decode, decode_ntp
 from .model import SBDModel
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
-from .trace import Step, Trace, render_state
+from .summary import Measure, measures, step_text
+from .trace import Trace, first_difference, visible
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -61,8 +62,17 @@ def _display_data(fig: go.Figure) -> dict:
             "data": {PLOTLY_MIME: bundle[PLOTLY_MIME], "text/plain": "<block-fill figure>"}}
 
 
-def _visible(text: str) -> str:
-    return html.escape(text.replace("\n", "⏎"))
+def _esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+_VERDICT_COLORS = {"good": "#009E73", "bad": "#D55E00"}  # the app's colours for a measure's verdict
+
+
+def _value_html(measure: Measure) -> str:
+    color = _VERDICT_COLORS.get(measure.verdict)
+    style = f" style='color:{color}'" if color else ""
+    return f"<b{style}>{_esc(measure.value)}</b>"
 
 
 class Explorer(widgets.VBox):
@@ -187,67 +197,18 @@ class Explorer(widgets.VBox):
 
     def _metrics_html(self) -> str:
         t, n = self.trace, self.ntp_trace
-        fills = t.kept_gap_fills()
-        same = "the same text" if t.text == n.text else "a different text"
-        rows = [
-            ("SBD", f"<b>{t.nfe}</b> calls for {t.n_tokens} tokens · <b>{t.tokens_per_call:.2f}</b> tokens per call"
-                    f" · <b>{len(fills)}</b> gap fill(s) kept · {t.wall_time:.2f} s"),
-            ("NTP", f"{n.nfe} calls for {n.n_tokens} tokens (one per call) · {n.wall_time:.2f} s · "
-                    f"SBD wrote {same} in {n.nfe / max(1, t.nfe):.2f}× fewer calls"),
-            *([("verified", f"{t.accepted_fraction:.0%} of {len(t.checks())} drafts accepted by NTP · "
-                            f"<b>{len(t.rollbacks())}</b> rollback(s) · {t.n_check_only} checking-only call(s) · "
-                            f"the text {'equals' if t.text == n.text else '<b>differs from</b>'} NTP's")]
-              if t.verified else []),
-            ("SBD text", f"<code>{_visible(t.text)}</code>"),
-            ("NTP text", f"<code>{_visible(n.text)}</code>"),
-        ]
+        rows = [(m.label, _value_html(m) + (f" · {_esc(m.note)}" if m.note else "")) for m in measures(t, n)]
+        diff = first_difference(t.text, n.text)
+        rows += [("SBD text", f"<code>{_esc(visible(t.text))}</code>"),
+                 ("NTP text", f"<code>{_esc(visible(n.text))}</code> · "
+                              + ("the same text" if diff is None else f"the texts first differ at character {diff}"))]
         body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
         return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
 
     def _step_html(self, call: int) -> str:
-        t = self.trace
-        step = t.steps[call]
-        k = step.block_size
-        if t.verified:
-            fed = _fed_verified(t, step)
-        elif step.step > 0:
-            fed = f"{k} block slots (the prefix is in the KV cache)"
-        elif step.call == 0:
-            fed = f"the prompt's {step.n_input - k} tokens causally + {k} masked slots (prefill fused with block 0)"
-        else:
-            fed = (f"the previous block's {step.n_input - k} final tokens causally + {k} masked slots "
-                   f"(the fused call)")
-        commits = ", ".join(
-            f"slot {c.slot} <code>{_visible(c.text)}</code> (p {c.prob:.2f}, H {c.entropy:.2f}"
-            + (f", <b>gap {c.gap}</b>" if c.gap else "") + ")" for c in step.commits) or "nothing"
-        if step.rollback is not None:
-            check = step.rejected[0]
-            commits += (f"<br><b>rollback</b>: the draft <code>{_visible(check.text)}</code> in slot "
-                        f"{step.rollback.slot} was rejected, NTP wanted <code>{_visible(check.ntp_text)}</code> "
-                        f"(p {check.ntp_prob:.2f}); {len(step.rollback.dropped)} draft(s) after it dropped")
-        state = render_state(t.block_state(step), t.text_before(step))
-        return (f"<div style='font-family:monospace;font-size:13px'><b>call {call}</b> · block {step.block} "
-                f"step {step.step} · fed {step.n_input} tokens: {fed}<br>{len(step.masked)} slot(s) masked before"
-                f" the call; committed {commits}<br>after: <code>{html.escape(state)}</code></div>")
-
-
-def _fed_verified(trace: Trace, step: Step) -> str:
-    """What a verified call fed: the causal part (the last accepted token, then the drafts to check) and the block
-    from its first open slot; a checking-only call feeds no block."""
-    checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
-    if step.check_only:
-        return (f"the last accepted token and {step.n_input - 1} draft(s) causally, each checked against NTP "
-                f"({checked}), and no block (the final check)")
-    if step.masked:  # the block from its first open slot
-        n_block = step.block_size - step.masked[0]
-    else:  # the next block's first call, which found a rejected draft in this block's tail: that block was whole
-        start = step.block_start - len(trace.prompt_ids) + step.block_size
-        n_block = min(int(trace.config["block_size"]), int(trace.config["max_new_tokens"]) - start)
-    n_causal = step.n_input - n_block
-    if step.call == 0:
-        return f"the prompt's {n_causal} tokens causally + {n_block} masked slots (prefill fused with block 0)"
-    return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
-            f"+ {n_block} masked slot(s) (the fused call)")
+        head, rest = step_text(self.trace, self.trace.steps[call]).split("\n", 1)
+        return (f"<div style='font-family:monospace;font-size:13px;white-space:pre-wrap'><b>{_esc(head)}</b>\n"
+                f"{_esc(rest)}</div>")
 
 
 def explore(model: SBDModel, prompt: str, **decode_kwargs) -> Explorer:

@@ -571,4 +571,4 @@ def test_verified_page_header_counts_the_verdicts(verified, gap_trace):
     checks = verified.checks()
     page = trace_html(verified)
     assert f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP" in page
-    assert f"{len(verified.rollbacks())} rollback(s)" in page and "drafts accepted" not in trace_html(gap_trace)
+    assert f"{len(verified.rollbacks())} rollbacks" in page and "drafts accepted" not in trace_html(gap_trace)

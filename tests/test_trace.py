@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import sbd_viz as sv
-from sbd_viz.trace import Trace, render_state
+from sbd_viz.trace import Trace, render_state, visible
 
 from conftest import hand_trace
 
@@ -80,6 +80,12 @@ def test_foreign_and_broken_files(tmp_path):
 def test_render_state():
     assert render_state(["a", None, None, "b"], prefix="x == ") == "x == a<m><m>b"
     assert render_state(["\n"], prefix="y") == "y⏎"
+
+
+def test_visible_shows_whitespace_and_spaces_only_when_asked():
+    assert visible("a b\n\tc") == "a b⏎⇥c"  # a text stays readable: its spaces stay spaces
+    assert visible(" \n", spaces=True) == "␣⏎" and visible("", spaces=True) == "∅"  # a token never looks blank
+    assert visible("") == ""
 
 
 def test_verdicts_pair_each_check_with_the_draft_it_judged():
