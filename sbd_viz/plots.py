@@ -6,6 +6,7 @@ The figures live in sibling modules and are all reached from here:
   ``entropy_heatmap``: ``plot_blocks``, whose docstring says how to read cells without a browser;
 - ``calls_timeline``, ``compare`` (with ``first_difference``) and ``roofline``: ``plot_charts``;
 - ``tradeoff`` (the speed/quality curve) and ``sweep_frame`` (the one loader of sweep rows): ``plot_tradeoff``;
+- ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plot_masks``;
 - the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plot_style``.
 
 This module adds the offline HTML export: ``save_html`` and ``trace_html`` (a trace's Jupyter view).
@@ -19,6 +20,7 @@ import plotly.graph_objects as go
 
 from .plot_blocks import block_fill, block_fill_spec, entropy_heatmap
 from .plot_charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
+from .plot_masks import attention_mask
 from .plot_style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS,
                          STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc,
                          settings_line)
@@ -27,9 +29,9 @@ from .summary import measures
 from .trace import Trace, first_difference
 
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
-           "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "block_fill",
-           "block_fill_spec", "calls_timeline", "compare", "entropy_heatmap", "first_difference", "roofline",
-           "save_html", "sweep_frame", "trace_html", "tradeoff"]
+           "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
+           "block_fill", "block_fill_spec", "calls_timeline", "compare", "entropy_heatmap", "first_difference",
+           "roofline", "save_html", "sweep_frame", "trace_html", "tradeoff"]
 
 
 # -- HTML export ------------------------------------------------------------------------

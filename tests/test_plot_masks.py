@@ -1,9 +1,9 @@
-"""The attention-mask pictures show, cell for cell, the masks training and decoding build."""
+"""plots.attention_mask shows, cell for cell, the masks training and decoding build."""
 
 import pytest
 import torch
 
-from sbd_viz import mask_plots, model, objective
+from sbd_viz import plot_masks, model, objective
 
 
 def allowed(fig) -> torch.Tensor:
@@ -12,7 +12,7 @@ def allowed(fig) -> torch.Tensor:
 
 @pytest.mark.parametrize("n, k", [(8, 4), (8, 3), (5, 5), (12, 2)])
 def test_training_figure_is_the_objectives_mask(n, k):
-    fig = mask_plots.attention_mask("training", n=n, block_size=k)
+    fig = plot_masks.attention_mask("training", n=n, block_size=k)
     assert torch.equal(allowed(fig), objective.sbd_attention_mask(n, k))
     z = torch.tensor(fig.data[0].z)
     assert (z[:n, n:] == 0).all(), "the clean copy never sees the masked copy"
@@ -22,7 +22,7 @@ def test_training_figure_is_the_objectives_mask(n, k):
 
 @pytest.mark.parametrize("past, n_causal, k", [(4, 4, 4), (0, 6, 8), (7, 0, 3)])
 def test_inference_figure_is_the_block_calls_mask(past, n_causal, k):
-    fig = mask_plots.attention_mask("inference", past=past, n_causal=n_causal, block_size=k)
+    fig = plot_masks.attention_mask("inference", past=past, n_causal=n_causal, block_size=k)
     assert torch.equal(allowed(fig), model.block_call_mask(past, n_causal, k))
     z = torch.tensor(fig.data[0].z)
     assert (z[n_causal:, past + n_causal:] == 2).all(), "a block's slots see each other"
@@ -37,15 +37,21 @@ def test_the_decoder_uses_the_mask_the_figure_draws():
 
 
 def test_labels_and_bad_input():
-    fig = mask_plots.attention_mask("training", n=4, block_size=2, labels=list("a b\n"))
+    fig = plot_masks.attention_mask("training", n=4, block_size=2, labels=list("a b\n"))
     assert fig.layout.meta["keys"] == ["a", "␣", "b", "⏎", "a'", "␣'", "b'", "⏎'"]
-    fig = mask_plots.attention_mask("inference", past=2, n_causal=1, block_size=2, labels="xyz")
+    fig = plot_masks.attention_mask("inference", past=2, n_causal=1, block_size=2, labels="xyz")
     assert fig.layout.meta["keys"] == ["x", "y", "z", "<m>", "<m>"] and fig.layout.meta["queries"] == ["z", "<m>", "<m>"]
     with pytest.raises(ValueError, match="kind"):
-        mask_plots.attention_mask("decode")
+        plot_masks.attention_mask("decode")
     with pytest.raises(ValueError, match="block_size"):
-        mask_plots.attention_mask("training", n=4, block_size=0)
+        plot_masks.attention_mask("training", n=4, block_size=0)
     with pytest.raises(ValueError, match="labels"):
-        mask_plots.attention_mask("training", n=4, block_size=2, labels="abc")
+        plot_masks.attention_mask("training", n=4, block_size=2, labels="abc")
     with pytest.raises(ValueError, match="n_causal"):
-        mask_plots.attention_mask("inference", n_causal=-1)
+        plot_masks.attention_mask("inference", n_causal=-1)
+
+
+def test_plots_reexports_it():
+    from sbd_viz import plots
+
+    assert plots.attention_mask is plot_masks.attention_mask

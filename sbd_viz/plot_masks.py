@@ -21,16 +21,16 @@ import torch
 
 from .model import block_call_mask
 from .objective import sbd_attention_mask
+from .plot_style import CALL_SCALE, FONT, STATE_COLORS
 
 KINDS = ("training", "inference")
 # The same three parts in both masks: the inference call is the training layout's last block.
 REGIONS = {
-    1: ("causal: text sees the text before it", "#56B4E9"),
-    2: ("a block's slots see each other (both ways)", "#E69F00"),
-    3: ("a block's slots see the text before the block", "#0072B2"),
+    1: ("causal: text sees the text before it", STATE_COLORS["done"]),
+    2: ("a block's slots see each other (both ways)", STATE_COLORS["now"]),
+    3: ("a block's slots see the text before the block", CALL_SCALE[-1][1]),
 }
-BLOCKED = "#F2F2F2"
-FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"  # the font of every sbd_viz figure
+BLOCKED = STATE_COLORS["future"]
 
 
 def training_mask(n: int, block_size: int) -> torch.Tensor:
