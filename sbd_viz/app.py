@@ -3,12 +3,12 @@
     sbd-viz app [--model DIR] [--port N]      # or, in the repository: python app.py
 
 The repository's ``app.py`` starts ``main`` here, so the repository runs unchanged as a Hugging Face Space.
-The speed/quality curve comes from ``sweep.json`` beside the model; make it once per model and keep it
-there (``python -c "from sbd_viz import app; app.precompute_sweep()"``), else the app computes it in a
-background thread at startup (minutes on 2 CPUs).
+The speed/quality curve comes from ``sweep.json`` beside the model (``app_curve``: make it once per model
+with ``python -c "from sbd_viz import app; app.precompute_sweep()"``, else the app computes it at startup).
 
 A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
-streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``; the
+streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``; what the
+page shows is rendered by ``app_views`` (markup around ``sbd_viz.summary``'s words); the
 rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own results in
 ``gr.State``; nothing mutable is shared between requests except the read-only model (and the
 speed/quality curve, written once by a background thread, read-only afterwards).
@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,9 +30,17 @@ import gradio as gr
 
 import sbd_viz as sv
 from sbd_viz import roofline, tasks
+from sbd_viz.app_curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
+                               compute_sweep, precompute_sweep)
+from sbd_viz.app_views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, metrics_html, progress_html,
+                               step_markdown, texts_html)
 from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
 from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
+from sbd_viz.trace import visible
+
+__all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
+           "compute_sweep", "example_label", "main", "precompute_sweep", "read_projection", "read_settings"]
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions
 # at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
@@ -42,19 +49,6 @@ MAX_PROMPT_CHARS = 383
 MAX_NEW_TOKENS = 128
 MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
-SWEEP_FILE = "sweep.json"  # the precomputed speed/quality curve, committed beside the model
-
-# The speed/quality curve: one line per rule, points at these knob values (suite, at the model's block size).
-SWEEP_GRID = {
-    "entropy_bounded": (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
-    "entropy_threshold": (0.1, 0.25, 0.5, 1.0, 2.0),
-    "confidence_threshold": (0.5, 0.7, 0.9, 0.99),
-    "factor": (0.25, 0.5, 1.0, 2.0),
-}
-SWEEP_PER_FAMILY = 10
-# The rule whose verified twin (decode(..., verify=True)) is swept too, over the same knob values: the curve's
-# "verified (lossless)" line, at NTP's accuracy by construction, so only its speed is measured.
-SWEEP_VERIFIED = "entropy_bounded"
 
 # Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
 # scores them), picked with `python tools/pick_examples.py` (candidates per behaviour at the app's default
@@ -201,21 +195,6 @@ def _temperature(value) -> float:
     return t
 
 
-# -- small renderers (HTML strings) -----------------------------------------------------------
-def _visible(text: str) -> str:
-    return text.replace("\n", "⏎").replace("\t", "⇥")
-
-
-def _token(text: str) -> str:
-    """A single token, with a space shown as ␣: a blank cell reads as nothing committed."""
-    return _visible(text).replace(" ", "␣") or "∅"
-
-
-# The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
-PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)
-PROJECTION_BATCHES = (1, 4, 16, 64)
-
-
 def read_projection(hardware, model, batch) -> dict:
     """The projection dropdowns' raw values, or a ``gr.Error`` naming the bad one."""
     if hardware not in roofline.HARDWARE:  # the measured "this-cpu" entry is for bench/, not the demo
@@ -229,209 +208,6 @@ def read_projection(hardware, model, batch) -> dict:
     if batch not in PROJECTION_BATCHES:
         raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
     return dict(hardware=hardware, model=model, batch=batch)
-
-
-def projection_card(trace, projection: dict) -> str:
-    """This decode's calls costed by the roofline model (sbd_viz.roofline) for a GPU, model and batch."""
-    p = roofline.project(trace, projection["hardware"], projection["model"], projection["batch"])
-    return _card(f"projected · {html.escape(p['hardware'])}", f"{p['speedup']:.2f}×",
-                 f"{html.escape(p['model'])}, batch {p['batch']}: {p['sbd_calls']} calls vs "
-                 f"{p['ntp_calls']} one token per call (roofline)")
-
-
-def verified_card(trace, ntp) -> str:
-    """A verified decode: does its text equal NTP's, and what checking cost (rollbacks, accepted drafts)."""
-    accepted = trace.accepted_fraction
-    sub = (f"{len(trace.rollbacks())} rollbacks · "
-           + ("no drafts checked" if math.isnan(accepted) else f"{accepted:.0%} of drafts accepted")
-           + f" · {trace.n_check_only} checking-only call{'s' if trace.n_check_only != 1 else ''}")
-    if ntp is None:
-        return _card("verified", "…", sub)
-    same = trace.output_ids == ntp.output_ids
-    return _card("verified", "= NTP ✓" if same else "≠ NTP ✗", sub, "good" if same else "bad")
-
-
-def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
-    return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
-            f"<div class='sub'>{sub}</div></div>")
-
-
-def metrics_html(result: dict) -> str:
-    """The headline numbers of one decode beside NTP on the same prompt (NTP may still be running)."""
-    trace, ntp = result["trace"], result["ntp"]
-    sbd_s, ntp_s = result["sbd_seconds"], result["ntp_seconds"]
-    item = result["item"]
-    if item is None:
-        answer = _card("answer", "—", "not a suite prompt: unscored")
-    elif tasks.score(item, trace.text):
-        answer = _card("answer", "✓ correct", f"expected {html.escape(item.answer)}", "good")
-    else:
-        answer = _card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad")
-    if ntp is None:
-        calls_sub, speed_calls, speed_wall, wall_sub = "NTP: running…", "…", "…", f"SBD {1000 * sbd_s:.0f} ms"
-    else:
-        # Per generated token, so a run that stops earlier or later than NTP is compared fairly.
-        calls_sub = f"NTP: {ntp.nfe} for {ntp.n_tokens} tokens"
-        speed_calls = (f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×" if ntp.n_tokens and trace.n_tokens
-                       else "—")
-        per_tok_sbd, per_tok_ntp = sbd_s / max(1, trace.n_tokens), ntp_s / max(1, ntp.n_tokens)
-        speed_wall = f"{per_tok_ntp / per_tok_sbd:.2f}×" if per_tok_sbd > 0 else "—"
-        wall_sub = (f"SBD {1000 * sbd_s:.0f} ms · NTP {1000 * ntp_s:.0f} ms"
-                    + (" (timed on the first decode of this prompt)" if result["ntp_cached"] else ""))
-    cards = [
-        _card("model calls", f"{trace.nfe}", calls_sub),
-        _card("tokens per call", f"{trace.tokens_per_call:.2f}",
-              f"{trace.n_tokens} tokens · stop: {trace.stop_reason}"),
-        _card("speedup · calls", speed_calls, "vs NTP, per generated token"),
-        _card("speedup · wall clock", speed_wall, wall_sub),
-        projection_card(trace, result.get("projection", PROJECTION)),
-        *([verified_card(trace, ntp)] if trace.verified else []),
-        _card("gap fills", f"{result['gap_fills']}", "commits with masked slots to their left, kept in the output"),
-        answer,
-    ]
-    return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
-            f"data-ntp='{'pending' if ntp is None else ntp.nfe}'>{''.join(cards)}</div>")
-
-
-def progress_html(steps) -> str:
-    tokens = sum(len(s.commits) for s in steps)
-    return (f"<div class='cards' data-progress='{len(steps)}'>{_card('model calls', str(len(steps)), 'decoding…')}"
-            f"{_card('slots committed', str(tokens), f'{tokens / len(steps):.2f} per call so far')}</div>")
-
-
-def filling_html(prompt: str, steps) -> str:
-    """The text so far while decoding: committed slots, and ▒ for slots of the open block still masked."""
-    from sbd_viz.plots import MASK_GLYPH
-
-    text, first = {}, steps[0].block_start
-    for s in steps:
-        for c in s.commits:
-            text[s.block_start + c.slot] = c.text
-    end = steps[-1].block_start + steps[-1].block_size
-    body = html.escape(_visible("".join(text.get(p, MASK_GLYPH) for p in range(first, end))))
-    return (f"<table><tr><td class='who'>SBD (decoding)</td><td>{body}</td></tr></table>"
-            f"<div class='note'>prompt: <code>{html.escape(_visible(prompt[-80:]))}</code></div>")
-
-
-def texts_html(result: dict) -> str:
-    """SBD's and NTP's outputs one above the other, from the first difference on highlighted."""
-    from sbd_viz import plots
-
-    a, ntp = result["trace"].text, result["ntp"]
-    diff = plots.first_difference(a, ntp.text) if ntp is not None else None
-
-    def row(who, text, mark_from):
-        if mark_from is None:
-            body = html.escape(_visible(text))
-        elif mark_from >= len(text):  # the other text is longer: mark where this one ends
-            body = html.escape(_visible(text)) + "<mark>&nbsp;</mark>"
-        else:
-            body = (html.escape(_visible(text[:mark_from])) + "<mark>" + html.escape(_visible(text[mark_from:]))
-                    + "</mark>")
-        return f"<tr><td class='who'>{who}</td><td>{body or '∅'}</td></tr>"
-
-    rows = [row("SBD", a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
-    if result["item"] is not None:
-        rows.append(row("expected", result["item"].answer, None))
-    note = ("NTP is running" if ntp is None else "SBD and NTP wrote the same text" if diff is None else
-            f"SBD and NTP first differ at character {diff} (highlighted)")
-    return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
-            f"<code>{html.escape(_visible(result['trace'].prompt[-80:]))}</code> · {note}</div>")
-
-
-# -- the speed/quality curve ------------------------------------------------------------------
-def _other_block(saved: dict, model) -> str:
-    """A note when a precomputed sweep was measured at another block size than the model now decodes at."""
-    k = saved.get("block_size", 16)  # sweeps written before models recorded a block size ran at 16
-    if model is None or k == model.block_size:
-        return ""
-    return f", measured at block {k}; the model decodes at block {model.block_size}: run app.precompute_sweep() again"
-
-
-class SpeedQualityCurve:
-    """The suite sweep behind the trade-off figure: loaded from ``sweep.json`` beside the model, else
-    computed once in a background thread (``analysis.sweep``, cached on disk). Written once, then read-only.
-
-    A ``sweep.json`` written before verified decoding has no ``verify`` column: its rows load as unverified
-    (the curve then has no verified line)."""
-
-    def __init__(self, model=None, model_dir=None, results=None, compute: bool = True):
-        self.df, self.status, self.model = None, "no speed/quality curve for this model", model
-        if results is not None:
-            self._set(results, "given")
-            return
-        path = Path(model_dir) / SWEEP_FILE if model_dir else None
-        if path is not None and path.is_file():
-            try:
-                saved = json.loads(path.read_text())
-                self._set(saved["rows"], f"precomputed ({path.name}{_other_block(saved, model)})")
-                return
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                self.status = f"could not read {path}: {exc}"
-        if compute and model is not None:
-            self.status = "computing the suite sweep in the background (a few minutes on 2 CPUs)…"
-            threading.Thread(target=self._compute, name="sbd-viz-sweep", daemon=True).start()
-
-    def _set(self, rows, how: str):
-        import pandas as pd
-
-        df = pd.DataFrame(rows)
-        if "solver" in df.columns and "rule" not in df.columns:  # saved before the commit rule was called "rule"
-            df = df.rename(columns={"solver": "rule"})
-        df["verify"] = df["verify"].eq(True) if "verify" in df.columns else False
-        self.df, self.status = df, f"suite sweep: {how}"
-
-    def _compute(self):
-        try:
-            self._set(compute_sweep(self.model), "computed at startup")
-        except Exception as exc:  # a failed sweep must not take the app down: the curve just stays empty
-            self.status = f"the suite sweep failed: {exc}"
-
-    def figure(self, rule: str, gamma: float, gap_free: bool, verify: bool = False):
-        """``plots.tradeoff`` with the measured point nearest to the current setting highlighted: on the
-        verified line when ``verify`` (the app's verified switch) is on."""
-        from sbd_viz import plots
-
-        df = self.df
-        if df is None:
-            return None, self.status
-        same = df[(df["rule"] == rule) & (df["gap_free"].astype(bool) == bool(gap_free))
-                  & (df["verify"] == bool(verify))]
-        if same.empty:
-            return plots.tradeoff(df), f"{self.status} · no measured points for {rule}" + \
-                (" gap-free" if gap_free else "") + (" verified" if verify else "")
-        nearest = float(same.iloc[(same["gamma"] - gamma).abs().argsort().iloc[0]]["gamma"])
-        fig = plots.tradeoff(df, current=dict(rule=rule, gamma=nearest, gap_free=bool(gap_free),
-                                              verify=bool(verify)))
-        where = " on the verified line" if verify else ""
-        return fig, f"{self.status} · ring = nearest measured point to the current setting{where} (γ = {nearest:g})"
-
-
-def compute_sweep(model) -> list[dict]:
-    """The suite sweep shown by the app, as JSON-ready rows (one ``analysis.sweep`` per rule; ``SWEEP_VERIFIED``
-    also verified, over the same knob values)."""
-    import pandas as pd
-
-    from sbd_viz import analysis
-
-    suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
-    frames = [analysis.sweep(model, suite, rules=[rule], gammas=list(gammas), block_sizes=[model.block_size],
-                             progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
-              for rule, gammas in SWEEP_GRID.items()]
-    df = pd.concat(frames, ignore_index=True)
-    df = pd.concat([df[df["rule"] != "ntp"], df[df["rule"] == "ntp"].head(1)], ignore_index=True)
-    return json.loads(df.to_json(orient="records"))  # NaN -> null, numpy -> plain
-
-
-def precompute_sweep(model_path=None) -> Path:
-    """Write ``sweep.json`` beside the model (commit it: the Space then shows the curve instantly)."""
-    path = Path(model_path or sv.default_model_path())
-    out = path / SWEEP_FILE
-    model = sv.load_model(path)
-    rows = compute_sweep(model)
-    out.write_text(json.dumps({"suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family",
-                               "block_size": model.block_size, "verified": SWEEP_VERIFIED, "rows": rows}, indent=1))
-    return out
 
 
 def example_label(model, suite: dict, prompt: str) -> str:
@@ -526,8 +302,8 @@ class Handlers:
         events = analysis.gap_fill_events(self.model, trace, session["item"])
         # "NTP" = what causal greedy decoding would put there given the final prefix (teacher forced);
         # "—" where the stop later cut the slot out of the output.
-        table = [[e["call"], e["block"], e["slot"], e["gap"], _token(e["text"]), round(e["entropy"], 3),
-                  round(e["prob"], 3), "—" if e["ntp_text"] is None else _token(e["ntp_text"]),
+        table = [[e["call"], e["block"], e["slot"], e["gap"], visible(e["text"], spaces=True), round(e["entropy"], 3),
+                  round(e["prob"], 3), "—" if e["ntp_text"] is None else visible(e["ntp_text"], spaces=True),
                   {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
                  for e in events]
         tradeoff, status = self.curve.figure(cfg["rule"], cfg["gamma"], cfg["gap_free"], cfg.get("verify", False))
@@ -582,24 +358,6 @@ class Handlers:
         folder.mkdir()
         cfg = trace.config
         return str(trace.save(folder / f"sbd_trace_{cfg['rule']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"))
-
-
-def fit(fig):
-    """Let a figure take its container's width: the library lays figures out at fixed pixel sizes."""
-    return None if fig is None else fig.update_layout(width=None, autosize=True)
-
-
-def step_markdown(trace, step) -> str:
-    """One call in words: the block before and after, and what was committed where."""
-    from sbd_viz.trace import render_state
-
-    prefix = trace.text_before(step)
-    before = render_state(trace.block_state(step, after=False), prefix)
-    after = render_state(trace.block_state(step, after=True), prefix)
-    commits = ", ".join(f"slot {c.slot} ← `{_token(c.text)}` (p={c.prob:.2f}, H={c.entropy:.2f}"
-                        f"{f', gap {c.gap}' if c.gap else ''})" for c in step.commits)
-    return (f"**call {step.call}** · block {step.block}, step {step.step} · {len(step.masked)} masked slots, "
-            f"{len(step.commits)} committed\n\n```\nbefore: {before}\nafter:  {after}\n```\n{commits}")
 
 
 # -- the page ---------------------------------------------------------------------------------

@@ -110,6 +110,15 @@ def test_no_import_circle_in_the_package():
     assert "train" not in _graph(False)["evaluation"] and "evaluation" not in _graph(False)["objective"]
 
 
+def test_modules_stay_small_and_the_root_app_only_starts_the_package_app():
+    """One job per module: none over 600 lines (a module that grows past it has two jobs); the repository's
+    app.py is the few lines a Hugging Face Space runs."""
+    long = {str(p.relative_to(ROOT)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert not long, f"modules over 600 lines: {long}"
+    assert len((ROOT / "app.py").read_text(encoding="utf-8").splitlines()) <= 40
+
+
 def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
