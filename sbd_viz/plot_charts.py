@@ -82,9 +82,10 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
         if s.step == 0 and s.call:
             fig.add_vline(x=s.call - 0.5, line=dict(color="#CCCCCC", width=1, dash="dot"), row=2, col=1)
     fig.update_layout(**common_layout(
-        barmode="stack", width=820, height=520, margin=dict(l=70, r=30, t=60, b=90),
+        barmode="stack", width=820, height=520, margin=dict(l=70, r=30, t=75, b=90),
+        # the settings on a line of their own: on one line with the counts they ran past the figure's edge
         title=dict(text=f"{trace.n_tokens} tokens in {trace.nfe} calls · {trace.tokens_per_call:.2f} tokens per "
-                        f"call · {esc(settings_line(trace))}", font=dict(size=13)),
+                        f"call<br><sup>{esc(settings_line(trace))}</sup>", font=dict(size=13)),
         legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", traceorder="normal")))
     fig.update_yaxes(title_text="tokens so far", gridcolor="#EEEEEE", row=1, col=1)
     fig.update_yaxes(title_text="tokens per call", gridcolor="#EEEEEE", range=[0, k + 0.5], row=2, col=1)

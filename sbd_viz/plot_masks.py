@@ -21,7 +21,7 @@ import torch
 
 from .model import block_call_mask
 from .objective import sbd_attention_mask
-from .plot_style import CALL_SCALE, FONT, STATE_COLORS
+from .plot_style import CALL_SCALE, FONT, MASK_GLYPH, STATE_COLORS
 
 KINDS = ("training", "inference")
 # The same three parts in both masks: the inference call is the training layout's last block.
@@ -53,7 +53,7 @@ def attention_mask(kind: str = "training", *, n: int = 8, block_size: int = 4, p
     """The training mask (``n``, ``block_size``) or one block call's mask (``past``, ``n_causal``, ``block_size``).
 
     ``labels``, optional: one text per position of the sequence (``n`` for training, whose masked copy reuses
-    them; ``past + n_causal`` for inference, whose block slots are labelled ``<m>``).
+    them; ``past + n_causal`` for inference, whose block slots show the mask glyph, as in ``block_fill``).
     """
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
@@ -70,7 +70,7 @@ def attention_mask(kind: str = "training", *, n: int = 8, block_size: int = 4, p
     else:
         mask = inference_mask(past, n_causal, block_size)
         text = _labels(labels, past + n_causal, "t")
-        keys = text + ["<m>"] * block_size
+        keys = text + [MASK_GLYPH] * block_size
         queries, causal_rows, key_region = keys[past:], n_causal, past + n_causal
         cols, rows = [past, past + n_causal], [n_causal]
         title = (f"One block call's mask (paper Fig. 10): {past} cached, {n_causal} fed causally, "

@@ -40,7 +40,8 @@ def test_labels_and_bad_input():
     fig = plot_masks.attention_mask("training", n=4, block_size=2, labels=list("a b\n"))
     assert fig.layout.meta["keys"] == ["a", "␣", "b", "⏎", "a'", "␣'", "b'", "⏎'"]
     fig = plot_masks.attention_mask("inference", past=2, n_causal=1, block_size=2, labels="xyz")
-    assert fig.layout.meta["keys"] == ["x", "y", "z", "<m>", "<m>"] and fig.layout.meta["queries"] == ["z", "<m>", "<m>"]
+    m = plot_masks.MASK_GLYPH
+    assert fig.layout.meta["keys"] == ["x", "y", "z", m, m] and fig.layout.meta["queries"] == ["z", m, m]
     with pytest.raises(ValueError, match="kind"):
         plot_masks.attention_mask("decode")
     with pytest.raises(ValueError, match="block_size"):
