@@ -48,7 +48,7 @@ def metrics_html(result: dict) -> str:
         shown = [m._replace(note=m.note + " (timed on the first decode of this prompt)")
                  if m.label == "speedup · wall clock" else m for m in shown]
     cards = [measure_card(m) for m in shown]
-    after_speed = next(i for i, m in enumerate(shown) if m.label == "speedup · wall clock") + 1
+    after_speed = next((i + 1 for i, m in enumerate(shown) if m.label == "speedup · wall clock"), len(cards))
     cards.insert(after_speed, projection_card(trace, result.get("projection", PROJECTION)))
     item = result["item"]
     if item is None:

@@ -52,8 +52,8 @@ def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = Non
         ntp_seconds = ntp.wall_time if ntp_seconds is None else ntp_seconds
         per_sbd, per_ntp = seconds / max(1, trace.n_tokens), ntp_seconds / max(1, ntp.n_tokens)
         calls_note = f"NTP: {ntp.nfe} for {ntp.n_tokens} tokens"
-        speed = [Measure("speedup · calls", f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×"
-                         if ntp.n_tokens and trace.n_tokens else "—", "vs NTP, per generated token"),
+        in_calls = f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×" if ntp.n_tokens and trace.n_tokens else "—"
+        speed = [Measure("speedup · calls", in_calls, "vs NTP, per generated token"),
                  Measure("speedup · wall clock", f"{per_ntp / per_sbd:.2f}×" if per_sbd > 0 else "—",
                          f"{sbd_ms} · NTP {1000 * ntp_seconds:.0f} ms")]
     elif pending:
