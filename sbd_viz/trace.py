@@ -16,6 +16,13 @@ drafts causally *verifies* them against NTP's greedy choice at each position (a 
 discarded, the cache is cut back to the accepted text, and NTP's token is committed in the
 rejected slot (a commit with ``ntp=True``, as is each block's first open slot, written exactly
 from the causal prediction instead of drafted). A *checking-only* call feeds drafts and no block.
+
+Block decoders whose slots can change after a commit (block diffusion such as DiffusionGemma, masked diffusion
+with remasking) add a *canvas* to each step: every slot's *draft* (the argmax, with entropy, confidence and top
+candidates) and whether the slot holds an *accepted* token after the step. A slot accepted before the step and
+open after it was *renoised* (taken back). A step's commits are the slots it newly accepted; its
+uncounted *passes* (an encoder pass extending the cache) are recorded but not counted in ``nfe``.
+A trace is written as version 3 only when a step has a canvas or passes; any other trace as version 2.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "sbd_viz.trace"
-SCHEMA_VERSION = 2  # 2: verified decoding (Commit.ntp, Step.checks / rollback / check_only)
-READS_VERSIONS = (1, 2)  # version 1 traces load with the verification fields at their defaults
+SCHEMA_VERSION = 3  # 2: verified decoding (Commit.ntp, Step.checks / ...); 3: Step.canvas / renoised / passes
+READS_VERSIONS = (1, 2, 3)  # older traces load with the newer fields at their defaults
+CANVAS_FIELDS = ("canvas", "renoised", "passes")  # version 3's step fields, left out of files that do not use them
 MASK_TEXT = "<m>"
 
 
@@ -96,6 +104,30 @@ class Rollback:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """One canvas slot after a step: the model's draft (argmax) and whether the slot holds an accepted token."""
+
+    slot: int
+    token_id: int  # the draft: the most probable token
+    text: str
+    prob: float  # the draft's probability (its confidence)
+    entropy: float  # nats, of the distribution the decoder's acceptance rule read
+    top: tuple[Candidate, ...]  # most probable first
+    accepted: bool  # holds an accepted token after the step; otherwise renoised or remasked
+    held_id: int | None = None  # the accepted token (a sample: it may differ from the draft); None if open
+    held_text: str | None = None
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A model pass recorded but not counted in ``nfe`` (an encoder pass that extends the cache)."""
+
+    kind: str  # e.g. 'encoder'
+    n_input: int  # tokens fed
+    wall_time: float
+
+
+@dataclass(frozen=True)
 class Step:
     """One model call and the commits it led to."""
 
@@ -112,6 +144,9 @@ class Step:
     checks: tuple[Check, ...] = ()  # verified decoding: the drafts this call verified, by position
     rollback: Rollback | None = None  # verified decoding: set when this call rejected a draft
     check_only: bool = False  # verified decoding: the call fed drafts to check them and predicted no block
+    canvas: tuple[Draft, ...] = ()  # canvas decoders: every slot of the block after the step, by slot
+    renoised: tuple[int, ...] = ()  # canvas decoders: slots accepted before the step and open after it
+    passes: tuple[Pass, ...] = ()  # uncounted passes run before this call, in order
 
     @property
     def accepted(self) -> tuple[Check, ...]:
@@ -172,7 +207,8 @@ class Trace:
     # -- derived measures ------------------------------------------------------------
     @property
     def nfe(self) -> int:
-        """Number of model calls (function evaluations), the prompt prefill included."""
+        """Number of counted model calls (function evaluations), the prompt prefill included; a block
+        decoder's uncounted passes (``Step.passes``, e.g. encoder passes) are not."""
         return len(self.steps)
 
     @property
@@ -243,16 +279,24 @@ class Trace:
         return [counts[b] for b in sorted(counts)]
 
     def token_calls(self) -> list[int]:
-        """For each output token, the index of the call that committed it."""
-        at = {}
+        """For each output token, the index of the call that committed it (on a canvas, that last accepted its
+        slot; a slot the block ended with open, the block's last call)."""
+        at, last = {}, {}
         for s in self.steps:
             for c in s.commits:
                 at[s.block_start + c.slot] = s.call
+            for slot in s.renoised:
+                at.pop(s.block_start + slot, None)
+            last.update({s.block_start + i: s.call for i in range(s.block_size)})
         start = len(self.prompt_ids)
-        return [at[start + i] for i in range(self.n_tokens)]
+        return [at.get(start + i, last.get(start + i)) for i in range(self.n_tokens)]
 
     def block_state(self, step: Step, after: bool = True) -> list[str | None]:
-        """The texts of a block's slots before/after ``step``; ``None`` where masked."""
+        """The texts of a block's slots before/after ``step``; ``None`` where masked (or open, on a canvas)."""
+        if step.canvas:
+            before = [s for s in self.block_steps(step.block) if s.call < step.call]
+            shown = step if after else (before[-1] if before else None)
+            return [d.held_text if d.accepted else None for d in shown.canvas] if shown else [None] * step.block_size
         state: list[str | None] = [None] * step.block_size
         for s in self.block_steps(step.block):
             if s.call > step.call or (s.call == step.call and not after):
@@ -316,9 +360,19 @@ class Trace:
         return trace_summary(self)
 
     # -- JSON -----------------------------------------------------------------------
+    @property
+    def has_canvas(self) -> bool:
+        """Recorded from a decoder whose slots can change after a commit (steps carry canvases)."""
+        return any(s.canvas for s in self.steps)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
+        if any(s.canvas or s.renoised or s.passes for s in self.steps):
+            return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
+        for step in d["steps"]:  # the version 2 file, byte for byte
+            for key in CANVAS_FIELDS:
+                del step[key]
+        return {"schema": SCHEMA, "version": 2, **d}
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -435,6 +489,16 @@ def _candidate(d, where):
                      _num(d["prob"], where + ".prob"))
 
 
+def _draft(d, where):
+    _keys(d, where, ("slot", "token_id", "text", "prob", "entropy", "top", "accepted"))
+    held = d.get("held_id")
+    return Draft(_int(d["slot"], where), _int(d["token_id"], where), _str(d["text"], where), _num(d["prob"], where),
+                 _num(d["entropy"], where), tuple(_candidate(c, f"{where}.top[{j}]") for j, c in
+                                                  enumerate(_list(d["top"], where))),
+                 _bool(d["accepted"], where + ".accepted"), None if held is None else _int(held, where + ".held_id"),
+                 None if d.get("held_text") is None else _str(d["held_text"], where + ".held_text"))
+
+
 def _step(d, where):
     _keys(d, where, ("call", "block", "block_start", "block_size", "step", "masked", "slots", "commits",
                      "wall_time"))
@@ -467,17 +531,27 @@ def _step(d, where):
         rollback = Rollback(_int(rollback["slot"], w), _int(rollback["position"], w),
                             tuple(_int(x, w + ".dropped") for x in _list(rollback["dropped"], w + ".dropped")),
                             _int(rollback["n_discarded"], w))
+    canvas = tuple(_draft(v, f"{where}.canvas[{i}]") for i, v in enumerate(_list(d.get("canvas", []), where)))
+    passes = tuple(Pass(_str(_keys(p, f"{where}.passes[{i}]", ("kind", "n_input", "wall_time"))["kind"], where),
+                        _int(p["n_input"], where), _num(p["wall_time"], where))
+                   for i, p in enumerate(_list(d.get("passes", []), where + ".passes")))
     step = Step(call=_int(d["call"], where + ".call"), block=_int(d["block"], where + ".block"),
                 block_start=_int(d["block_start"], where + ".block_start"),
                 block_size=_int(d["block_size"], where + ".block_size"), step=_int(d["step"], where + ".step"),
                 masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
                 slots=slots, commits=tuple(commits), wall_time=_num(d["wall_time"], where + ".wall_time"),
                 n_input=_int(d.get("n_input", 0), where + ".n_input"), checks=tuple(checks), rollback=rollback,
-                check_only=_bool(d.get("check_only", False), where + ".check_only"))
+                check_only=_bool(d.get("check_only", False), where + ".check_only"), canvas=canvas,
+                renoised=tuple(_int(s, where + ".renoised") for s in _list(d.get("renoised", []), where)),
+                passes=passes)
     _need(step.block_size >= 1, where, "has block_size < 1")
-    # a checking-only call that accepts every draft commits nothing; any other call commits at least one slot
-    _need(bool(step.commits) or (step.check_only and not step.rollback), where,
+    # a checking-only call that accepts every draft commits nothing, and a canvas step may accept no new slot;
+    # any other call commits at least one slot
+    _need(bool(step.commits) or (step.check_only and not step.rollback) or bool(step.canvas), where,
           "commits nothing (every step commits at least one slot)")
+    _need(not canvas or [v.slot for v in canvas] == list(range(step.block_size)), where,
+          "has a canvas that is not one draft per slot, in order")
+    _need(all(0 <= s < step.block_size for s in step.renoised), where, "renoises a slot outside the block")
     # NTP's correction overwrites the rejected draft's slot; every other commit fills a masked slot
     fixed = {rollback.slot} if rollback else set()
     _need({c.slot for c in step.commits} <= set(step.masked) | fixed, where, "commits a slot that was not masked")

@@ -1,0 +1,101 @@
+"""Trace version 3 (canvases: drafts, acceptance, renoising, uncounted passes) and the CanvasRecorder that
+writes it: round trips, older files still load, SBD traces still save as version 2."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import sbd_viz as sv
+from sbd_viz.recorder import CanvasRecorder
+from sbd_viz.trace import CANVAS_FIELDS, Trace, TraceFormatError
+
+DATA = Path(__file__).parent / "data"
+
+
+def logits_for(drafts: list[int], vocab: int = 6, sharp: float = 4.0) -> torch.Tensor:
+    """(K, V) logits whose argmax at slot s is drafts[s]."""
+    scores = torch.zeros(len(drafts), vocab)
+    scores[torch.arange(len(drafts)), torch.tensor(drafts)] = sharp
+    return scores
+
+
+def canvas_trace() -> Trace:
+    """Two blocks of 3 slots: block 0 accepts slot 2, then slots 0 and 1 while slot 2 is renoised, then all;
+    block 1 accepts everything at once. Token 1 is the end of text."""
+    rec = CanvasRecorder([5, 5], 3, token_text=lambda t: "abcdef"[t], eos_ids=[1], config={"gamma": 0.5})
+    rec.encoder(2, wall_time=0.5)
+    rec.step(logits_for([3, 4, 2]), [False, False, True], held=[0, 0, 2], wall_time=0.1)
+    rec.step(logits_for([3, 4, 2]), [True, True, False], held=[3, 5, 0], wall_time=0.1)
+    rec.step(logits_for([3, 4, 2]), [True, True, True], held=[3, 4, 2], wall_time=0.1)
+    rec.end_block([3, 4, 2])
+    rec.encoder(3, wall_time=0.2)
+    rec.step(logits_for([0, 1, 5]), [True, True, True], wall_time=0.1)
+    rec.end_block([0, 1, 5])
+    return rec.trace()
+
+
+def test_recorder_derives_commits_renoising_and_gaps():
+    trace = canvas_trace()
+    s0, s1, s2, s3 = trace.steps
+    assert (s0.masked, s0.committed_slots, s0.renoised, [c.gap for c in s0.commits]) == ((0, 1, 2), (2,), (), [2])
+    assert (s1.masked, s1.committed_slots, s1.renoised) == ((0, 1), (0, 1), (2,))
+    assert [c.text for c in s1.commits] == ["d", "f"]  # the accepted (held) tokens, not the drafts
+    assert (s2.masked, s2.committed_slots, s2.renoised) == ((2,), (2,), ())
+    assert [d.text for d in s1.canvas] == ["d", "e", "c"] and [d.held_text for d in s1.canvas] == ["d", "f", None]
+    assert [p.kind for p in s0.passes] == ["encoder"] and s1.passes == () and s3.passes[0].n_input == 3
+    assert trace.block_state(s1) == ["d", "f", None] and trace.block_state(s1, after=False) == [None, None, "c"]
+    # four counted calls; the encoder passes are not counted
+    assert (trace.nfe, trace.output_ids, trace.stop_reason, trace.text) == (4, (3, 4, 2, 0, 1), "eos", "decab")
+    assert trace.token_calls() == [1, 1, 2, 3, 3]  # the call since which each slot held a token
+    assert trace.has_canvas and trace.calls_per_block() == [3, 1]
+
+
+def test_canvas_trace_round_trips_as_version_3(tmp_path):
+    trace = canvas_trace()
+    d = trace.to_dict()
+    assert d["version"] == 3 and all(key in d["steps"][0] for key in CANVAS_FIELDS)
+    assert Trace.from_json(trace.to_json()) == trace
+    assert Trace.load(trace.save(tmp_path / "c.json")) == trace
+
+
+def test_sbd_traces_save_as_version_2_without_the_canvas_fields(tiny):
+    trace = sv.decode(tiny, "ab", gamma=0.5, block_size=4, max_new_tokens=6)
+    d = trace.to_dict()
+    assert d["version"] == 2 and not any(key in step for step in d["steps"] for key in CANVAS_FIELDS)
+    assert Trace.from_json(trace.to_json()) == trace and not trace.has_canvas
+
+
+@pytest.mark.parametrize("name, version", [("trace_v1.json", 1), ("trace_verified.json", 2)])
+def test_older_files_load_and_save_as_before(name, version):
+    raw = json.loads((DATA / name).read_text())
+    assert raw["version"] == version
+    trace = Trace.load(DATA / name)
+    assert all(s.canvas == () and s.renoised == () and s.passes == () for s in trace.steps)
+    assert trace.to_dict()["version"] == 2
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["steps"][0]["canvas"].pop(), "one draft per slot"),
+    (lambda d: d["steps"][0].update(renoised=[7]), "outside the block"),
+    (lambda d: d["steps"][0]["canvas"][0].update(accepted="yes"), "true or false"),
+    (lambda d: d["steps"][0]["passes"][0].pop("kind"), "missing"),
+])
+def test_bad_canvas_fields_are_rejected(mutate, message):
+    d = json.loads(canvas_trace().to_json())
+    mutate(d)
+    with pytest.raises(TraceFormatError, match=message):
+        Trace.from_dict(d)
+
+
+def test_recorder_checks_its_inputs():
+    rec = CanvasRecorder([1], 3)
+    with pytest.raises(ValueError, match="logits"):
+        rec.step(torch.zeros(2, 5), [True, True])
+    with pytest.raises(ValueError, match="accepted"):
+        rec.step(torch.zeros(3, 5), [True])
+    with pytest.raises(ValueError, match="end_block"):
+        rec.end_block([1, 2, 3])
+    with pytest.raises(ValueError, match="canvas_length"):
+        CanvasRecorder([1], 0)
