@@ -14,7 +14,8 @@ For each ``notebooks/NN_name.ipynb`` it executes a copy on the shipped model (th
   ``tests/test_docs.py`` recomputes both, so docs that no longer match the notebooks or the
   shipped model fail the tests until this command is run again.
 
-Widgets (``sv.explore``) need a live kernel: the pages show a note in their place.
+Widgets (``sv.explore``) need a live kernel: the pages show a note in their place. A tqdm progress bar is a
+widget too, and says nothing once the run is over: it is dropped.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -36,6 +38,7 @@ STAMP = OUT / "rendered.json"
 CHROMIUM = "/usr/bin/chromium"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+TQDM_BAR = re.compile(r"\d+%\|.*\|")  # a tqdm bar's text: "sweep:  40%|████      | 2/5 [00:01<00:02, ...]"
 WIDGET_NOTE = ("<p><i>[An interactive ipywidgets explorer is shown here when the notebook runs in Jupyter; "
                "it needs a live kernel.]</i></p>")
 
@@ -98,6 +101,12 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
+def is_progress_bar(output) -> bool:
+    """A tqdm bar: a widget whose text form is a progress meter (an explorer's is its widget tree)."""
+    data = output.get("data", {})
+    return WIDGET_MIME in data and bool(TQDM_BAR.search(str(data.get("text/plain", ""))))
+
+
 def split_outputs(nb, stem: str, browser):
     """Two copies of the executed notebook: figures as interactive HTML, and figures as PNGs."""
     import copy
@@ -107,6 +116,8 @@ def split_outputs(nb, stem: str, browser):
     for hc, mc in zip(html_nb.cells, md_nb.cells):
         if hc.cell_type != "code":
             continue
+        hc.outputs = [o for o in hc.outputs if not is_progress_bar(o)]
+        mc.outputs = [o for o in mc.outputs if not is_progress_bar(o)]
         for ho, mo in zip(hc.outputs, mc.outputs):
             data = ho.get("data", {})
             if PLOTLY_MIME in data:

@@ -65,3 +65,11 @@ def test_the_hash_sees_a_changed_cell(render, tmp_path):
     nb["cells"][-1]["source"] = ["changed"]
     copy.write_text(json.dumps(nb), encoding="utf-8")
     assert render.source_hash(copy) != before
+
+
+def test_a_progress_bar_is_dropped_and_an_explorer_keeps_its_note(render):
+    widget = render.WIDGET_MIME
+    bar = {"data": {widget: {"model_id": "a"}, "text/plain": "sweep:  40%|████      | 2/5 [00:01<00:02, 1.9it/s]"}}
+    explorer = {"data": {widget: {"model_id": "b"}, "text/plain": "Explorer(children=(Text(value='assert 1 + 1 == '),"}}
+    assert render.is_progress_bar(bar) and not render.is_progress_bar(explorer)
+    assert not render.is_progress_bar({"data": {"text/plain": "50%|##| printed, not a widget"}})

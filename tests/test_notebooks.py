@@ -18,6 +18,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from test_walkthroughs import assert_executed_notebook_shows_its_numbers
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 HAVE_MODEL = bool(os.environ.get("SBD_VIZ_MODEL")) or (ROOT / "sbd_viz" / "models" / "sbd-char-5m").is_dir()
@@ -62,3 +64,4 @@ def test_notebook_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
     seconds = run(nb, tmp_path)
     print(f"{path.name}: {seconds:.0f} s")
+    assert_executed_notebook_shows_its_numbers(nb)  # the numbers its prose marks as shown are in its outputs
