@@ -11,7 +11,7 @@ from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps
 from .batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
 from .rules import COMMIT_RULES, RULES, CommitRule
-from .trace import Candidate, Check, Commit, GapFill, Rollback, SlotView, Step, Trace, TraceFormatError
+from .trace import Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError
 from . import tasks
 from .evaluation import evaluate
 from . import analysis
@@ -20,8 +20,9 @@ from . import divergence
 from .divergence import divergence_report, first_divergence
 
 
-def load_model(path=None, dtype=None, device=None) -> SBDModel:
-    """Load an SBD model folder; ``path=None`` loads the shipped default model.
+def load_model(path=None, dtype=None, device=None):
+    """Load an SBD model folder; ``path=None`` loads the shipped default model. A DiffusionGemma folder
+    (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.diffusion.DiffusionModel``.
 
     ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
     exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
@@ -43,6 +44,10 @@ def load_model(path=None, dtype=None, device=None) -> SBDModel:
             device = torch.device(device)
         except (RuntimeError, TypeError) as exc:
             raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
+    from .diffusion import DiffusionModel, is_diffusion_folder
+
+    if path is not None and is_diffusion_folder(path):
+        return DiffusionModel.from_pretrained(path, dtype=dtype or torch.float32, device=device)
     return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32, device=device)
 
 
@@ -54,7 +59,7 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "GapFill", "MaskTokenError", "RULES", "Rollback",
+    "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
     "SBDModel", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",

@@ -1,0 +1,151 @@
+"""DiffusionGemma through sbd_viz: tiny random-init folders (about 1M parameters, CPU) load, decode with
+transformers' own ``generate``, and record every denoising step. Nothing is downloaded."""
+
+import itertools
+
+import pytest
+import torch
+
+import sbd_viz as sv
+from sbd_viz import diffusion
+from sbd_viz.diffusion import DiffusionModel
+
+from diffusion_folders import tiny_folder
+
+PROMPT = "def f(x):\n"
+STEPS = 12  # max_denoising_steps in these tests (generate's default is 48)
+EOS, PAD = 1, 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """These models are tiny: one thread is several times faster than two on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """Canvas lengths 4 and 8; sharpened so the sampler accepts several slots, renoises some, and adaptive
+    stopping ends some canvases early."""
+    root = tmp_path_factory.mktemp("diffusion_gemma")
+    return {k: tiny_folder(root / f"canvas{k}", canvas_length=k, sharpen=30.0) for k in (4, 8)}
+
+
+@pytest.fixture(scope="module")
+def models(folders):
+    return {k: sv.load_model(path) for k, path in folders.items()}
+
+
+def reference(model: DiffusionModel, prompt_ids, seed: int, **kwargs):
+    """transformers' generate, unrecorded, after torch.manual_seed(seed): (new tokens up to the first EOS,
+    decoder forwards counted by a hook, tokens_per_forward)."""
+    forwards = []
+    hook = model.model.model.decoder.register_forward_pre_hook(lambda *a: forwards.append(1))
+    try:
+        torch.manual_seed(seed)
+        out = model.model.generate(torch.tensor([list(prompt_ids)]), eos_token_id=[EOS], pad_token_id=PAD, **kwargs)
+    finally:
+        hook.remove()
+    new = out.sequences[0, len(prompt_ids):].tolist()
+    new = new[: new.index(EOS) + 1] if EOS in new else new
+    return new, len(forwards), float(out.tokens_per_forward[0])
+
+
+CASES = list(itertools.product((4, 8), (0.5, 2.0), (True, False), (0, 1, 2)))
+
+
+@pytest.fixture(scope="module")
+def traces(models):
+    """Each case's trace, decoded once."""
+    return {(k, gamma, adaptive, seed): diffusion.decode(models[k], PROMPT, gamma=gamma, max_new_tokens=16, seed=seed,
+                                                         max_denoising_steps=STEPS, adaptive_stopping=adaptive)
+            for k, gamma, adaptive, seed in CASES}
+
+
+@pytest.mark.parametrize("k, gamma, adaptive, seed", CASES)
+def test_output_and_nfe_equal_generate(models, traces, k, gamma, adaptive, seed):
+    model, trace = models[k], traces[(k, gamma, adaptive, seed)]
+    kwargs = dict(max_new_tokens=16, entropy_bound=gamma, max_denoising_steps=STEPS)
+    if not adaptive:
+        kwargs["stability_threshold"] = STEPS  # a canvas can never be stable for all its steps: no early stop
+    new, forwards, tokens_per_forward = reference(model, trace.prompt_ids, seed, **kwargs)
+    assert list(trace.output_ids) == new
+    assert trace.nfe == forwards
+    assert trace.tokens_per_call == pytest.approx(tokens_per_forward)
+    if not adaptive:
+        assert all(n == STEPS for n in trace.calls_per_block())
+    # every block's output is its last step's drafts (the argmax canvas generate appends)
+    for b in range(trace.n_blocks):
+        last = trace.block_steps(b)[-1]
+        got = [d.token_id for d in last.canvas][: max(0, trace.n_tokens - b * k)]
+        assert list(trace.output_ids[b * k:(b + 1) * k]) == got
+    # one encoder pass before each block's first step: the prompt, then the previous canvas
+    passes = [(s.step, [p.n_input for p in s.passes]) for s in trace.steps if s.passes or s.step == 0]
+    assert passes == [(0, [len(trace.prompt_ids) if i == 0 else k]) for i in range(trace.n_blocks)]
+    assert sv.Trace.from_json(trace.to_json()) == trace
+
+
+def test_the_cases_cover_early_stops_renoising_and_end_of_text(traces):
+    """The tiny models are not so flat that the equality above is vacuous: across the cases, adaptive stopping
+    ends canvases early, accepted slots are renoised, several slots are accepted in one step, and a decode ends
+    at the end-of-text token."""
+    seen = set()
+    for (k, gamma, adaptive, seed), trace in traces.items():
+        if adaptive and min(trace.calls_per_block()) < STEPS:
+            seen.add("early stop")
+        if any(s.renoised for s in trace.steps):
+            seen.add("renoised")
+        if any(len(s.commits) > 1 for s in trace.steps):
+            seen.add("several")
+        if trace.stop_reason == "eos":
+            seen.add("eos")
+    assert seen == {"early stop", "renoised", "several", "eos"}
+
+
+def test_load_model_recognises_the_folder(folders, models):
+    model = models[8]
+    assert isinstance(model, DiffusionModel) and diffusion.is_diffusion_folder(folders[8])
+    assert (model.canvas_length, model.block_size, model.context_length) == (8, 8, 96)
+    assert not model.supports_verify and not model.supports_gap_free
+    assert model.eos_ids == (EOS,)
+
+
+def test_trace_records_the_settings(models):
+    trace = diffusion.decode(models[4], PROMPT, gamma=0.5, max_new_tokens=8, max_denoising_steps=STEPS)
+    c = trace.config
+    assert (c["decoder"], c["rule"], c["gamma"], c["block_size"], c["max_denoising_steps"]) == (
+        "diffusion_gemma", "entropy_bounded", 0.5, 4, STEPS)
+    assert c["t_max"] > c["t_min"] > 0 and c["verify"] is False and c["gap_free"] is False
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(verify=True), "verify"),
+    (dict(gap_free=True), "gap_free"),
+    (dict(rule="top_k"), "rule"),
+    (dict(block_size=16), "block_size"),
+    (dict(temperature=0.7), "temperature"),
+    (dict(stop="\n"), "stop"),
+    (dict(gamma=0), "gamma"),
+    (dict(max_denoising_steps=0), "max_denoising_steps"),
+    (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(max_new_tokens=90), "max_new_tokens"),  # past the context of 96 positions
+    (dict(prompt="x" * 100), "prompt"),
+])
+def test_bad_arguments_and_limits_are_refused_by_name(models, kwargs, name):
+    kwargs = {"prompt": PROMPT, **kwargs}
+    with pytest.raises(ValueError, match=f"^{name}:"):
+        diffusion.decode(models[8], kwargs.pop("prompt"), **kwargs)
+
+
+def test_block_size_equal_to_the_canvas_is_accepted(models):
+    trace = diffusion.decode(models[4], PROMPT, block_size=4, max_new_tokens=4, max_denoising_steps=2)
+    assert trace.n_blocks == 1 and trace.nfe <= 2
+
+
+def test_not_a_diffusion_folder(tmp_path):
+    assert not diffusion.is_diffusion_folder(tmp_path)
+    with pytest.raises(FileNotFoundError, match="path:"):
+        DiffusionModel.from_pretrained(tmp_path)
