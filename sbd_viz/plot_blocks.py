@@ -17,6 +17,12 @@ A verified trace (``trace.verified``) adds two states (``VERIFIED_STATES``, on a
 followed it; hovers give NTP's verdict on each draft (its token and probability), the frame titles count the
 checks and name rollbacks and checking-only calls, and the slider marks them (↺ rollback, ✓ checking only).
 An unverified trace draws exactly as before verification existed.
+
+A canvas trace (``trace.has_canvas``: block diffusion, whose accepted slots can be taken back) adds the state
+``"renoised"`` (``CANVAS_STATES``): a cell whose accepted token the call renoised is grey again and outlined in
+``STATE_COLORS["renoised"]`` (``fig.data[2 * rows + r]``, ``customdata = (block, slot, call)``). Its accepted
+cells show the token the canvas holds; from a block's last step on, its cells show the block's output (the
+last step's drafts), grey where the sampler had not accepted the draft.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ import math
 
 import plotly.graph_objects as go
 
-from .plot_style import (MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES, VERIFIED_SCALE, VERIFIED_STATES, Z,
-                         Z_VERIFIED, FONT, block_size_of, candidates_hover, cell_label, common_layout, entropy_bar,
+from .plot_style import (CANVAS_STATES, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES, VERIFIED_SCALE,
+                         VERIFIED_STATES, Z, Z_VERIFIED, FONT, block_size_of, candidates_hover, cell_label, common_layout, entropy_bar,
                          esc, legend_html, masked_z, max_entropy, outline_spec, outline_trace, settings_line,
                          token_html, top_note)
 from .trace import Step, Trace, visible
@@ -138,6 +144,37 @@ def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot
     return "masked", MASK_GLYPH, masked_z(entropy, emax), hover
 
 
+def _canvas_cell(steps: tuple[Step, ...], block: int, slot: int, call: int, emax: float) -> tuple[str, str, float, str]:
+    """(state, label text, z, hover) of one cell of a canvas trace after ``call``."""
+    head = f"<b>block {block} · slot {slot}</b> · position {steps[0].block_start + slot}"
+    if steps[0].call > call:
+        return "future", "", Z["future"], head + "<br>not started"
+    latest = [s for s in steps if s.call <= call][-1]
+    d, now = latest.canvas[slot], latest.call == call
+    tops = "".join(f"<br>  {token_html(c.text)}  {c.prob:.3f}" for c in d.top)
+    draft = (f"<br>draft <b>{token_html(d.text)}</b> p = {d.prob:.3f} · entropy {d.entropy:.3f} nats"
+             f"<br>top candidates:{tops}")
+    ended = latest is steps[-1]
+    if d.accepted:
+        state = "now" if now and slot in latest.committed_slots else "done"
+        when = "newly accepted in this call" if state == "now" else "accepted since an earlier call"
+        held = f"<br>holds the accepted <b>{token_html(d.held_text)}</b> ({when})"
+        return state, d.text if ended else d.held_text, Z[state], head + (
+            f"<br>output: <b>{token_html(d.text)}</b> (the block's last draft)" if ended else "") + held + draft
+    state = "renoised" if now and slot in latest.renoised else "masked"
+    note = "<b>renoised</b> in this call: its accepted token was taken back" if state == "renoised" else "open (noise)"
+    if ended:
+        note += f"<br>output: <b>{token_html(d.text)}</b> (the block's last draft, never accepted)"
+    return state, d.text if ended else MASK_GLYPH, masked_z(d.entropy, emax), f"{head}<br>{note}" + draft
+
+
+def _renoise_outlines(grid: _Grid, row: int, call: int) -> list:
+    """Cells of one grid row that ``call`` renoised (outlined in that frame only: the flicker)."""
+    blocks = grid.row_blocks(row)
+    return [(blocks.index(b) * grid.k + slot, row, (b, slot, call))
+            for b in blocks for s in grid.steps[b] if s.call == call for slot in s.renoised]
+
+
 def _row_cells(trace: Trace, grid: _Grid, history: dict, row: int, call: int, emax: float,
                max_chars: int, verdicts: dict | None = None) -> dict:
     """One grid row after ``call``, as heatmap data (1 x cols)."""
@@ -145,9 +182,12 @@ def _row_cells(trace: Trace, grid: _Grid, history: dict, row: int, call: int, em
     for i, block in enumerate(grid.row_blocks(row)):
         for slot in range(grid.k):
             col = i * grid.k + slot
-            state, label, z[col], hover[col] = _cell(trace, grid.steps[block], history, block, slot, call, emax,
-                                                     verdicts)
-            text[col] = label if state == "masked" else cell_label(label, max_chars) if label else ""
+            if trace.has_canvas:
+                state, label, z[col], hover[col] = _canvas_cell(grid.steps[block], block, slot, call, emax)
+            else:
+                state, label, z[col], hover[col] = _cell(trace, grid.steps[block], history, block, slot, call,
+                                                         emax, verdicts)
+            text[col] = label if label == MASK_GLYPH else cell_label(label, max_chars) if label else ""
             custom[col] = (state, block, slot)
     scale, zmax = (VERIFIED_SCALE, 6) if verdicts is not None else (STATE_SCALE, 4)
     return dict(z=[z], text=[text], hovertext=[hover], customdata=[custom], x=list(range(grid.cols)), y=[row],
@@ -169,7 +209,8 @@ def _counters(trace: Trace) -> list[str]:
     for s in trace.steps:
         tokens += sum(1 for c in s.commits if trace.kept(s, c.slot))
         titles.append(f"<b>call {s.call}</b> · block {s.block} step {s.step} · {s.call + 1}/{trace.nfe} calls · "
-                      f"{tokens} tokens · {tokens / (s.call + 1):.2f} tokens/call" + _verified_counter(trace, s))
+                      f"{tokens} tokens · {tokens / (s.call + 1):.2f} tokens/call" + _verified_counter(trace, s)
+                      + (f" · {len(s.renoised)} renoised" if s.renoised else ""))
     return titles
 
 
@@ -204,7 +245,7 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
         raise ValueError("trace: must be a Trace with at least one step")
     grid = _Grid(trace, _shown_blocks(trace, max_blocks, last))
     history, verdicts = _history(trace), trace.verdicts() if trace.verified else None
-    states = VERIFIED_STATES if verdicts is not None else STATES
+    states = VERIFIED_STATES if verdicts is not None else CANVAS_STATES if trace.has_canvas else STATES
     fills, emax, titles = trace.gap_fills(), max_entropy(trace), _counters(trace)
     # Pixel plan, top to bottom: counters (title), settings, prompt, legend, slot axis, grid, buttons, slider.
     cell_w = int(min(64, max(30, 960 / grid.cols)))
@@ -217,7 +258,9 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
         """Heatmap and outline traces of these grid rows after ``call``."""
         return ([dict(type="heatmap", **_row_cells(trace, grid, history, r, call, emax, max_chars, verdicts))
                  for r in rows]
-                + [outline_spec(_row_outlines(grid, fills, r, call), STATE_COLORS["gap"]) for r in rows])
+                + [outline_spec(_row_outlines(grid, fills, r, call), STATE_COLORS["gap"]) for r in rows]
+                + [outline_spec(_renoise_outlines(grid, r, call), STATE_COLORS["renoised"], inset=0.04)
+                   for r in (rows if trace.has_canvas else ())])
 
     frames = []
     for step in trace.steps:
@@ -225,7 +268,9 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
         rows = range(grid.rows) if step.call == 0 else sorted(
             {grid.row_of[s.block] for s in trace.steps[step.call - 1: step.call + 1] if s.block in grid.row_of})
         frame = dict(name=str(step.call), data=rows_at(step.call, rows),
-                     traces=list(rows) + [grid.rows + r for r in rows], layout=dict(title=dict(text=titles[step.call])))
+                     traces=list(rows) + [grid.rows + r for r in rows]
+                     + [2 * grid.rows + r for r in (rows if trace.has_canvas else ())],
+                     layout=dict(title=dict(text=titles[step.call])))
         if step.call:
             frame["baseframe"] = str(step.call - 1)
         frames.append(frame)
@@ -305,11 +350,18 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
         raise ValueError(f"block: {block!r} is not a block of this trace (it has blocks 0..{len(blocks) - 1})")
     k, n, emax = steps[0].block_size, len(steps), max_entropy(trace)
     z, entropy, text, hover = ([[fill] * k for _ in range(n)] for fill in (None, None, "", ""))
-    gaps = []
+    gaps, renoised = [], []
     for r, step in enumerate(steps):
         committed = {c.slot: c for c in step.commits}
         for slot in range(k):
             head, view = f"<b>step {step.step} (call {step.call}) · slot {slot}</b>", step.slot_view(slot)
+            if slot in step.renoised:  # a canvas slot accepted before this step and taken back by it
+                d = step.canvas[slot]
+                z[r][slot], entropy[r][slot], text[r][slot] = masked_z(d.entropy, emax), d.entropy, "↺"
+                hover[r][slot] = (f"{head}<br><b>renoised</b>: accepted before, taken back by this step<br>"
+                                  f"draft {token_html(d.text)} p = {d.prob:.3f} · entropy {d.entropy:.3f} nats")
+                renoised.append((slot, r, (block, slot, step.call)))
+                continue
             if slot not in step.masked:
                 z[r][slot], hover[r][slot] = Z["done"], f"{head}<br>committed before"
                 continue
@@ -330,12 +382,15 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
                    textfont=dict(family=FONT, size=11)),
         outline_trace(gaps, STATE_COLORS["gap"])])
     fig.add_trace(entropy_bar(emax, 120))
+    if trace.has_canvas:  # fig.data[3]: the renoised cells' outlines
+        fig.add_trace(outline_trace(renoised, STATE_COLORS["renoised"], inset=0.04))
     fig.update_layout(**common_layout(
         title=dict(text=f"Entropy per slot and step · block {block}<br><sup>{esc(settings_line(trace))}</sup>",
                    font=dict(size=13)),
         width=max(560, 140 + k * int(min(52, max(34, 960 / k))) + 120), height=170 + max(n * 36, 120),
         margin=dict(l=140, r=120, t=130, b=40), showlegend=False,
-        annotations=[top_note(legend_html(("done", "now", "masked")), 8, 140)],
+        annotations=[top_note(legend_html(("done", "now", "masked") + (("renoised",) if trace.has_canvas else ())),
+                              8, 140)],
         xaxis=dict(title="slot", tickvals=list(range(k)), range=[-0.5, k - 0.5], fixedrange=True),
         yaxis=dict(tickvals=list(range(n)), ticktext=[f"step {s.step} (call {s.call})" for s in steps],
                    range=[n - 0.5, -0.5], fixedrange=True)))

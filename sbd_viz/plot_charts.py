@@ -17,7 +17,11 @@ from .trace import Step, Trace, first_difference
 
 
 def _per_call(trace: Trace) -> tuple[list[int], list[int]]:
-    """Output tokens committed per call, split into in-order commits and gap fills."""
+    """Output tokens committed per call, split into in-order commits and gap fills. On a canvas, a token
+    counts at the call since which its slot held an accepted token (``token_calls``), with no gap split."""
+    if trace.has_canvas:
+        calls = trace.token_calls()
+        return [calls.count(c) for c in range(trace.nfe)], [0] * trace.nfe
     in_order, gap = [], []
     for s in trace.steps:
         kept = [c for c in s.commits if trace.kept(s, c.slot)]
@@ -59,7 +63,8 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
     else:
         fig.add_trace(go.Scatter(x=[0, trace.nfe], y=[0, trace.nfe], name="NTP: 1 token per call", mode="lines",
                                  line=grey, hoverinfo="skip"), row=1, col=1)
-    fig.add_trace(go.Bar(x=calls, y=in_order, name="committed in order", marker=dict(color=STATE_COLORS["now"]),
+    first = "accepted (in the output)" if trace.has_canvas else "committed in order"
+    fig.add_trace(go.Bar(x=calls, y=in_order, name=first, marker=dict(color=STATE_COLORS["now"]),
                          hovertemplate="call %{x}: %{y} in order<extra></extra>"), row=2, col=1)
     # None, not 0: a zero-height bar would still draw its outline.
     fig.add_trace(go.Bar(x=calls, y=[g or None for g in gap], name="gap fills", marker=dict(
@@ -77,6 +82,13 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
                                      hovertemplate="%{hovertext}<extra></extra>",
                                      marker=dict(symbol=symbol, size=10, color=STATE_COLORS[role],
                                                  line=dict(width=2, color=STATE_COLORS[role]))), row=2, col=1)
+    renoised = [len(s.renoised) for s in trace.steps]
+    if any(renoised):  # a canvas trace: the accepted slots each call took back, below the axis
+        fig.add_trace(go.Bar(x=calls, y=[-n or None for n in renoised], name="renoised (taken back)",
+                             marker=dict(color="#FFFFFF", line=dict(color=STATE_COLORS["renoised"], width=2)),
+                             customdata=renoised, meta=dict(role="renoised"),
+                             hovertemplate="call %{x}: %{customdata} accepted slot(s) renoised<extra></extra>"),
+                      row=2, col=1)
     k = block_size_of(trace)
     for s in trace.steps if k > 1 else ():  # where a block starts, the per-call counts restart
         if s.step == 0 and s.call:
@@ -88,7 +100,8 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
                         f"call<br><sup>{esc(settings_line(trace))}</sup>", font=dict(size=13)),
         legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", traceorder="normal")))
     fig.update_yaxes(title_text="tokens so far", gridcolor="#EEEEEE", row=1, col=1)
-    fig.update_yaxes(title_text="tokens per call", gridcolor="#EEEEEE", range=[0, k + 0.5], row=2, col=1)
+    fig.update_yaxes(title_text="tokens per call", gridcolor="#EEEEEE", row=2, col=1,
+                     range=[-max(renoised) - 0.5 if any(renoised) else 0, k + 0.5])
     fig.update_xaxes(title_text="model calls", row=2, col=1)
     return fig
 

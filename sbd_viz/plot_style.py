@@ -23,11 +23,13 @@ STATE_COLORS = {
     "dropped": "#F3D3E5",  # pale of the same: a draft a rollback discarded (built on the rejected one)
     "rollback": "#D55E00",  # timeline marker of a call that rejected a draft
     "check_only": "#009E73",  # timeline marker of a call spent only on checking drafts
+    "renoised": "#CC79A7",  # reddish purple: outline of a canvas slot whose accepted token was taken back
 }
 VERIFIED_STATES = STATES + ("corrected", "dropped")  # the block-fill states of a verified trace
+CANVAS_STATES = STATES + ("renoised",)  # a canvas trace's: a renoised cell is grey again, outlined
 STATE_LABELS = {"done": "committed before", "now": "committed in this call", "masked": "still masked",
                 "future": "not started", "corrected": "NTP's token over a rejected draft",
-                "dropped": "draft dropped by a rollback"}
+                "dropped": "draft dropped by a rollback", "renoised": "accepted, then renoised (outlined)"}
 ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
 CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
 RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
@@ -126,6 +128,9 @@ def legend_html(states: tuple[str, ...] = STATES) -> str:
     gap = "<span style='font-size:17px'><b>□</b></span> gap fill (outlined)"
     first = [item(s) for s in ("done", "now") if s in states] + [gap]
     second = [item(s) for s in ("masked", "future", "corrected", "dropped") if s in states]
+    if "renoised" in states:  # a grey cell with a coloured outline
+        second.append(f"<span style='color:{STATE_COLORS['renoised']};font-size:17px'><b>□</b></span> "
+                      f"{STATE_LABELS['renoised']}")
     return "   ".join(first) + "<br>" + "   ".join(second)
 
 

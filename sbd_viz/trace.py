@@ -360,7 +360,7 @@ class Trace:
         return trace_summary(self)
 
     # -- JSON -----------------------------------------------------------------------
-    @property
+    @cached_property  # not a field; the pictures ask it per cell
     def has_canvas(self) -> bool:
         """Recorded from a decoder whose slots can change after a commit (steps carry canvases)."""
         return any(s.canvas for s in self.steps)

@@ -149,3 +149,43 @@ def test_not_a_diffusion_folder(tmp_path):
     assert not diffusion.is_diffusion_folder(tmp_path)
     with pytest.raises(FileNotFoundError, match="path:"):
         DiffusionModel.from_pretrained(tmp_path)
+
+
+# -- pictures ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("k, gamma, adaptive, seed", CASES)
+def test_block_fill_builds_from_each_trace(traces, k, gamma, adaptive, seed):
+    from sbd_viz import plots
+
+    trace = traces[(k, gamma, adaptive, seed)]
+    spec = plots.block_fill_spec(trace)
+    rows = spec["layout"]["meta"]["rows"]
+    assert "renoised" in spec["layout"]["meta"]["states"] and len(spec["frames"]) == trace.nfe
+    for step in trace.steps:  # every renoised slot is grey and outlined in its call's frame, not after it
+        frame = spec["frames"][step.call]
+        at = {t: d for t, d in zip(frame["traces"], frame["data"])}
+        row, outline = step.block, at[2 * rows + step.block]
+        cells = at[row]["customdata"][0]
+        assert sorted(tag[1] for tag in outline["customdata"] if tag) == sorted(
+            s for s in step.renoised for _ in range(5))
+        assert all(cells[s][0] == "renoised" for s in step.renoised)
+        assert all(cells[d.slot][0] in ("done", "now") for d in step.canvas if d.accepted)
+    # the finished view shows each block's output: the text of the last step's drafts
+    final = spec["data"][:rows]
+    shown = [final[b]["text"][0][s] for b in range(trace.n_blocks) for s in range(k)]
+    assert len(shown) >= trace.n_tokens and all(label for label in shown)
+
+
+def test_heatmap_and_timeline_draw_renoised_slots(traces):
+    from sbd_viz import plots
+
+    trace = next(t for t in traces.values() if any(s.renoised for s in t.steps))
+    block = next(s.block for s in trace.steps if s.renoised)
+    heat = plots.entropy_heatmap(trace, block)
+    steps = trace.block_steps(block)
+    outlined = {(tag[1], tag[2]) for tag in heat.data[3].customdata if tag}
+    assert outlined == {(slot, s.call) for s in steps for slot in s.renoised}
+    assert all(heat.data[0].text[r][slot] == "↺" for r, s in enumerate(steps) for slot in s.renoised)
+    timeline = plots.calls_timeline(trace)
+    bar = next(t for t in timeline.data if t.meta and t.meta.get("role") == "renoised")
+    assert list(bar.customdata) == [len(s.renoised) for s in trace.steps]
+    assert sum(t.y[c] or 0 for t in timeline.data[2:3] for c in range(trace.nfe)) == trace.n_tokens
