@@ -88,7 +88,8 @@ def main(argv=None) -> None:
 
     model = sv.load_model()
     trace = pick_example(model)
-    print(f"example: {trace.prompt}{trace.text.strip()}  gamma {SETTINGS['gamma']}, block {trace.config['block_size']}: "
+    print(f"example: {trace.prompt}{trace.text.strip()}  gamma {SETTINGS['gamma']}, "
+          f"block {trace.config['block_size']}: "
           f"{trace.nfe} calls for {trace.n_tokens} tokens, calls per block {trace.calls_per_block()}, "
           f"{len(trace.kept_gap_fills())} gap fills kept")
     print("wrote", screenshot(plots.block_fill(trace), out / "block_fill.png"))
