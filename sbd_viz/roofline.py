@@ -140,6 +140,7 @@ MODELS = {
 
 # FFNs with two matrices (up, down); every other architecture is taken as gated (gate, up, down).
 _UNGATED = {"gpt2", "gpt_neox", "gptj", "gpt_neo", "gpt_bigcode", "opt", "bloom", "falcon", "phi", "starcoder2"}
+_DENSE_AND_EXPERTS = {"diffusion_gemma_text", "gemma4_text"}  # MoE layers that also keep a dense MLP
 
 
 # -- looking records up ------------------------------------------------------------------------
@@ -199,6 +200,10 @@ def shape_from_config(config: Any, name: str | None = None) -> ModelShape:
     elif hasattr(config, "config") and not isinstance(config, dict):  # a PreTrainedModel
         config = config.config
     get = config.get if isinstance(config, dict) else (lambda key, default=None: getattr(config, key, default))
+    path = str(get("_name_or_path") or get("name_or_path") or "").rstrip("/")
+    if get("text_config") is not None:  # a multimodal config (DiffusionGemma): the text model's shapes
+        text = get("text_config")  # as a dict: its per-layer attributes (head_dim) read as the global value
+        get = (text if isinstance(text, dict) else text.to_dict()).get
 
     def first(*keys):
         for key in keys:
@@ -214,14 +219,19 @@ def shape_from_config(config: Any, name: str | None = None) -> ModelShape:
         raise ValueError("config: needs hidden_size, num_attention_heads and num_hidden_layers (or the GPT-2 names "
                          f"n_embd, n_head, n_layer); got {hidden!r}, {n_heads!r}, {n_layers!r}")
     model_type = str(first("model_type") or "")
-    path = str(first("_name_or_path", "name_or_path") or "").rstrip("/")
+    ffn, source = first("intermediate_size", "n_inner", "ffn_dim") or 4 * hidden, model_type or "unknown type"
+    experts, top_k, expert_ffn = first("num_experts"), first("top_k_experts"), first("moe_intermediate_size")
+    if model_type in _DENSE_AND_EXPERTS and experts and top_k and expert_ffn:
+        # each layer runs its dense MLP and top_k of its experts: the FFN's active inner size is their sum
+        # (one token's view: a call of many tokens may read more experts' weights than this counts)
+        ffn += top_k * expert_ffn
+        source += f"; MoE: {top_k} of {experts} experts active, beside the dense MLP"
     return ModelShape(name=name or os.path.basename(path) or model_type or "model",
                       n_layers=n_layers, hidden=hidden, n_heads=n_heads,
                       n_kv_heads=first("num_key_value_heads", "num_kv_heads") or n_heads,
                       head_dim=first("head_dim") or hidden // n_heads,
-                      ffn=first("intermediate_size", "n_inner", "ffn_dim") or 4 * hidden,
-                      gated=model_type not in _UNGATED, vocab=first("vocab_size") or 0,
-                      source=f"config ({model_type or 'unknown type'})")
+                      ffn=ffn, gated=model_type not in _UNGATED, vocab=first("vocab_size") or 0,
+                      source=f"config ({source})")
 
 
 def get_model(model: Any) -> ModelShape:

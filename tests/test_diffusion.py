@@ -189,3 +189,23 @@ def test_heatmap_and_timeline_draw_renoised_slots(traces):
     bar = next(t for t in timeline.data if t.meta and t.meta.get("role") == "renoised")
     assert list(bar.customdata) == [len(s.renoised) for s in trace.steps]
     assert sum(t.y[c] or 0 for t in timeline.data[2:3] for c in range(trace.nfe)) == trace.n_tokens
+
+
+# -- roofline ------------------------------------------------------------------------------------
+def test_roofline_reads_the_shape_with_active_experts_and_projects_a_trace(folders, models, traces):
+    import json
+
+    from sbd_viz import roofline
+
+    shape = roofline.shape_from_config(models[8])
+    # the text model: 2 layers of 64, a gated dense MLP of 128 plus 2 of 4 experts of 64 active per token
+    assert (shape.name, shape.n_layers, shape.hidden, shape.n_heads, shape.n_kv_heads, shape.head_dim) == (
+        "canvas8", 2, 64, 2, 1, 32)
+    assert (shape.ffn, shape.gated, shape.vocab) == (128 + 2 * 64, True, 100)
+    assert "2 of 4 experts active" in shape.source
+    as_dict = roofline.shape_from_config(json.loads((folders[8] / "config.json").read_text()), name="canvas8")
+    assert as_dict.ffn == shape.ffn and as_dict.vocab == shape.vocab
+    trace = traces[(8, 0.5, True, 0)]
+    out = roofline.project(trace, "h100-bf16", models[8])
+    assert out["sbd_calls"] == trace.nfe and out["tokens"] == trace.n_tokens
+    assert out["sbd_s"] > 0 and out["ntp_s"] > 0 and out["hardware"] == "h100-bf16"
