@@ -1,0 +1,116 @@
+"""The shipped model's card: a short Hugging Face model card whose commands run and whose numbers are the measured ones."""
+
+import argparse
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sbd_viz import data, train
+from sbd_viz.rules import DEFAULT_GAMMA, DEFAULT_RULE
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "sbd_viz" / "models" / "sbd-char-5m"
+CARD = FOLDER / "README.md"
+SECTIONS = ("What it is", "Intended uses", "How to use", "Training data", "Training procedure", "Evaluation",
+            "Limitations", "Citation")
+
+
+def _card() -> tuple[dict, str]:
+    """(the YAML front matter, parsed; the markdown after it)."""
+    text = CARD.read_text(encoding="utf-8")
+    assert text.startswith("---\n"), "the card starts with YAML front matter"
+    head, sep, body = text[4:].partition("\n---\n")
+    assert sep, "the front matter ends with a line of ---"
+    return yaml.safe_load(head), body
+
+
+def _train_commands(body: str) -> list[list[str]]:
+    """Every ``sbd-viz train`` command in the card's bash blocks, continuation lines joined, as argv after 'train'."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", body, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if line.startswith("sbd-viz train"):
+                commands.append(shlex.split(line)[2:])
+    return commands
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sbd-viz train", exit_on_error=False)
+    train.add_arguments(p)
+    return p
+
+
+def test_the_card_is_at_most_250_lines():
+    assert len(CARD.read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_the_front_matter_has_the_hub_fields():
+    meta, _ = _card()
+    assert {"license", "library_name", "pipeline_tag", "tags", "model-index"} <= set(meta)
+    result = meta["model-index"][0]["results"][0]
+    assert {"task", "dataset", "metrics"} <= set(result) and result["dataset"]["split"] == "test"
+
+
+def test_the_card_has_its_sections_in_order():
+    _, body = _card()
+    headings = re.findall(r"^## (.+?)\s*$", body, re.M)
+    assert [h for h in headings if h in SECTIONS] == list(SECTIONS), headings
+
+
+def test_every_train_command_parses_and_the_runs_chain():
+    """Each command parses with the trainer's own flags and names a known preset or mix; each ``--base`` is an
+    earlier command's output (its ``final`` or ``final_ema``), so the sequence is one lineage from scratch."""
+    _, body = _card()
+    commands = _train_commands(body)
+    assert len(commands) >= 2
+    outs = []
+    for argv in commands:
+        try:
+            args = _parser().parse_args(argv)
+        except (argparse.ArgumentError, SystemExit) as exc:
+            pytest.fail(f"sbd-viz train {' '.join(argv)}: {exc}")
+        assert args.mix in data.MIXES, args.mix
+        if args.base is None:  # from scratch first, then resumes of that run
+            assert args.preset in train.PRESETS and (not outs or outs[-1] == args.out), argv
+        else:
+            assert args.base in {f"{out}/{end}" for out in outs for end in ("final", "final_ema")}, args.base
+        outs.append(args.out)
+    assert _parser().parse_args(commands[0]).base is None  # the first run is from scratch
+
+
+def test_the_mixes_are_the_recipes_the_card_ran_and_the_default():
+    """``data.MIXES`` keeps the recipes that made the shipped model, and the trainer's default; no others."""
+    _, body = _card()
+    used = {_parser().parse_args(argv).mix for argv in _train_commands(body)}
+    assert set(data.MIXES) == used | {train.TrainConfig.mix}
+
+
+def test_the_model_index_is_the_measured_card():
+    meta, _ = _card()
+    results = json.loads((FOLDER / "card_results.json").read_text())
+    block_size = json.loads((FOLDER / "config.json").read_text())["sbd_block_size"]
+    assert results["header"]["block_size"] == block_size  # the card was measured at the shipped default
+    ntp = next(r for r in results["rows"] if r["rule"] == "ntp")
+    sbd = next(r for r in results["rows"]
+               if r["rule"] == DEFAULT_RULE and r["gamma"] == DEFAULT_GAMMA and not r["gap_free"])
+    metrics = {m["name"]: m for m in meta["model-index"][0]["results"][0]["metrics"]}
+    assert metrics["NTP exact match"]["value"] == round(ntp["accuracy"], 3)
+    assert metrics["SBD exact match"]["value"] == round(sbd["accuracy"], 3)
+    assert metrics["SBD tokens per call"]["value"] == round(sbd["tokens_per_call"], 2)
+    assert metrics["SBD tokens per call, long answers"]["value"] == round(1 / sbd["long_calls_per_token"], 2)
+    for name in ("SBD exact match", "SBD tokens per call", "SBD tokens per call, long answers"):
+        assert metrics[name]["args"] == {"rule": DEFAULT_RULE, "gamma": DEFAULT_GAMMA, "block_size": block_size}
+
+
+def test_the_files_the_card_names_are_in_the_tree_and_no_stale_results_remain():
+    _, body = _card()
+    named = set(re.findall(r"`((?:bench|tools|docs)/[\w./-]+\.\w+)`", body))
+    named |= {str((CARD.parent / link).resolve().relative_to(ROOT))
+              for link in re.findall(r"\]\((\.\.[^)]+)\)", body)}
+    assert named and all((ROOT / path).is_file() for path in named), sorted(p for p in named if not (ROOT / p).is_file())
+    stale = sorted(p.name for p in FOLDER.iterdir() if re.fullmatch(r"card_results_.+\.json|train_log.*\.jsonl", p.name))
+    assert not stale, stale
