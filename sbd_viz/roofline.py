@@ -17,8 +17,8 @@ pure functions, so a trace decoded here (5M parameters, fp32, CPU) can be projec
 Modes. ``"corrected"`` (default) uses each model's real shapes: K and V projections
 ``n_kv_heads * head_dim`` wide, the FFN's inner size ``ffn`` (three matrices when gated), the new
 tokens' own keys in attention, and an LM head over the rows that need logits when the shape has a
-vocabulary (``paper-8b`` has none). ``"paper"`` reproduces the printed code with its two shape
-errors (``reference/sbd_paper_digest.md`` §3.3): the FFN's two GEMMs have inner size
+vocabulary (``paper-8b`` has none). ``"paper"`` reproduces the printed code (the paper's Fig. 11,
+Appendix A.2) with the two shape errors a digest of it records: the FFN's two GEMMs have inner size
 ``hidden * ffn`` (67M for the 8B, so the FFN is ~99.9% of the bytes) and K and V are each
 ``n_heads * n_kv_heads`` (256) wide; no LM head.
 

@@ -186,8 +186,8 @@ def _ctx_sorted(rng):
 
 
 def _ctx_range(rng, largest_start: int = 99):
-    # Both lines shuffled, as in the other families: with the start always first, v3 learned
-    # "the first line is the start" and never looked the names up.
+    # Both lines shuffled, as in the other families: with the start always first, a model can learn
+    # "the first line is the start" and never look the names up.
     a, b = _names(rng, 2)
     va, vb = rng.randint(0, largest_start), rng.randint(2, 10)
     lines = [f"{a} = {va}", f"{b} = {vb}"]
@@ -211,10 +211,10 @@ FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] =
     "ctx_sorted": (_ctx_sorted, "long"),
     "ctx_range": (_ctx_range, "long"),
 }
-# Training-only helpers, never in the suite: the context families' parts taught one at a time.
-# "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``): v3.1's errors include a lookup that lands
-# on the other name or drifts to it mid-copy (ctx_upper), so the lookup is also taught without
-# arithmetic or sorting on top.
+# Training-only families, never in the suite, for a mix that names them (``training_document``): the
+# context families' parts taught one at a time, and their hard cases drawn on purpose.
+# "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``): a lookup that lands on the other name,
+# or drifts to it mid-copy, taught without arithmetic or sorting on top.
 def _any_value(rng: random.Random) -> object:
     kind = rng.randrange(3)
     return rng.randint(0, 99) if kind == 0 else _word(rng) if kind == 1 else _ints(rng, 3, 6)
@@ -228,18 +228,17 @@ def _ctx_get(rng):
 
 
 def _range_sum(rng):
-    # ctx_range's end is a sum it never writes out; v3.1 answers list(range(37, 37 + 6)) with
-    # literals 7% of the time and list(range(37, 43)) 100% (30 items each): the sum, not the
-    # lookup, is what it lacks there, so the sum is also taught without the lookups. Measured (card,
-    # "v3.2"): taught so for 70 minutes it reached 30 of 30, and ctx_range did not move.
+    # ctx_range's end is a sum the answer never writes out (``list(range(37, 37 + 6))``): the sum
+    # taught without the lookups. Learned alone, it does not carry over to ctx_range behind a lookup
+    # (docs/model_history.md, the parts curriculum).
     a, b = rng.randint(0, 99), rng.randint(2, 10)
     return f"list(range({a}, {a} + {b}))", list(range(a, a + b))
 
 
 def _ctx_upper_overlap(rng):
-    # ctx_upper with the other word holding a piece of the one asked for. v3.8's ctx_upper misses
-    # (4 of 120) are copies that jump to the other word after a letter the two share ("ervw" beside
-    # "network" -> "ERVWORK"): here such a jump is always on offer, so only following the name is right.
+    # ctx_upper with the other word holding a piece of the one asked for. A copy can jump to the other
+    # word after a letter the two share ("ervw" beside "network" -> "ERVWORK"): here such a jump is
+    # always on offer, so only following the name is right.
     a, b = _names(rng, 2)
     wa = _word(rng)
     start = rng.randrange(len(wa))
@@ -255,13 +254,13 @@ def _ctx_upper_overlap(rng):
 
 
 def units_carry(a: int, b: int) -> bool:
-    """Whether ``a + b`` carries out of the units: what ``ctx_add_carry`` draws and the diagnostics count."""
+    """Whether ``a + b`` carries out of the units: what ``ctx_add_carry`` draws."""
     return a % 10 + b % 10 >= 10
 
 
 def _ctx_add_carry(rng):
-    # ctx_add whose units carry. 3 of v3.8's 5 ctx_add misses of 120 are off by exactly ten: the
-    # carry, drawn in about 45% of ctx_add items, is what it drops.
+    # ctx_add whose units carry (about 45% of plain ctx_add items do): every item offers a carry to
+    # drop, the sum ten too low.
     a, b = _names(rng, 2)
     while True:
         va, lit = rng.randint(0, 99), rng.randint(0, 99)
@@ -273,16 +272,15 @@ def _ctx_add_carry(rng):
 
 
 def _ctx_range_small(rng):
-    # ctx_range whose start is as small as its length (0..10, the length 2..10). Leg AF's average misses
-    # 32 of the 92 ctx_range items (of 1,000) whose start is 10 or less and none of the 908 others: it
-    # tells start from length by size, not by name. Here only the names tell them apart.
+    # ctx_range whose start is as small as its length (0..10, the length 2..10). Above 10 the larger
+    # number is the start, so a model can tell start from length by size instead of by name; here only
+    # the names tell them apart.
     return _ctx_range(rng, largest_start=10)
 
 
 def _ctx_add_small(rng):
-    # ctx_add with an operand under ten. Leg AF's average misses 3% of the ctx_add items (of 1,000) whose
-    # two operands have two digits, 7-8% of those with one single-digit operand and 5 of the 9 whose sum
-    # has one digit (3 + 5 answered 18): where the digits line up is what it gets wrong, not the carry.
+    # ctx_add with an operand under ten, where the two operands' digits do not line up: a model trained
+    # on the suite's share misses these about three times as often as the rest (3 + 5 answered 18).
     a, b = _names(rng, 2)
     while True:
         va = rng.randint(0, 9) if rng.random() < 0.5 else rng.randint(0, 99)
@@ -454,7 +452,7 @@ def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
     In the suite one assert follows two assignments; here the same assignments are read again
     (``a + 7``, then ``b + 31``), so lookups and their arithmetic get more of the training signal.
     A follow-up brings at most a two-digit literal the model cannot predict, where a new item brings
-    two assignments of random values (the distractor curriculum added such lines and lost, card "v3.2").
+    two assignments of random values (as ``distractors`` adds).
     A follow-up that would make a test-split item with any two of the assignments, in either
     order, is skipped, so no held-out item is taught in another layout.
     """

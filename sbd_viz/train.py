@@ -31,8 +31,8 @@ from .data import MIXES
 from .objective import sbd_loss
 from .upscale import deepen_layers, widen_model
 
-# Model shapes for from-scratch runs. "char-5m" is the recipe measured in
-# shared/reference/proto2_charlevel.md; "test-1m" is for tests and smoke runs.
+# Model shapes for from-scratch runs. "char-5m" is the shipped model's shape (its card; why this size:
+# docs/model_history.md); "test-1m" is for tests and smoke runs.
 PRESETS = {
     "char-5m": dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=704),
     "char-10m": dict(hidden_size=320, num_hidden_layers=8, num_attention_heads=5, intermediate_size=896),
@@ -50,7 +50,7 @@ class TrainConfig:
     lr: float = 1.5e-3
     min_lr_frac: float = 0.1
     warmup: int = 100
-    max_steps: int = 5200  # the shipped sbd-char-5m ran 5,202 steps (see its card)
+    max_steps: int = 5200  # about the shipped model's from-scratch run (5,202 steps, its card)
     time_budget_min: float = 0.0  # > 0: the schedule also ends after this many minutes
     min_block: int = 2
     max_block: int = 16
@@ -70,12 +70,12 @@ class TrainConfig:
     deepen: int = 1  # with --base: repeat each layer this many times (a depth-upscaled copy, see upscale.deepen_layers)
     widen: int = 0  # with --base: widen the hidden size to this (a width-upscaled copy, see upscale.widen_model)
     bf16: bool | None = None  # None: bf16 autocast only where the hardware runs it natively (see bf16_is_native)
-    # A run's checkpoint folder: AdamW starts from its moments, so a new leg from --base keeps the optimizer's
-    # memory instead of restarting it from zero (a restart at full lr cost earlier legs a dip in accuracy).
+    # A run's checkpoint folder: AdamW starts from its moments, so a fine-tune that continues that run keeps the
+    # optimizer's memory instead of restarting it from zero (a restart at full lr dips accuracy before it recovers).
     optimizer_from: str | None = None
     # > 0: also keep an exponential moving average of the weights (decay per step), saved as ``final_ema`` beside
-    # ``final``. Averaging two legs' endpoints lifted NTP inside documents for the shipped model (see its card);
-    # this averages along one run instead, starting from the run's first weights.
+    # ``final``, starting from the run's first weights. The average keeps NTP's gains with less of the raw
+    # weights' drift on the masked side; the shipped model is such an average.
     ema_decay: float = 0.0
     # > 0 departs from the paper: this share of the rows is masked as the decoder leaves a block between calls
     # (each block's first slots committed, the rest masked; objective.mask_copy) instead of i.i.d.

@@ -1,11 +1,12 @@
 """Upscaled copies of a trained model that start out computing exactly what it computes.
 
-Issue 10 asks whether a deeper or wider model pays for itself inside the CPU budget. Training one
-from scratch would spend the budget relearning what the shipped model knows, so both questions are
-asked from the shipped model's function: the added parts start silent (their writes into the residual
-stream are zero) and training decides what they become. Both work on Llama-style models
-(``LlamaForCausalLM``: ``model.layers[i].self_attn.{q,k,v,o}_proj``, ``.mlp.{gate,up,down}_proj``,
-RMS norms), the architecture ``sbd-viz train`` builds.
+The cheap way to ask whether a deeper or wider model pays for itself inside a small training budget:
+one trained from scratch would spend the budget relearning what the trained model knows, so the copy
+starts from the trained model's function. The added parts start silent (their writes into the residual
+stream are zero) and training decides what they become (``sbd-viz train --base M --deepen 2`` or
+``--widen HIDDEN``). Both work on Llama-style models (``LlamaForCausalLM``:
+``model.layers[i].self_attn.{q,k,v,o}_proj``, ``.mlp.{gate,up,down}_proj``, RMS norms), the
+architecture ``sbd-viz train`` builds.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def deepen_layers(model, times: int):
 
     Every copy after the first gets zero output projections (attention ``o_proj``, MLP ``down_proj``),
     so it adds nothing to the residual stream until training moves it. The copies start from trained
-    weights instead of noise, the cheap way to ask whether depth pays for itself (issue 10).
+    weights instead of noise, the cheap way to ask whether depth pays for itself.
     """
     if times < 1:
         raise ValueError(f"times: must be >= 1, got {times}")

@@ -147,11 +147,11 @@ def test_short_run_learns_saves_and_resumes(tmp_path):
     # resume: continues from step 30 to 40 instead of starting over
     train.train(train.TrainConfig(**{**cfg, "max_steps": 40}))
     assert json.loads((out / "checkpoint" / "state.json").read_text())["step"] == 40
-    # a new leg from the final weights that keeps AdamW's moments: its step count goes on from 40
-    leg = tmp_path / "leg"
-    train.train(train.TrainConfig(**{**cfg, "out": str(leg), "base": str(final), "max_steps": 5,
+    # a fine-tune of the final weights that keeps AdamW's moments: its step count goes on from 40
+    tune = tmp_path / "tune"
+    train.train(train.TrainConfig(**{**cfg, "out": str(tune), "base": str(final), "max_steps": 5,
                                      "optimizer_from": str(out / "checkpoint")}))
-    assert json.loads((leg / "checkpoint" / "state.json").read_text())["adam_step"] == 45
+    assert json.loads((tune / "checkpoint" / "state.json").read_text())["adam_step"] == 45
 
 
 @pytest.mark.slow
@@ -272,9 +272,9 @@ def test_weight_average_starts_from_the_base_and_survives_a_resume(tmp_path):
 
     small = dict(preset="test-1m", seq_len=32, batch_size=4, warmup=1, lr=3e-3, probe_per_family=0, log_every=1)
     base = train.train(train.TrainConfig(out=str(tmp_path / "base"), max_steps=2, **small))
-    cfg = dict(small, out=str(tmp_path / "leg"), base=str(base), ema_decay=1 - 1e-7, max_steps=3)
+    cfg = dict(small, out=str(tmp_path / "tune"), base=str(base), ema_decay=1 - 1e-7, max_steps=3)
     train.train(train.TrainConfig(**cfg))
-    assert (tmp_path / "leg" / "checkpoint" / "ema.safetensors").is_file()
+    assert (tmp_path / "tune" / "checkpoint" / "ema.safetensors").is_file()
     final = train.train(train.TrainConfig(**{**cfg, "max_steps": 5}))  # resumes at step 3
     first, raw = load_file(str(base / "model.safetensors")), load_file(str(final / "model.safetensors"))
     average = load_file(str(final.parent / "final_ema" / "model.safetensors"))
