@@ -99,3 +99,19 @@ def test_recorder_checks_its_inputs():
         rec.end_block([1, 2, 3])
     with pytest.raises(ValueError, match="canvas_length"):
         CanvasRecorder([1], 0)
+
+
+def test_the_recorder_page_example_runs_and_prints_what_the_page_says(capsys):
+    """docs/diffusion_recorder.md: its one code block records a toy loop; the page quotes what it prints."""
+    import re
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "diffusion_recorder.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 1 and len(blocks[0].splitlines()) <= 40
+    scope: dict = {}
+    exec(compile(blocks[0], "diffusion_recorder.md", "exec"), scope)
+    printed = capsys.readouterr().out.strip()
+    assert f"It prints `{printed}`" in page
+    trace = scope["trace"]
+    assert trace.has_canvas and trace.text == "hello world." and any(s.renoised for s in trace.steps)
+    assert Trace.from_json(trace.to_json()) == trace and len(scope["fig"].frames) == trace.nfe
