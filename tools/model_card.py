@@ -2,8 +2,8 @@
 
     python tools/model_card.py --model sbd_viz/models/sbd-char-5m [--per-family 40] [--baseline OLD.json]
 
-Writes ``<model>/card_results.json`` (every measured row, also read by the app for its
-speed/quality curve) and ``<model>/card_tables.md`` (the tables pasted into the card).
+Writes ``<model>/card_results.json`` (every measured row; the tests read its headline numbers) and
+prints the card's tables (``--tables FILE`` also writes them to a file, e.g. to paste into the card).
 Every SBD setting is run with NTP interleaved item by item (see ``sbd_viz.evaluation``),
 so each wall-clock speedup is a ratio measured side by side in one run.
 
@@ -286,12 +286,13 @@ def main(argv=None) -> None:
                    help=f"which held-out items are drawn (default {SUITE_SEED}, the card's own); another seed is a fresh "
                         "draw, for choosing between candidates on items other than the ones the card reports")
     p.add_argument("--from-results", action="store_true",
-                   help="only re-render card_tables.md from the model's card_results.json (no decoding)")
+                   help="only re-render the tables from the model's card_results.json (no decoding)")
+    p.add_argument("--tables", default=None, help="also write the tables to this Markdown file")
     args = p.parse_args(argv)
     if args.from_results:
         folder = Path(args.out or args.model or sv.default_model_path())
         saved = json.loads((folder / "card_results.json").read_text())
-        write_tables(folder, saved, _baseline(args.baseline), args.baseline_name)
+        write_tables(folder, saved, _baseline(args.baseline), args.baseline_name, args.tables)
         return
     torch.set_num_threads(args.threads)
     model = sv.load_model(args.model)
@@ -319,14 +320,16 @@ def main(argv=None) -> None:
     matp = {k: sv.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
     results = {"header": header, "rows": rows, "buckets": buckets, "matp": matp}
     (folder / "card_results.json").write_text(json.dumps(results, indent=1))
-    write_tables(folder, results, _baseline(args.baseline), args.baseline_name)
+    write_tables(folder, results, _baseline(args.baseline), args.baseline_name, args.tables)
 
 
 def _baseline(path) -> dict | None:
     return json.loads(Path(path).read_text()) if path else None
 
 
-def write_tables(folder: Path, results: dict, baseline: dict | None = None, baseline_name: str | None = None) -> None:
+def write_tables(folder: Path, results: dict, baseline: dict | None = None, baseline_name: str | None = None,
+                 out: str | None = None) -> None:
+    """Print the card's tables (``folder`` is the model's, for its weights' size); also write them to ``out``."""
     rows, header = results["rows"], results["header"]
     names = ("this model", baseline_name or (baseline["header"]["command"] if baseline else ""))
     text = tables(rows, header) + "\n\n" + parity_claim(rows) + "\n\n" + matp_table(results["matp"]) + "\n"
@@ -337,7 +340,8 @@ def write_tables(folder: Path, results: dict, baseline: dict | None = None, base
         text += "\n" + bucket_table(results["buckets"], (baseline or {}).get("buckets"), names) + "\n"
         weights = folder / "model.safetensors"
         text += "\n" + bar_table(results, weights.stat().st_size if weights.exists() else None) + "\n"
-    (folder / "card_tables.md").write_text(text)
+    if out:
+        Path(out).write_text(text)
     print(text)
 
 
