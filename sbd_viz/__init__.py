@@ -6,8 +6,10 @@
     trace.text, trace.nfe, trace.tokens_per_call, trace.gap_fills()
 """
 
+import functools
+
 from ._version import __version__
-from .decoder import DecodeConfig, Decoding, decode, decode_ntp, decode_steps
+from .decoder import DecodeConfig, Decoding, decode as _decode_sbd, decode_ntp, decode_steps
 from .batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
 from .rules import COMMIT_RULES, RULES, CommitRule
@@ -18,6 +20,8 @@ from . import analysis
 from .analysis import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp
 from . import divergence
 from .divergence import divergence_report, first_divergence
+from . import diffusion
+from .diffusion import DiffusionModel
 
 
 def load_model(path=None, dtype=None, device=None):
@@ -44,11 +48,23 @@ def load_model(path=None, dtype=None, device=None):
             device = torch.device(device)
         except (RuntimeError, TypeError) as exc:
             raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
-    from .diffusion import DiffusionModel, is_diffusion_folder
-
-    if path is not None and is_diffusion_folder(path):
+    if path is not None and diffusion.is_diffusion_folder(path):
         return DiffusionModel.from_pretrained(path, dtype=dtype or torch.float32, device=device)
     return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32, device=device)
+
+
+@functools.wraps(_decode_sbd)
+def decode(model, prompt, *args, **kwargs):
+    if isinstance(model, DiffusionModel):  # block diffusion: transformers' own generate, recorded
+        return diffusion.decode(model, prompt, *args, **kwargs)
+    return _decode_sbd(model, prompt, *args, **kwargs)
+
+
+decode.__doc__ += """
+    A ``DiffusionModel`` (``load_model`` of a DiffusionGemma folder) decodes with ``sbd_viz.diffusion.decode``:
+    the same arguments (those that mean nothing for it are refused), plus ``max_denoising_steps`` and
+    ``adaptive_stopping``.
+"""
 
 
 def explore(model, prompt, **decode_kwargs):
@@ -59,9 +75,9 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
+    "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
     "SBDModel", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
-    "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "evaluate", "explore", "load_model", "tasks",
+    "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp",
 ]

@@ -197,10 +197,10 @@ def _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, bloc
             raise ValueError(f"{name}: must be a whole number >= {0 if name == 'seed' else 1}, got {value!r}")
 
 
-def decode(model: DiffusionModel, prompt: str, gamma: float = 0.1, max_new_tokens: int = 64, seed: int = 0,
-           max_denoising_steps: int | None = None, adaptive_stopping: bool = True, block_size: int | None = None,
-           rule: str = RULE, top_n: int = 5, verify: bool = False, gap_free: bool = False,
-           temperature: float | None = None, stop=None) -> Trace:
+def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 0.1, block_size: int | None = None,
+           max_new_tokens: int = 64, temperature: float | None = None, seed: int = 0, stop=None,
+           gap_free: bool = False, top_n: int = 5, verify: bool = False, *, max_denoising_steps: int | None = None,
+           adaptive_stopping: bool = True) -> Trace:
     """Decode ``prompt`` with DiffusionGemma's own ``generate`` after ``torch.manual_seed(seed)``, and record it.
 
     ``gamma`` is the sampler's ``entropy_bound``; ``max_denoising_steps`` caps the decoder forwards per canvas
@@ -208,7 +208,8 @@ def decode(model: DiffusionModel, prompt: str, gamma: float = 0.1, max_new_token
     trace's ``output_ids`` are ``generate``'s new tokens up to its first end-of-text (whole canvases: up to
     ``canvas_length - 1`` more than ``max_new_tokens``), and ``trace.nfe`` its decoder forwards. ``block_size``,
     ``rule``, ``verify``, ``gap_free``, ``temperature`` and ``stop`` exist for SBD's signature: any value that
-    means something else for this model is refused.
+    means something else for this model is refused. The arguments are in ``sv.decode``'s order, which calls this
+    for a ``DiffusionModel``.
     """
     _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, block_size, rule, verify, gap_free,
            temperature, stop, top_n)

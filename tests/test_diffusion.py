@@ -209,3 +209,25 @@ def test_roofline_reads_the_shape_with_active_experts_and_projects_a_trace(folde
     out = roofline.project(trace, "h100-bf16", models[8])
     assert out["sbd_calls"] == trace.nfe and out["tokens"] == trace.n_tokens
     assert out["sbd_s"] > 0 and out["ntp_s"] > 0 and out["hardware"] == "h100-bf16"
+
+
+# -- through sv.decode and the CLI -----------------------------------------------------------------
+def test_sv_decode_routes_a_diffusion_model_with_sbd_s_argument_order(models, traces):
+    want = traces[(4, 0.5, True, 1)]
+    got = sv.decode(models[4], PROMPT, "entropy_bounded", 0.5, None, 16, 0.0, 1, max_denoising_steps=STEPS)
+    assert (got.output_ids, got.nfe, got.config["gamma"]) == (want.output_ids, want.nfe, 0.5)
+    with pytest.raises(ValueError, match="^verify:"):
+        sv.decode(models[4], PROMPT, verify=True)
+
+
+def test_cli_trace_decodes_a_diffusion_folder(folders, tmp_path, capsys):
+    from sbd_viz import cli
+
+    out = tmp_path / "t.json"
+    assert cli.main(["trace", PROMPT, "--model", str(folders[4]), "--gamma", "0.5", "--max-new-tokens", "8",
+                     "--out", str(out)]) == 0
+    trace = sv.Trace.load(out)
+    assert trace.config["decoder"] == "diffusion_gemma" and trace.has_canvas
+    assert f"{trace.nfe}" in capsys.readouterr().out
+    assert cli.main(["trace", PROMPT, "--model", str(folders[4]), "--gap-free"]) == 2
+    assert "gap_free: DiffusionGemma" in capsys.readouterr().err
