@@ -22,6 +22,8 @@ from . import divergence
 from .divergence import divergence_report, first_divergence
 from . import diffusion
 from .diffusion import DiffusionModel
+from .ladder import Ladder, gamma_ladder
+from .incoherence import failure_report, incoherence_report
 
 
 def load_model(path=None, dtype=None, device=None):
@@ -79,5 +81,6 @@ __all__ = [
     "SBDModel", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
-    "gap_free_ablation", "sweep", "teacher_forced_ntp",
+    "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "failure_report",
+    "incoherence_report",
 ]

@@ -1,4 +1,4 @@
-"""The ``sbd-viz`` command: trace | eval | sweep | gaps | roofline | bench | train | app."""
+"""The ``sbd-viz`` command: trace | ladder | eval | sweep | gaps | roofline | bench | train | app."""
 
 from __future__ import annotations
 
@@ -22,6 +22,35 @@ def _trace(args) -> int:
     if args.html:
         trace.to_html(args.html)
         print(f"animation written to {args.html}")
+    if args.gif:
+        from .plot_animation import save_animation
+
+        print(f"GIF written to {save_animation(trace, args.gif)} ({trace.nfe} frames, one per call)")
+    return 0
+
+
+def _ladder(args) -> int:
+    import sbd_viz as sv
+
+    model = sv.load_model(args.model)
+    df = sv.gamma_ladder(model, args.prompt, rule=args.rule, gammas=args.gammas, block_size=args.block_size,
+                         max_new_tokens=args.max_new_tokens, stop=args.stop, gap_free=args.gap_free)
+    print(f"{args.prompt!r} across γ, rule {args.rule}; NTP: {df.attrs['ntp_calls']} calls, "
+          f"{df.attrs['ntp_text']!r}")
+    shown = df[["gamma", "calls", "tokens_per_call", "same_as_ntp", "divergence_call", "divergence_block",
+                "divergence_slot", "divergence_token", "divergence_ntp_token", "gap_fills", "text"]].copy()
+    for col in ("divergence_token", "divergence_ntp_token", "text"):
+        shown[col] = shown[col].map(lambda t: "" if t is None else repr(t))
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    safe = df.attrs["largest_safe_gamma"]
+    print(f"largest safe γ: {safe:g} (the text is NTP's there and at every smaller γ tried)" if safe is not None
+          else "largest safe γ: none (the smallest γ tried already leaves NTP's text)")
+    if args.html:
+        from . import plots
+        from .plot_ladder import gamma_ladder_figure
+
+        plots.save_html(gamma_ladder_figure(df), args.html)
+        print(f"ladder figure written to {args.html}")
     return 0
 
 
@@ -144,7 +173,7 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .rules import RULES
+    from .rules import DEFAULT_RULE, RULES
 
     parser = argparse.ArgumentParser(prog="sbd-viz", description="See and measure Set Block Decoding.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -161,7 +190,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check every draft against NTP greedy (temperature 0): the text is exactly NTP's")
     p.add_argument("--out", help="write the trace JSON here")
     p.add_argument("--html", help="write the offline block-fill animation here")
+    p.add_argument("--gif", help="write the block-fill animation here as a GIF, one frame per call")
     p.set_defaults(func=_trace)
+
+    p = sub.add_parser("ladder", help="decode one prompt at each γ of the rule's slider range and with NTP; "
+                                      "print the calls and the largest γ that keeps NTP's text")
+    p.add_argument("prompt")
+    p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
+    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES)
+    p.add_argument("--gammas", nargs="+", type=float, default=None,
+                   help="the knob values to try (default: nine spread over the rule's slider range, and its default)")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="slots decoded together (default: the model's, recorded in its folder, else 16)")
+    p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
+    p.add_argument("--html", help="also write the ladder figure here")
+    p.set_defaults(func=_ladder)
 
     p = sub.add_parser("eval", help="score a decoder on the verifiable suite")
     _add_decode_args(p)
