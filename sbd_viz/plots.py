@@ -7,6 +7,9 @@ The figures live in sibling modules and are all reached from here:
 - ``calls_timeline``, ``compare`` (with ``first_difference``) and ``roofline``: ``plot_charts``;
 - ``tradeoff`` (the speed/quality curve) and ``sweep_frame`` (the one loader of sweep rows): ``plot_tradeoff``;
 - ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plot_masks``;
+- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plot_ladder``;
+- ``save_animation`` (the block-fill animation as a GIF, one frame per call, from ``block_fill_spec``'s data):
+  ``plot_animation``;
 - the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plot_style``.
 
 This module adds the offline HTML export: ``save_html`` and ``trace_html`` (a trace's Jupyter view).
@@ -20,6 +23,8 @@ import plotly.graph_objects as go
 
 from .plot_blocks import block_fill, block_fill_spec, entropy_heatmap
 from .plot_charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
+from .plot_animation import save_animation
+from .plot_ladder import gamma_ladder_figure as gamma_ladder
 from .plot_masks import attention_mask
 from .plot_style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS,
                          STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc,
@@ -31,7 +36,7 @@ from .trace import Trace, first_difference
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
            "block_fill", "block_fill_spec", "calls_timeline", "compare", "entropy_heatmap", "first_difference",
-           "roofline", "save_html", "sweep_frame", "trace_html", "tradeoff"]
+           "gamma_ladder", "roofline", "save_animation", "save_html", "sweep_frame", "trace_html", "tradeoff"]
 
 
 # -- HTML export ------------------------------------------------------------------------
