@@ -35,6 +35,7 @@ from sbd_viz.app_curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_V
 from sbd_viz.app_views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, metrics_html, progress_html,
                                step_markdown, texts_html)
 from sbd_viz.decoder import MAX_BLOCK_SIZE
+from sbd_viz.diffusion import DiffusionModel
 from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
 from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
 from sbd_viz.trace import visible
@@ -160,7 +161,7 @@ def _whole(value, field: str, lo: int, hi: int) -> int:
 
 
 def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                  stop_at_newline, verify=False) -> dict:
+                  stop_at_newline, verify=False, max_block_size: int = MAX_BLOCK_SIZE) -> dict:
     """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
@@ -176,7 +177,7 @@ def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, tem
     if knob.valid.whole:
         g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
     return dict(prompt=prompt, rule=rule, gamma=g, gap_free=bool(gap_free),
-                block_size=_whole(block_size, "block size", 1, MAX_BLOCK_SIZE),
+                block_size=_whole(block_size, "block size", 1, max_block_size),
                 max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
                 temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
                 stop=STOP if stop_at_newline else None, verify=_flag(verify, "verified"))
@@ -214,7 +215,8 @@ def example_label(model, suite: dict, prompt: str) -> str:
     """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
     trace = sv.decode(model, prompt, rule=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
                       gap_free=DEFAULTS["gap_free"], block_size=model.block_size,
-                      max_new_tokens=DEFAULTS["max_new_tokens"], stop=STOP if DEFAULTS["stop_at_newline"] else ())
+                      max_new_tokens=DEFAULTS["max_new_tokens"],
+                      stop=STOP if DEFAULTS["stop_at_newline"] and not isinstance(model, DiffusionModel) else ())
     item = tasks.item_in_prompt(prompt, suite)
     fills = len(trace.kept_gap_fills())
     before = prompt[: len(prompt) - len(item.prompt)].count("\n") if item else 0  # a document's earlier lines
@@ -237,6 +239,7 @@ class Handlers:
 
     def __init__(self, model, curve: SpeedQualityCurve):
         self.model, self.curve = model, curve
+        self.canvas = isinstance(model, DiffusionModel)  # block diffusion: no NTP, verify or gap-free
         items = tasks.load_suite("pyasserts", "test")
         # recognise suite prompts, alone or at the end of a document, to score them
         self.suite = {item.prompt: item for item in items}
@@ -249,8 +252,11 @@ class Handlers:
         from sbd_viz import plots
 
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline, verify)
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
         prompt = settings.pop("prompt")
+        if self.canvas:
+            yield from self._decode_canvas(prompt, settings, session)
+            return
         try:
             config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
             decoding = sv.Decoding(self.model, prompt, config)  # checks the trained context before any call
@@ -292,6 +298,25 @@ class Handlers:
             # generator updates as diffs, so the unchanged figure costs nothing on the wire.
             yield result, figure, metrics_html(result), texts_html(result), call_slider
 
+    def _decode_canvas(self, prompt, settings, session):
+        """A block-diffusion model: its own generate, recorded; no NTP to compare (it has no causal decoder)."""
+        from sbd_viz import plots
+
+        settings["stop"] = None  # it stops at its end-of-text token only
+        t0 = time.perf_counter()
+        try:
+            trace = sv.decode(self.model, prompt, **settings)  # refuses verify and gap-free, naming them
+        except ValueError as exc:
+            raise gr.Error(str(exc)) from None
+        old = session if isinstance(session, dict) else {}
+        result = dict(trace=trace, ntp=None, ntp_key=None, ntp_seconds=None, ntp_cached=False, no_ntp=True,
+                      sbd_seconds=time.perf_counter() - t0, item=tasks.item_in_prompt(prompt, self.suite),
+                      gap_fills=len(trace.kept_gap_fills()), projection=old.get("projection", PROJECTION))
+        figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
+        last_call = trace.nfe - 1
+        call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
+        yield result, figure, metrics_html(result), texts_html(result), call_slider
+
     def details(self, session):
         """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
         from sbd_viz import analysis, plots
@@ -299,7 +324,8 @@ class Handlers:
         if not _decoded(session):
             raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
         trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
-        events = analysis.gap_fill_events(self.model, trace, session["item"])
+        # the table's NTP column is the model's own causal prediction: a block-diffusion model has none
+        events = [] if self.canvas else analysis.gap_fill_events(self.model, trace, session["item"])
         # "NTP" = what causal greedy decoding would put there given the final prefix (teacher forced);
         # "—" where the stop later cut the slot out of the output.
         table = [[e["call"], e["block"], e["slot"], e["gap"], visible(e["text"], spaces=True), round(e["entropy"], 3),
@@ -310,7 +336,8 @@ class Handlers:
         kept = sum(e["kept"] for e in events)  # the count the metrics card shows; the table lists them all
         n = f"{kept}" if kept == len(events) else f"{kept} kept + {len(events) - kept} the stop discarded"
         table = gr.update(value=table, label=GAP_LABEL.format(n=n))
-        return (table, fit(plots.calls_timeline(trace, ntp)), fit(plots.compare(trace, ntp, labels=("SBD", "NTP"))),
+        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=("SBD", "NTP")))
+        return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
                 fit(tradeoff), status, self._trace_file(trace))
 
     def show_call(self, session, call):
@@ -370,7 +397,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
     if model is None:
         model_dir = model_dir or sv.default_model_path()
         model = sv.load_model(model_dir)
-    if sweep == "auto":
+    canvas = isinstance(model, DiffusionModel)  # block diffusion: the SBD-only controls are hidden
+    if canvas:  # the suite sweep runs SBD's rules
+        curve = SpeedQualityCurve(compute=False)
+    elif sweep == "auto":
         curve = SpeedQualityCurve(model, model_dir)
     else:
         curve = SpeedQualityCurve(results=sweep) if sweep is not None else SpeedQualityCurve(compute=False)
@@ -385,7 +415,11 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             "A language model fills a **block** of future slots, all starting as a mask, over a few model "
             "**calls**; after each call a commit rule fixes the slots it is sure about, not necessarily in order "
             "(*gap fills*). Move **γ** and watch speed trade against quality. "
-            f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185)",
+            f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185)"
+            + ("\n\n**A block-diffusion model** (DiffusionGemma): transformers' own `generate`, recorded step by "
+               "step; γ is its sampler's entropy bound, the block its canvas. Accepted slots can be renoised "
+               "(outlined when they turn grey again). Verified decoding, gap-free and NTP do not apply to it."
+               if canvas else ""),
             elem_id="sbd-title")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
@@ -394,22 +428,24 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                     info="A suite prompt ends with '== ' (with the space); its answer is scored.")
                 examples = gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="examples",
                                        example_labels=[example_label(model, h.suite, p) for p in EXAMPLES])
-                rule = gr.Dropdown(list(sv.RULES), value=DEFAULTS["rule"], label="commit rule",
-                                   info="which masked slots to fix after each call")
+                rule = gr.Dropdown(list(model.rules if canvas else sv.RULES), value=DEFAULTS["rule"],
+                                   label="commit rule", info="which masked slots to fix after each call",
+                                   interactive=not canvas)
                 gamma = gr.Slider(*knob.slider[:2], value=knob.default, step=knob.slider[2], label=knob.label,
                                   elem_id="sbd-gamma")
-                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free",
+                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free", visible=not canvas,
                                        info="only commit a contiguous run from the left: no gap fills")
-                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)",
+                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas,
                                      info="check every draft against NTP in the same calls: the text is exactly "
                                           "NTP's greedy text (temperature 0)")
                 with gr.Accordion("more settings", open=False):
-                    block_size = gr.Slider(1, MAX_BLOCK_SIZE, value=model.block_size, step=1,
-                                           label="block size (slots decoded together)")
+                    block_size = gr.Slider(1, max(MAX_BLOCK_SIZE, model.block_size), value=model.block_size, step=1,
+                                           label="block size (slots decoded together)", interactive=not canvas)
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
                                                label="max new tokens")
-                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"], label="stop at the end of the line")
-                    temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05,
+                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"], label="stop at the end of the line",
+                                                  visible=not canvas)
+                    temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05, visible=not canvas,
                                             label="temperature (0 = greedy, the paper's setting)")
                     seed = gr.Number(DEFAULTS["seed"], label="seed (for temperature > 0)", precision=0,
                                      minimum=0, maximum=MAX_SEED)

@@ -43,7 +43,7 @@ def metrics_html(result: dict) -> str:
     library's measures, the roofline projection after the speedups, and the suite's verdict on the answer."""
     trace, ntp = result["trace"], result["ntp"]
     shown = measures(trace, ntp, seconds=result["sbd_seconds"], ntp_seconds=result["ntp_seconds"],
-                     pending=ntp is None)
+                     pending=ntp is None and not result.get("no_ntp"))  # no_ntp: a model without NTP
     if ntp is not None and result["ntp_cached"]:  # NTP is decoded once per prompt and length
         shown = [m._replace(note=m.note + " (timed on the first decode of this prompt)")
                  if m.label == "speedup · wall clock" else m for m in shown]
@@ -58,7 +58,8 @@ def metrics_html(result: dict) -> str:
     else:
         cards.append(_card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad"))
     return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
-            f"data-ntp='{'pending' if ntp is None else ntp.nfe}'>{''.join(cards)}</div>")
+            f"data-ntp='{'none' if result.get('no_ntp') else 'pending' if ntp is None else ntp.nfe}'>"
+            f"{''.join(cards)}</div>")
 
 
 def progress_html(steps) -> str:
@@ -97,9 +98,12 @@ def texts_html(result: dict) -> str:
         return f"<tr><td class='who'>{who}</td><td>{body or '∅'}</td></tr>"
 
     rows = [row("SBD", a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
+    if result.get("no_ntp"):  # a block-diffusion model: its text alone
+        rows = [row(html.escape(result["trace"].config.get("decoder", "model")), a, None)]
     if result["item"] is not None:
         rows.append(row("expected", result["item"].answer, None))
-    note = ("NTP is running" if ntp is None else "SBD and NTP wrote the same text" if diff is None else
+    note = ("no NTP decode for this model" if result.get("no_ntp") else
+            "NTP is running" if ntp is None else "SBD and NTP wrote the same text" if diff is None else
             f"SBD and NTP first differ at character {diff} (highlighted)")
     return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
             f"<code>{_esc(result['trace'].prompt[-80:])}</code> · {note}</div>")

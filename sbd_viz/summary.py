@@ -163,6 +163,9 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     cfg = trace.config
     if cfg.get("decoder") == "ntp":
         head = "NTP greedy (HF generate)"
+    elif trace.has_canvas:  # a block decoder whose accepted slots can be renoised (e.g. DiffusionGemma)
+        head = (f"{cfg.get('decoder')} {cfg.get('rule')} gamma={cfg.get('gamma')} canvas={cfg.get('block_size')}, "
+                f"{sum(len(s.renoised) for s in trace.steps)} slots renoised")
     else:
         head = (f"SBD {'verified ' if trace.verified else ''}{cfg.get('rule')}"
                 f"{' gap_free' if cfg.get('gap_free') else ''} gamma={cfg.get('gamma')} "
