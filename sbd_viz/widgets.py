@@ -6,7 +6,9 @@
 Thin wiring over the library: every control change re-decodes with ``sv.decode``; the picture is
 ``plots.block_fill`` shown at the call the scrubber points to (the ▶ button steps the scrubber, so
 it is the animation); NTP (``sv.decode_ntp``) is decoded once per prompt and length for the
-comparison. Nothing here computes a measure the library does not already give.
+comparison. A block-diffusion model (``sbd_viz.diffusion.DiffusionModel``) decodes with its own ``generate``,
+recorded; its controls that mean nothing (rule, gap-free, verified, block size) are fixed or hidden, and it has no
+NTP comparison. Nothing here computes a measure the library does not already give.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import plotly.io as pio
 
 from . import plots
 from .decoder import DecodeConfig, decode, decode_ntp
+from .diffusion import DiffusionModel, decode as decode_diffusion
 from .model import SBDModel
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .summary import Measure, measures, step_text
@@ -82,12 +85,15 @@ class Explorer(widgets.VBox):
     figure), and the current ``trace``, ``ntp_trace`` and ``figure`` (the full animation)."""
 
     def __init__(self, model: SBDModel, prompt: str, **decode_kwargs):
-        if not isinstance(model, SBDModel):
+        if not isinstance(model, (SBDModel, DiffusionModel)):
             raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
+        self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
         if decode_kwargs.get("block_size") is None:  # as decode: the model's own block size
             decode_kwargs = {**decode_kwargs, "block_size": model.block_size}
-        config = DecodeConfig(**decode_kwargs)  # bad settings fail here, named, before a slider clamps them silently
-        model.check_fits(len(model.encode(prompt)), config.max_new_tokens)  # so does a prompt past the context
+        if not self.canvas:  # bad settings fail here, named, before a slider clamps them silently
+            DecodeConfig(**decode_kwargs)
+        # so does a prompt past the context
+        model.check_fits(len(model.encode(prompt)), decode_kwargs.get("max_new_tokens", 64))
         self.model = model
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
         rule = self.extra.pop("rule", DEFAULT_RULE)
@@ -97,16 +103,21 @@ class Explorer(widgets.VBox):
         wide = {"description_width": "110px"}
         self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
                                    layout=widgets.Layout(width="640px"))
-        self.rule = widgets.Dropdown(options=RULES, value=rule, description="rule", style=wide)
+        self.rule = widgets.Dropdown(options=model.rules if self.canvas else RULES, value=rule, description="rule",
+                                     style=wide, disabled=self.canvas)
         # The range stretches to hold a gamma given outside it, rather than clamping it silently.
         self.gamma = widgets.FloatSlider(description=knob.symbol, tooltip=knob.label, min=min(lo, gamma),
                                          max=max(hi, gamma), step=step, value=gamma, continuous_update=False,
                                          readout_format=".2f", style=wide, disabled=not knob.tunable)
-        self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free")
+        shown = "none" if self.canvas else None  # verified and gap-free mean nothing for block diffusion
+        self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free",
+                                         layout=widgets.Layout(display=shown))
         self.verify = widgets.Checkbox(self.extra.pop("verify", False), description="verified",
+                                       layout=widgets.Layout(display=shown),
                                        tooltip="check every draft against greedy NTP: exactly NTP's text")
-        self.block_size = widgets.IntSlider(self.extra.pop("block_size"), min=1, max=64,
-                                            description="block size k", continuous_update=False, style=wide)
+        self.block_size = widgets.IntSlider(self.extra.pop("block_size"), min=1, max=max(64, model.block_size),
+                                            description="block size k", continuous_update=False, style=wide,
+                                            disabled=self.canvas)
         length = self.extra.pop("max_new_tokens", 64)
         self.max_new_tokens = widgets.IntSlider(length, min=1, max=max(256, length),
                                                 description="max tokens", continuous_update=False, style=wide)
@@ -146,9 +157,9 @@ class Explorer(widgets.VBox):
     def redecode(self) -> None:
         """Decode with the current settings and redraw everything; a bad setting shows its error."""
         try:
-            trace = decode(self.model, self.prompt.value, **self.settings())
+            trace = (decode_diffusion if self.canvas else decode)(self.model, self.prompt.value, **self.settings())
             key = (self.prompt.value, self.max_new_tokens.value, self.extra.get("stop"))
-            if key != self._ntp_key:  # NTP does not depend on the rule, gamma or k
+            if key != self._ntp_key and not self.canvas:  # NTP does not depend on the rule, gamma or k
                 self.ntp_trace = decode_ntp(self.model, self.prompt.value, max_new_tokens=self.max_new_tokens.value,
                                             stop=self.extra.get("stop"))
                 self._ntp_key = key
@@ -198,6 +209,10 @@ class Explorer(widgets.VBox):
     def _metrics_html(self) -> str:
         t, n = self.trace, self.ntp_trace
         rows = [(m.label, _value_html(m) + (f" · {_esc(m.note)}" if m.note else "")) for m in measures(t, n)]
+        if n is None:  # a block-diffusion model: no NTP to compare with
+            rows.append((_esc(t.config.get("decoder", "text")), f"<code>{_esc(visible(t.text))}</code>"))
+            body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
+            return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
         diff = first_difference(t.text, n.text)
         rows += [("SBD text", f"<code>{_esc(visible(t.text))}</code>"),
                  ("NTP text", f"<code>{_esc(visible(n.text))}</code> · "

@@ -94,3 +94,17 @@ def test_app_renders_a_diffusion_decode_in_a_real_browser(app, model):
             browser.close()
     finally:
         demo.close()
+
+
+def test_the_explorer_decodes_a_diffusion_model_and_hides_what_means_nothing(model):
+    pytest.importorskip("ipywidgets")
+    explorer = sv.explore(model, "def f(x):\n", gamma=0.5, max_new_tokens=8, max_denoising_steps=4)
+    trace = explorer.trace
+    assert trace.has_canvas and trace.config["max_denoising_steps"] == 4 and explorer.ntp_trace is None
+    assert explorer.verify.layout.display == "none" and explorer.gap_free.layout.display == "none"
+    assert explorer.rule.disabled and explorer.block_size.disabled and explorer.block_size.value == 8
+    assert "diffusion_gemma" in explorer.metrics.value and "error" not in explorer.metrics.value
+    explorer.gamma.value = 2.0  # re-decodes
+    assert explorer.trace is not trace and explorer.trace.config["gamma"] == 2.0
+    explorer.call.value = 0
+    assert "call 0" in explorer.step_info.value
