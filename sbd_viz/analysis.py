@@ -28,6 +28,7 @@ from typing import Iterable, Sequence
 import torch
 
 from ._version import __version__
+from .checks import check_model, check_trace
 from .decoder import DecodeConfig
 from .evaluation import STOP, _Plan, is_main_process, main_decides, split_items
 from .model import SBDModel
@@ -47,18 +48,6 @@ SWEEP_COLUMNS = ("rule", "gamma", "block_size", "gap_free", "verify", "accuracy"
 
 
 # -- teacher-forced NTP ----------------------------------------------------------------
-def _check_trace(trace, name: str = "trace") -> Trace:
-    if not isinstance(trace, Trace):
-        raise TypeError(f"{name}: expected an sbd_viz.Trace, got {type(trace).__name__}")
-    return trace
-
-
-def _check_model(model, name: str = "model") -> SBDModel:
-    if not isinstance(model, SBDModel):
-        raise TypeError(f"{name}: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
-    return model
-
-
 @torch.inference_mode()
 def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = None) -> dict:
     """What NTP greedy decoding would choose at each output position of ``trace``, given its final prefix.
@@ -81,7 +70,7 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
       there; it can only differ from a real run by ties/rounding, or where NTP would have
       stopped earlier (EOS, stop string) than the trace.
     """
-    model, trace = _check_model(model), _check_trace(trace)
+    model, trace = check_model(model), check_trace(trace)
     prompt_ids, out_ids = list(trace.prompt_ids), list(trace.output_ids)
     if model.encode(trace.prompt) != prompt_ids:
         raise ValueError("trace: its prompt_ids differ from model.encode(trace.prompt); it was decoded with "
@@ -100,7 +89,7 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
         result.update(ntp_ids=greedy, ntp_texts=[model.token_text(g) for g in greedy], agrees=agrees,
                       logprobs=own, agreement=sum(agrees) / len(agrees))
     if ntp_trace is not None:
-        ntp_trace = _check_trace(ntp_trace, "ntp_trace")
+        ntp_trace = check_trace(ntp_trace, "ntp_trace")
         if ntp_trace.prompt != trace.prompt:
             raise ValueError("ntp_trace: must decode the same prompt as trace")
         result["first_divergence"] = first_difference(out_ids, list(ntp_trace.output_ids))
@@ -221,7 +210,7 @@ def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None
     a rejected one too (``kept`` False: NTP's token replaced it), and is scored as if kept, so the
     drafts that cost a rollback rank first; a draft a rollback dropped before it was checked has none.
     """
-    trace = _check_trace(trace)
+    trace = check_trace(trace)
     correct = _item_correct(trace, item)
     has_gaps = any(c.gap for s in trace.steps for c in s.commits)
     # a verified trace carries NTP's verdicts already (free from its fused calls): no second forward
@@ -241,7 +230,7 @@ def gap_fill_report(traces: Trace | Iterable[Trace], model: SBDModel | None = No
 
     traces = [traces] if isinstance(traces, Trace) else list(traces)
     for i, t in enumerate(traces):
-        _check_trace(t, f"traces[{i}]")
+        check_trace(t, f"traces[{i}]")
     if items is not None:
         items = list(items)
         if len(items) != len(traces):
@@ -458,7 +447,7 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     """
     import pandas as pd
 
-    model = _check_model(model)
+    model = check_model(model)
     block_sizes = (model.block_size,) if block_sizes is None else block_sizes
     items, scored = _as_items(suite_or_prompts)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:

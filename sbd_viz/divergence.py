@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .analysis import _check_model, _check_trace
+from .checks import check_model, check_trace
 from .decoder import decode, decode_ntp
 from .model import SBDModel
 from .tasks import SuiteItem, score
@@ -40,7 +40,7 @@ def uncounted_slot(trace: Trace, step: Step) -> int | None:
     """The slot of ``step``'s commit whose entropy eq. 8 leaves out of the budget: the last in the rule's order
     (ascending entropy, ties by slot), so the call's highest-entropy commit. ``None`` where the rule is not the
     entropy-bounded one as the paper states it (another rule, gap-free, verified), or the call committed nothing."""
-    trace = _check_trace(trace)
+    trace = check_trace(trace)
     if not isinstance(step, Step):
         raise TypeError(f"step: expected an sbd_viz.Step, got {type(step).__name__}")
     if not _budgeted(trace) or not step.commits:
@@ -61,7 +61,7 @@ def first_divergence(trace: Trace, ntp_trace: Trace) -> dict | None:
     depart, the leftmost is reported. If ``trace`` stops early with every kept commit equal to NTP's (a shorter
     output), the commit fields are ``None`` and ``position`` is where the outputs part.
     """
-    trace, ntp_trace = _check_trace(trace), _check_trace(ntp_trace, "ntp_trace")
+    trace, ntp_trace = check_trace(trace), check_trace(ntp_trace, "ntp_trace")
     if ntp_trace.prompt != trace.prompt:
         raise ValueError("ntp_trace: must decode the same prompt as trace")
     out, ref = list(trace.output_ids), list(ntp_trace.output_ids)
@@ -105,7 +105,7 @@ def divergence_report(model: SBDModel, suite: Iterable[SuiteItem], max_new_token
     """
     import pandas as pd
 
-    model = _check_model(model)
+    model = check_model(model)
     rows = []
     for i, item in enumerate(suite):
         if not isinstance(item, SuiteItem):

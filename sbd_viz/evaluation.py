@@ -16,7 +16,8 @@ from collections import defaultdict
 from typing import Iterable
 
 from .batch import MAX_BATCH_SIZE, BatchDecoding
-from .decoder import DecodeConfig, _check_model, decode, decode_ntp
+from .checks import check_model
+from .decoder import DecodeConfig, decode, decode_ntp
 from .model import SBDModel
 from .objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 from .rules import DEFAULT_GAMMA, DEFAULT_RULE
@@ -63,7 +64,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     ``measure_speedup``, ``ntp`` (NTP's measures on the same items), ``speedup_calls`` (NTP
     calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD seconds).
     """
-    block_size = _check_model(model).block_size if block_size is None else block_size
+    block_size = check_model(model).block_size if block_size is None else block_size
     plan = _Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
                  decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
                  verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size)
