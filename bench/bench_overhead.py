@@ -28,7 +28,7 @@ from sbd_viz.evaluation import STOP
 
 import run_info  # beside this file
 
-decode_module = importlib.import_module("sbd_viz.decoder")  # the decoding loop, whose _slot_views is swapped out
+decode_module = importlib.import_module("sbd_viz.decoder")  # the plain decoding loop, whose slot_views is swapped out
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,11 +48,11 @@ class NoSlotRecords:
     """Within this block, ``decode`` records no per-slot views (entropies and candidates)."""
 
     def __enter__(self):
-        self.saved = decode_module._slot_views
-        decode_module._slot_views = lambda *args: ()
+        self.saved = decode_module.slot_views
+        decode_module.slot_views = lambda *args: ()
 
     def __exit__(self, *exc):
-        decode_module._slot_views = self.saved
+        decode_module.slot_views = self.saved
 
 
 def timed(fn) -> float:

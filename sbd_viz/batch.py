@@ -41,8 +41,9 @@ from typing import Iterable
 
 import torch
 
-from .decoder import CacheCut, DecodeConfig, Decoding, ModelCall, NTPDecoding, _check_model
-from .model import SBDModel
+from .checks import check_model
+from .decoder import DecodeConfig, Decoding, NTPDecoding
+from .model import CacheCut, ModelCall, SBDModel
 from .rules import DEFAULT_GAMMA, DEFAULT_RULE
 from .trace import Trace
 
@@ -167,7 +168,7 @@ class BatchDecoding:
     stats: BatchStats = field(default_factory=BatchStats, init=False)
 
     def __post_init__(self):
-        self.model = _check_model(self.model)
+        self.model = check_model(self.model)
         if isinstance(self.prompts, str):
             raise ValueError("prompts: expected a list of prompts, got one string (use sv.decode for one prompt)")
         self.prompts = list(self.prompts)
@@ -377,7 +378,7 @@ def decode_batch(model: SBDModel, prompts: Iterable[str], rule: str = DEFAULT_RU
     ``BatchDecoding`` gives the same traces and ``stats`` (how busy the batch was).
     ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
     """
-    block_size = _check_model(model).block_size if block_size is None else block_size
+    block_size = check_model(model).block_size if block_size is None else block_size
     config = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
                           verify=verify)

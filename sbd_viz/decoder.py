@@ -2,46 +2,31 @@
 
 ``Decoding.steps()`` is a generator: one ``Step`` per model call, so a UI can stream steps and a
 progress bar can count them; ``Decoding.trace()`` then gives the whole ``Trace``, and ``decode``
-does both in one call. With ``verify=True`` the same block loop also checks every drafted token
+does both in one call. With ``verify=True`` the block loop also checks every drafted token
 against greedy NTP on the same weights, from the causal logits each call computes anyway, and
-rolls back at the first disagreement: the output is then exactly ``decode_ntp``'s.
+rolls back at the first disagreement: the output is then exactly ``decode_ntp``'s (that loop is
+``sbd_viz.verified``). Both loops are coroutines of cache requests (``Decoding.requests()``), so
+``decode_batch`` serves many of them with the same logic; ``sbd_viz.steps`` builds their steps.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generator, Iterable
 
 import torch
 
 from ._version import __version__
-from .model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, SBDModel
+from .checks import check_model, check_prompt
+from .model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, CacheCut, ModelCall, SBDModel
 from .rules import DEFAULT_GAMMA, DEFAULT_RULE, CommitRule
-from .trace import Candidate, Check, Commit, Rollback, SlotView, Step, Trace
+from .steps import draft, ends_output, ntp_step, propose, slot_views, stop_index
+from .trace import Step, Trace
+from .verified import VerifiedDecode
 
 MAX_NEW_TOKENS = 4096
-
-
-@dataclass(frozen=True)
-class ModelCall:
-    """A forward a decode asks for: feed ``new_ids`` causally, predict the block ``block_ids``.
-
-    The reply is ``(causal, block, seconds)``: the logits of the last ``n_causal`` causal positions
-    (n_causal, V), the block's logits (len(block_ids), V), float32, and the forward's wall time.
-    """
-
-    new_ids: list[int]
-    block_ids: list[int]
-    n_causal: int = 0
-
-
-@dataclass(frozen=True)
-class CacheCut:
-    """A rollback a verified decode asks for: keep the cache's first ``length`` positions. The reply is None."""
-
-    length: int
 
 
 def serve(model: SBDModel, cache, request: "ModelCall | CacheCut"):
@@ -108,70 +93,6 @@ class DecodeConfig:
                 "verify": self.verify}
 
 
-def _check_prompt(prompt) -> str:
-    if not isinstance(prompt, str) or not prompt:
-        raise ValueError(f"prompt: must be a non-empty string, got {prompt!r}")
-    return prompt
-
-
-def _check_model(model) -> SBDModel:
-    if not isinstance(model, SBDModel):
-        raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
-    return model
-
-
-def _stop_index(model: SBDModel, ids: list[int], first: int, stop: tuple[str, ...]) -> tuple[int, str] | None:
-    """The length of ``ids`` up to and including the first stop, if one ends at or after ``first``."""
-    eos = model.eos_token_id
-    for n in range(max(first, 1), len(ids) + 1):
-        if eos is not None and ids[n - 1] == eos:
-            return n, "eos"
-        if stop and any(s in model.text(ids[:n]) for s in stop):
-            return n, "stop"
-    return None
-
-
-def _ends_output(model: SBDModel, token_id: int, stop: tuple[str, ...]) -> bool:
-    """Whether this one token ends the output by itself (EOS, or a token containing a stop string)."""
-    if token_id == model.eos_token_id:
-        return True
-    text = model.token_text(token_id)
-    return any(st in text for st in stop)
-
-
-def _entropy(probs: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
-    """(m, V) -> (m,) nats. A token the model rules out (logit -inf) adds 0, not 0 * -inf = NaN."""
-    return -torch.where(probs > 0, probs * logp, 0.0).sum(-1)
-
-
-def _propose(logits: torch.Tensor, temperature: float, gen: torch.Generator | None):
-    """(m, V) slot logits -> probs (m, V), entropy (m,) nats of the untempered distribution, proposal (m,),
-    confidence (m,) = probability of the proposal. The (m,) vectors are on the CPU, where the rules run:
-    they are a few numbers, wherever the model is."""
-    logp = torch.log_softmax(logits, -1)
-    probs = logp.exp()
-    if temperature == 0:
-        proposal = probs.argmax(-1)
-    else:
-        proposal = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen).squeeze(-1)
-    confidence = probs.gather(-1, proposal[:, None]).squeeze(-1)
-    return probs, _entropy(probs, logp).cpu(), proposal.cpu(), confidence.cpu()
-
-
-def _ntp_commit(model: SBDModel, slot: int, token: int, probs: torch.Tensor, logp: torch.Tensor) -> Commit:
-    """NTP's exact token written into ``slot`` (from one causal row of logits), not drafted."""
-    h = float(_entropy(probs[None], logp[None])[0])
-    return Commit(slot, token, model.token_text(token), float(probs[token]), h, gap=0, ntp=True)
-
-
-def _slot_views(model: SBDModel, masked, probs, entropy, top_n) -> tuple[SlotView, ...]:
-    top_p, top_i = torch.topk(probs, min(top_n, probs.shape[-1]), dim=-1)  # (m, n)
-    return tuple(
-        SlotView(slot, float(h), tuple(Candidate(int(i), model.token_text(int(i)), float(p))
-                                       for p, i in zip(ps, ids)))
-        for slot, h, ps, ids in zip(masked, entropy.tolist(), top_p.tolist(), top_i.tolist()))
-
-
 class _Run:
     """What every decode of one prompt holds: the checked request, its steps so far, and how it ended.
 
@@ -179,7 +100,7 @@ class _Run:
     so a streaming UI hears of a bad request before it starts, not at the first step."""
 
     def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None):
-        self.model, self.prompt = _check_model(model), _check_prompt(prompt)
+        self.model, self.prompt = check_model(model), check_prompt(prompt)
         self.config = DecodeConfig() if config is None else config
         if not isinstance(self.config, DecodeConfig):
             raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
@@ -198,6 +119,10 @@ class _Run:
         if self._started:  # a second run would append a second decode's steps to the first's
             raise RuntimeError(f"steps: this {type(self).__name__} has already run; make a new one to decode again")
         self._started = True
+
+    def _keep_output(self, loop: Generator) -> Generator:
+        """Pass ``loop``'s requests and replies through; keep what it returns: the output ids and why they end."""
+        self.output_ids, self.stop_reason = yield from loop
 
     def _finished(self) -> None:
         if self.stop_reason is None:
@@ -239,10 +164,12 @@ class Decoding(_Run):
         """
         self._start()
         if self.config.verify:
-            return self._verified_requests()
-        return self._plain_requests()
+            return self._keep_output(VerifiedDecode(self.model, self.config, self.prompt_ids, self._steps).requests())
+        return self._keep_output(self._plain_requests())
 
     def _plain_requests(self):
+        """Plain SBD: the rule commits from each call's block logits, block after block. Returns the output ids
+        and why they end."""
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
         mask_id, rule, k_max = model.mask_token_id, config._rule, config.block_size
         gen = torch.Generator(device=model.device).manual_seed(config.seed)  # samples where the logits are
@@ -260,31 +187,25 @@ class Decoding(_Run):
                 t0 = time.perf_counter()
                 logits = logits[masked]  # (m, V) for the masked slots
                 n_input, pending = len(pending) + k, []
-                probs, entropy, proposal, confidence = _propose(logits, config.temperature, gen)  # (m, V), (m,) x3
-                chosen = rule.select(entropy, confidence)
-                views = _slot_views(model, masked, probs, entropy, config.top_n)
-                chosen_slots = {masked[i] for i in chosen}
-                still = [s for s in masked if s not in chosen_slots]
-                commits = []
-                for i in chosen:
-                    slot, tok = masked[i], int(proposal[i])
-                    tokens[slot] = tok
-                    commits.append(Commit(slot, tok, model.token_text(tok), float(confidence[i]),
-                                          float(entropy[i]), gap=sum(1 for s in still if s < slot)))
+                probs, entropy, proposal, confidence = propose(logits, config.temperature, gen)  # (m, V), (m,) x3
+                commits, still = draft(model, rule, masked, proposal, confidence, entropy)
+                for c in commits:
+                    tokens[c.slot] = c.token_id
+                views = slot_views(model, masked, probs, entropy, config.top_n)
                 self._steps.append(Step(call=call, block=block, block_start=start, block_size=k, step=step,
                                         masked=tuple(masked), slots=views, commits=tuple(commits),
                                         wall_time=seconds + time.perf_counter() - t0, n_input=n_input))
                 call, step, masked = call + 1, step + 1, still
                 # "Generate until": once a slot holds a stop token, slots right of it can never reach the
                 # output, so they are no longer decoded (on short answers they would cost whole calls).
-                ends = [s for s in range(k) if s not in masked and _ends_output(model, tokens[s], config.stop)]
+                ends = [s for s in range(k) if s not in masked and ends_output(model, tokens[s], config.stop)]
                 if ends:
                     masked = [s for s in masked if s < ends[0]]
                 # Finish early once the block's committed prefix holds a stop: later slots would be discarded.
                 prefix = next((s for s in range(k) if s in masked), k)
                 if prefix > done_prefix:
-                    hit = _stop_index(model, generated + tokens[:prefix], len(generated) + done_prefix + 1,
-                                      config.stop)
+                    hit = stop_index(model, generated + tokens[:prefix], len(generated) + done_prefix + 1,
+                                     config.stop)
                     done_prefix = prefix
                     if hit:
                         generated, reason = (generated + tokens[:prefix])[: hit[0]], hit[1]
@@ -293,141 +214,7 @@ class Decoding(_Run):
                 generated += tokens
                 pending = list(tokens)
             block += 1
-        self.output_ids, self.stop_reason = generated, reason
-
-    def _verified_requests(self):
-        """Verified SBD: the commit rule drafts, NTP greedy on the same weights checks every draft.
-
-        Invariant between calls: the cache holds exactly the accepted text but its last token ``x``,
-        NTP's greedy choice there (exact, never a draft). Each call feeds causally ``x`` and the
-        drafts after it up to the block's first open slot, then the block from that slot on. The
-        causal logits accept or reject each fed draft; with all accepted, the last one is NTP's
-        exact token for the open slot, written in instead of drafted, and the rule drafts among the
-        other open slots from the block's logits. The first rejection keeps the accepted prefix,
-        writes NTP's token there, cuts the cache back and redrafts the block's slots after it. Once
-        the drafts reach a stop or the length limit, a checking-only call verifies the rest.
-        """
-        model, config, prompt_ids = self.model, self.config, self.prompt_ids
-        mask_id, rule, n_max, stop = model.mask_token_id, config._rule, config.max_new_tokens, config.stop
-        n_prompt = len(prompt_ids)
-        line: list[int] = []  # generated tokens before the current block; its tail may hold unchecked drafts
-        n_ok = 0  # generated tokens known to be NTP's; all but the last are in the cache
-        clean = 0  # generated tokens known to hold no stop
-        call, block, start, step = 0, 0, 0, 0
-        k = min(config.block_size, n_max)
-        tokens, filled = [mask_id] * k, [False] * k
-        prev = (0, 0, 0)  # the previous block's (start, size, steps): its tail is checked by this block's first call
-
-        def at(g: int) -> int:  # the token at generated position g (accepted, exact or drafted)
-            return line[g] if g < start else tokens[g - start]
-
-        while True:
-            q = filled.index(False) if False in filled else k  # the block's committed prefix is tokens[:q]
-            hit = _stop_index(model, line + tokens[:q], clean + 1, stop)
-            if hit and hit[0] <= n_ok:
-                break  # the accepted text holds a stop
-            if n_ok >= n_max:
-                hit = (n_max, "length")
-                break
-            clean = n_ok
-            # "Generate until": slots right of a committed stop can never reach the output, as in plain decoding
-            cut = next((s for s in range(k) if filled[s] and _ends_output(model, tokens[s], stop)), k)
-            masked = [s for s in range(k) if not filled[s] and s < cut]
-            checking = bool(hit) or (q == k and start + k == n_max)
-            if not checking and not masked:
-                if q < k:  # a stop token whose text never ends the output: decode the slots after it after all
-                    masked = [s for s in range(k) if not filled[s]]
-                else:  # the block is complete: open the next one after it
-                    line, prev = line + tokens, (start, k, step)
-                    block, start, step = block + 1, start + k, 0
-                    k = min(config.block_size, n_max - start)
-                    tokens, filled = [mask_id] * k, [False] * k
-                    continue
-            if checking:  # the drafts reach the end: check them, and predict no block
-                target = hit[0] if hit else n_max
-                first_open, block_ids = None, []
-                new_ids = [at(g) for g in range(n_ok - 1, target - 1)]
-            else:
-                p = masked[0]
-                first_open, block_ids = start + p, tokens[p:]
-                new_ids = (list(prompt_ids) if call == 0 else []) + [at(g) for g in range(max(n_ok - 1, 0), start + p)]
-            # causal rows predict positions n_ok, n_ok + 1, ...; of the prompt only its last row is needed
-            n_causal = len(new_ids) if call else 1
-            causal, logits, seconds = yield ModelCall(new_ids, list(block_ids), n_causal)  # (n_causal, V), (len(block_ids), V)
-            t0 = time.perf_counter() - seconds  # wall times below: the forward plus this decode's own work
-            logp_c = torch.log_softmax(causal, -1)
-            probs_c = logp_c.exp()
-            ntp = probs_c.argmax(-1).tolist()
-            checks, rejected = [], None
-            for r in range(n_causal):
-                g = n_ok + r
-                if g == first_open:
-                    break  # not a draft: NTP's token for the open slot
-                draft = at(g)
-                b, slot = (block, g - start) if g >= start else (block - 1, g - prev[0])
-                checks.append(Check(b, slot, n_prompt + g, draft, model.token_text(draft), ntp[r],
-                                    model.token_text(ntp[r]), float(probs_c[r, ntp[r]]), float(probs_c[r, draft]),
-                                    accepted=ntp[r] == draft))
-                if ntp[r] != draft:
-                    rejected = r
-                    break
-            n_input = len(new_ids) + len(block_ids)
-            if rejected is not None:  # roll back to the accepted text; NTP's token goes in the rejected slot
-                g = n_ok + rejected
-                yield CacheCut(n_prompt + g)
-                n_ok = g + 1
-                fix = ntp[rejected]
-                discarded = len(masked) if not checking else 0
-                if g >= start:  # in this block: its drafts right of the rejected one were built on it
-                    j = g - start
-                    dropped = tuple(s for s in range(j + 1, k) if filled[s])
-                    tokens[j] = fix
-                    for s in dropped:
-                        tokens[s], filled[s] = mask_id, False
-                    where = (block, start, k, step)
-                    step += 1
-                else:  # in the previous block's tail, found by this block's first call: reopen after it
-                    j = g - prev[0]
-                    dropped = tuple(range(j + 1, prev[1]))
-                    where = (block - 1, prev[0], prev[1], prev[2])
-                    line, start, step = line[:g] + [fix], g + 1, 0
-                    k = max(0, min(config.block_size, n_max - start))
-                    tokens, filled = [mask_id] * k, [False] * k
-                    masked = []  # the call's slot predictions were for the block just abandoned
-                commit = _ntp_commit(model, j, fix, probs_c[rejected], logp_c[rejected])
-                self._steps.append(Step(
-                    call=call, block=where[0], block_start=n_prompt + where[1], block_size=where[2], step=where[3],
-                    masked=tuple(masked) if not checking else (), slots=(), commits=(commit,),
-                    wall_time=time.perf_counter() - t0, n_input=n_input, checks=tuple(checks),
-                    rollback=Rollback(j, n_prompt + g, dropped, discarded), check_only=checking))
-            elif checking:  # every draft up to the end accepted
-                n_ok = target
-                self._steps.append(Step(call=call, block=block, block_start=n_prompt + start, block_size=k,
-                                        step=step, masked=(), slots=(), commits=(), wall_time=time.perf_counter() - t0,
-                                        n_input=n_input, checks=tuple(checks), check_only=True))
-                step += 1
-            else:  # drafts accepted; write NTP's token in the open slot, then draft among the others
-                p, x = first_open - start, ntp[-1]
-                tokens[p], filled[p], n_ok = x, True, first_open + 1
-                commits = [_ntp_commit(model, p, x, probs_c[-1], logp_c[-1])]
-                probs, entropy, proposal, confidence = _propose(logits[[s - p for s in masked]], 0.0, None)
-                others = [i for i, s in enumerate(masked) if s != p]
-                if others:
-                    chosen = [others[i] for i in rule.select(entropy[others], confidence[others])]
-                    still = [masked[i] for i in others if i not in chosen]
-                    for i in chosen:
-                        slot, tok = masked[i], int(proposal[i])
-                        tokens[slot], filled[slot] = tok, True
-                        commits.append(Commit(slot, tok, model.token_text(tok), float(confidence[i]),
-                                              float(entropy[i]), gap=sum(1 for s in still if s < slot)))
-                self._steps.append(Step(
-                    call=call, block=block, block_start=n_prompt + start, block_size=k, step=step,
-                    masked=tuple(masked), slots=_slot_views(model, masked, probs, entropy, config.top_n),
-                    commits=tuple(sorted(commits, key=lambda c: c.slot)), wall_time=time.perf_counter() - t0,
-                    n_input=n_input, checks=tuple(checks)))
-                step += 1
-            call += 1
-        self.output_ids, self.stop_reason = (line + tokens)[: hit[0]], hit[1]
+        return generated, reason
 
     def trace(self) -> Trace:
         """The finished decode as a ``Trace``."""
@@ -448,7 +235,7 @@ class NTPDecoding(_Run):
 
     def requests(self) -> Generator["ModelCall | CacheCut", object, None]:
         self._start()
-        return self._requests()
+        return self._keep_output(self._requests())
 
     def _requests(self):
         model, config, n_prompt = self.model, self.config, len(self.prompt_ids)
@@ -456,30 +243,22 @@ class NTPDecoding(_Run):
         reason = "length"
         while len(generated) < config.max_new_tokens:
             fed = list(self.prompt_ids) if not generated else generated[-1:]
-            causal, _, seconds = yield ModelCall(fed, [], 1)
+            causal, _, seconds = yield ModelCall(fed, [], 1)  # (1, V)
             t0 = time.perf_counter()
-            logp = torch.log_softmax(causal, -1)  # (1, V)
-            probs = logp.exp()
-            token = int(probs[0].argmax())
-            h = _entropy(probs, logp)
-            i = len(generated)
-            generated.append(token)
-            self._steps.append(Step(
-                call=i, block=i, block_start=n_prompt + i, block_size=1, step=0, masked=(0,),
-                slots=_slot_views(self.model, (0,), probs, h.cpu(), config.top_n),
-                commits=(Commit(0, token, model.token_text(token), float(probs[0, token]), float(h[0]), 0),),
-                wall_time=seconds + time.perf_counter() - t0, n_input=len(fed)))
-            hit = _stop_index(model, generated, len(generated), config.stop)
+            step = ntp_step(model, len(generated), causal, n_prompt, len(fed), seconds, config.top_n)
+            # the step's wall time: the forward plus this decode's own work, building the step included
+            self._steps.append(replace(step, wall_time=seconds + time.perf_counter() - t0))
+            generated.append(step.commits[0].token_id)
+            hit = stop_index(model, generated, len(generated), config.stop)
             if hit:
                 generated, reason = generated[: hit[0]], hit[1]
                 break
-        self.output_ids, self.stop_reason = generated, reason
+        return generated, reason
 
     def trace(self) -> Trace:
         self._finished()
-        cfg = {"decoder": "ntp", "rule": "ntp", "max_new_tokens": self.config.max_new_tokens,
-               "stop": list(self.config.stop), "top_n": self.config.top_n, "block_size": 1, "temperature": 0.0}
-        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason, cfg)
+        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
+                      _ntp_config(self.config))
 
 
 def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = None) -> Generator[Step, None, None]:
@@ -490,6 +269,12 @@ def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = Non
 def _meta(model: SBDModel) -> dict:
     return {"sbd_viz_version": __version__, "torch": torch.__version__, "dtype": str(model.model.dtype),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _ntp_config(config: DecodeConfig) -> dict:
+    """An NTP trace's settings: the ones of ``config`` that apply to greedy NTP."""
+    return {"decoder": "ntp", "rule": "ntp", "max_new_tokens": config.max_new_tokens, "stop": list(config.stop),
+            "top_n": config.top_n, "block_size": 1, "temperature": 0.0}
 
 
 def _trace(model: SBDModel, prompt: str, prompt_ids: list[int], steps: Iterable[Step], output_ids: list[int],
@@ -513,7 +298,7 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
     causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
     temperature 0.
     """
-    block_size = _check_model(model).block_size if block_size is None else block_size
+    block_size = check_model(model).block_size if block_size is None else block_size
     config = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
                           temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
                           verify=verify)
@@ -540,7 +325,7 @@ def decode_ntp(model: SBDModel, prompt: str, max_new_tokens: int = 64,
     """The same weights decoded causally and greedily with HF ``generate``: one token per call."""
     from transformers import LogitsProcessorList
 
-    model, prompt = _check_model(model), _check_prompt(prompt)
+    model, prompt = check_model(model), check_prompt(prompt)
     config = DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n)  # validates the arguments
     prompt_ids = model.encode(prompt)
     model.check_fits(len(prompt_ids), config.max_new_tokens)
@@ -553,18 +338,10 @@ def decode_ntp(model: SBDModel, prompt: str, max_new_tokens: int = 64,
         output_logits=True, return_dict_in_generate=True, stop_strings=list(config.stop) or None,
         tokenizer=model.tokenizer, eos_token_id=model.eos_token_id, pad_token_id=model.eos_token_id)
     new = out.sequences[0, len(prompt_ids):].tolist()
-    hit = _stop_index(model, new, 1, config.stop)
+    hit = stop_index(model, new, 1, config.stop)
     new = new[: hit[0]] if hit else new
     times = [t0] + clock.times
-    steps = []
-    for i, tok in enumerate(new):
-        logp = torch.log_softmax(out.logits[i][0].float(), -1)[None]  # (1, V)
-        probs = logp.exp()
-        h = float(_entropy(probs, logp)[0])
-        steps.append(Step(call=i, block=i, block_start=len(prompt_ids) + i, block_size=1, step=0, masked=(0,),
-                          slots=_slot_views(model, (0,), probs, torch.tensor([h]), config.top_n),
-                          commits=(Commit(0, tok, model.token_text(tok), float(probs[0, tok]), h, 0),),
-                          wall_time=times[i + 1] - times[i], n_input=len(prompt_ids) if i == 0 else 1))
-    cfg = {"decoder": "ntp", "rule": "ntp", "max_new_tokens": config.max_new_tokens,
-           "stop": list(config.stop), "top_n": config.top_n, "block_size": 1, "temperature": 0.0}
-    return _trace(model, prompt, prompt_ids, steps, new, hit[1] if hit else "length", cfg)
+    steps = [ntp_step(model, i, out.logits[i].float(), len(prompt_ids), len(prompt_ids) if i == 0 else 1,
+                      times[i + 1] - times[i], config.top_n, token=tok)  # out.logits[i]: (1, V)
+             for i, tok in enumerate(new)]
+    return _trace(model, prompt, prompt_ids, steps, new, hit[1] if hit else "length", _ntp_config(config))

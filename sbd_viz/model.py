@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -56,6 +57,26 @@ def block_call_mask(past: int, n_causal: int, n_block: int) -> torch.Tensor:
     rows = torch.arange(q)[:, None]
     cols = torch.arange(past + q)[None, :]
     return (cols <= past + rows) | (rows >= n_causal)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """A forward a decode asks for: ``fused_call`` feeding ``new_ids`` causally and predicting the block ``block_ids``.
+
+    The reply is ``(causal, block, seconds)``: the logits of the last ``n_causal`` causal positions
+    (n_causal, V), the block's logits (len(block_ids), V), float32, and the forward's wall time.
+    """
+
+    new_ids: list[int]
+    block_ids: list[int]
+    n_causal: int = 0
+
+
+@dataclass(frozen=True)
+class CacheCut:
+    """A rollback a verified decode asks for: keep the cache's first ``length`` positions. The reply is None."""
+
+    length: int
 
 
 def default_model_path() -> Path:
