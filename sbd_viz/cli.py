@@ -9,7 +9,7 @@ import sys
 def _trace(args) -> int:
     import sbd_viz as sv
 
-    model = sv.load_model(args.model)
+    model = sv.load_model(args.model, dtype=args.dtype, device=args.device)
     if args.ntp:
         trace = sv.decode_ntp(model, args.prompt, max_new_tokens=args.max_new_tokens, stop=args.stop)
     else:
@@ -172,6 +172,11 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
 
 
+def _add_load_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default=None, help="the weights' dtype, e.g. bfloat16 (default float32)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps or auto (default the CPU)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .rules import DEFAULT_RULE, RULES
 
@@ -191,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the trace JSON here")
     p.add_argument("--html", help="write the offline block-fill animation here")
     p.add_argument("--gif", help="write the block-fill animation here as a GIF, one frame per call")
+    _add_load_args(p)
     p.set_defaults(func=_trace)
 
     p = sub.add_parser("ladder", help="decode one prompt at each γ of the rule's slider range and with NTP; "
@@ -262,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None)
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--host", default="127.0.0.1")
+    _add_load_args(p)
     p.set_defaults(func=_app)
     return parser
 
@@ -276,7 +283,7 @@ def _forward(module: str, rest: list[str]) -> int:
 def _app(args) -> int:
     from .app import main as serve
 
-    serve(model_path=args.model, host=args.host, port=args.port)
+    serve(model_path=args.model, host=args.host, port=args.port, dtype=args.dtype, device=args.device)
     return 0
 
 

@@ -117,7 +117,9 @@ class DiffusionModel:
         return ()
 
     def encode(self, prompt: str) -> list[int]:
-        return list(self.tokenizer(prompt).input_ids)
+        """The prompt's ids, with BOS once: a prompt from a chat template already starts with it."""
+        bos = self.tokenizer.bos_token
+        return list(self.tokenizer(prompt, add_special_tokens=not (bos and prompt.startswith(bos))).input_ids)
 
     def token_text(self, token_id: int) -> str:
         if token_id not in self._text_cache:

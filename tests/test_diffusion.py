@@ -225,9 +225,16 @@ def test_cli_trace_decodes_a_diffusion_folder(folders, tmp_path, capsys):
 
     out = tmp_path / "t.json"
     assert cli.main(["trace", PROMPT, "--model", str(folders[4]), "--gamma", "0.5", "--max-new-tokens", "8",
-                     "--out", str(out)]) == 0
+                     "--out", str(out), "--dtype", "float32", "--device", "cpu"]) == 0
     trace = sv.Trace.load(out)
     assert trace.config["decoder"] == "diffusion_gemma" and trace.has_canvas
     assert f"{trace.nfe}" in capsys.readouterr().out
     assert cli.main(["trace", PROMPT, "--model", str(folders[4]), "--gap-free"]) == 2
     assert "gap_free: DiffusionGemma" in capsys.readouterr().err
+
+
+def test_a_prompt_that_starts_with_bos_gets_it_once(models):
+    """A chat template's text starts with the BOS token: encoding it must not add a second one."""
+    model = models[4]
+    assert model.encode("<bos>" + PROMPT) == model.encode(PROMPT) == [2] + model.encode(PROMPT)[1:]
+    assert model.encode(PROMPT)[0] == 2 and model.encode(PROMPT).count(2) == 1
