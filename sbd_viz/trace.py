@@ -236,6 +236,11 @@ class Trace:
         """Decoded with ``verify=True``: every output token is NTP's greedy choice."""
         return bool(self.config.get("verify", False))
 
+    @cached_property  # not a field; the pictures ask it per cell
+    def has_canvas(self) -> bool:
+        """Recorded from a decoder whose slots can change after a commit (steps carry canvases)."""
+        return any(s.canvas for s in self.steps)
+
     def checks(self) -> list[Check]:
         """Every verdict on a drafted token, in call order (empty unless verified)."""
         return [c for s in self.steps for c in s.checks]
@@ -360,11 +365,6 @@ class Trace:
         return trace_summary(self)
 
     # -- JSON -----------------------------------------------------------------------
-    @cached_property  # not a field; the pictures ask it per cell
-    def has_canvas(self) -> bool:
-        """Recorded from a decoder whose slots can change after a commit (steps carry canvases)."""
-        return any(s.canvas for s in self.steps)
-
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if any(s.canvas or s.renoised or s.passes for s in self.steps):
