@@ -145,6 +145,9 @@ def step_text(trace: Trace, step: Step) -> str:
              + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
     if step.rollback is not None:
         lines.append(f"rollback: {rollback_text(step)}")
+    if step.renoised:  # a canvas decoder took back slots it had accepted
+        lines.append(f"renoised (accepted before, taken back): slot{'s' if len(step.renoised) > 1 else ''} "
+                     + ", ".join(map(str, step.renoised)))
     lines += [f"before: {render_state(trace.block_state(step, after=False), prefix)}",
               f"after:  {render_state(trace.block_state(step, after=True), prefix)}"]
     return "\n".join(lines)

@@ -115,3 +115,13 @@ def test_the_recorder_page_example_runs_and_prints_what_the_page_says(capsys):
     trace = scope["trace"]
     assert trace.has_canvas and trace.text == "hello world." and any(s.renoised for s in trace.steps)
     assert Trace.from_json(trace.to_json()) == trace and len(scope["fig"].frames) == trace.nfe
+
+
+def test_step_text_names_the_renoised_slots():
+    from sbd_viz.summary import step_text
+
+    trace = canvas_trace()
+    text = step_text(trace, trace.steps[1])
+    assert "renoised (accepted before, taken back): slot 2" in text
+    assert "before: " in text and "renoised" not in step_text(trace, trace.steps[0])
+    assert "slots renoised" in trace.summary().splitlines()[0]
