@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -59,6 +60,8 @@ class DiffusionModel:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
         self._text_cache: dict[int, str] = {}
+        # the recording hooks sit on the model itself, so two recorded decodes (the app's two at a time) take turns
+        self.recording = threading.Lock()
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
@@ -223,8 +226,8 @@ def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 
               "max_new_tokens": max_new_tokens, "seed": seed, "top_n": top_n, "adaptive_stopping": adaptive_stopping,
               "max_denoising_steps": resolved.max_denoising_steps, "t_min": resolved.t_min, "t_max": resolved.t_max,
               "stability_threshold": resolved.stability_threshold,
-              "confidence_threshold": resolved.confidence_threshold, "entropy": "of the tempered logits the "
-              "sampler read", "verify": False, "gap_free": False}
+              "confidence_threshold": resolved.confidence_threshold,
+              "entropy_of": "the tempered logits the sampler read", "verify": False, "gap_free": False}
     meta = {"sbd_viz_version": __version__, "torch": torch.__version__, "dtype": str(model.model.dtype),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     recorder = CanvasRecorder(prompt_ids, model.canvas_length, model.token_text, prompt=prompt, text=model.text,
@@ -255,17 +258,18 @@ def record(model: DiffusionModel, input_ids: torch.Tensor, recorder: CanvasRecor
         return sampler
 
     started: list[float] = []
-    hooks = [hf.model.encoder.register_forward_pre_hook(lambda m, a, kw: started.append(time.perf_counter()),
-                                                        with_kwargs=True),
-             hf.model.encoder.register_forward_hook(
-                 lambda m, a, kw, out: recorder.encoder(kw["input_ids"].shape[1], time.perf_counter() - started[-1]),
-                 with_kwargs=True)]
-    hf._prepare_sampler = prepare_sampler
-    try:
-        if seed is not None:
-            torch.manual_seed(seed)
-        return hf.generate(input_ids, streamer=listener, **generate_kwargs)
-    finally:
-        del hf._prepare_sampler
-        for hook in hooks:
-            hook.remove()
+    with model.recording:
+        hooks = [hf.model.encoder.register_forward_pre_hook(
+                     lambda m, a, kw: started.append(time.perf_counter()), with_kwargs=True),
+                 hf.model.encoder.register_forward_hook(
+                     lambda m, a, kw, out: recorder.encoder(kw["input_ids"].shape[1],
+                                                            time.perf_counter() - started[-1]), with_kwargs=True)]
+        hf._prepare_sampler = prepare_sampler
+        try:
+            if seed is not None:
+                torch.manual_seed(seed)
+            return hf.generate(input_ids, streamer=listener, **generate_kwargs)
+        finally:
+            del hf._prepare_sampler
+            for hook in hooks:
+                hook.remove()

@@ -238,3 +238,16 @@ def test_a_prompt_that_starts_with_bos_gets_it_once(models):
     model = models[4]
     assert model.encode("<bos>" + PROMPT) == model.encode(PROMPT) == [2] + model.encode(PROMPT)[1:]
     assert model.encode(PROMPT)[0] == 2 and model.encode(PROMPT).count(2) == 1
+
+
+def test_two_recorded_decodes_at_once_keep_their_own_steps(models, traces):
+    """The app decodes two requests at a time on one model: the recording hooks must not mix them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [(4, 0.5, True, 0), (4, 2.0, False, 1)]
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda c: diffusion.decode(models[c[0]], PROMPT, gamma=c[1], max_new_tokens=16, seed=c[3],
+                                                       max_denoising_steps=STEPS, adaptive_stopping=c[2]), cases))
+    for case, trace in zip(cases, got):
+        assert (trace.output_ids, trace.nfe) == (traces[case].output_ids, traces[case].nfe)
+        assert sum(len(s.passes) for s in trace.steps) == trace.n_blocks
