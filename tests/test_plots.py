@@ -476,7 +476,8 @@ def unverified_snapshot() -> dict:
 
 def test_unverified_pictures_are_unchanged_by_verification():
     """tests/data/plots_unverified.json was saved by the code before the verified pictures existed (a hand-made
-    trace and a real version-1 trace): an unverified trace must draw exactly as it did."""
+    trace and a real version-1 trace), and saved again only when the timeline's title put its settings on a line of
+    their own: an unverified trace must draw exactly as it did."""
     assert unverified_snapshot() == json.loads((DATA / "plots_unverified.json").read_text())
 
 
