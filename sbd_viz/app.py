@@ -30,15 +30,16 @@ import gradio as gr
 
 import sbd_viz as sv
 from sbd_viz import roofline, tasks
+from sbd_viz.app_panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_events,
+                                failure_label, failure_rows, stream_ladder)
 from sbd_viz.app_curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
-from sbd_viz.app_views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, metrics_html, progress_html,
-                               step_markdown, texts_html)
+from sbd_viz.app_views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html,
+                               progress_html, step_markdown, texts_html)
 from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.diffusion import DiffusionModel
 from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
 from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
-from sbd_viz.trace import visible
 
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
            "compute_sweep", "example_label", "main", "precompute_sweep", "read_projection", "read_settings"]
@@ -69,9 +70,6 @@ EXAMPLES = [
     'assert items.upper() == "SESSION"\nassert sorted([70, 11, 34, 25, 46, 77]) == ',
 ]
 
-GAP_COLUMNS = ["call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
-               "block after the call"]
-GAP_LABEL = "gap fills ({n}): commits made while slots to their left were still masked · click a row to show its call"
 # The block size is not here: it is the model's (``SBDModel.block_size``, recorded in its folder, else 16).
 DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
                 stop_at_newline=True, verify=False)
@@ -324,18 +322,13 @@ class Handlers:
         if not _decoded(session):
             raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
         trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
-        # the table's NTP column is the model's own causal prediction: a block-diffusion model has none
-        events = [] if self.canvas else analysis.gap_fill_events(self.model, trace, session["item"])
-        # "NTP" = what causal greedy decoding would put there given the final prefix (teacher forced);
-        # "—" where the stop later cut the slot out of the output.
-        table = [[e["call"], e["block"], e["slot"], e["gap"], visible(e["text"], spaces=True), round(e["entropy"], 3),
-                  round(e["prob"], 3), "—" if e["ntp_text"] is None else visible(e["ntp_text"], spaces=True),
-                  {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
-                 for e in events]
+        # the table's NTP column is the model's own causal prediction (teacher forced on the final prefix): a
+        # block-diffusion model has none
+        gap_events = [] if self.canvas else analysis.gap_fill_events(self.model, trace, session["item"])
+        events = [] if self.canvas else failure_events(self.model, trace, session["item"], gap_events)
         tradeoff, status = self.curve.figure(cfg["rule"], cfg["gamma"], cfg["gap_free"], cfg.get("verify", False))
-        kept = sum(e["kept"] for e in events)  # the count the metrics card shows; the table lists them all
-        n = f"{kept}" if kept == len(events) else f"{kept} kept + {len(events) - kept} the stop discarded"
-        table = gr.update(value=table, label=GAP_LABEL.format(n=n))
+        kept = sum(e["kept"] for e in gap_events)  # the count the metrics card shows; the table lists them all
+        table = gr.update(value=failure_rows(events), label=failure_label(events, kept))
         comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=("SBD", "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
                 fit(tradeoff), status, self._trace_file(trace))
@@ -351,13 +344,43 @@ class Handlers:
         step = trace.steps[min(max(0, int(_number(call, "show call"))), trace.nfe - 1)]
         return fit(plots.entropy_heatmap(trace, step.block)), step_markdown(trace, step)
 
-    def select_gap(self, session, evt: gr.SelectData):
-        """A click on a gap-fill row: show that call (the animation jumps to it in the browser)."""
-        if not _decoded(session) or evt.index is None:
+    def select_failure(self, session, evt: gr.SelectData):
+        """A click on a failure row: show that call (the animation jumps to it in the browser)."""
+        row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
+        if not _decoded(session) or not row or len(row) < 2:
             return gr.update()
-        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        fills = session["trace"].gap_fills()
-        return gr.update(value=fills[row].call) if 0 <= row < len(fills) else gr.update()
+        try:
+            call = int(row[1])  # FAILURE_COLUMNS: kind, call, ...
+        except (TypeError, ValueError):
+            return gr.update()
+        return gr.update(value=call) if 0 <= call < session["trace"].nfe else gr.update()
+
+    def ladder(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+               verify):
+        """This prompt across γ: NTP once, then every γ of the rule's ladder, each row streamed as it is decoded."""
+        if self.canvas:
+            raise gr.Error("ladder: a block-diffusion model has no NTP to compare each γ with")
+        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+        try:
+            for rows, figure, status, _ in stream_ladder(self.model, settings.pop("prompt"), settings):
+                yield rows, fit(figure), status
+        except ValueError as exc:  # the library's checks name the argument
+            raise gr.Error(str(exc)) from None
+
+    def ladder_pick(self, evt: gr.SelectData):
+        """A click on a ladder row: that γ goes to the slider, and the main view decodes it (the same decode)."""
+        row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
+        try:
+            return gr.update(value=float(row[0]))
+        except (TypeError, ValueError, IndexError):
+            return gr.update()
+
+    def gif(self, session):
+        """The current decode's block-fill animation as a GIF, one frame per call."""
+        if not _decoded(session):
+            raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
+        return str(animation_file(session["trace"], self._new_folder()))
 
     def project(self, hardware, model, batch, session):
         """A projection dropdown changed: re-cost the current decode's calls (no re-decode)."""
@@ -375,7 +398,7 @@ class Handlers:
         return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
                          interactive=knob.tunable)
 
-    def _trace_file(self, trace) -> str:
+    def _new_folder(self) -> Path:
         # One folder per file keeps the download's name readable; folders older than 10 min go.
         now = time.time()
         for old in self.files.iterdir():
@@ -383,8 +406,12 @@ class Handlers:
                 shutil.rmtree(old, ignore_errors=True)
         folder = self.files / uuid.uuid4().hex
         folder.mkdir()
+        return folder
+
+    def _trace_file(self, trace) -> str:
         cfg = trace.config
-        return str(trace.save(folder / f"sbd_trace_{cfg['rule']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"))
+        name = f"sbd_trace_{cfg['rule']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"
+        return str(trace.save(self._new_folder() / name))
 
 
 # -- the page ---------------------------------------------------------------------------------
@@ -415,7 +442,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             "A language model fills a **block** of future slots, all starting as a mask, over a few model "
             "**calls**; after each call a commit rule fixes the slots it is sure about, not necessarily in order "
             "(*gap fills*). Move **γ** and watch speed trade against quality. "
-            f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185)"
+            f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185) · "
+            "words used here: the **Glossary** tab below"
             + ("\n\n**A block-diffusion model** (DiffusionGemma): transformers' own `generate`, recorded step by "
                "step; γ is its sampler's entropy bound, the block its canvas. Accepted slots can be renoised "
                "(outlined when they turn grey again). Verified decoding, gap-free and NTP do not apply to it."
@@ -465,13 +493,11 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                       info="jump the animation to a call (or click a gap fill below)")
                 texts = gr.HTML(elem_id="sbd-texts", js_on_load=None)
         with gr.Tabs():
-            with gr.Tab("Gap fills"):
+            with gr.Tab("Gap fills and incoherent commits"):
                 gaps = gr.Dataframe(
-                    headers=GAP_COLUMNS, datatype=["number"] * 4 + ["str", "number", "number", "str", "str", "number",
-                                                                    "str"],
-                    interactive=False, max_height=300, elem_id="sbd-gaps",
-                    column_widths=["6%", "6%", "6%", "6%", "7%", "8%", "7%", "7%", "8%", "9%", "30%"],
-                    label=GAP_LABEL.format(n=0))
+                    headers=FAILURE_COLUMNS, datatype=FAILURE_TYPES, interactive=False, max_height=300,
+                    elem_id="sbd-gaps", label=failure_label([], 0),
+                    column_widths=["10%", "5%", "5%", "5%", "5%", "6%", "7%", "6%", "6%", "7%", "8%", "30%"])
                 with gr.Row():
                     call_info = gr.Markdown(elem_id="sbd-call-info")
                     heatmap = gr.Plot(label="entropy of the shown call's block", show_label=True)
@@ -481,8 +507,21 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             with gr.Tab("Speed vs quality (suite)"):
                 curve_status = gr.Markdown(curve.status)
                 tradeoff = gr.Plot(label="speed vs suite accuracy")
-            with gr.Tab("Trace JSON"):
+            with gr.Tab("This prompt across γ", visible=not canvas):
+                gr.Markdown("The prompt decoded at every γ of the rule's range (greedy, not verified) and once with "
+                            "NTP: where its text first leaves NTP's, and the **largest safe γ**, the largest whose "
+                            "text equals NTP's at it and at every smaller γ tried. Click a row to show that γ above.")
+                ladder_run = gr.Button("Decode this prompt across γ")
+                ladder_status = gr.Markdown(elem_id="sbd-ladder-status")
+                ladder_table = gr.Dataframe(headers=LADDER_HEADERS, datatype=["number"] * 3 + ["str", "str", "number"],
+                                            interactive=False, max_height=320, elem_id="sbd-ladder")
+                ladder_plot = gr.Plot(label="calls against γ")
+            with gr.Tab("Downloads"):
                 trace_file = gr.File(label="the full trace of the current decode (sbd_viz.Trace.load reads it)")
+                gif_run = gr.Button("Make a GIF of the animation (one frame per call)")
+                gif_file = gr.File(label="the block-fill animation as a GIF", elem_id="sbd-gif")
+            with gr.Tab("Glossary"):
+                gr.Markdown(glossary_markdown())
 
         # -- wiring -------------------------------------------------------------------------------
         controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
@@ -515,7 +554,14 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
                          api_name="show_call", show_progress="hidden")
-        gaps.select(h.select_gap, inputs=[session], outputs=[show_call], api_visibility="undocumented")
+        gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
+        settings = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+                    verify]
+        ladder_run.click(h.ladder, inputs=settings, outputs=[ladder_table, ladder_plot, ladder_status],
+                         preprocess=False, show_progress="minimal", concurrency_id="model", api_name="ladder")
+        ladder_table.select(h.ladder_pick, outputs=[gamma], api_visibility="undocumented").then(
+            **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        gif_run.click(h.gif, inputs=[session], outputs=[gif_file], concurrency_id="model", api_name="gif")
     return demo
 
 

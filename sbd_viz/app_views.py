@@ -6,6 +6,7 @@ session); the words and numbers come from ``sbd_viz.summary``, and this module a
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 from sbd_viz import roofline, tasks
 from sbd_viz.summary import Measure, measures, step_text
@@ -119,3 +120,17 @@ def step_markdown(trace, step) -> str:
 def fit(fig):
     """Let a figure take its container's width: the library lays figures out at fixed pixel sizes."""
     return None if fig is None else fig.update_layout(width=None, autosize=True)
+
+
+GLOSSARY = Path(__file__).resolve().parent.parent / "docs" / "GLOSSARY.md"
+
+
+def glossary_markdown(path: Path = GLOSSARY) -> str:
+    """The glossary (``docs/GLOSSARY.md`` of the repository, which a Space runs from) for the app's Glossary tab;
+    an installed package has no docs/ folder, so it then says where the glossary is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return ("The glossary is `docs/GLOSSARY.md` in the sbd_viz repository (an installed package does not "
+                "carry the docs/ folder).")
+    return text

@@ -19,6 +19,8 @@ import torch
 import sbd_viz as sv
 
 from conftest import free_port, tiny_model
+from sbd_viz.app_panels import KIND_NAMES
+from sbd_viz.incoherence import incoherence_events
 
 ROOT = Path(__file__).resolve().parent.parent
 # Gradio's queue statistics trip pandas 3 deprecation warnings: not ours, and not news.
@@ -160,14 +162,19 @@ def test_verified_switch_gives_ntps_text_and_says_so(client, served):
     assert nfe_of(metrics) == trace.nfe
 
 
-def test_details_views_and_show_call(client):
+def test_details_views_and_show_call(client, served):
     decode(client, gamma=1.0)
     table, timeline, comparison, tradeoff, status, path = client.predict(api_name="/details")
     trace = sv.Trace.load(path)
     rows = table["value"]["data"]  # a gr.update: the table and its label (with the count)
-    assert len(rows) == len(trace.gap_fills()) > 0  # every gap fill is listed; the label counts the kept ones
+    fills = [row for row in rows if row[0] == "gap fill"]
+    assert len(fills) == len(trace.gap_fills()) > 0  # every gap fill is listed; the label counts the kept ones
     assert f"gap fills ({len(trace.kept_gap_fills())})" in table["label"]
-    assert [row[0] for row in rows] == [g.call for g in trace.gap_fills()]
+    assert [row[1] for row in fills] == [g.call for g in trace.gap_fills()]
+    # the incoherent commits of the same decode, each labelled by its kind, in the same table
+    events = incoherence_events(served[1], trace)
+    assert sorted((row[0], row[1], row[3]) for row in rows if row[0] != "gap fill") == \
+        sorted((KIND_NAMES[e["kind"]], e["call"], e["slot"]) for e in events)
     for plot in (timeline, comparison, tradeoff):
         assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
     assert "γ = 1" in status  # the ring marks the measured point nearest to the current gamma
@@ -367,3 +374,45 @@ def test_concurrent_sessions_get_their_own_correct_results(served):
         assert trace.output_ids == expected.output_ids
         assert nfe_of(metrics) == expected.nfe
         assert html.escape(prompt) in texts  # the texts panel names this session's prompt
+
+
+def test_ladder_streams_every_gamma_and_matches_independent_decodes(client, served):
+    """This prompt across γ: one row per γ of the rule's ladder, each the decode the library gives at that γ."""
+    from sbd_viz.ladder import ladder_gammas
+
+    _, model = served
+    rows, figure, status = client.predict(PROMPT, "entropy_bounded", 0.5, False, 16, MAX_NEW, 0.0, 0, True, False,
+                                          api_name="/ladder")
+    data = rows["data"]
+    assert [row[0] for row in data] == ladder_gammas("entropy_bounded")
+    ntp = sv.decode_ntp(model, PROMPT, max_new_tokens=MAX_NEW, stop="\n")
+    for gamma, calls, _, same, where, _ in data:
+        trace = sv.decode(model, PROMPT, gamma=gamma, block_size=16, max_new_tokens=MAX_NEW, stop="\n")
+        assert calls == trace.nfe and (same == "yes") == (trace.text == ntp.text) and bool(where) == (same == "NO")
+    safe = [row[0] for row in data]
+    first_bad = next((i for i, row in enumerate(data) if row[3] == "NO"), len(data))
+    if first_bad == 0:
+        assert "no safe γ" in status
+    else:
+        assert f"largest safe γ: {safe[first_bad - 1]:g}" in status
+    assert json.loads(figure["plot"])["data"]
+
+
+def test_ladder_and_gif_refuse_bad_input(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="gamma"):
+        client.predict(PROMPT, "entropy_bounded", 99.0, False, 16, MAX_NEW, 0.0, 0, True, False,
+                       api_name="/ladder")
+    with pytest.raises(AppError, match="prompt"):
+        client.predict("", "entropy_bounded", 0.5, False, 16, MAX_NEW, 0.0, 0, True, False, api_name="/ladder")
+
+
+def test_gif_download_has_one_frame_per_call(client):
+    from PIL import Image
+
+    decode(client, gamma=1.0)
+    path = client.predict(api_name="/gif")
+    trace = trace_of(client)
+    with Image.open(path) as gif:
+        assert gif.format == "GIF" and gif.n_frames == trace.nfe

@@ -81,8 +81,8 @@ def test_page_draws_the_animation_and_follows_the_gamma_slider(url):
             fills = page.locator("#sbd-metrics .card:has-text('gap fills') .value").inner_text()
             assert int(fills) > 0
             page.locator("#sbd-gaps").get_by_text(f"gap fills ({fills})").wait_for(timeout=30000)
-            call = int(page.locator("#sbd-gaps [data-testid='cell-0-0']").inner_text())
-            page.locator("#sbd-gaps [data-testid='cell-0-1']").click()
+            call = int(page.locator("#sbd-gaps [data-testid='cell-0-1']").inner_text())  # kind, call, ...
+            page.locator("#sbd-gaps [data-testid='cell-0-2']").click()
             page.wait_for_function(f"() => document.querySelector('#sbd-anim .sbd-anim-plot')?.layout"
                                    f".sliders[0].active === {call}", timeout=30000)
             assert page.locator("#sbd-show-call input[type=number]").input_value() == str(call)
