@@ -14,6 +14,8 @@ NTP comparison. Nothing here computes a measure the library does not already giv
 from __future__ import annotations
 
 import html
+from pathlib import Path
+
 import ipywidgets as widgets
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -22,6 +24,7 @@ from . import plots
 from .decoder import DecodeConfig, decode, decode_ntp
 from .diffusion import DiffusionModel, decode as decode_diffusion
 from .model import SBDModel
+from .plot_animation import save_animation
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .summary import Measure, measures, step_text
 from .trace import Trace, first_difference, visible
@@ -126,6 +129,12 @@ class Explorer(widgets.VBox):
         self.play = widgets.Play(interval=700, min=0, max=0, description="play the calls")
         widgets.link((self.play, "value"), (self.call, "value"))
         self.metrics, self.step_info, self.view = widgets.HTML(), widgets.HTML(), widgets.Output()
+        # the animation as a GIF file (one frame per call), for slides and posts
+        self.gif_path = widgets.Text("sbd_animation.gif", description="GIF file", style=wide,
+                                     layout=widgets.Layout(width="420px"))
+        self.save = widgets.Button(description="save GIF", tooltip="write the animation here, one frame per call")
+        self.saved = widgets.HTML()
+        self.save.on_click(lambda _: self.save_gif(self.gif_path.value))
         self.trace: Trace | None = None
         self.ntp_trace: Trace | None = None
         self.figure: go.Figure | None = None
@@ -144,6 +153,7 @@ class Explorer(widgets.VBox):
             widgets.HBox([self.play, self.call]),
             self.step_info,
             self.view,
+            widgets.HBox([self.gif_path, self.save, self.saved]),
         ])
         self.redecode()
 
@@ -177,6 +187,17 @@ class Explorer(widgets.VBox):
         finally:
             self._quiet = False
         self.show_call(last)  # the finished decode first; ▶ replays from call 0
+
+    def save_gif(self, path) -> Path | None:
+        """Write the current decode's animation to ``path`` as a GIF (``plots.save_animation``); the widget says
+        where, or why not."""
+        try:
+            written = save_animation(self.trace, path)
+        except (ValueError, TypeError, OSError) as exc:
+            self.saved.value = f"<span style='color:#D55E00'><b>error:</b> {html.escape(str(exc))}</span>"
+            return None
+        self.saved.value = f"saved {self.trace.nfe} frames to <code>{html.escape(str(written))}</code>"
+        return written
 
     def _redecode(self, change) -> None:
         if not self._quiet:

@@ -144,3 +144,16 @@ def test_verified_checkbox_redecodes_with_verification(tiny):
     line = explorer._step_html(7)
     assert "rollback: " in line and f"NTP wanted '{step.rejected[0].ntp_text}'" in line
     assert "committed nothing" in explorer._step_html(10) and "no block" in explorer._step_html(10)
+
+
+def test_the_save_button_writes_the_animation_as_a_gif(explorer, tmp_path):
+    from PIL import Image
+
+    explorer.gif_path.value = str(tmp_path / "t.gif")
+    explorer.save.click()
+    with Image.open(tmp_path / "t.gif") as gif:
+        assert gif.n_frames == explorer.trace.nfe
+    assert f"saved {explorer.trace.nfe} frames" in explorer.saved.value
+    explorer.gif_path.value = str(tmp_path / "t.png")  # a bad name is said, not raised
+    explorer.save.click()
+    assert "error" in explorer.saved.value and "path" in explorer.saved.value
