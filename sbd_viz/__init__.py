@@ -7,6 +7,7 @@
 """
 
 import functools
+import inspect
 
 from ._version import __version__
 from .decoder import DecodeConfig, Decoding, decode as _decode_sbd, decode_ntp, decode_steps
@@ -24,6 +25,8 @@ from . import diffusion
 from .diffusion import DiffusionModel
 from .ladder import Ladder, gamma_ladder
 from .incoherence import failure_report, incoherence_report
+from . import parallel
+from .parallel import DECODERS
 
 
 def load_model(path=None, dtype=None, device=None):
@@ -56,16 +59,24 @@ def load_model(path=None, dtype=None, device=None):
 
 
 @functools.wraps(_decode_sbd)
-def decode(model, prompt, *args, **kwargs):
+def decode(model, prompt, *args, decoder="sbd", **kwargs):
     if isinstance(model, DiffusionModel):  # block diffusion: transformers' own generate, recorded
+        if decoder not in ("sbd", "diffusion_gemma"):
+            raise ValueError(f"decoder: a DiffusionGemma model decodes with its own sampler, got {decoder!r}")
         return diffusion.decode(model, prompt, *args, **kwargs)
-    return _decode_sbd(model, prompt, *args, **kwargs)
+    if decoder == "sbd":
+        return _decode_sbd(model, prompt, *args, **kwargs)
+    names = list(inspect.signature(_decode_sbd).parameters)[2:]  # positional arguments in SBD's order
+    return parallel.decode(model, prompt, decoder=decoder, **dict(zip(names, args)), **kwargs)
 
 
 decode.__doc__ += """
     A ``DiffusionModel`` (``load_model`` of a DiffusionGemma folder) decodes with ``sbd_viz.diffusion.decode``:
     the same arguments (those that mean nothing for it are refused), plus ``max_denoising_steps`` and
     ``adaptive_stopping``.
+
+    ``decoder``: ``"sbd"`` (the default), ``"remask"``, ``"jacobi"``, ``"prompt_lookup"`` or ``"ntp"``
+    (``sbd_viz.parallel``): the other block decoders, recorded into the same kind of trace.
 """
 
 
@@ -82,5 +93,5 @@ __all__ = [
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "failure_report",
-    "incoherence_report",
+    "incoherence_report", "parallel", "DECODERS",
 ]

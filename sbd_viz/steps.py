@@ -6,6 +6,7 @@ NTP) builds its steps from, so each idea is written once.
 - ``commit``: every ``Commit`` of every decode is built here; ``exact_commit`` for a token read off a causal row;
 - ``slot_views``: what a step records of each masked slot (its entropy and top candidates);
 - ``ntp_step``: one greedy NTP call as a step (``decode_ntp`` and ``NTPDecoding`` both record it);
+- ``checked_step``: one call of a draft-and-check decoder (Jacobi, prompt lookup) as a step;
 - ``stop_index`` / ``ends_output``: where the output ends.
 """
 
@@ -15,7 +16,7 @@ import torch
 
 from .model import SBDModel
 from .rules import CommitRule
-from .trace import Candidate, Commit, SlotView, Step
+from .trace import Candidate, Check, Commit, Rollback, SlotView, Step
 
 
 def row_entropy(probs: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
@@ -87,6 +88,31 @@ def ntp_step(model: SBDModel, index: int, logits: torch.Tensor, n_prompt: int, n
                 slots=slot_views(model, (0,), probs, h.cpu(), top_n),
                 commits=(exact_commit(model, 0, token, probs[0], logp[0], ntp=False),),
                 wall_time=wall_time, n_input=n_input)
+
+
+def checked_step(model: SBDModel, call: int, block_start: int, drafts: list[int], logits: torch.Tensor,
+                 kept: list[int], n_input: int, wall_time: float, top_n: int) -> Step:
+    """One call that fed ``drafts`` causally after the accepted text, as a step of its own block (``block = call``).
+
+    ``logits``: (len(drafts) + 1, V) float32 causal rows; row i is NTP's prediction at ``block_start + i``.
+    ``kept``: the tokens the decoder appended (the accepted drafts, then NTP's token; fewer if it stopped).
+    Each fed draft up to the first rejection is a ``Check``; a rejection is a ``Rollback`` there. A kept draft
+    is a drafted commit; the token after the accepted drafts is NTP's (``ntp=True``)."""
+    n = len(drafts)
+    logp = torch.log_softmax(logits, -1)  # (n + 1, V)
+    probs = logp.exp()
+    ntp = probs.argmax(-1).tolist()
+    checks = tuple(Check(call, i, block_start + i, drafts[i], model.token_text(drafts[i]), ntp[i],
+                         model.token_text(ntp[i]), float(probs[i, ntp[i]]), float(probs[i, drafts[i]]),
+                         drafts[i] == ntp[i]) for i in range(min(len(kept), n)))
+    rejected = next((c.slot for c in checks if not c.accepted), None)
+    rollback = None if rejected is None else Rollback(rejected, block_start + rejected, (), n - rejected)
+    entropy = row_entropy(probs, logp).cpu()
+    commits = tuple(exact_commit(model, i, tok, probs[i], logp[i], ntp=i >= n or drafts[i] != tok)
+                    for i, tok in enumerate(kept))
+    return Step(call=call, block=call, block_start=block_start, block_size=n + 1, step=0, masked=tuple(range(n + 1)),
+                slots=slot_views(model, range(n + 1), probs, entropy, top_n), commits=commits,
+                wall_time=wall_time, n_input=n_input, checks=checks, rollback=rollback)
 
 
 def stop_index(model: SBDModel, ids: list[int], first: int, stop: tuple[str, ...]) -> tuple[int, str] | None:

@@ -1,0 +1,103 @@
+"""Decoders as a choice (sbd_viz.parallel): remask, Jacobi and prompt lookup recorded into the same trace."""
+
+import pytest
+
+import sbd_viz as sv
+from sbd_viz.trace import Trace
+
+from conftest import sharp_model, tiny_model
+
+PROMPTS = ["abc abc abc ", "go: 12 + 30 = ", "xyzzy"]
+
+
+@pytest.fixture(scope="module")
+def sharp():
+    return sharp_model()
+
+
+def _round_trip(trace: Trace) -> Trace:
+    again = Trace.from_json(trace.to_json())
+    assert again == trace
+    return again
+
+
+@pytest.mark.parametrize("decoder", ["jacobi", "prompt_lookup"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_exact_decoders_write_greedy_text_in_at_most_ntp_calls(decoder, arch):
+    model = sharp_model(arch) if arch == "llama" else tiny_model(arch)
+    for prompt in PROMPTS:
+        ntp = sv.decode_ntp(model, prompt, max_new_tokens=24)
+        trace = _round_trip(sv.decode(model, prompt, decoder=decoder, max_new_tokens=24))
+        assert trace.output_ids == ntp.output_ids and trace.text == ntp.text
+        assert trace.nfe <= ntp.nfe
+        assert trace.config["decoder"] == decoder and trace.config["exact"] is True
+        # every kept token is a commit of the call that kept it; the commits cover the output exactly once
+        written = [c.token_id for s in trace.steps for c in s.commits]
+        assert written[: trace.n_tokens] == list(trace.output_ids)
+        for s in trace.steps:
+            assert all(c.accepted for c in s.checks[:-1])
+            assert (s.rollback is not None) == any(not c.accepted for c in s.checks)
+            # a check's verdict is NTP's: accepted exactly when the draft is the row's argmax
+            for c in s.checks:
+                assert c.accepted == (c.token_id == c.ntp_token_id)
+                assert c.ntp_token_id == s.slots[c.slot].top[0].token_id
+
+
+def test_jacobi_counts_every_call_and_keeps_at_least_one_token(sharp):
+    trace = sv.decode(sharp, PROMPTS[0], decoder="jacobi", block_size=4, max_new_tokens=20)
+    assert trace.nfe == len(trace.steps) and all(1 <= len(s.commits) <= 4 for s in trace.steps)
+    assert sum(len(s.commits) for s in trace.steps) >= trace.n_tokens
+    assert trace.steps[0].n_input == len(trace.prompt_ids) + 3  # the prompt and a 3-token guess
+
+
+def test_exact_decoders_stop_where_greedy_stops(sharp):
+    for decoder in ("jacobi", "prompt_lookup"):
+        ntp = sv.decode_ntp(sharp, PROMPTS[1], max_new_tokens=30, stop=" ")
+        trace = sv.decode(sharp, PROMPTS[1], decoder=decoder, max_new_tokens=30, stop=" ")
+        assert trace.text == ntp.text and trace.stop_reason == ntp.stop_reason and trace.nfe <= ntp.nfe
+
+
+def test_remask_takes_back_low_confidence_gap_fills(sharp):
+    # threshold 1: every pending gap fill is re-read below it, so each is remasked (once)
+    trace = _round_trip(sv.decode(sharp, PROMPTS[0], decoder="remask", gamma=2.0, remask_threshold=1.0,
+                                  max_new_tokens=24))
+    gap_fills = [(s.block, c.slot) for s in trace.steps for c in s.commits if c.gap]
+    renoised = [(s.block, slot) for s in trace.steps for slot in s.renoised]
+    assert gap_fills and renoised and len(set(renoised)) == len(renoised)
+    assert set(renoised) <= set(gap_fills)
+    assert trace.has_canvas and trace.config["remask_threshold"] == 1.0
+    for s in trace.steps:
+        for slot in s.renoised:
+            assert not s.canvas[slot].accepted and slot not in s.committed_slots
+    # threshold 0 never remasks, and the output is the held tokens
+    plain = sv.decode(sharp, PROMPTS[0], decoder="remask", gamma=2.0, remask_threshold=0.0, max_new_tokens=24)
+    assert not any(s.renoised for s in plain.steps)
+    assert [d.held_id for b in range(plain.n_blocks) for d in plain.block_steps(b)[-1].canvas][: plain.n_tokens] \
+        == list(plain.output_ids)
+
+
+def test_decoder_arguments_are_checked_by_name(tiny):
+    with pytest.raises(ValueError, match="decoder"):
+        sv.decode(tiny, "ab", decoder="beam")
+    with pytest.raises(ValueError, match="remask_threshold"):
+        sv.decode(tiny, "ab", decoder="remask", remask_threshold=1.5)
+    with pytest.raises(ValueError, match="gamma"):
+        sv.decode(tiny, "ab", decoder="jacobi", gamma=0.5)
+    with pytest.raises(ValueError, match="prompt_lookup_num_tokens"):
+        sv.decode(tiny, "ab", decoder="prompt_lookup", prompt_lookup_num_tokens=0)
+    with pytest.raises(ValueError, match="verify"):
+        sv.decode(tiny, "ab", decoder="remask", verify=True)
+    assert sv.decode(tiny, "ab", max_new_tokens=4).text == sv.decode(tiny, "ab", decoder="sbd", max_new_tokens=4).text
+
+
+@pytest.mark.slow
+def test_exact_decoders_on_held_out_suite_items():
+    model = sv.load_model()
+    for item in sv.tasks.load_suite(split="test", per_family=2):
+        ntp = sv.decode_ntp(model, item.prompt, stop="\n")
+        for decoder in ("jacobi", "prompt_lookup"):
+            trace = _round_trip(sv.decode(model, item.prompt, decoder=decoder, stop="\n"))
+            assert trace.text == ntp.text, (decoder, item.prompt)
+            assert trace.nfe <= ntp.nfe, (decoder, item.prompt)
+        remask = _round_trip(sv.decode(model, item.prompt, decoder="remask", stop="\n"))
+        assert remask.n_tokens >= 1
