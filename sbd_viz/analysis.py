@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 import torch
 
 from ._version import __version__
-from .checks import check_model, check_trace
+from .checks import check_model, check_trace, check_traces
 from .decoder import DecodeConfig
 from .evaluation import STOP, _Plan, is_main_process, main_decides, split_items
 from .model import SBDModel
@@ -228,13 +228,7 @@ def gap_fill_report(traces: Trace | Iterable[Trace], model: SBDModel | None = No
     """
     import pandas as pd
 
-    traces = [traces] if isinstance(traces, Trace) else list(traces)
-    for i, t in enumerate(traces):
-        check_trace(t, f"traces[{i}]")
-    if items is not None:
-        items = list(items)
-        if len(items) != len(traces):
-            raise ValueError(f"items: got {len(items)} items for {len(traces)} traces; pass one per trace")
+    traces, items = check_traces(traces, items)
     rows = []
     for i, trace in enumerate(traces):
         for event in gap_fill_events(model, trace, items[i] if items is not None else None):

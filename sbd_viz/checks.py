@@ -26,3 +26,16 @@ def check_prompt(prompt, name: str = "prompt") -> str:
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"{name}: must be a non-empty string, got {prompt!r}")
     return prompt
+
+
+def check_traces(traces, items=None) -> tuple[list[Trace], list | None]:
+    """``traces`` (one ``Trace`` or several) as a list, each checked, and ``items`` (suite items or ``None``
+    entries, one per trace, as the reports take them) as a list of the same length, or ``None``."""
+    traces = [traces] if isinstance(traces, Trace) else list(traces)
+    for i, t in enumerate(traces):
+        check_trace(t, f"traces[{i}]")
+    if items is not None:
+        items = list(items)
+        if len(items) != len(traces):
+            raise ValueError(f"items: got {len(items)} items for {len(traces)} traces; pass one per trace")
+    return traces, items

@@ -25,7 +25,7 @@ import math
 from typing import Iterable, Sequence
 
 from .analysis import EVENT_COLUMNS, REPORT_COLUMNS, _item_correct, gap_fill_report, suspicion, teacher_forced_ntp
-from .checks import check_trace
+from .checks import check_trace, check_traces
 from .model import SBDModel
 from .tasks import SuiteItem
 from .trace import Step, Trace, render_state
@@ -118,17 +118,6 @@ def incoherence_events(model: SBDModel | None, trace: Trace, item: SuiteItem | N
     return _events(trace, tf, correct)
 
 
-def _traces_and_items(traces, items) -> tuple[list[Trace], list | None]:
-    traces = [traces] if isinstance(traces, Trace) else list(traces)
-    for i, t in enumerate(traces):
-        check_trace(t, f"traces[{i}]")
-    if items is not None:
-        items = list(items)
-        if len(items) != len(traces):
-            raise ValueError(f"items: got {len(items)} items for {len(traces)} traces; pass one per trace")
-    return traces, items
-
-
 def incoherence_report(traces: Trace | Iterable[Trace], model: SBDModel | None = None,
                        items: Sequence[SuiteItem | None] | None = None):
     """A tidy ``pandas.DataFrame``: one row per incoherent commit of ``traces``, most suspicious first.
@@ -139,7 +128,7 @@ def incoherence_report(traces: Trace | Iterable[Trace], model: SBDModel | None =
     """
     import pandas as pd
 
-    traces, items = _traces_and_items(traces, items)
+    traces, items = check_traces(traces, items)
     rows = []
     for i, trace in enumerate(traces):
         for event in incoherence_events(model, trace, items[i] if items is not None else None):
@@ -159,7 +148,7 @@ def failure_report(traces: Trace | Iterable[Trace], model: SBDModel | None = Non
     """
     import pandas as pd
 
-    traces, items = _traces_and_items(traces, items)
+    traces, items = check_traces(traces, items)
     gaps = gap_fill_report(traces, model=model, items=items)
     gaps.insert(0, "kind", "gap_fill")
     incoherent = incoherence_report(traces, model=model, items=items)

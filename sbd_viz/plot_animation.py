@@ -320,8 +320,6 @@ def save_animation(trace: Trace, path: str | Path, width: int = WIDTH, frame_ms:
     ``frame_ms`` each call's frame, ``last_frame_ms`` the finished decode's; ``max_blocks`` / ``last`` as in
     ``plots.block_fill`` (a long trace's first or last N blocks; the counters still count the whole trace).
     """
-    from PIL import Image
-
     path = Path(path)
     if path.suffix.lower() != ".gif":
         raise ValueError(f"path: must end in .gif, got {str(path)!r}")
