@@ -1,5 +1,7 @@
 """Decoders as a choice (sbd_viz.parallel): remask, Jacobi and prompt lookup recorded into the same trace."""
 
+import html
+
 import pytest
 
 import sbd_viz as sv
@@ -101,3 +103,29 @@ def test_exact_decoders_on_held_out_suite_items():
             assert trace.nfe <= ntp.nfe, (decoder, item.prompt)
         remask = _round_trip(sv.decode(model, item.prompt, decoder="remask", stop="\n"))
         assert remask.n_tokens >= 1
+
+
+def test_compare_decoders_data(sharp):
+    from sbd_viz import plots
+
+    prompt = PROMPTS[0]
+    traces = [sv.decode(sharp, prompt, decoder=d, max_new_tokens=16, **kw)
+              for d, kw in [("ntp", {}), ("sbd", {"gamma": 2.0}), ("sbd", {"verify": True}),
+                            ("remask", {"gamma": 2.0, "remask_threshold": 1.0}), ("jacobi", {}), ("prompt_lookup", {})]]
+    fig = plots.compare_decoders(traces)
+    rows = fig.layout.meta["rows"]
+    assert [r["label"] for r in rows] == ["ntp", "sbd", "verified sbd", "remask", "jacobi", "prompt_lookup"]
+    for r, t in zip(rows, traces):
+        assert (r["calls"], r["tokens"]) == (t.nfe, t.n_tokens)
+        assert r["equals_greedy"] == (t.text == traces[0].text)
+        assert r["renoised"] == sum(len(s.renoised) for s in t.steps)
+    assert all(r["equals_greedy"] for r in rows if r["label"] in ("ntp", "verified sbd", "jacobi", "prompt_lookup"))
+    assert rows[3]["renoised"] > 0
+    # each panel's cells spell the output in block order; its shade is the step of the block that wrote the cell
+    for i, t in enumerate(traces):
+        panel = fig.data[i]
+        spelled = html.unescape("".join(x for row in panel.text for x in row))
+        assert spelled == "".join(t.output_texts)[:len(spelled)] and len(spelled) > 0, t.config["decoder"]
+    assert fig.data[len(traces)].x == tuple(t.nfe for t in traces)
+    with pytest.raises(ValueError, match="traces"):
+        plots.compare_decoders([traces[0], sv.decode(sharp, "other", max_new_tokens=4)])
