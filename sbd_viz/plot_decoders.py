@@ -41,7 +41,8 @@ def decoder_rows(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | Non
     if ntp is None:
         ntp = next((t for _, t in pairs if t.config.get("decoder") == "ntp"), None)
     return [{"label": label, "decoder": t.config.get("decoder", "sbd"), "calls": t.nfe, "tokens": t.n_tokens,
-             "tokens_per_call": round(t.tokens_per_call, 4), "equals_greedy": None if ntp is None else t.text == ntp.text,
+             "tokens_per_call": round(t.tokens_per_call, 4),
+             "equals_greedy": None if ntp is None else t.text == ntp.text,
              "renoised": sum(len(s.renoised) for s in t.steps), "rollbacks": len(t.rollbacks())}
             for label, t in pairs]
 
@@ -92,8 +93,8 @@ def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace |
         fig.update_xaxes(showticklabels=False, fixedrange=True, row=i, col=1)
     marks = {True: "= greedy", False: "≠ greedy", None: ""}
     fig.add_trace(go.Bar(y=[r["label"] for r in rows], x=[r["calls"] for r in rows], orientation="h",
-                         text=[f"{r['calls']} calls · {r['tokens_per_call']:.2f} tok/call · {marks[r['equals_greedy']]}"
-                               for r in rows], textposition="auto", marker_color="#4C78A8", showlegend=False),
+                         text=[f"{r['calls']} calls · {r['tokens_per_call']:.2f} tok/call · "
+                               f"{marks[r['equals_greedy']]}" for r in rows], textposition="auto", marker_color="#4C78A8", showlegend=False),
                   row=len(pairs) + 1, col=1)
     fig.update_yaxes(autorange="reversed", row=len(pairs) + 1, col=1)
     fig.update_layout(**common_layout(
