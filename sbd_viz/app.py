@@ -32,6 +32,7 @@ import sbd_viz as sv
 from sbd_viz import roofline, tasks
 from sbd_viz.app_panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_events,
                                 failure_label, failure_rows, stream_ladder)
+from sbd_viz.app_decoders import compare as compare_decoders, decoders_tab
 from sbd_viz.app_curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
 from sbd_viz.app_views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html,
@@ -368,6 +369,19 @@ class Handlers:
         except ValueError as exc:  # the library's checks name the argument
             raise gr.Error(str(exc)) from None
 
+    def compare(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+                verify, chosen):
+        """The prompt through each chosen decoder, beside NTP (``app_decoders``)."""
+        if self.canvas:
+            raise gr.Error("decoders: a block-diffusion model decodes with its own sampler only")
+        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+        try:
+            figure, rows = compare_decoders(self.model, settings, chosen)
+        except ValueError as exc:  # the library's checks name the argument
+            raise gr.Error(str(exc)) from None
+        return fit(figure), rows
+
     def ladder_pick(self, evt: gr.SelectData):
         """A click on a ladder row: that γ goes to the slider, and the main view decodes it (the same decode)."""
         row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
@@ -516,6 +530,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 ladder_table = gr.Dataframe(headers=LADDER_HEADERS, datatype=["number"] * 3 + ["str", "str", "number"],
                                             interactive=False, max_height=320, elem_id="sbd-ladder")
                 ladder_plot = gr.Plot(label="calls against γ")
+            with gr.Tab("Compare decoders", visible=not canvas):
+                chosen, compare_run, compare_table, compare_plot = decoders_tab()
             with gr.Tab("Downloads"):
                 trace_file = gr.File(label="the full trace of the current decode (sbd_viz.Trace.load reads it)")
                 gif_run = gr.Button("Make a GIF of the animation (one frame per call)")
@@ -561,6 +577,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                          preprocess=False, show_progress="minimal", concurrency_id="model", api_name="ladder")
         ladder_table.select(h.ladder_pick, outputs=[gamma], api_visibility="undocumented").then(
             **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        compare_run.click(h.compare, inputs=settings + [chosen], outputs=[compare_plot, compare_table], preprocess=False,
+                          show_progress="minimal", concurrency_id="model", api_name="compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], concurrency_id="model", api_name="gif")
     return demo
 

@@ -85,12 +85,13 @@ def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace |
                                         f"{r['tokens_per_call']:.2f} per call"
                                         + (f" · {r['renoised']} remasked" if r["renoised"] else "")
                                         for r in rows] + ["calls (fewer is faster); tokens per call; equals greedy?"])
+    width = max(s.block_size for _, t in pairs for s in t.steps)  # one cell size in every panel
     for i, (label, t) in enumerate(pairs, start=1):
         z, text, hover = _panel(t, max_blocks)
         fig.add_trace(go.Heatmap(z=z, text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                  coloraxis="coloraxis", xgap=2, ygap=2, name=label), row=i, col=1)
         fig.update_yaxes(autorange="reversed", showticklabels=False, fixedrange=True, row=i, col=1)
-        fig.update_xaxes(showticklabels=False, fixedrange=True, row=i, col=1)
+        fig.update_xaxes(showticklabels=False, fixedrange=True, range=[-0.5, width - 0.5], row=i, col=1)
     marks = {True: "= greedy", False: "≠ greedy", None: ""}
     fig.add_trace(go.Bar(y=[r["label"] for r in rows], x=[r["calls"] for r in rows], orientation="h",
                          text=[f"{r['calls']} calls · {r['tokens_per_call']:.2f} tok/call · "
