@@ -20,10 +20,10 @@ from .jacobi import JacobiDecoding
 from .lookup import DEFAULT_LOOKUP_TOKENS, decode_prompt_lookup
 from .remask import DEFAULT_REMASK_THRESHOLD, RemaskDecoding
 from .rules import DEFAULT_GAMMA, DEFAULT_RULE
-from .trace import Trace
+from .trace import DRAFT_AND_CHECK, Trace
 
 DECODERS = ("sbd", "remask", "jacobi", "prompt_lookup", "ntp")
-EXACT = ("jacobi", "prompt_lookup", "ntp")  # write greedy NTP's text by construction (and SBD with verify=True)
+EXACT = DRAFT_AND_CHECK + ("ntp",)  # write greedy NTP's text by construction (and SBD with verify=True)
 # each decoder's arguments besides model, prompt, max_new_tokens, stop and top_n
 OWN_ARGUMENTS = {
     "sbd": ("rule", "gamma", "block_size", "temperature", "seed", "gap_free", "verify"),

@@ -79,7 +79,7 @@ def cell_label(text: str, n: int) -> str:
 def settings_line(trace: Trace) -> str:
     c = trace.config
     parts = [c.get("decoder", "?")]
-    if c.get("decoder") != "ntp":
+    if c.get("decoder") != "ntp" and not trace.draft_and_check:
         parts += [f"rule {c.get('rule', '?')}", f"γ = {c.get('gamma', '?')}"]
     return " · ".join(str(p) for p in parts + [f"k = {c.get('block_size', block_size_of(trace))}", trace.model_id])
 
