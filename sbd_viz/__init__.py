@@ -27,6 +27,7 @@ from .ladder import Ladder, gamma_ladder
 from .incoherence import failure_report, incoherence_report
 from . import parallel
 from .parallel import DECODERS
+from .decoder_sweep import sweep_decoders
 
 
 def load_model(path=None, dtype=None, device=None):
@@ -93,5 +94,5 @@ __all__ = [
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "failure_report",
-    "incoherence_report", "parallel", "DECODERS",
+    "incoherence_report", "parallel", "DECODERS", "sweep_decoders",
 ]

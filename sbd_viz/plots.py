@@ -6,7 +6,8 @@ The figures live in sibling modules and are all reached from here:
   ``entropy_heatmap``: ``plot_blocks``, whose docstring says how to read cells without a browser;
 - ``calls_timeline``, ``compare`` (with ``first_difference``) and ``roofline``: ``plot_charts``;
 - ``compare_decoders`` (one prompt through several decoders: a block-fill panel each, calls, tokens per call,
-  equals greedy?) and ``decoder_rows``: ``plot_decoders``;
+  equals greedy?) and ``decoder_rows``: ``plot_decoders``; ``decoder_tradeoff`` (a ``sweep_decoders`` frame,
+  one line per decoder): ``decoder_sweep``;
 - ``tradeoff`` (the speed/quality curve) and ``sweep_frame`` (the one loader of sweep rows): ``plot_tradeoff``;
 - ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plot_masks``;
 - ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plot_ladder``;
@@ -25,6 +26,7 @@ import plotly.graph_objects as go
 
 from .plot_blocks import block_fill, block_fill_spec, entropy_heatmap
 from .plot_decoders import compare_decoders, decoder_rows
+from .decoder_sweep import decoder_tradeoff
 from .plot_charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
 from .plot_animation import save_animation
 from .plot_ladder import gamma_ladder_figure as gamma_ladder
@@ -38,7 +40,7 @@ from .trace import Trace, first_difference
 
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
-           "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "entropy_heatmap", "first_difference",
+           "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference",
            "gamma_ladder", "roofline", "save_animation", "save_html", "sweep_frame", "trace_html", "tradeoff"]
 
 

@@ -142,3 +142,26 @@ def test_draft_and_check_traces_in_words(sharp):
     assert "the last accepted token and 3 draft(s) causally" in later
     assert summary.trace_summary(trace).startswith("jacobi (drafts checked by NTP")
     assert "rule" not in settings_line(trace) and "γ" not in settings_line(trace)
+
+
+def test_sweep_decoders_frame_and_its_tradeoff(sharp):
+    from sbd_viz import plots
+
+    prompts = PROMPTS[:2]
+    df = sv.sweep_decoders(sharp, prompts, gammas=(0.5, 2.0), verify=(False, True), max_new_tokens=12)
+    assert list(df["label"]) == ["ntp"] + ["sbd", "verified sbd"] * 2 + ["remask"] * 2 + ["jacobi", "prompt_lookup"]
+    ntp = [sv.decode_ntp(sharp, p, max_new_tokens=12) for p in prompts]
+    row = df[(df["label"] == "sbd") & (df["gamma"] == 2.0)].iloc[0]
+    traces = [sv.decode(sharp, p, gamma=2.0, max_new_tokens=12) for p in prompts]
+    assert row["calls"] == sum(t.nfe for t in traces) and row["tokens"] == sum(t.n_tokens for t in traces)
+    assert row["speedup_calls"] == pytest.approx(sum(t.nfe for t in ntp) / row["calls"])
+    assert row["same_as_ntp"] == sum(t.text == n.text for t, n in zip(traces, ntp)) / 2
+    exact = df[df["label"].isin(["verified sbd", "jacobi", "prompt_lookup", "ntp"])]
+    assert (exact["same_as_ntp"] == 1.0).all() and df["accuracy"].isna().all()  # plain prompts are not scored
+    fig = plots.decoder_tradeoff(df, y="same_as_ntp")
+    lines = fig.layout.meta["lines"]
+    assert set(lines) == set(df["label"]) and len(lines["sbd"]) == 2
+    assert [p[2] for p in lines["sbd"]] == sorted([0.5, 2.0], key=lambda g: df[(df.label == "sbd") & (df.gamma == g)]
+                                                   .speedup_calls.iloc[0])
+    with pytest.raises(ValueError, match="decoders"):
+        sv.sweep_decoders(sharp, prompts, decoders=("beam",))
