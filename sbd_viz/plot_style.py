@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .trace import Step, Trace, visible
+from .trace import DRAFT_AND_CHECK, Step, Trace, visible
 
 STATES = ("done", "now", "masked", "future")
 STATE_COLORS = {
@@ -79,7 +79,7 @@ def cell_label(text: str, n: int) -> str:
 def settings_line(trace: Trace) -> str:
     c = trace.config
     parts = [c.get("decoder", "?")]
-    if c.get("decoder") != "ntp" and not trace.draft_and_check:
+    if c.get("decoder") not in ("ntp",) + DRAFT_AND_CHECK:
         parts += [f"rule {c.get('rule', '?')}", f"γ = {c.get('gamma', '?')}"]
     return " · ".join(str(p) for p in parts + [f"k = {c.get('block_size', block_size_of(trace))}", trace.model_id])
 

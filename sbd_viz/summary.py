@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .trace import Commit, Step, Trace, render_state, visible
+from .trace import DRAFT_AND_CHECK, Commit, Step, Trace, render_state, visible
 
 PENDING = "…"  # a number still being measured (the app decodes NTP after SBD)
 
@@ -109,7 +109,7 @@ def fed_text(trace: Trace, step: Step) -> str:
     k = step.block_size
     if trace.verified:
         return _fed_verified(trace, step)
-    if trace.draft_and_check:  # the text so far's tail, then the drafts, all causal; no masked slot
+    if trace.config.get("decoder") in DRAFT_AND_CHECK:  # the text so far's tail, then the drafts, all causal; no masked slot
         before = f"the prompt's {step.n_input - k + 1} tokens" if step.call == 0 else "the last accepted token"
         return (f"{before} and {k - 1} draft(s) causally, each checked against NTP "
                 f"({len(step.accepted)}/{len(step.checks)} accepted)")
@@ -170,7 +170,7 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     cfg = trace.config
     if cfg.get("decoder") == "ntp":
         head = "NTP greedy (HF generate)"
-    elif trace.draft_and_check:
+    elif cfg.get("decoder") in DRAFT_AND_CHECK:
         head = f"{cfg.get('decoder')} (drafts checked by NTP: greedy's text) block_size={cfg.get('block_size')}"
     elif trace.has_canvas:  # a block decoder whose accepted slots can be renoised (e.g. DiffusionGemma)
         head = (f"{cfg.get('decoder')} {cfg.get('rule')} gamma={cfg.get('gamma')} canvas={cfg.get('block_size')}, "

@@ -39,9 +39,7 @@ SCHEMA_VERSION = 3  # 2: verified decoding (Commit.ntp, Step.checks / ...); 3: S
 READS_VERSIONS = (1, 2, 3)  # older traces load with the newer fields at their defaults
 CANVAS_FIELDS = ("canvas", "renoised", "passes")  # version 3's step fields, left out of files that do not use them
 MASK_TEXT = "<m>"
-# decoders whose every call feeds drafts causally and checks them against NTP (the text is greedy's): each call is a
-# block of its own, its drafts ``Step.checks``, the first wrong one a ``Rollback``
-DRAFT_AND_CHECK = ("jacobi", "prompt_lookup")
+DRAFT_AND_CHECK = ("jacobi", "prompt_lookup")  # decoders whose calls feed drafts that NTP checks: greedy's text
 
 
 class TraceFormatError(ValueError):
@@ -238,11 +236,6 @@ class Trace:
     def verified(self) -> bool:
         """Decoded with ``verify=True``: every output token is NTP's greedy choice."""
         return bool(self.config.get("verify", False))
-
-    @property
-    def draft_and_check(self) -> bool:
-        """Decoded by Jacobi or prompt lookup (``DRAFT_AND_CHECK``): every output token is NTP's greedy choice."""
-        return self.config.get("decoder") in DRAFT_AND_CHECK
 
     @cached_property  # not a field; the pictures ask it per cell
     def has_canvas(self) -> bool:
