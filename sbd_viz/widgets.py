@@ -24,12 +24,15 @@ from . import plots
 from .decoder import DecodeConfig, decode, decode_ntp
 from .diffusion import DiffusionModel, decode as decode_diffusion
 from .model import SBDModel
+from .parallel import DECODERS, OWN_ARGUMENTS, decode as decode_with
 from .plot_animation import save_animation
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .summary import Measure, measures, step_text
 from .trace import Trace, first_difference, visible
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+CHOICES = tuple(d for d in DECODERS if d != "ntp")  # the decoder dropdown; NTP is the comparison
+OTHER_KNOBS = ("remask_threshold", "prompt_lookup_num_tokens", "max_matching_ngram_size")  # not SBD's
 
 
 def figure_at_call(fig: go.Figure, call: int) -> go.Figure:
@@ -83,7 +86,8 @@ def _value_html(measure: Measure) -> str:
 
 class Explorer(widgets.VBox):
     """The widget ``explore`` returns. Its parts are attributes so notebooks and tests can drive it:
-    ``gamma``, ``rule``, ``gap_free``, ``verify``, ``block_size``, ``max_new_tokens``, ``prompt`` (controls),
+    ``decoder``, ``gamma``, ``rule``, ``gap_free``, ``verify``, ``block_size``, ``max_new_tokens``, ``prompt``
+    (controls; ``decoder`` picks SBD, remasking, Jacobi or prompt lookup, whose unused controls grey out),
     ``call`` / ``play`` (scrubber), ``metrics`` / ``step_info`` (HTML), ``view`` (Output holding the
     figure), and the current ``trace``, ``ntp_trace`` and ``figure`` (the full animation)."""
 
@@ -93,8 +97,11 @@ class Explorer(widgets.VBox):
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
         if decode_kwargs.get("block_size") is None:  # as decode: the model's own block size
             decode_kwargs = {**decode_kwargs, "block_size": model.block_size}
+        decoder = decode_kwargs.pop("decoder", "sbd")
+        if decoder not in CHOICES:
+            raise ValueError(f"decoder: choose from {', '.join(CHOICES)}, got {decoder!r}")
         if not self.canvas:  # bad settings fail here, named, before a slider clamps them silently
-            DecodeConfig(**decode_kwargs)
+            DecodeConfig(**{k: v for k, v in decode_kwargs.items() if k not in OTHER_KNOBS})
         # so does a prompt past the context
         model.check_fits(len(model.encode(prompt)), decode_kwargs.get("max_new_tokens", 64))
         self.model = model
@@ -104,6 +111,8 @@ class Explorer(widgets.VBox):
         lo, hi, step = knob.slider
         gamma = self.extra.pop("gamma", knob.default)
         wide = {"description_width": "110px"}
+        self.decoder = widgets.Dropdown(options=CHOICES, value=decoder, description="decoder", style=wide,
+                                        layout=widgets.Layout(display="none" if self.canvas else None))
         self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
                                    layout=widgets.Layout(width="640px"))
         self.rule = widgets.Dropdown(options=model.rules if self.canvas else RULES, value=rule, description="rule",
@@ -142,11 +151,12 @@ class Explorer(widgets.VBox):
         self._quiet = False  # set while the widget itself moves controls, so they do not re-decode
 
         self.rule.observe(self._rule_changed, "value")
+        self.decoder.observe(self._decoder_changed, "value")
         for control in (self.prompt, self.gamma, self.gap_free, self.verify, self.block_size, self.max_new_tokens):
             control.observe(self._redecode, "value")
         self.call.observe(lambda change: self.show_call(change["new"]), "value")
         super().__init__([
-            self.prompt,
+            widgets.HBox([self.prompt, self.decoder]),
             widgets.HBox([self.rule, self.gamma, self.gap_free, self.verify]),
             widgets.HBox([self.block_size, self.max_new_tokens]),
             self.metrics,
@@ -155,19 +165,27 @@ class Explorer(widgets.VBox):
             self.view,
             widgets.HBox([self.gif_path, self.save, self.saved]),
         ])
+        self._grey_out()
         self.redecode()
 
     # -- decoding -------------------------------------------------------------------------
     def settings(self) -> dict:
-        """The keyword arguments of ``sv.decode`` that the controls currently say."""
+        """The keyword arguments of ``sv.decode`` that the controls currently say (those the decoder takes)."""
+        if self.decoder.value != "sbd":
+            own = OWN_ARGUMENTS[self.decoder.value] + ("stop", "top_n")
+            given = dict(rule=self.rule.value, gamma=self.gamma.value, block_size=self.block_size.value, **self.extra)
+            return dict(decoder=self.decoder.value, max_new_tokens=self.max_new_tokens.value,
+                        **{k: v for k, v in given.items() if k in own})
         return dict(rule=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
                     verify=self.verify.value, block_size=self.block_size.value,
-                    max_new_tokens=self.max_new_tokens.value, **self.extra)
+                    max_new_tokens=self.max_new_tokens.value,
+                    **{k: v for k, v in self.extra.items() if k not in OTHER_KNOBS})
 
     def redecode(self) -> None:
         """Decode with the current settings and redraw everything; a bad setting shows its error."""
         try:
-            trace = (decode_diffusion if self.canvas else decode)(self.model, self.prompt.value, **self.settings())
+            run = decode_diffusion if self.canvas else decode if self.decoder.value == "sbd" else decode_with
+            trace = run(self.model, self.prompt.value, **self.settings())
             key = (self.prompt.value, self.max_new_tokens.value, self.extra.get("stop"))
             if key != self._ntp_key and not self.canvas:  # NTP does not depend on the rule, gamma or k
                 self.ntp_trace = decode_ntp(self.model, self.prompt.value, max_new_tokens=self.max_new_tokens.value,
@@ -203,6 +221,20 @@ class Explorer(widgets.VBox):
         if not self._quiet:
             self.redecode()
 
+    def _grey_out(self) -> None:
+        """Disable the controls the chosen decoder does not take."""
+        if self.canvas:
+            return
+        own = OWN_ARGUMENTS[self.decoder.value]
+        self.rule.disabled = "rule" not in own
+        self.gamma.disabled = "gamma" not in own or not COMMIT_RULES[self.rule.value].tunable
+        self.gap_free.disabled, self.verify.disabled = "gap_free" not in own, "verify" not in own
+        self.block_size.disabled = "block_size" not in own
+
+    def _decoder_changed(self, change) -> None:
+        self._grey_out()
+        self.redecode()
+
     def _rule_changed(self, change) -> None:
         knob = COMMIT_RULES[change["new"]]
         lo, hi, step = knob.slider
@@ -235,7 +267,7 @@ class Explorer(widgets.VBox):
             body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
             return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
         diff = first_difference(t.text, n.text)
-        rows += [("SBD text", f"<code>{_esc(visible(t.text))}</code>"),
+        rows += [(f"{'SBD' if self.decoder.value == 'sbd' else self.decoder.value} text", f"<code>{_esc(visible(t.text))}</code>"),
                  ("NTP text", f"<code>{_esc(visible(n.text))}</code> · "
                               + ("the same text" if diff is None else f"the texts first differ at character {diff}"))]
         body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
@@ -248,7 +280,7 @@ class Explorer(widgets.VBox):
 
 
 def explore(model: SBDModel, prompt: str, **decode_kwargs) -> Explorer:
-    """An interactive explorer of ``prompt`` decoded by ``model``: rule, gamma, gap-free, verified, block size and
-    length controls (each change re-decodes), a call scrubber with play, the block-fill view at that
+    """An interactive explorer of ``prompt`` decoded by ``model``: decoder (``decoder=``: SBD, remasking, Jacobi or
+    prompt lookup), rule, gamma, gap-free, verified, block size and length controls (each change re-decodes), a call scrubber with play, the block-fill view at that
     call, and the measures beside NTP. ``decode_kwargs`` are ``sv.decode``'s (``stop="\\n"`` etc.)."""
     return Explorer(model, prompt, **decode_kwargs)
