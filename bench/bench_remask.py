@@ -96,7 +96,6 @@ def measure(model, base, gamma: float, thresholds, results: list[dict], examples
             row["tokens_remask"] += remask.n_tokens
             taken = remasked_positions(remask)
             row["renoised"] += len(taken)
-            final = {len(remask.prompt_ids) + i: t for i, t in enumerate(remask.output_ids)}
             row["renoised_changed"] += changed_after_remask(remask)
             if where is not None:
                 row["diverging"] += 1
