@@ -164,3 +164,13 @@ def test_sweep_decoders_frame_and_its_tradeoff(sharp):
                                                    .speedup_calls.iloc[0])
     with pytest.raises(ValueError, match="decoders"):
         sv.sweep_decoders(sharp, prompts, decoders=("beam",))
+
+
+@pytest.mark.slow
+def test_remask_bench_page_renders_from_its_json(tmp_path):
+    from conftest import ROOT, bench_script
+
+    bench = bench_script("bench_remask")
+    out = tmp_path / "REMASK.md"
+    bench.main(["--from-json", str(ROOT / "bench" / "remask.json"), "--out", str(out)])
+    assert out.read_text() == (ROOT / "bench" / "REMASK.md").read_text()
