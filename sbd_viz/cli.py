@@ -12,10 +12,22 @@ def _trace(args) -> int:
     model = sv.load_model(args.model, dtype=args.dtype, device=args.device)
     if args.ntp:
         trace = sv.decode_ntp(model, args.prompt, max_new_tokens=args.max_new_tokens, stop=args.stop)
-    else:
+    elif args.decoder == "sbd":
         trace = sv.decode(model, args.prompt, rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                           stop=args.stop, gap_free=args.gap_free, verify=args.verify)
+    else:  # another decoder takes its own settings; one it does not take, set, is refused by name
+        from .parallel import OWN_ARGUMENTS
+
+        given = dict(rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
+                     remask_threshold=args.remask_threshold, prompt_lookup_num_tokens=args.lookup_tokens)
+        asked = {"gap_free": args.gap_free, "verify": args.verify, "temperature": args.temperature}
+        refused = [name for name, value in asked.items() if value]
+        if refused:
+            raise ValueError(f"{refused[0]}: means nothing for decoder {args.decoder!r}")
+        own = {k: v for k, v in given.items() if k in OWN_ARGUMENTS[args.decoder] and v is not None}
+        trace = sv.decode(model, args.prompt, decoder=args.decoder, max_new_tokens=args.max_new_tokens,
+                          stop=args.stop, **own)
     print(trace.summary())
     if args.out:
         print(f"trace written to {trace.save(args.out)}")
@@ -191,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
     p.add_argument("--ntp", action="store_true", help="decode with NTP (HF generate, greedy) instead")
+    p.add_argument("--decoder", default="sbd", choices=("sbd", "remask", "jacobi", "prompt_lookup"),
+                   help="sbd (default); remask: SBD with low-confidence remasking; jacobi: Jacobi fixed-point "
+                        "iteration; prompt_lookup: HF prompt lookup decoding (the last two write greedy's text)")
+    p.add_argument("--remask-threshold", type=float, default=None,
+                   help="remask: a held gap fill whose re-read probability falls below this goes back to masked")
+    p.add_argument("--lookup-tokens", type=int, default=None,
+                   help="prompt_lookup: tokens drafted per call from the prompt (prompt_lookup_num_tokens)")
     p.add_argument("--verify", action="store_true",
                    help="check every draft against NTP greedy (temperature 0): the text is exactly NTP's")
     p.add_argument("--out", help="write the trace JSON here")

@@ -174,3 +174,16 @@ def test_remask_bench_page_renders_from_its_json(tmp_path):
     out = tmp_path / "REMASK.md"
     bench.main(["--from-json", str(ROOT / "bench" / "remask.json"), "--out", str(out)])
     assert out.read_text() == (ROOT / "bench" / "REMASK.md").read_text()
+
+
+def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(capsys, tmp_path):
+    from sbd_viz import cli
+
+    out = tmp_path / "t.json"
+    assert cli.main(["trace", "assert 1 + 2 == ", "--decoder", "jacobi", "--stop", "\n", "--out", str(out)]) == 0
+    trace = sv.Trace.load(out)
+    model = sv.load_model()
+    assert trace.config["decoder"] == "jacobi" and trace.text == sv.decode_ntp(model, "assert 1 + 2 == ",
+                                                                              stop="\n").text
+    assert cli.main(["trace", "assert 1 + 2 == ", "--decoder", "jacobi", "--verify"]) == 2
+    assert "verify" in capsys.readouterr().err
