@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -30,6 +29,8 @@ import gradio as gr
 
 import sbd_viz as sv
 from sbd_viz import roofline, tasks
+from sbd_viz.app_inputs import (DECODERS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, read_decoder, read_number,
+                                read_projection, read_settings)
 from sbd_viz.app_panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_events,
                                 failure_label, failure_rows, stream_ladder)
 from sbd_viz.app_decoders import compare as compare_decoders, decoders_tab
@@ -45,12 +46,6 @@ from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
            "compute_sweep", "example_label", "main", "precompute_sweep", "read_projection", "read_settings"]
 
-# The longest prompt whose answer still fits the shipped model's trained context of 512 positions
-# at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
-# against their own context when a request comes in (SBDModel.check_fits).
-MAX_PROMPT_CHARS = 383
-MAX_NEW_TOKENS = 128
-MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
 
 # Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
@@ -139,77 +134,6 @@ SHOW_CALL_JS = """
 """
 
 
-# -- input checking: one place, every error names the field --------------------------------------
-def _number(value, field: str) -> float:
-    if isinstance(value, bool) or value is None or value == "":
-        raise gr.Error(f"{field}: must be a number, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise gr.Error(f"{field}: must be a number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise gr.Error(f"{field}: must be a finite number, got {value!r}")
-    return x
-
-
-def _whole(value, field: str, lo: int, hi: int) -> int:
-    x = _number(value, field)
-    if x != int(x) or not lo <= x <= hi:
-        raise gr.Error(f"{field}: must be a whole number from {lo} to {hi}, got {value!r}")
-    return int(x)
-
-
-def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                  stop_at_newline, verify=False, max_block_size: int = MAX_BLOCK_SIZE) -> dict:
-    """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise gr.Error(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
-    if rule not in COMMIT_RULES:
-        raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
-    knob = COMMIT_RULES[rule]
-    lo, hi, _ = knob.slider  # the app takes what its slider offers
-    g = _number(gamma, "gamma")
-    if not lo <= g <= hi:
-        raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
-    if knob.valid.whole:
-        g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
-    return dict(prompt=prompt, rule=rule, gamma=g, gap_free=bool(gap_free),
-                block_size=_whole(block_size, "block size", 1, max_block_size),
-                max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
-                temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
-                stop=STOP if stop_at_newline else None, verify=_flag(verify, "verified"))
-
-
-def _flag(value, field: str) -> bool:
-    if not isinstance(value, bool):  # a raw API call can send anything
-        raise gr.Error(f"{field}: must be true or false, got {value!r}")
-    return value
-
-
-def _temperature(value) -> float:
-    t = _number(value, "temperature")
-    if not 0 <= t <= 2:
-        raise gr.Error(f"temperature: must be from 0 (greedy) to 2, got {value!r}")
-    return t
-
-
-def read_projection(hardware, model, batch) -> dict:
-    """The projection dropdowns' raw values, or a ``gr.Error`` naming the bad one."""
-    if hardware not in roofline.HARDWARE:  # the measured "this-cpu" entry is for bench/, not the demo
-        raise gr.Error(f"hardware: unknown {hardware!r}; choose from {', '.join(roofline.HARDWARE)}")
-    if model not in roofline.MODELS:
-        raise gr.Error(f"model: unknown {model!r}; choose from {', '.join(roofline.MODELS)}")
-    try:
-        batch = int(batch)
-    except (TypeError, ValueError):
-        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}") from None
-    if batch not in PROJECTION_BATCHES:
-        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
-    return dict(hardware=hardware, model=model, batch=batch)
-
-
 def example_label(model, suite: dict, prompt: str) -> str:
     """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
     trace = sv.decode(model, prompt, rule=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
@@ -245,16 +169,26 @@ class Handlers:
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
     def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-               verify, session):
+               verify, decoder="SBD", session=None):
         """Decode with SBD, streaming the block state while it fills; then the metrics, then the animation;
-        then NTP on the same prompt (once per prompt and length: it does not depend on the other settings)."""
-        from sbd_viz import plots
-
+        then NTP on the same prompt (once per prompt and length: it does not depend on the other settings).
+        Another decoder (remasking, Jacobi, prompt lookup) decodes whole, then the same views follow."""
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
         prompt = settings.pop("prompt")
         if self.canvas:
             yield from self._decode_canvas(prompt, settings, session)
+            return
+        name, own = read_decoder(decoder, settings)
+        if name != "sbd":
+            t0 = time.perf_counter()
+            try:
+                trace = sv.decode(self.model, prompt, decoder=name, max_new_tokens=settings["max_new_tokens"],
+                                  stop=settings["stop"], **own)
+            except ValueError as exc:  # the library's checks name the argument
+                raise gr.Error(str(exc)) from None
+            yield from self._views(prompt, trace, time.perf_counter() - t0, settings["max_new_tokens"],
+                                   tuple(settings["stop"] or ()), session)
             return
         try:
             config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
@@ -272,14 +206,20 @@ class Handlers:
                 last = time.perf_counter()
                 paused += last - now  # time spent showing progress is not decoding time
         trace = decoding.trace()
-        sbd_seconds = time.perf_counter() - t0 - paused
+        yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, config.max_new_tokens, config.stop,
+                               session)
 
-        ntp_key = (prompt, config.max_new_tokens, config.stop)
+    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session):
+        """A finished decode's views: the metrics and texts, then the animation, then NTP beside it."""
+        from sbd_viz import plots
+
+        skip = gr.skip()
+        ntp_key = (prompt, max_new_tokens, stop)
         old = session if isinstance(session, dict) else {}
         cached = old.get("ntp_key") == ntp_key
         result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
                       ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
-                      sbd_seconds=sbd_seconds, item=tasks.item_in_prompt(prompt, self.suite),
+                      sbd_seconds=seconds, item=tasks.item_in_prompt(prompt, self.suite),
                       gap_fills=len(trace.kept_gap_fills()),
                       projection=old.get("projection", PROJECTION))
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
@@ -291,7 +231,7 @@ class Handlers:
         yield result, figure, metrics_html(result), texts_html(result), call_slider
         if not cached:
             t0 = time.perf_counter()
-            result["ntp"] = sv.decode_ntp(self.model, prompt, max_new_tokens=config.max_new_tokens, stop=config.stop)
+            result["ntp"] = sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop)
             result["ntp_seconds"] = time.perf_counter() - t0
             # Everything again in the last message (API clients read only that one); Gradio sends
             # generator updates as diffs, so the unchanged figure costs nothing on the wire.
@@ -327,7 +267,9 @@ class Handlers:
         # block-diffusion model has none
         gap_events = [] if self.canvas else analysis.gap_fill_events(self.model, trace, session["item"])
         events = [] if self.canvas else failure_events(self.model, trace, session["item"], gap_events)
-        tradeoff, status = self.curve.figure(cfg["rule"], cfg["gamma"], cfg["gap_free"], cfg.get("verify", False))
+        # the curve is the commit rules' sweep: Jacobi's and prompt lookup's traces name no rule there, and say so
+        tradeoff, status = self.curve.figure(cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False),
+                                             cfg.get("verify", False))
         kept = sum(e["kept"] for e in gap_events)  # the count the metrics card shows; the table lists them all
         table = gr.update(value=failure_rows(events), label=failure_label(events, kept))
         comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=("SBD", "NTP")))
@@ -342,7 +284,7 @@ class Handlers:
             return None, ""
         trace = session["trace"]
         # Clamped, not refused: the slider can briefly hold the previous decode's range.
-        step = trace.steps[min(max(0, int(_number(call, "show call"))), trace.nfe - 1)]
+        step = trace.steps[min(max(0, int(read_number(call, "show call"))), trace.nfe - 1)]
         return fit(plots.entropy_heatmap(trace, step.block)), step_markdown(trace, step)
 
     def select_failure(self, session, evt: gr.SelectData):
@@ -424,7 +366,8 @@ class Handlers:
 
     def _trace_file(self, trace) -> str:
         cfg = trace.config
-        name = f"sbd_trace_{cfg['rule']}_g{cfg['gamma']:g}_k{cfg['block_size']}.json"
+        gamma = f"_g{cfg['gamma']:g}" if "gamma" in cfg else ""
+        name = f"sbd_trace_{cfg.get('decoder', 'sbd')}_{cfg['rule']}{gamma}_k{cfg['block_size']}.json"
         return str(trace.save(self._new_folder() / name))
 
 
@@ -480,6 +423,9 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas,
                                      info="check every draft against NTP in the same calls: the text is exactly "
                                           "NTP's greedy text (temperature 0)")
+                decoder = gr.Dropdown(list(DECODERS), value="SBD", label="decoder", visible=not canvas,
+                                      elem_id="sbd-decoder", info="SBD, or another way of writing several tokens "
+                                                                  "per call (the Compare decoders tab runs them all)")
                 with gr.Accordion("more settings", open=False):
                     block_size = gr.Slider(1, max(MAX_BLOCK_SIZE, model.block_size), value=model.block_size, step=1,
                                            label="block size (slots decoded together)", interactive=not canvas)
@@ -541,7 +487,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         # -- wiring -------------------------------------------------------------------------------
         controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                    verify, session]
+                    verify, decoder, session]
         # preprocess=False: the handler checks the raw values itself, so errors name the field
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
         # Every event that runs the model shares one concurrency group, so the queue's limit (2) bounds
@@ -554,7 +500,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
         for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
-                      stop_at_newline.input, temperature.release, seed.submit, verify.input):
+                      stop_at_newline.input, temperature.release, seed.submit, verify.input, decoder.input):
             event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
         rule.input(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
             **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")

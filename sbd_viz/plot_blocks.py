@@ -150,6 +150,8 @@ def _canvas_cell(steps: tuple[Step, ...], block: int, slot: int, call: int, emax
     if steps[0].call > call:
         return "future", "", Z["future"], head + "<br>not started"
     latest = [s for s in steps if s.call <= call][-1]
+    if slot >= len(latest.canvas):  # a last block cut short by max_new_tokens has fewer slots than the block size
+        return "future", "", Z["future"], head + "<br>past the length limit: not decoded"
     d, now = latest.canvas[slot], latest.call == call
     tops = "".join(f"<br>  {token_html(c.text)}  {c.prob:.3f}" for c in d.top)
     draft = (f"<br>draft <b>{token_html(d.text)}</b> p = {d.prob:.3f} · entropy {d.entropy:.3f} nats"

@@ -299,13 +299,13 @@ def test_a_request_past_the_models_context_is_an_error_naming_the_field(app_modu
     handlers = app_module.Handlers(model, app_module.SpeedQualityCurve(results=SWEEP_ROWS, compute=False))
     with pytest.raises(gr.Error, match=f"{field}.*64"):
         next(handlers.decode("x" * prompt_chars, "entropy_bounded", 0.5, False, 16, max_new_tokens, 0, 0, False,
-                             False, None))
+                             False, session=None))
 
 
 def test_nan_gamma_over_raw_http_is_an_error_and_the_app_keeps_serving(served, client):
     # JSON has no NaN, so gradio_client cannot send one; a raw request can (Python's parser accepts it).
     url, _ = served
-    body = json.dumps({"data": [PROMPT, "entropy_bounded", float("nan"), False, 16, MAX_NEW, 0, 0, False, False]})
+    body = json.dumps({"data": [PROMPT, "entropy_bounded", float("nan"), False, 16, MAX_NEW, 0, 0, False, False, "SBD"]})
     req = urllib.request.Request(url + "gradio_api/call/decode", data=body.encode(),
                                  headers={"Content-Type": "application/json"})
     event_id = json.loads(urllib.request.urlopen(req, timeout=30).read())["event_id"]
@@ -416,3 +416,32 @@ def test_gif_download_has_one_frame_per_call(client):
     trace = trace_of(client)
     with Image.open(path) as gif:
         assert gif.format == "GIF" and gif.n_frames == trace.nfe
+
+
+@pytest.mark.parametrize("decoder", ["Jacobi", "prompt lookup", "SBD + remasking"])
+def test_the_decoder_selector_decodes_with_that_decoder(client, served, decoder):
+    """The main view's decoder: the slider's endpoint returns the library's decode with that decoder, and the
+    details (failure table, curve, trace file) follow it."""
+    from sbd_viz.app_inputs import DECODERS
+
+    _, model = served
+    _, metrics, _, _ = client.predict(PROMPT, "entropy_bounded", 1.0, False, 16, MAX_NEW, 0.0, 0, False, False,
+                                      decoder, api_name="/decode")
+    trace = trace_of(client)
+    name = DECODERS[decoder]
+    own = dict(rule="entropy_bounded", gamma=1.0, block_size=16) if name == "remask" else \
+        dict(block_size=16) if name == "jacobi" else {}
+    expected = sv.decode(model, PROMPT, decoder=name, max_new_tokens=MAX_NEW, **own)
+    assert trace.config["decoder"] == name and trace.output_ids == expected.output_ids
+    assert nfe_of(metrics) == trace.nfe == expected.nfe
+
+
+def test_the_decoder_selector_refuses_controls_the_decoder_does_not_take(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="verify"):
+        client.predict(PROMPT, "entropy_bounded", 1.0, False, 16, MAX_NEW, 0.0, 0, False, True, "Jacobi",
+                       api_name="/decode")
+    with pytest.raises(AppError, match="decoder"):
+        client.predict(PROMPT, "entropy_bounded", 1.0, False, 16, MAX_NEW, 0.0, 0, False, False, "beam",
+                       api_name="/decode")

@@ -65,6 +65,7 @@ def test_page_draws_the_animation_and_follows_the_gamma_slider(url):
 
             # Move the slider from 0.5 to its right end (2.0): a click on the track, like a user's.
             track = page.locator("#sbd-gamma input[type=range]")
+            track.scroll_into_view_if_needed()  # a mouse click lands only inside the viewport
             box = track.bounding_box()
             page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
             # (progress views while decoding carry no data-nfe: wait for the finished numbers)

@@ -187,3 +187,13 @@ def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(c
                                                                               stop="\n").text
     assert cli.main(["trace", "assert 1 + 2 == ", "--decoder", "jacobi", "--verify"]) == 2
     assert "verify" in capsys.readouterr().err
+
+
+def test_a_remask_trace_whose_last_block_is_cut_short_draws(tiny):
+    """max_new_tokens 24 at block 16: the last block's canvas holds 8 slots; the other 8 are drawn as not decoded."""
+    from sbd_viz import plots
+
+    trace = sv.decode(tiny, "assert 48 + 37 == ", decoder="remask", gamma=1.0, block_size=16, max_new_tokens=24)
+    assert trace.n_tokens == 24 and len(trace.steps[-1].canvas) == 8
+    spec = plots.block_fill_spec(trace)
+    assert len(spec["frames"]) == trace.nfe
