@@ -21,7 +21,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -144,22 +143,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None, help="write the markdown here (default: print it)")
     p.add_argument("--json", default=None, help="also write the counts and the events NTP disagrees with here")
     p.add_argument("--from-json", default=None, help="render a run's --json again, decoding nothing")
-    args = p.parse_args(argv)
-    if args.from_json:
-        data = json.loads(Path(args.from_json).read_text())
-        header, results, examples = data["header"], data["results"], data["examples"]
-    else:
-        if args.per_family < 1:
-            p.error(f"--per-family: need at least one item a family, got {args.per_family}")
-        header, results, examples = run(args, argv)
-    text = markdown(header, results, examples)
-    if args.out:
-        Path(args.out).write_text(text)
-    else:
-        print(text)
-    if args.json and not args.from_json:
-        Path(args.json).write_text(json.dumps({"header": header, "results": results, "examples": examples},
-                                              indent=1, allow_nan=False))
+    run_info.write_page(p, p.parse_args(argv), argv, run, markdown)
 
 
 if __name__ == "__main__":

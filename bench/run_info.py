@@ -38,3 +38,26 @@ def machine(threads: int | None = None) -> str:
     """``2 cores, torch 2.13.0, Python 3.12.3``, and ``, 1 thread`` when the run set its thread count."""
     text = f"{os.cpu_count()} cores, torch {torch.__version__}, Python {platform.python_version()}"
     return text if threads is None else f"{text}, {threads} thread{'' if threads == 1 else 's'}"
+
+
+def write_page(parser, args, argv, run, markdown) -> None:
+    """The end of a page's script: decode (``run(args, argv)`` -> header, results, examples) or read a run's
+    ``--json`` again (``--from-json``), render ``markdown(header, results, examples)``, write it to ``--out`` (else
+    print it), and save the run to ``--json``."""
+    import json
+
+    if args.from_json:
+        data = json.loads(Path(args.from_json).read_text())
+        header, results, examples = data["header"], data["results"], data["examples"]
+    else:
+        if args.per_family < 1:
+            parser.error(f"--per-family: need at least one item a family, got {args.per_family}")
+        header, results, examples = run(args, argv)
+    text = markdown(header, results, examples)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        print(text)
+    if args.json and not args.from_json:
+        Path(args.json).write_text(json.dumps({"header": header, "results": results, "examples": examples},
+                                              indent=1, allow_nan=False))
