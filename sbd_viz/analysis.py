@@ -226,15 +226,20 @@ def gap_fill_report(traces: Trace | Iterable[Trace], model: SBDModel | None = No
     ``gap_fill_events``. ``items`` (suite items, same order and length as ``traces``; ``None``
     entries allowed) adds whether each answer was right.
     """
+    return events_report(gap_fill_events, traces, model, items, REPORT_COLUMNS)
+
+
+def events_report(events, traces, model, items, columns):
+    """The reports' one table: ``events(model, trace, item)``'s events of every trace, with the trace's index,
+    prompt and output, in ``columns``, most suspicious first (a stable sort: ties keep trace and call order)."""
     import pandas as pd
 
     traces, items = check_traces(traces, items)
     rows = []
     for i, trace in enumerate(traces):
-        for event in gap_fill_events(model, trace, items[i] if items is not None else None):
+        for event in events(model, trace, items[i] if items is not None else None):
             rows.append({"trace": i, "prompt": trace.prompt, "output": trace.text, **event})
-    df = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
-    # stable sort: ties keep trace and call order
+    df = pd.DataFrame(rows, columns=list(columns))
     return df.sort_values("suspicion", ascending=False, kind="stable").reset_index(drop=True)
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from .analysis import EVENT_COLUMNS, REPORT_COLUMNS, _item_correct, gap_fill_report, suspicion, teacher_forced_ntp
+from .analysis import (EVENT_COLUMNS, REPORT_COLUMNS, _item_correct, events_report, gap_fill_report, suspicion,
+                       teacher_forced_ntp)
 from .checks import check_trace, check_traces
 from .model import SBDModel
 from .tasks import SuiteItem
@@ -126,15 +127,7 @@ def incoherence_report(traces: Trace | Iterable[Trace], model: SBDModel | None =
     then ``incoherence_events``' fields. ``items`` (suite items, one per trace, ``None`` allowed) adds whether each
     answer was right, as in ``analysis.gap_fill_report``.
     """
-    import pandas as pd
-
-    traces, items = check_traces(traces, items)
-    rows = []
-    for i, trace in enumerate(traces):
-        for event in incoherence_events(model, trace, items[i] if items is not None else None):
-            rows.append({"trace": i, "prompt": trace.prompt, "output": trace.text, **event})
-    df = pd.DataFrame(rows, columns=list(INCOHERENCE_REPORT_COLUMNS))
-    return df.sort_values("suspicion", ascending=False, kind="stable").reset_index(drop=True)
+    return events_report(incoherence_events, traces, model, items, INCOHERENCE_REPORT_COLUMNS)
 
 
 def failure_report(traces: Trace | Iterable[Trace], model: SBDModel | None = None,

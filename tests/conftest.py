@@ -99,6 +99,16 @@ def bench_script(name: str, folder: str = "bench"):
     return module
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of tiny forwards: on a CPU shared with another job, two threads run them
+    several times slower. A module asks for it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def free_port() -> int:
     """A free localhost TCP port (for the app's server, or Accelerate's rendezvous)."""
     import socket

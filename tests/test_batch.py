@@ -2,7 +2,6 @@
 traces equal unbatched ones (output ids, commits per step) across architectures, prompt lengths, stops and rules."""
 
 import pytest
-import torch
 
 import sbd_viz as sv
 from sbd_viz.batch import BatchDecoding
@@ -24,12 +23,7 @@ SETTINGS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny forwards on a shared CPU: one thread is faster and steadier
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny forwards: one thread is faster here
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,7 @@ STEPS = 12  # max_denoising_steps in these tests (generate's default is 48)
 EOS, PAD = 1, 0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These models are tiny: one thread is several times faster than two on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny forwards: one thread is faster here
 
 
 @pytest.fixture(scope="module")

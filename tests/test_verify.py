@@ -16,13 +16,7 @@ PROMPTS = ["assert 1 + 2 == ", "x = [3, 1", "def f(a):", "hi"]
 V1_TRACE = Path(__file__).parent / "data" / "trace_v1.json"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a CPU shared with another job, two threads run these tiny forwards ~8x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny forwards: one thread is faster here
 
 
 @pytest.fixture(scope="module")
