@@ -7,7 +7,7 @@ The speed/quality curve comes from ``sweep.json`` beside the model (``app_curve`
 with ``python -c "from sbd_viz import app; app.precompute_sweep()"``, else the app computes it at startup).
 
 A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
-streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis``; what the
+streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.incoherence``; what the
 page shows is rendered by ``app_views`` (markup around ``sbd_viz.summary``'s words); the
 rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own results in
 ``gr.State``; nothing mutable is shared between requests except the read-only model (and the
@@ -31,8 +31,8 @@ import sbd_viz as sv
 from sbd_viz import roofline, tasks
 from sbd_viz.app_inputs import (DECODERS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, read_decoder, read_number,
                                 read_projection, read_settings)
-from sbd_viz.app_panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_events,
-                                failure_label, failure_rows, stream_ladder)
+from sbd_viz.app_panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
+                                failure_rows, stream_ladder)
 from sbd_viz.app_decoders import compare as compare_decoders, decoders_tab
 from sbd_viz.app_curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
@@ -41,6 +41,7 @@ from sbd_viz.app_views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit
 from sbd_viz.decoder import MAX_BLOCK_SIZE
 from sbd_viz.diffusion import DiffusionModel
 from sbd_viz.evaluation import STOP  # an assert's answer ends at the end of its line
+from sbd_viz.incoherence import failure_events
 from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
 
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
@@ -258,19 +259,19 @@ class Handlers:
 
     def details(self, session):
         """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
-        from sbd_viz import analysis, plots
+        from sbd_viz import plots
 
         if not _decoded(session):
             raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
         trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
         # the table's NTP column is the model's own causal prediction (teacher forced on the final prefix): a
         # block-diffusion model has none
-        gap_events = [] if self.canvas else analysis.gap_fill_events(self.model, trace, session["item"])
-        events = [] if self.canvas else failure_events(self.model, trace, session["item"], gap_events)
+        events = [] if self.canvas else failure_events(self.model, trace, session["item"])
         # the curve is the commit rules' sweep: Jacobi's and prompt lookup's traces name no rule there, and say so
         tradeoff, status = self.curve.figure(cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False),
                                              cfg.get("verify", False))
-        kept = sum(e["kept"] for e in gap_events)  # the count the metrics card shows; the table lists them all
+        # the count the metrics card shows; the table lists them all
+        kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
         table = gr.update(value=failure_rows(events), label=failure_label(events, kept))
         comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=("SBD", "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from sbd_viz.incoherence import incoherence_events
 from sbd_viz.ladder import Ladder
 from sbd_viz.plot_animation import save_animation
 from sbd_viz.plot_ladder import gamma_ladder_figure
@@ -25,13 +24,6 @@ KIND_NAMES = {"gap_fill": "gap fill", "repeat": "repeat", "doubled_delimiter": "
 
 LADDER_HEADERS = ["γ", "calls", "tokens per call", "text = NTP's", "first divergence (call, block, slot: SBD / NTP)",
                   "gap fills kept"]
-
-
-def failure_events(model, trace, item, gap_events: list[dict]) -> list[dict]:
-    """The gap-fill events (``analysis.gap_fill_events``, given) and the trace's incoherent commits
-    (``incoherence.incoherence_events``), each with its ``kind``, in call and slot order."""
-    events = [{**e, "kind": "gap_fill"} for e in gap_events] + incoherence_events(model, trace, item)
-    return sorted(events, key=lambda e: (e["call"], e["slot"], e["kind"] != "gap_fill"))
 
 
 def failure_rows(events: list[dict]) -> list[list]:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from .analysis import (EVENT_COLUMNS, REPORT_COLUMNS, _item_correct, events_report, gap_fill_report, suspicion,
-                       teacher_forced_ntp)
+from .analysis import _events as _gap_fill_events
+from .analysis import EVENT_COLUMNS, REPORT_COLUMNS, _item_correct, events_report, suspicion, teacher_forced_ntp
 from .checks import check_trace, check_traces
 from .model import SBDModel
 from .tasks import SuiteItem
@@ -142,10 +142,22 @@ def failure_report(traces: Trace | Iterable[Trace], model: SBDModel | None = Non
     import pandas as pd
 
     traces, items = check_traces(traces, items)
-    gaps = gap_fill_report(traces, model=model, items=items)
-    gaps.insert(0, "kind", "gap_fill")
-    incoherent = incoherence_report(traces, model=model, items=items)
-    parts = [df for df in (gaps, incoherent) if not df.empty]
-    df = pd.concat(parts, ignore_index=True) if parts else incoherent
-    df = df.reindex(columns=list(FAILURE_COLUMNS))
+    gaps, incoherent = [], []
+    for i, trace in enumerate(traces):
+        for event in failure_events(model, trace, items[i] if items is not None else None):
+            row = {"trace": i, "prompt": trace.prompt, "output": trace.text, **event}
+            (gaps if event["kind"] == "gap_fill" else incoherent).append(row)
+    df = pd.DataFrame(gaps + incoherent, columns=list(FAILURE_COLUMNS))
     return df.sort_values("suspicion", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def failure_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
+    """The gap fills (``kind`` ``"gap_fill"``, the events of ``analysis.gap_fill_events``) and the incoherent
+    commits of one trace, judged with one teacher-forced NTP forward between them, in call and slot order (a gap
+    fill before an incoherent commit of the same slot)."""
+    trace = check_trace(trace)
+    correct = _item_correct(trace, item)
+    judged = any(c.gap for s in trace.steps for c in s.commits) or any(True for s in trace.steps for _ in _pairs(s))
+    tf = teacher_forced_ntp(model, trace) if model is not None and judged and not trace.verified else None
+    events = [{**e, "kind": "gap_fill"} for e in _gap_fill_events(trace, tf, correct)] + _events(trace, tf, correct)
+    return sorted(events, key=lambda e: (e["call"], e["slot"], e["kind"] != "gap_fill"))
