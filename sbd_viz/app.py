@@ -417,7 +417,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 rule = gr.Dropdown(list(model.rules if canvas else sv.RULES), value=DEFAULTS["rule"],
                                    label="commit rule", info="which masked slots to fix after each call",
                                    interactive=not canvas)
-                gamma = gr.Slider(*knob.slider[:2], value=knob.default, step=knob.slider[2], label=knob.label,
+                lo, hi, step = model.gamma_slider if canvas else knob.slider
+                gamma = gr.Slider(lo, hi, value=knob.default, step=step, label=knob.label,
                                   elem_id="sbd-gamma")
                 gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free", visible=not canvas,
                                        info="only commit a contiguous run from the left: no gap fills")

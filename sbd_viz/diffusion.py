@@ -51,6 +51,7 @@ class DiffusionModel:
     supports_verify = False
     supports_gap_free = False
     rules = (RULE,)
+    gamma_slider = (0.01, 2.0, 0.01)  # (lo, hi, step): the sampler refuses an entropy_bound of 0
 
     def __init__(self, model, tokenizer, name: str | None = None):
         if getattr(getattr(model, "config", None), "model_type", None) not in MODEL_TYPES:
@@ -159,8 +160,15 @@ class _Listener:
 def generate_kwargs(model: DiffusionModel, gamma: float, max_new_tokens: int,
                     max_denoising_steps: int | None, adaptive_stopping: bool) -> dict:
     """The keyword arguments ``decode`` gives ``generate`` (besides the streamer), so a caller can run the
-    same ``generate`` unrecorded: adaptive stopping off is a stability threshold no canvas can reach."""
-    kwargs = {"max_new_tokens": max_new_tokens, "entropy_bound": float(gamma), "disable_compile": True}
+    same ``generate`` unrecorded: adaptive stopping off is a stability threshold no canvas can reach.
+
+    γ travels in ``sampler_config``: ``generate`` reads the sampler's bound only from an
+    ``EntropyBoundSamplerConfig`` (a bare ``entropy_bound=`` keyword is left over unread, and the sampler keeps
+    its default 0.1)."""
+    from transformers import EntropyBoundSamplerConfig
+
+    kwargs = {"max_new_tokens": max_new_tokens, "disable_compile": True,
+              "sampler_config": EntropyBoundSamplerConfig(entropy_bound=float(gamma))}
     if max_denoising_steps is not None:
         kwargs["max_denoising_steps"] = max_denoising_steps
     if not adaptive_stopping:
@@ -222,6 +230,9 @@ def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 
     model.check_fits(len(prompt_ids), max_new_tokens)
     kwargs = generate_kwargs(model, gamma, max_new_tokens, max_denoising_steps, adaptive_stopping)
     resolved = model.model._prepare_generation_config(None, **kwargs)[0]
+    if resolved.sampler_config.entropy_bound != float(gamma):  # the sampler must read γ, or the slider lies
+        raise RuntimeError(f"gamma: generate's sampler resolved entropy_bound={resolved.sampler_config.entropy_bound}, "
+                           f"not {float(gamma)}")
     config = {"decoder": "diffusion_gemma", "rule": RULE, "gamma": float(gamma), "block_size": model.canvas_length,
               "max_new_tokens": max_new_tokens, "seed": seed, "top_n": top_n, "adaptive_stopping": adaptive_stopping,
               "max_denoising_steps": resolved.max_denoising_steps, "t_min": resolved.t_min, "t_max": resolved.t_max,

@@ -108,7 +108,7 @@ class Explorer(widgets.VBox):
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
         rule = self.extra.pop("rule", DEFAULT_RULE)
         knob = COMMIT_RULES[rule]
-        lo, hi, step = knob.slider
+        lo, hi, step = model.gamma_slider if self.canvas else knob.slider
         gamma = self.extra.pop("gamma", knob.default)
         wide = {"description_width": "110px"}
         self.decoder = widgets.Dropdown(options=CHOICES, value=decoder, description="decoder", style=wide,

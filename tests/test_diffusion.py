@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 import torch
+from transformers import EntropyBoundSamplerConfig
 
 import sbd_viz as sv
 from sbd_viz import diffusion
@@ -48,7 +49,7 @@ def reference(model: DiffusionModel, prompt_ids, seed: int, **kwargs):
     return new, len(forwards), float(out.tokens_per_forward[0])
 
 
-CASES = list(itertools.product((4, 8), (0.5, 2.0), (True, False), (0, 1, 2)))
+CASES = list(itertools.product((4, 8), (0.1, 2.0), (True, False), (0, 1, 2)))
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,9 @@ def traces(models):
 @pytest.mark.parametrize("k, gamma, adaptive, seed", CASES)
 def test_output_and_nfe_equal_generate(models, traces, k, gamma, adaptive, seed):
     model, trace = models[k], traces[(k, gamma, adaptive, seed)]
-    kwargs = dict(max_new_tokens=16, entropy_bound=gamma, max_denoising_steps=STEPS)
+    # built as a transformers user builds it: the sampler's bound travels in its own config object
+    kwargs = dict(max_new_tokens=16, sampler_config=EntropyBoundSamplerConfig(entropy_bound=gamma),
+                  max_denoising_steps=STEPS)
     if not adaptive:
         kwargs["stability_threshold"] = STEPS  # a canvas can never be stable for all its steps: no early stop
     new, forwards, tokens_per_forward = reference(model, trace.prompt_ids, seed, **kwargs)
@@ -80,6 +83,15 @@ def test_output_and_nfe_equal_generate(models, traces, k, gamma, adaptive, seed)
     passes = [(s.step, [p.n_input for p in s.passes]) for s in trace.steps if s.passes or s.step == 0]
     assert passes == [(0, [len(trace.prompt_ids) if i == 0 else k]) for i in range(trace.n_blocks)]
     assert sv.Trace.from_json(trace.to_json()) == trace
+
+
+def test_gamma_reaches_the_sampler(models, traces):
+    """γ is the sampler's bound: on the sharpened model a tight and a loose bound write different decodes
+    (fails if γ stops reaching generate's sampler)."""
+    tight = diffusion.decode(models[8], PROMPT, gamma=0.01, max_new_tokens=16, seed=0, max_denoising_steps=STEPS)
+    loose = traces[(8, 2.0, True, 0)]
+    assert (tight.output_ids, tight.nfe) != (loose.output_ids, loose.nfe)
+    assert tight.config["gamma"] == 0.01 and loose.config["gamma"] == 2.0
 
 
 def test_the_cases_cover_early_stops_renoising_and_end_of_text(traces):
@@ -199,7 +211,7 @@ def test_roofline_reads_the_shape_with_active_experts_and_projects_a_trace(folde
     assert "2 of 4 experts active" in shape.source
     as_dict = roofline.shape_from_config(json.loads((folders[8] / "config.json").read_text()), name="canvas8")
     assert as_dict.ffn == shape.ffn and as_dict.vocab == shape.vocab
-    trace = traces[(8, 0.5, True, 0)]
+    trace = traces[(8, 2.0, True, 0)]
     out = roofline.project(trace, "h100-bf16", models[8])
     assert out["sbd_calls"] == trace.nfe and out["tokens"] == trace.n_tokens
     assert out["sbd_s"] > 0 and out["ntp_s"] > 0 and out["hardware"] == "h100-bf16"
@@ -207,9 +219,9 @@ def test_roofline_reads_the_shape_with_active_experts_and_projects_a_trace(folde
 
 # -- through sv.decode and the CLI -----------------------------------------------------------------
 def test_sv_decode_routes_a_diffusion_model_with_sbd_s_argument_order(models, traces):
-    want = traces[(4, 0.5, True, 1)]
-    got = sv.decode(models[4], PROMPT, "entropy_bounded", 0.5, None, 16, 0.0, 1, max_denoising_steps=STEPS)
-    assert (got.output_ids, got.nfe, got.config["gamma"]) == (want.output_ids, want.nfe, 0.5)
+    want = traces[(4, 2.0, True, 1)]
+    got = sv.decode(models[4], PROMPT, "entropy_bounded", 2.0, None, 16, 0.0, 1, max_denoising_steps=STEPS)
+    assert (got.output_ids, got.nfe, got.config["gamma"]) == (want.output_ids, want.nfe, 2.0)
     with pytest.raises(ValueError, match="^verify:"):
         sv.decode(models[4], PROMPT, verify=True)
 
@@ -238,7 +250,7 @@ def test_two_recorded_decodes_at_once_keep_their_own_steps(models, traces):
     """The app decodes two requests at a time on one model: the recording hooks must not mix them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    cases = [(4, 0.5, True, 0), (4, 2.0, False, 1)]
+    cases = [(4, 0.1, True, 0), (4, 2.0, False, 1)]
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(lambda c: diffusion.decode(models[c[0]], PROMPT, gamma=c[1], max_new_tokens=16, seed=c[3],
                                                        max_denoising_steps=STEPS, adaptive_stopping=c[2]), cases))

@@ -108,3 +108,13 @@ def test_the_explorer_decodes_a_diffusion_model_and_hides_what_means_nothing(mod
     assert explorer.trace is not trace and explorer.trace.config["gamma"] == 2.0
     explorer.call.value = 0
     assert "call 0" in explorer.step_info.value
+
+
+def test_the_gamma_slider_spans_what_the_sampler_accepts(app, model):
+    """The sampler refuses an entropy bound of 0, so the slider starts above it, and both ends decode."""
+    demo = app.build_demo(model, sweep=None)
+    slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "sbd-gamma")
+    assert slider.minimum > 0 and (slider.minimum, slider.maximum) == model.gamma_slider[:2]
+    ends = [sv.decode(model, "def f(x):\n", gamma=g, max_new_tokens=8, max_denoising_steps=4)
+            for g in (slider.minimum, slider.maximum)]
+    assert all(t.config["gamma"] in (slider.minimum, slider.maximum) for t in ends)
