@@ -2,7 +2,7 @@
 
 For each place (the standalone suite and the model card's prompt-length buckets in documents), every held-out
 item is decoded by NTP and by SBD (entropy-bounded, ``--gamma``, the model's block size) on the same weights;
-where the two outputs differ, ``sbd_viz.divergence.first_divergence`` finds the first commit, in call order, that
+where the two outputs differ, ``sbd_viz.analysis.divergence.first_divergence`` finds the first commit, in call order, that
 left NTP's text. The report counts the items SBD loses (NTP right, SBD wrong) and wins, and for the lost ones how
 many first went wrong at the call's *uncounted* slot (eq. 8 leaves its entropy out of gamma) with more entropy than
 gamma alone: commits the budget would not have allowed. Then it lists the lost items with the block at that call.
@@ -26,7 +26,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.divergence import REPORT_COLUMNS, divergence_report
+from sbd_viz.analysis.divergence import REPORT_COLUMNS, divergence_report
 
 import run_info  # beside this file
 

@@ -1,7 +1,7 @@
 """How often SBD commits incoherent tokens within one call, at which γ, and how often NTP agrees with them.
 
 Every held-out item is decoded by NTP once and by SBD (entropy-bounded, the model's block size) at each γ;
-``sbd_viz.incoherence.incoherence_report`` finds, in each SBD output, the commits whose left neighbour was committed
+``sbd_viz.analysis.incoherence.incoherence_report`` finds, in each SBD output, the commits whose left neighbour was committed
 in the same call and that repeat it (``repeat``), double a separator or closing bracket (``doubled_delimiter``), or
 that NTP would not write there (``ngram``), each with NTP's verdict: teacher-forced NTP given the final text before
 the token, the verdict gap fills get. Only commits the output keeps count (past the stop they cannot change the
@@ -26,7 +26,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.incoherence import KINDS, incoherence_report
+from sbd_viz.analysis.incoherence import KINDS, incoherence_report
 
 import run_info  # beside this file
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import torch
 
 import sbd_viz as sv
-from sbd_viz.evaluation import STOP
+from sbd_viz.analysis.evaluation import STOP
 
 import run_info  # beside this file
 
-decode_module = importlib.import_module("sbd_viz.decoder")  # the plain decoding loop, whose slot_views is swapped out
+decode_module = importlib.import_module("sbd_viz.decoders.sbd")  # the plain decoding loop, whose slot_views is swapped out
 
 HERE = Path(__file__).resolve().parent
 

@@ -9,7 +9,7 @@ One run (a few minutes; run it on a quiet machine, every number is a median of t
 1. measures this CPU's memory bandwidth (reading a large fp32 tensor, and one as big as the
    shipped model's weights) and fp32 matmul throughput (the GEMM shapes of the shipped model and
    big square ones) at 1 and 2 threads, and writes the ``"this-cpu"`` entry of
-   ``sbd_viz.roofline`` (``sbd_viz/roofline_cpu.json``) at the decoder's thread count;
+   ``sbd_viz.analysis.roofline`` (``sbd_viz/analysis/roofline_cpu.json``) at the decoder's thread count;
 2. times block calls of k = 1 ... 64 slots on the shipped model beside the roofline's prediction;
 3. decodes a slice of the test suite with SBD and NTP back to back (``sbd_viz.evaluate``) and puts
    the measured SBD / NTP wall-clock ratio beside ``roofline.project``'s prediction for the same
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from sbd_viz import roofline as rf
+from sbd_viz.analysis import roofline as rf
 
 HERE = Path(__file__).resolve().parent
 
@@ -102,7 +102,7 @@ def paper_section() -> str:
     b4k8 = [t4_fixed[key][0] / PAPER_T4[key][0] - 1 for key in PAPER_T4 if key[1] == 4 and key[2] == 2**22]
     lines = [
         "## The paper's Tables 3 and 4: printed, reproduced, corrected", "",
-        "Computed by `sbd_viz.roofline` (H100 FP8 constants of Appendix A.2, the paper's 8B shape); "
+        "Computed by `sbd_viz.analysis.roofline` (H100 FP8 constants of Appendix A.2, the paper's 8B shape); "
         "`sbd-viz roofline --mode paper` prints them in the paper's layout.", "",
         "**Paper mode** rebuilds the printed Appendix A.2 code, shape errors included. The code itself is not "
         "stored in this project: it was rebuilt from the digest (constants, eq. 15-17, the two shape errors), and "
@@ -419,8 +419,8 @@ def report(command: str, started: str, machine: str | None) -> str:
     head = ["# Roofline: the paper's tables, and this machine against its roofline", "",
             f"Produced by `{command}` on {started} UTC.", ""]
     tail = machine or ("## This machine\n\nNot measured yet: run `python bench/bench_roofline.py` on a quiet "
-                       "machine (a few minutes). It fills this section and writes `sbd_viz/roofline_cpu.json`, the "
-                       "`this-cpu` entry of `sbd_viz.roofline`.\n")
+                       "machine (a few minutes). It fills this section and writes `sbd_viz/analysis/roofline_cpu.json`, the "
+                       "`this-cpu` entry of `sbd_viz.analysis.roofline`.\n")
     return "\n".join(head) + "\n" + paper_section() + "\n" + tail
 
 
@@ -439,7 +439,7 @@ def main(argv=None) -> int:
     parser.add_argument("--png", default=None, help="also write that figure as a PNG (headless Chromium) and show "
                                                      "it in the report, e.g. bench/roofline.png")
     parser.add_argument("--out", default=None, help="report path (default bench/ROOFLINE.md; none with --quick)")
-    parser.add_argument("--json", default=None, help="this-cpu entry path (default sbd_viz/roofline_cpu.json; none "
+    parser.add_argument("--json", default=None, help="this-cpu entry path (default sbd_viz/analysis/roofline_cpu.json; none "
                                                      "with --quick)")
     args = parser.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -43,7 +43,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(int(sys.argv[4]))
 import sbd_viz as sv
-from sbd_viz.evaluation import is_main_process
+from sbd_viz.analysis.evaluation import is_main_process
 
 model = sv.load_model()
 items = sv.tasks.load_suite(per_family=int(sys.argv[2]))
@@ -59,7 +59,7 @@ if is_main_process():
 
 def decode_round(model, prompts, batch_size, config, decoder="sbd"):
     import sbd_viz as sv
-    from sbd_viz.batch import BatchDecoding
+    from sbd_viz.decoders.batch import BatchDecoding
 
     t0 = time.perf_counter()
     if batch_size == 1 and decoder == "sbd":

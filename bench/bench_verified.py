@@ -36,7 +36,7 @@ def hf_generate(model, prompt_ids, max_new_tokens, stop, lookup: int | None):
     """Bare HF generate (greedy, or prompt lookup with ``lookup`` tokens): new ids up to the stop."""
     import torch
 
-    from sbd_viz.steps import stop_index
+    from sbd_viz.decoders.steps import stop_index
 
     ids = torch.tensor([prompt_ids])
     extra = {"prompt_lookup_num_tokens": lookup} if lookup else {}

@@ -26,7 +26,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.decoder import MAX_BLOCK_SIZE
+from sbd_viz.decoders.sbd import MAX_BLOCK_SIZE
 from sbd_viz.tasks import CONTEXT_FAMILIES
 
 import run_info  # beside this file

@@ -10,29 +10,29 @@ import functools
 import inspect
 
 from ._version import __version__
-from .decoder import DecodeConfig, Decoding, decode as _decode_sbd, decode_ntp, decode_steps
-from .batch import BatchDecoding, decode_batch
+from .decoders.sbd import DecodeConfig, Decoding, decode as _decode_sbd, decode_ntp, decode_steps
+from .decoders.batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
 from .rules import COMMIT_RULES, RULES, CommitRule
 from .trace import Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError
 from . import tasks
-from .evaluation import evaluate
+from .analysis.evaluation import evaluate
 from . import analysis
-from .analysis import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp
-from . import divergence
-from .divergence import divergence_report, first_divergence
-from . import diffusion
-from .diffusion import DiffusionModel
-from .ladder import Ladder, gamma_ladder
-from .incoherence import failure_report, incoherence_report
-from . import parallel
-from .parallel import DECODERS
-from .decoder_sweep import sweep_decoders
+from .analysis.gaps import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp
+from .analysis import divergence
+from .analysis.divergence import divergence_report, first_divergence
+from .decoders import diffusion
+from .decoders.diffusion import DiffusionModel
+from .analysis.ladder import Ladder, gamma_ladder
+from .analysis.incoherence import failure_report, incoherence_report
+from .decoders import parallel
+from .decoders.parallel import DECODERS
+from .analysis.decoder_sweep import sweep_decoders
 
 
 def load_model(path=None, dtype=None, device=None):
     """Load an SBD model folder; ``path=None`` loads the shipped default model. A DiffusionGemma folder
-    (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.diffusion.DiffusionModel``.
+    (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.decoders.diffusion.DiffusionModel``.
 
     ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
     exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
@@ -72,12 +72,12 @@ def decode(model, prompt, *args, decoder="sbd", **kwargs):
 
 
 decode.__doc__ += """
-    A ``DiffusionModel`` (``load_model`` of a DiffusionGemma folder) decodes with ``sbd_viz.diffusion.decode``:
+    A ``DiffusionModel`` (``load_model`` of a DiffusionGemma folder) decodes with ``sbd_viz.decoders.diffusion.decode``:
     the same arguments (those that mean nothing for it are refused), plus ``max_denoising_steps`` and
     ``adaptive_stopping``.
 
     ``decoder``: ``"sbd"`` (the default), ``"remask"``, ``"jacobi"``, ``"prompt_lookup"`` or ``"ntp"``
-    (``sbd_viz.parallel``): the other block decoders, recorded into the same kind of trace.
+    (``sbd_viz.decoders.parallel``): the other block decoders, recorded into the same kind of trace.
 """
 
 

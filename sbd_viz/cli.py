@@ -17,7 +17,7 @@ def _trace(args) -> int:
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                           stop=args.stop, gap_free=args.gap_free, verify=args.verify)
     else:  # another decoder takes its own settings; one it does not take, set, is refused by name
-        from .parallel import OWN_ARGUMENTS
+        from .decoders.parallel import OWN_ARGUMENTS
 
         given = dict(rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
                      remask_threshold=args.remask_threshold, prompt_lookup_num_tokens=args.lookup_tokens)
@@ -35,7 +35,7 @@ def _trace(args) -> int:
         trace.to_html(args.html)
         print(f"animation written to {args.html}")
     if args.gif:
-        from .plot_animation import save_animation
+        from .plots.animation import save_animation
 
         print(f"GIF written to {save_animation(trace, args.gif)} ({trace.nfe} frames, one per call)")
     return 0
@@ -59,7 +59,7 @@ def _ladder(args) -> int:
           else "largest safe γ: none (the smallest γ tried already leaves NTP's text)")
     if args.html:
         from . import plots
-        from .plot_ladder import gamma_ladder_figure
+        from .plots.ladder import gamma_ladder_figure
 
         plots.save_html(gamma_ladder_figure(df), args.html)
         print(f"ladder figure written to {args.html}")
@@ -83,7 +83,7 @@ def _eval(args) -> int:
 
 def _sweep(args) -> int:
     import sbd_viz as sv
-    from sbd_viz import analysis
+    from . import analysis
 
     model = sv.load_model(args.model)
     suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family,
@@ -94,7 +94,7 @@ def _sweep(args) -> int:
                         max_new_tokens=args.max_new_tokens, cache_dir=None if args.no_cache else args.cache_dir,
                         batch_size=args.batch_size,
                         speed_batch_size={"1": 1, "batch": args.batch_size, "none": None}[args.speed_batch])
-    from sbd_viz.evaluation import is_main_process
+    from .analysis.evaluation import is_main_process
 
     if not is_main_process():  # under accelerate launch: every process swept its share; one writes
         return 0
@@ -107,7 +107,7 @@ def _sweep(args) -> int:
         print("\ngap-free ablation:")
         print(analysis.gap_free_ablation(df).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.html:
-        from sbd_viz import plots
+        from . import plots
 
         plots.save_html(plots.tradeoff(df), args.html)
         print(f"speed/quality figure written to {args.html}")
@@ -116,7 +116,7 @@ def _sweep(args) -> int:
 
 def _gaps(args) -> int:
     import sbd_viz as sv
-    from sbd_viz import analysis
+    from . import analysis
 
     traces = [sv.Trace.load(path) for path in args.traces]
     model = sv.load_model(args.model) if args.model else None
@@ -141,7 +141,7 @@ def _gaps(args) -> int:
 
 
 def _roofline(args) -> int:
-    from . import roofline
+    from .analysis import roofline
 
     print(roofline.run(args))
     return 0
@@ -269,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=30, help="show at most this many events")
     p.set_defaults(func=_gaps)
 
-    from . import roofline
+    from .analysis import roofline
 
     p = sub.add_parser("roofline", help="project calls onto GPU hardware: the paper's Tables 3 and 4, or a saved trace")
     roofline.add_arguments(p)
@@ -279,8 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_bench)
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
-    p = sub.add_parser("train", help="train an SBD model (see sbd_viz/train.py)", add_help=False)
-    p.set_defaults(func=lambda a: _forward("sbd_viz.train", a.rest))
+    p = sub.add_parser("train", help="train an SBD model (see sbd_viz/training/train.py)", add_help=False)
+    p.set_defaults(func=lambda a: _forward("sbd_viz.training.train", a.rest))
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("app", help="start the Gradio app")

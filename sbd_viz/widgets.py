@@ -6,7 +6,7 @@
 Thin wiring over the library: every control change re-decodes with ``sv.decode``; the picture is
 ``plots.block_fill`` shown at the call the scrubber points to (the ▶ button steps the scrubber, so
 it is the animation); NTP (``sv.decode_ntp``) is decoded once per prompt and length for the
-comparison. A block-diffusion model (``sbd_viz.diffusion.DiffusionModel``) decodes with its own ``generate``,
+comparison. A block-diffusion model (``sbd_viz.decoders.diffusion.DiffusionModel``) decodes with its own ``generate``,
 recorded; its controls that mean nothing (rule, gap-free, verified, block size) are fixed or hidden, and it has no
 NTP comparison. Nothing here computes a measure the library does not already give.
 """
@@ -21,11 +21,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import plots
-from .decoder import DecodeConfig, decode, decode_ntp
-from .diffusion import DiffusionModel, decode as decode_diffusion
+from .decoders.sbd import DecodeConfig, decode, decode_ntp
+from .decoders.diffusion import DiffusionModel, decode as decode_diffusion
 from .model import SBDModel
-from .parallel import DECODERS, OWN_ARGUMENTS, decode as decode_with
-from .plot_animation import save_animation
+from .decoders.parallel import DECODERS, OWN_ARGUMENTS, decode as decode_with
+from .plots.animation import save_animation
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .summary import Measure, measures, step_text
 from .trace import Trace, first_difference, visible

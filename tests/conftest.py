@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz.data import build_char_tokenizer
+from sbd_viz.training.data import build_char_tokenizer
 from sbd_viz.trace import Commit, SlotView, Step, Trace
 
 ROOT = Path(__file__).resolve().parent.parent

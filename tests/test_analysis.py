@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz import analysis
+from sbd_viz.analysis import gaps
 from sbd_viz.cli import main as cli_main
 from sbd_viz import plots
 
@@ -33,8 +33,8 @@ def test_every_count_of_gap_fills_is_the_kept_one(tiny, monkeypatch):
     """One definition (Trace.kept_gap_fills): evaluate, sweep, the report and the calls timeline all count
     the 3 gap fills the output keeps, not the 4 the decode made (the stop discarded block 2's slot 3)."""
     trace = hand_trace(stop_at=13)
-    monkeypatch.setattr(sv.evaluation, "decode", lambda *a, **k: trace)
-    monkeypatch.setattr(sv.evaluation, "decode_ntp", lambda *a, **k: trace)
+    monkeypatch.setattr(sv.analysis.evaluation, "decode", lambda *a, **k: trace)
+    monkeypatch.setattr(sv.analysis.evaluation, "decode_ntp", lambda *a, **k: trace)
     item = sv.tasks.SuiteItem(prompt=HAND_PROMPT, answer="abcdefghijkl", family="add")
     result = sv.evaluate(tiny, [item], measure_speedup=False)
     assert result["rows"][0]["gap_fills"] == 3 and result["gap_fill_rate"] == pytest.approx(3 / 13)
@@ -129,14 +129,14 @@ def test_events_with_a_model_carry_ntp_outcomes_and_rank_by_suspicion(tiny):
 
 
 def test_suspicion_formula():
-    assert analysis.suspicion(4, 16, 0.0) == pytest.approx(0.25)
-    base = analysis.suspicion(2, 16, 0.7)
+    assert gaps.suspicion(4, 16, 0.0) == pytest.approx(0.25)
+    base = gaps.suspicion(2, 16, 0.7)
     assert base == pytest.approx(2 / 16 + 1 - math.exp(-0.7))
-    assert analysis.suspicion(2, 16, 0.7, ntp_agrees=False) == pytest.approx(base + 2)
-    assert analysis.suspicion(2, 16, 0.7, ntp_logprob=math.log(0.25)) == pytest.approx(base + 0.75)
-    assert analysis.suspicion(2, 16, 0.7, correct=False) == pytest.approx(base + 1)
-    assert analysis.suspicion(2, 16, 0.7, ntp_agrees=False, kept=False) == 0
-    assert analysis.suspicion(8, 16, 0.7) > analysis.suspicion(2, 16, 0.7)
+    assert gaps.suspicion(2, 16, 0.7, ntp_agrees=False) == pytest.approx(base + 2)
+    assert gaps.suspicion(2, 16, 0.7, ntp_logprob=math.log(0.25)) == pytest.approx(base + 0.75)
+    assert gaps.suspicion(2, 16, 0.7, correct=False) == pytest.approx(base + 1)
+    assert gaps.suspicion(2, 16, 0.7, ntp_agrees=False, kept=False) == 0
+    assert gaps.suspicion(8, 16, 0.7) > gaps.suspicion(2, 16, 0.7)
 
 
 def test_bad_input_names_the_argument(tiny):
@@ -171,13 +171,13 @@ SWEEP = dict(gammas=(0.0, 5.0), block_sizes=(4,), gap_free=(False, True), max_ne
 def counted(monkeypatch):
     """Counts the settings the sweep actually computes (each is one ``_measure`` run)."""
     runs = []
-    real = analysis._measure
+    real = gaps._measure
 
     def counting(model, items, scored, setting, *args):
         runs.append(setting)
         return real(model, items, scored, setting, *args)
 
-    monkeypatch.setattr(analysis, "_measure", counting)
+    monkeypatch.setattr(gaps, "_measure", counting)
     return runs
 
 
@@ -281,7 +281,7 @@ def test_sweep_rows_match_individual_decodes(tiny, swept):
 
 def test_sweep_frame_has_a_verify_column(swept):
     df, _ = swept
-    assert list(df.columns) == list(analysis.SWEEP_COLUMNS)
+    assert list(df.columns) == list(gaps.SWEEP_COLUMNS)
     assert df["verify"].dtype == bool and not df["verify"].any()  # the default: unverified; NTP's row too
 
 
@@ -373,7 +373,7 @@ def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
     def no_second_pass(*args, **kwargs):
         raise AssertionError("a verified trace needs no teacher-forced pass")
 
-    monkeypatch.setattr(analysis, "teacher_forced_ntp", no_second_pass)
+    monkeypatch.setattr(gaps, "teacher_forced_ntp", no_second_pass)
     events = sv.gap_fill_events(None, trace)
     assert events == sv.gap_fill_events(model, trace)  # the model adds nothing
     verdicts = trace.verdicts()

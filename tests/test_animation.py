@@ -5,9 +5,10 @@ import pytest
 from PIL import Image
 
 import sbd_viz as sv
-from sbd_viz import plot_animation, plots
+from sbd_viz.plots import animation as plot_animation
+from sbd_viz import plots
 from sbd_viz.cli import main as cli_main
-from sbd_viz.plot_animation import animation_frames, save_animation
+from sbd_viz.plots.animation import animation_frames, save_animation
 
 from conftest import hand_trace, sharp_model
 
@@ -102,7 +103,7 @@ def test_frames_show_each_call_s_states():
 
 
 def test_the_colour_scale_is_read_as_plotly_reads_it():
-    from sbd_viz.plot_style import STATE_SCALE as scale
+    from sbd_viz.plots.style import STATE_SCALE as scale
 
     assert plot_animation._scale_color(scale, 1.5 / 4) == _rgb(plots.STATE_COLORS["done"])
     assert plot_animation._scale_color(scale, 2.5 / 4) == _rgb(plots.STATE_COLORS["now"])

@@ -19,8 +19,8 @@ import torch
 import sbd_viz as sv
 
 from conftest import free_port, tiny_model
-from sbd_viz.app_panels import KIND_NAMES
-from sbd_viz.incoherence import incoherence_events
+from sbd_viz.app.panels import KIND_NAMES
+from sbd_viz.analysis.incoherence import incoherence_events
 
 ROOT = Path(__file__).resolve().parent.parent
 # Gradio's queue statistics trip pandas 3 deprecation warnings: not ours, and not news.
@@ -30,7 +30,7 @@ MAX_NEW = 24  # short decodes keep the module fast
 
 
 def load_app():
-    return importlib.import_module("sbd_viz.app")
+    return importlib.import_module("sbd_viz.app.main")
 
 
 def sharp_tiny_model():
@@ -126,7 +126,7 @@ def projected_of(metrics_html: str) -> tuple[str, float]:
 
 def test_projected_speedup_follows_gamma_and_the_chosen_hardware(client):
     """The roofline card: this decode's calls costed on a GPU; it moves with gamma and with the hardware."""
-    from sbd_viz import roofline
+    from sbd_viz.analysis import roofline
 
     low = projected_of(decode(client, gamma=0.0)[1])
     metrics = decode(client, gamma=2.0)[1]
@@ -378,7 +378,7 @@ def test_concurrent_sessions_get_their_own_correct_results(served):
 
 def test_ladder_streams_every_gamma_and_matches_independent_decodes(client, served):
     """This prompt across γ: one row per γ of the rule's ladder, each the decode the library gives at that γ."""
-    from sbd_viz.ladder import ladder_gammas
+    from sbd_viz.analysis.ladder import ladder_gammas
 
     _, model = served
     rows, figure, status = client.predict(PROMPT, "entropy_bounded", 0.5, False, 16, MAX_NEW, 0.0, 0, True, False,
@@ -422,7 +422,7 @@ def test_gif_download_has_one_frame_per_call(client):
 def test_the_decoder_selector_decodes_with_that_decoder(client, served, decoder):
     """The main view's decoder: the slider's endpoint returns the library's decode with that decoder, and the
     details (failure table, curve, trace file) follow it."""
-    from sbd_viz.app_inputs import DECODERS
+    from sbd_viz.app.inputs import DECODERS
 
     _, model = served
     _, metrics, _, _ = client.predict(PROMPT, "entropy_bounded", 1.0, False, 16, MAX_NEW, 0.0, 0, False, False,

@@ -4,8 +4,8 @@ traces equal unbatched ones (output ids, commits per step) across architectures,
 import pytest
 
 import sbd_viz as sv
-from sbd_viz.batch import BatchDecoding
-from sbd_viz.decoder import serve
+from sbd_viz.decoders.batch import BatchDecoding
+from sbd_viz.decoders.sbd import serve
 
 from conftest import sharp_model as sharp
 

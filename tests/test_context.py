@@ -8,7 +8,8 @@ import re
 import pytest
 
 import sbd_viz as sv
-from sbd_viz import data, tasks, train
+from sbd_viz.training import data, train
+from sbd_viz import tasks
 
 from conftest import tiny_model
 
@@ -223,7 +224,7 @@ def test_decoders_refuse_what_does_not_fit_and_decode_what_does(short, run):
 
 def test_evaluate_checks_every_item_before_decoding(short, monkeypatch):
     items = [tasks.SuiteItem("assert 1 == ", "1", "add"), tasks.SuiteItem("x" * 60 + " == ", "1", "len")]
-    monkeypatch.setattr(sv.evaluation, "decode", lambda *a, **k: pytest.fail("decoded before the check"))
+    monkeypatch.setattr(sv.analysis.evaluation, "decode", lambda *a, **k: pytest.fail("decoded before the check"))
     with pytest.raises(ValueError, match=r"max_new_tokens.*suite item 1, family 'len'"):
         sv.evaluate(short, items, max_new_tokens=8)
 

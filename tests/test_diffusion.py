@@ -8,8 +8,8 @@ import torch
 from transformers import EntropyBoundSamplerConfig
 
 import sbd_viz as sv
-from sbd_viz import diffusion
-from sbd_viz.diffusion import DiffusionModel
+from sbd_viz.decoders import diffusion
+from sbd_viz.decoders.diffusion import DiffusionModel
 
 from diffusion_folders import tiny_folder
 
@@ -201,7 +201,7 @@ def test_heatmap_and_timeline_draw_renoised_slots(traces):
 def test_roofline_reads_the_shape_with_active_experts_and_projects_a_trace(folders, models, traces):
     import json
 
-    from sbd_viz import roofline
+    from sbd_viz.analysis import roofline
 
     shape = roofline.shape_from_config(models[8])
     # the text model: 2 layers of 64, a gated dense MLP of 128 plus 2 of 4 experts of 64 active per token

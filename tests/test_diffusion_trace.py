@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz.recorder import CanvasRecorder
+from sbd_viz.decoders.recorder import CanvasRecorder
 from sbd_viz.trace import CANVAS_FIELDS, Trace, TraceFormatError
 
 DATA = Path(__file__).parent / "data"

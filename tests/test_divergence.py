@@ -1,4 +1,4 @@
-"""Where an SBD decode first leaves NTP's text (``sbd_viz.divergence``) and the bench script that lists it."""
+"""Where an SBD decode first leaves NTP's text (``sbd_viz.analysis.divergence``) and the bench script that lists it."""
 
 import dataclasses
 import json
@@ -8,7 +8,7 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.divergence import divergence_report, first_divergence, uncounted_slot
+from sbd_viz.analysis.divergence import divergence_report, first_divergence, uncounted_slot
 
 from conftest import HAND, bench_script, hand_trace, sharp_model
 

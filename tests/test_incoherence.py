@@ -8,7 +8,7 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz.analysis import gap_fill_report, teacher_forced_ntp
-from sbd_viz.incoherence import FAILURE_COLUMNS, INCOHERENCE_REPORT_COLUMNS, incoherence_events, \
+from sbd_viz.analysis.incoherence import FAILURE_COLUMNS, INCOHERENCE_REPORT_COLUMNS, incoherence_events, \
     incoherence_report, failure_report
 
 from conftest import HAND_PROMPT, bench_script, hand_trace, sharp_model

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sbd_viz import data, train
+from sbd_viz.training import data, train
 from sbd_viz.rules import DEFAULT_GAMMA, DEFAULT_RULE
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,13 +7,36 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sbd_viz"
-MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__main__")  # __main__ runs the CLI
+
+
+def _dotted(path: Path) -> str:
+    """``sbd_viz/decoders/sbd.py`` -> ``decoders.sbd``; a package's ``__init__.py`` -> the package's name."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1] or ["__init__"]
+    return ".".join(parts)
+
+
+MODULES = sorted(_dotted(p) for p in PACKAGE.rglob("*.py") if p.stem != "__main__")  # __main__ runs the CLI
 # A trace renders itself only when asked (Trace.summary, to_html, _repr_html_), by importing its
 # renderers inside those methods; the renderers import trace for its types. These two edges are the
 # only lazy ones allowed to point back.
 LAZY_RENDERERS = {("trace", "plots"), ("trace", "summary")}
+# The house plan (README's map of the package): what each folder may import at import time. The top-level
+# modules that are the package's doors (the package itself, the CLI, the notebook explorer) import anything.
+DOORS = {"__init__", "cli", "widgets"}
+# analysis and plots read training's objective: the masked-slot probe (MATP) and the training mask's picture.
+MAY_IMPORT = {"top": {"top"}, "decoders": {"top", "decoders"}, "training": {"top", "training"},
+              "analysis": {"top", "decoders", "training", "analysis"},
+              "plots": {"top", "analysis", "training", "plots"},
+              "app": {"top", "decoders", "analysis", "plots", "training", "app", "doors"}}
 
 
+def _layer(module: str) -> str:
+    if module in DOORS:
+        return "doors"
+    head = module.split(".")[0]
+    return head if head in MAY_IMPORT and head != "top" else "top"
 def _pins(path: Path) -> set[str]:
     lines = (ln.split("#")[0].strip() for ln in path.read_text().splitlines())
     return {ln for ln in lines if ln}
@@ -37,10 +60,12 @@ def test_fixed_top_level_exists():
 
 
 class _Imports(ast.NodeVisitor):
-    """The sbd_viz modules one module imports (``__init__`` for the package itself); with
-    ``at_import_time``, only the imports that run when it is imported (not those inside functions)."""
+    """The sbd_viz modules one module imports (dotted, as ``MODULES`` names them; ``__init__`` for the package
+    itself); with ``at_import_time``, only the imports that run when it is imported (not those inside functions)."""
 
-    def __init__(self, at_import_time: bool):
+    def __init__(self, module: str, is_package: bool, at_import_time: bool):
+        self.package = module.split(".") if is_package else module.split(".")[:-1]
+        self.package = [] if module == "__init__" else self.package
         self.at_import_time, self.found = at_import_time, set()
 
     def visit_FunctionDef(self, node):
@@ -49,30 +74,38 @@ class _Imports(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
+    def _add(self, dotted: str) -> None:
+        """The deepest module of ``MODULES`` that ``dotted`` (under sbd_viz) names or lies in."""
+        parts = dotted.split(".") if dotted else []
+        while parts and ".".join(parts) not in MODULES:
+            parts.pop()
+        self.found.add(".".join(parts) if parts else "__init__")
+
     def visit_Import(self, node):
         for alias in node.names:
             if alias.name == "sbd_viz" or alias.name.startswith("sbd_viz."):
-                self.found.add((alias.name.split(".") + ["__init__"])[1])
+                self._add(alias.name.partition(".")[2])
 
     def visit_ImportFrom(self, node):
-        if node.level == 1:
-            base = "sbd_viz" + (f".{node.module}" if node.module else "")
-        elif node.level == 0 and node.module and node.module.split(".")[0] == "sbd_viz":
-            base = node.module
+        if node.level >= 1:
+            base = self.package[: len(self.package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+        elif node.module and node.module.split(".")[0] == "sbd_viz":
+            base = node.module.split(".")[1:]
         else:
             return
-        if base != "sbd_viz":
-            self.found.add(base.split(".")[1])
-            return
-        for alias in node.names:  # from sbd_viz import plots (a module) / __version__ (the package's)
-            self.found.add(alias.name if alias.name in MODULES else "__init__")
+        for alias in node.names:  # from . import plots (a module) / from .x import name
+            name = ".".join(base + [alias.name])
+            self._add(name if name in MODULES else ".".join(base))
 
 
 def _graph(at_import_time: bool) -> dict[str, set[str]]:
     graph = {}
-    for name in MODULES:
-        visitor = _Imports(at_import_time)
-        visitor.visit(ast.parse((PACKAGE / f"{name}.py").read_text()))
+    for path in PACKAGE.rglob("*.py"):
+        if path.stem == "__main__":
+            continue
+        name = _dotted(path)
+        visitor = _Imports(name, path.stem == "__init__", at_import_time)
+        visitor.visit(ast.parse(path.read_text()))
         graph[name] = visitor.found - {name}
     return graph
 
@@ -107,7 +140,22 @@ def test_no_import_circle_in_the_package():
     lazy = {name: {m for m in deps if (name, m) not in LAZY_RENDERERS} for name, deps in _graph(False).items()}
     assert _cycle(lazy) is None, " -> ".join(_cycle(lazy))
     assert not at_import["trace"] & {"plots", "summary"}, "trace imports its renderers only when rendering"
-    assert "train" not in _graph(False)["evaluation"] and "evaluation" not in _graph(False)["objective"]
+    assert "training.train" not in _graph(False)["analysis.evaluation"]
+    assert "analysis.evaluation" not in _graph(False)["training.objective"]
+
+
+def test_each_folder_imports_only_what_the_house_plan_allows():
+    """The README's map of the package, checked: at import time a folder reads only the layers below it."""
+    wrong = sorted(f"{name} -> {dep}" for name, deps in _graph(at_import_time=True).items()
+                   for dep in deps if _layer(name) != "doors" and _layer(dep) not in MAY_IMPORT[_layer(name)]
+                   and not (dep == "__init__" and _layer(name) in ("app", "doors")))
+    assert not wrong, wrong
+
+
+def test_the_map_checker_sees_a_folder_import():
+    graph = _graph(at_import_time=True)
+    assert "decoders.sbd" in graph["decoders.batch"] and "trace" in graph["decoders.sbd"]
+    assert _layer("analysis.ladder") == "analysis" and "analysis" not in MAY_IMPORT["decoders"]
 
 
 def test_modules_stay_small_and_the_root_app_only_starts_the_package_app():

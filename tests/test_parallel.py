@@ -1,4 +1,4 @@
-"""Decoders as a choice (sbd_viz.parallel): remask, Jacobi and prompt lookup recorded into the same trace."""
+"""Decoders as a choice (sbd_viz.decoders.parallel): remask, Jacobi and prompt lookup recorded into the same trace."""
 
 import html
 
@@ -133,7 +133,7 @@ def test_compare_decoders_data(sharp):
 
 def test_draft_and_check_traces_in_words(sharp):
     from sbd_viz import summary
-    from sbd_viz.plot_style import settings_line
+    from sbd_viz.plots.style import settings_line
 
     trace = sv.decode(sharp, PROMPTS[0], decoder="jacobi", block_size=4, max_new_tokens=12)
     first, later = (summary.step_text(trace, s).splitlines()[0] for s in trace.steps[:2])

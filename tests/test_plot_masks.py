@@ -3,7 +3,9 @@
 import pytest
 import torch
 
-from sbd_viz import plot_masks, model, objective
+from sbd_viz.plots import masks as plot_masks
+from sbd_viz import model
+from sbd_viz.training import objective
 
 
 def allowed(fig) -> torch.Tensor:

@@ -411,7 +411,7 @@ def test_html_is_offline(gap_trace, tmp_path):
 
 def test_roofline_draws_a_line_and_knee_per_hardware_and_batch():
     from sbd_viz import plots
-    from sbd_viz import roofline as rf
+    from sbd_viz.analysis import roofline as rf
 
     fig = plots.roofline(("h100-fp8", "a100-bf16"), batches=(1, 16), measured=[(1, 0.01), (16, 0.013)])
     lines = [t for t in fig.data if t.meta["role"] == "line"]

@@ -8,7 +8,7 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz import plots
-from sbd_viz import roofline as rf
+from sbd_viz.analysis import roofline as rf
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64)
 T4_BLOCKS = (8, 16, 32, 64)

@@ -91,7 +91,7 @@ torch.set_num_threads(1)
 atexit.register(lambda: open(sys.argv[1] + ".alive_at_exit." + os.environ["RANK"], "w").write(
     str(torch.distributed.is_initialized())))
 import sbd_viz as sv
-from sbd_viz.evaluation import is_main_process, split_items
+from sbd_viz.analysis.evaluation import is_main_process, split_items
 
 items = sv.tasks.load_suite(per_family=1)
 with split_items(items) as (share, gather):

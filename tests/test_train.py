@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from sbd_viz import data, objective, tasks, train, upscale
+from sbd_viz.training import data, objective, train, upscale
+from sbd_viz import tasks
 
 
 def test_attention_mask_matches_fig9():
@@ -168,7 +169,7 @@ def test_two_process_accelerate_run_completes(tmp_path):
 
     out = tmp_path / "run2"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "sbd_viz.train",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "sbd_viz.training.train",
            "--preset", "test-1m", "--out", str(out), "--seq-len", "32", "--batch-size", "4", "--max-steps", "6",
            "--warmup", "2", "--probe-per-family", "0", "--log-every", "2", "--no-bf16", "--threads", "1"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -292,7 +293,7 @@ def test_masked_slot_probe_reads_the_right_positions():
     import sbd_viz as sv
     from conftest import tiny_model
 
-    assert sv.evaluation.masked_slot_accuracy is objective.masked_slot_accuracy  # still read from there
+    assert sv.analysis.evaluation.masked_slot_accuracy is objective.masked_slot_accuracy  # still read from there
     tiny = tiny_model()
     vocab = len(tiny.tokenizer)
 
@@ -414,7 +415,7 @@ def test_a_widened_model_computes_what_it_did_and_every_new_weight_learns():
     """Width upscaling: two more heads, a wider MLP, the same logits and decode, and a gradient into
     every new part (a zero block nothing reaches would never train)."""
     import sbd_viz as sv
-    from sbd_viz.objective import sbd_loss
+    from sbd_viz.training.objective import sbd_loss
 
     model, tok = _small_model_off_its_init()  # hidden 128: 4 heads of 32
     ids = torch.tensor([tok("assert sorted([3, 1, 2]) == ")["input_ids"]])

@@ -4,7 +4,7 @@
 
 Writes ``<model>/card_results.json`` (every measured row; the tests read its headline numbers) and
 prints the card's tables (``--tables FILE`` also writes them to a file, e.g. to paste into the card).
-Every SBD setting is run with NTP interleaved item by item (see ``sbd_viz.evaluation``),
+Every SBD setting is run with NTP interleaved item by item (see ``sbd_viz.analysis.evaluation``),
 so each wall-clock speedup is a ratio measured side by side in one run.
 
 Two parts: the standalone suite (each item alone, every setting), and the same items placed
@@ -317,7 +317,7 @@ def main(argv=None) -> None:
               + (f" --suite-seed {args.suite_seed}" if args.suite_seed != SUITE_SEED else ""),
               "model_fingerprint": model.fingerprint(), "context_length": model.context_length,
               "block_size": model.block_size}  # every decode below uses the model's own
-    matp = {k: sv.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
+    matp = {k: sv.analysis.evaluation.masked_slot_accuracy(model, block_size=k) for k in (4, 16)}
     results = {"header": header, "rows": rows, "buckets": buckets, "matp": matp}
     (folder / "card_results.json").write_text(json.dumps(results, indent=1))
     write_tables(folder, results, _baseline(args.baseline), args.baseline_name, args.tables)

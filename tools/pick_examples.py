@@ -17,7 +17,7 @@ import argparse
 import torch
 
 import sbd_viz as sv
-from sbd_viz.evaluation import STOP
+from sbd_viz.analysis.evaluation import STOP
 
 
 def describe(item, trace) -> dict:

@@ -1,0 +1,170 @@
+"""One prompt across γ: which knob values keep NTP's text, and what each one costs in calls.
+
+``gamma_ladder(model, prompt, rule=...)`` decodes the prompt once with NTP and once at each γ of a ladder (by
+default spread over the rule's slider range in ``COMMIT_RULES``), and returns a frame with one row per γ. The
+*largest safe γ* is the largest γ whose text equals NTP's at it and at every smaller γ tried: a larger γ
+that happens to match again after a smaller one broke does not count, since a user turning the knob up passes
+through the broken one first.
+
+``Ladder`` is the same work as a generator (``Ladder.rows()`` yields each row as soon as its decode is done),
+so an app can stream the rows in and keep every γ's trace (``Ladder.traces``) to show on request.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Generator, Iterable, Sequence
+
+from ..checks import check_model, check_prompt
+from ..decoders.sbd import DecodeConfig, decode, decode_ntp
+from .divergence import first_divergence
+from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule
+from ..trace import Trace
+
+LADDER_POINTS = 9  # default γ values spread over a rule's slider range (its ends included)
+LADDER_COLUMNS = ("gamma", "calls", "tokens", "tokens_per_call", "speedup_calls", "same_as_ntp", "text",
+                  "divergence_call", "divergence_block", "divergence_slot", "divergence_token",
+                  "divergence_ntp_token", "gap_fills")
+
+
+def ladder_gammas(rule: str = DEFAULT_RULE, points: int = LADDER_POINTS) -> list[float]:
+    """The default γ ladder of ``rule``: ``points`` values spread evenly over its slider range ``(lo, hi, step)``,
+    both ends included, each rounded to the slider's step (a value the slider can show), plus the rule's default
+    unless a point already lies within a step and a half of it; ascending, without repeats. (Every slider step
+    would be too many decodes: 201 for ``entropy_bounded``.)
+
+    ``entropy_bounded`` (slider 0 to 2 by 0.01, default 0.1): 0, 0.1, 0.25, 0.5, ..., 2. A rule that ignores its
+    knob (``left_to_right``) has one value: its default.
+    """
+    spec = COMMIT_RULES.get(rule)
+    if spec is None:
+        raise ValueError(f"rule: unknown rule {rule!r}; choose from {', '.join(RULES)}")
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise ValueError(f"points: must be a whole number >= 2, got {points!r}")
+    if not spec.tunable:
+        return [spec.default]
+    lo, hi, step = spec.slider
+    values = []
+    for i in range(points):
+        snapped = lo + round((hi - lo) * i / (points - 1) / step) * step
+        values.append(float(f"{min(hi, snapped):.10g}"))  # 0.30000000000000004 -> 0.3
+    if all(abs(v - spec.default) > step * 1.5 for v in values):  # the default, unless a point is a step away
+        values.append(spec.default)
+    return sorted({int(v) if spec.valid.whole else v for v in values})
+
+
+def _check_gammas(rule: str, gammas) -> list[float]:
+    if gammas is None:
+        return ladder_gammas(rule)
+    if isinstance(gammas, (int, float)) and not isinstance(gammas, bool):
+        gammas = [gammas]
+    if isinstance(gammas, str) or not isinstance(gammas, Iterable):
+        raise ValueError(f"gammas: must be a list of numbers or None, got {gammas!r}")
+    gammas = list(gammas)
+    if not gammas:
+        raise ValueError("gammas: must not be empty (None takes the rule's slider range)")
+    # numpy numbers (np.linspace, np.arange) are numbers too; the rules want Python ones
+    gammas = [(int(g) if isinstance(g, numbers.Integral) else float(g))
+              if isinstance(g, numbers.Real) and not isinstance(g, bool) else g for g in gammas]
+    for g in gammas:
+        try:
+            CommitRule(rule, g)
+        except ValueError as exc:  # CommitRule names ``gamma``; here the argument is the list
+            raise ValueError(f"gammas: {g!r} is not a valid knob value: {exc}") from None
+    return sorted(set(gammas))
+
+
+def largest_safe_gamma(frame) -> float | None:
+    """The largest γ of a ladder frame whose text equals NTP's at it and at every smaller γ in the frame;
+    ``None`` if the smallest γ already differs (or the frame is empty)."""
+    safe = None
+    for gamma, same in sorted(zip(frame["gamma"], frame["same_as_ntp"])):
+        if not same:
+            break
+        safe = gamma
+    return safe
+
+
+class Ladder:
+    """Decode one prompt with NTP and at each γ of a ladder; see ``gamma_ladder`` for the arguments.
+
+    ``rows()`` decodes NTP first, then yields one row (a dict of ``LADDER_COLUMNS``) per γ, ascending, as each
+    decode finishes; ``ntp`` and ``traces`` (γ -> its ``Trace``) fill in as it goes; ``frame()`` gives the
+    frame of the rows so far.
+    """
+
+    def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
+                 block_size: int | None = None, max_new_tokens: int = 64,
+                 stop: str | Iterable[str] | None = None, gap_free: bool = False):
+        self.model = check_model(model)
+        if not isinstance(rule, str) or rule not in COMMIT_RULES:
+            raise ValueError(f"rule: unknown rule {rule!r}; choose from {', '.join(RULES)}")
+        self.prompt, self.rule = prompt, rule
+        self.gammas = _check_gammas(rule, gammas)
+        check_prompt(prompt)
+        block_size = self.model.block_size if block_size is None else block_size
+        # every decode's settings checked before the first slow one (errors name the argument)
+        DecodeConfig(rule=rule, gamma=self.gammas[0], block_size=block_size, max_new_tokens=max_new_tokens,
+                     stop=stop or (), gap_free=gap_free)
+        self.decode_kwargs = dict(block_size=block_size, max_new_tokens=max_new_tokens, stop=stop, gap_free=gap_free)
+        self.ntp: Trace | None = None
+        self.traces: dict[float, Trace] = {}
+        self._rows: list[dict] = []
+
+    def rows(self) -> Generator[dict, None, None]:
+        """Yield one row per γ, ascending, as each decode finishes (NTP is decoded first)."""
+        kw = self.decode_kwargs
+        if self.ntp is None:
+            self.ntp = decode_ntp(self.model, self.prompt, max_new_tokens=kw["max_new_tokens"], stop=kw["stop"])
+        for gamma in self.gammas[len(self._rows):]:
+            trace = decode(self.model, self.prompt, rule=self.rule, gamma=gamma, **kw)
+            self.traces[gamma] = trace
+            row = ladder_row(gamma, trace, self.ntp)
+            self._rows.append(row)
+            yield row
+
+    def frame(self):
+        """The rows decoded so far as a ``pandas.DataFrame`` (``LADDER_COLUMNS``); ``attrs`` hold ``rule``,
+        ``prompt``, ``ntp_calls``, ``ntp_text`` and ``largest_safe_gamma``."""
+        import pandas as pd
+
+        df = pd.DataFrame(self._rows, columns=list(LADDER_COLUMNS))
+        for col in ("divergence_call", "divergence_block", "divergence_slot"):
+            df[col] = df[col].astype("Int64")  # whole numbers, <NA> where the text never left NTP's
+        df["same_as_ntp"] = df["same_as_ntp"].astype(bool)
+        df.attrs.update(rule=self.rule, prompt=self.prompt, ntp_calls=self.ntp.nfe if self.ntp else None,
+                        ntp_text=self.ntp.text if self.ntp else None, largest_safe_gamma=largest_safe_gamma(df))
+        return df
+
+
+def ladder_row(gamma: float, trace: Trace, ntp: Trace) -> dict:
+    """One ladder row: ``trace`` (decoded at ``gamma``) measured against ``ntp`` (``decode_ntp``, same prompt)."""
+    where = first_divergence(trace, ntp) or {}
+    return {"gamma": gamma, "calls": trace.nfe, "tokens": trace.n_tokens, "tokens_per_call": trace.tokens_per_call,
+            "speedup_calls": ntp.nfe / trace.nfe if trace.nfe else math.nan, "same_as_ntp": trace.text == ntp.text,
+            "text": trace.text, "divergence_call": where.get("call"), "divergence_block": where.get("block"),
+            "divergence_slot": where.get("slot"), "divergence_token": where.get("text"),
+            "divergence_ntp_token": where.get("ntp_text"), "gap_fills": len(trace.kept_gap_fills())}
+
+
+def gamma_ladder(model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
+                 block_size: int | None = None, max_new_tokens: int = 64, stop: str | Iterable[str] | None = None,
+                 gap_free: bool = False):
+    """Decode ``prompt`` at each γ of a ladder and once with NTP; a ``pandas.DataFrame``, one row per γ, ascending.
+
+    ``gammas`` None: ``ladder_gammas(rule)``, nine values spread over the rule's slider range plus its default.
+    The other arguments are ``sv.decode``'s (NTP gets ``max_new_tokens`` and ``stop``), so each row is exactly
+    what ``sv.decode(model, prompt, rule=rule, gamma=γ, ...)`` gives.
+
+    Columns (``LADDER_COLUMNS``): ``gamma``; ``calls``, ``tokens``, ``tokens_per_call`` and ``speedup_calls``
+    (NTP's calls / these); ``same_as_ntp`` (the text equals NTP's) and the ``text``; the first divergence
+    from NTP (``divergence.first_divergence``: ``divergence_call``, ``_block``, ``_slot``, ``_token`` and NTP's
+    token there, ``divergence_ntp_token``; ``<NA>`` / None where the text is NTP's, or where the output only
+    stops early); ``gap_fills`` (kept in the output). ``frame.attrs["largest_safe_gamma"]``: see
+    ``largest_safe_gamma``; the attrs also hold ``rule``, ``prompt``, ``ntp_calls`` and ``ntp_text``.
+    """
+    ladder = Ladder(model, prompt, rule, gammas, block_size, max_new_tokens, stop, gap_free)
+    for _ in ladder.rows():
+        pass
+    return ladder.frame()

@@ -1,0 +1,115 @@
+"""The app's input checks: the UI's raw values (a raw API call can send anything) read into the library's
+arguments, or a ``gr.Error`` that names the field. One place, so every handler says the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+
+import sbd_viz as sv
+from ..analysis import roofline
+from .views import PROJECTION_BATCHES
+from ..decoders.sbd import MAX_BLOCK_SIZE
+from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
+from ..rules import COMMIT_RULES
+
+# The longest prompt whose answer still fits the shipped model's trained context of 512 positions
+# at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
+# against their own context when a request comes in (SBDModel.check_fits).
+MAX_PROMPT_CHARS = 383
+MAX_NEW_TOKENS = 128
+MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
+# The main view's decoders (``sv.decode(..., decoder=...)``): label -> name. SBD takes every control; the others
+# take the ones ``sbd_viz.decoders.parallel.OWN_ARGUMENTS`` names, and a control they do not take, when set, is refused.
+DECODERS = {"SBD": "sbd", "SBD + remasking": "remask", "Jacobi": "jacobi", "prompt lookup": "prompt_lookup"}
+
+
+def read_number(value, field: str) -> float:
+    if isinstance(value, bool) or value is None or value == "":
+        raise gr.Error(f"{field}: must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{field}: must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise gr.Error(f"{field}: must be a finite number, got {value!r}")
+    return x
+
+
+def _whole(value, field: str, lo: int, hi: int) -> int:
+    x = read_number(value, field)
+    if x != int(x) or not lo <= x <= hi:
+        raise gr.Error(f"{field}: must be a whole number from {lo} to {hi}, got {value!r}")
+    return int(x)
+
+
+def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                  stop_at_newline, verify=False, max_block_size: int = MAX_BLOCK_SIZE) -> dict:
+    """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise gr.Error(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
+    if rule not in COMMIT_RULES:
+        raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+    knob = COMMIT_RULES[rule]
+    lo, hi, _ = knob.slider  # the app takes what its slider offers
+    g = read_number(gamma, "gamma")
+    if not lo <= g <= hi:
+        raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
+    if knob.valid.whole:
+        g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
+    return dict(prompt=prompt, rule=rule, gamma=g, gap_free=bool(gap_free),
+                block_size=_whole(block_size, "block size", 1, max_block_size),
+                max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
+                temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
+                stop=STOP if stop_at_newline else None, verify=_flag(verify, "verified"))
+
+
+def _flag(value, field: str) -> bool:
+    if not isinstance(value, bool):  # a raw API call can send anything
+        raise gr.Error(f"{field}: must be true or false, got {value!r}")
+    return value
+
+
+def _temperature(value) -> float:
+    t = read_number(value, "temperature")
+    if not 0 <= t <= 2:
+        raise gr.Error(f"temperature: must be from 0 (greedy) to 2, got {value!r}")
+    return t
+
+
+def read_projection(hardware, model, batch) -> dict:
+    """The projection dropdowns' raw values, or a ``gr.Error`` naming the bad one."""
+    if hardware not in roofline.HARDWARE:  # the measured "this-cpu" entry is for bench/, not the demo
+        raise gr.Error(f"hardware: unknown {hardware!r}; choose from {', '.join(roofline.HARDWARE)}")
+    if model not in roofline.MODELS:
+        raise gr.Error(f"model: unknown {model!r}; choose from {', '.join(roofline.MODELS)}")
+    try:
+        batch = int(batch)
+    except (TypeError, ValueError):
+        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}") from None
+    if batch not in PROJECTION_BATCHES:
+        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
+    return dict(hardware=hardware, model=model, batch=batch)
+
+
+
+
+def read_decoder(label, settings: dict) -> tuple[str, dict]:
+    """The decoder dropdown's raw value and the read settings: (decoder name, ``sv.decode`` keyword arguments
+    besides prompt, length and stop). A control the decoder does not take, when set, is a ``gr.Error``."""
+    from ..decoders.parallel import OWN_ARGUMENTS
+
+    label = "SBD" if label is None else label  # an API call that leaves the decoder out decodes with SBD
+    if label not in DECODERS:
+        raise gr.Error(f"decoder: unknown decoder {label!r}; choose from {', '.join(DECODERS)}")
+    name = DECODERS[label]
+    for field, set_ in (("gap_free", settings["gap_free"]), ("verify", settings["verify"]),
+                        ("temperature", settings["temperature"] > 0)):
+        if set_ and field not in OWN_ARGUMENTS[name]:
+            raise gr.Error(f"{field.replace('_', '-')}: does not apply to the {label} decoder; switch it off or "
+                           "choose SBD")
+    return name, {k: v for k, v in settings.items() if k in OWN_ARGUMENTS[name]}

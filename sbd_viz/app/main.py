@@ -1,0 +1,546 @@
+"""The sbd_viz app: watch Set Block Decoding fill its blocks, and trade speed for quality with gamma.
+
+    sbd-viz app [--model DIR] [--port N]      # or, in the repository: python app.py
+
+The repository's ``app.py`` starts ``main`` here, so the repository runs unchanged as a Hugging Face Space.
+The speed/quality curve comes from ``sweep.json`` beside the model (``app_curve``: make it once per model
+with ``python -c "from sbd_viz import app; app.precompute_sweep()"``, else the app computes it at startup).
+
+A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
+streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis.incoherence``; what the
+page shows is rendered by ``app_views`` (markup around ``sbd_viz.summary``'s words); the
+rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own results in
+``gr.State``; nothing mutable is shared between requests except the read-only model (and the
+speed/quality curve, written once by a background thread, read-only afterwards).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import gradio as gr
+
+import sbd_viz as sv
+from ..analysis import roofline
+from .. import tasks
+from .inputs import (DECODERS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, read_decoder, read_number,
+                                read_projection, read_settings)
+from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
+                                failure_rows, stream_ladder)
+from .decoders import compare as compare_decoders, decoders_tab
+from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
+                               compute_sweep, precompute_sweep)
+from .views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html,
+                               progress_html, step_markdown, texts_html)
+from ..decoders.sbd import MAX_BLOCK_SIZE
+from ..decoders.diffusion import DiffusionModel
+from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
+from ..analysis.incoherence import failure_events
+from ..rules import COMMIT_RULES, DEFAULT_RULE
+
+__all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
+           "compute_sweep", "example_label", "main", "precompute_sweep", "read_projection", "read_settings"]
+
+PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
+
+# Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
+# scores them), picked with `python tools/pick_examples.py` (candidates per behaviour at the app's default
+# settings). Their labels are measured, not written: `example_label` decodes each one when the page is built.
+EXAMPLES = [
+    "assert list(range(69, 78)) == ",
+    "assert sorted([77, 28, 34, 18, 19]) == ",
+    "assert list(range(5, 13)) == ",
+    'assert "/".join(["mv", "vi", "zx", "nh"]) == ',
+    "assert 79 + 48 == ",
+    'assert len("pipkvrslxt") == ',
+    # needs an earlier line (a context family), and a suite item after eight lines of a document
+    "z = 60\nfirst = [63, 25, 15, 80]\nassert sorted(first) == ",
+    'assert len("ttom") == 4\nassert [x * 2 for x in [24, 29, 37]] == [48, 58, 74]\n'
+    'assert [x * 2 for x in [11, 5]] == [22, 10]\nassert 97 + 55 == 152\n'
+    'assert list(range(44, 50)) == [44, 45, 46, 47, 48, 49]\ntotal = "crown"\nitems = "session"\n'
+    'assert items.upper() == "SESSION"\nassert sorted([70, 11, 34, 25, 46, 77]) == ',
+]
+
+# The block size is not here: it is the model's (``SBDModel.block_size``, recorded in its folder, else 16).
+DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
+                stop_at_newline=True, verify=False)
+
+PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
+
+CSS = """
+#sbd-title h1 {margin-bottom: 0}
+#sbd-metrics .cards {display: grid; grid-template-columns: repeat(auto-fit, minmax(130px, 1fr)); gap: 8px}
+#sbd-metrics .card {border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 8px 10px;
+                    background: var(--block-background-fill)}
+#sbd-metrics .label {font-size: 12px; color: var(--body-text-color-subdued)}
+#sbd-metrics .value {font-size: 24px; font-weight: 700; line-height: 1.25; font-variant-numeric: tabular-nums}
+#sbd-metrics .sub {font-size: 12px; color: var(--body-text-color-subdued)}
+#sbd-metrics .good {color: #009E73} #sbd-metrics .bad {color: #D55E00}
+#sbd-texts table, #sbd-texts td, #sbd-texts tr {border: none !important; background: none !important}
+#sbd-texts table {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 15px;
+                  border-collapse: collapse}
+#sbd-texts td {padding: 3px 10px 3px 0; vertical-align: top; border: none}
+#sbd-texts .who {font-family: var(--font); font-size: 13px; font-weight: 600; white-space: nowrap}
+#sbd-texts mark {background: #F6C9A9; color: inherit; border-bottom: 2px solid #D55E00; padding: 0}
+#sbd-texts .note {font-family: var(--font); font-size: 13px; color: var(--body-text-color-subdued)}
+#sbd-anim {overflow-x: auto}
+#sbd-anim .sbd-empty {padding: 40px; color: var(--body-text-color-subdued)}
+"""
+
+# The block-fill animation needs Plotly *frames* (play button, call slider). gr.Plot hands only
+# data + layout to Plotly.react and drops frames, so the figure is drawn by this small renderer
+# inside a gr.HTML component instead; plotly.js is served from the installed plotly package
+# (works offline, same version as the Python figure).
+ANIM_TEMPLATE = "<div class='sbd-anim-plot'></div>"
+ANIM_JS = """
+const box = element.querySelector('.sbd-anim-plot');
+let drawn = 0;
+async function draw() {
+  const my = ++drawn;
+  if (!props.value) {
+    box.innerHTML = "<div class='sbd-empty'>Decode a prompt to watch its blocks fill.</div>";
+    return;
+  }
+  const fig = JSON.parse(props.value);
+  box.innerHTML = '';
+  // The figure is laid out for a wide screen; narrower containers get narrower cells, not a scrollbar.
+  const room = element.clientWidth;
+  if (room > 300 && fig.layout.width > room) fig.layout.width = room;
+  await Plotly.newPlot(box, fig.data, fig.layout, {displaylogo: false, responsive: false,
+                                                     modeBarButtonsToRemove: ['select2d', 'lasso2d']});
+  if (my !== drawn) return;
+  if (fig.frames && fig.frames.length) await Plotly.addFrames(box, fig.frames);
+  box.dataset.frames = String((fig.frames || []).length);
+  box.dataset.drawn = String(my);
+}
+draw();
+watch('value', draw);
+"""
+# "show call N": jump the animation to a frame in the browser, no round trip.
+SHOW_CALL_JS = """
+(n) => {
+  const box = document.querySelector('#sbd-anim .sbd-anim-plot');
+  if (box && window.Plotly && box._transitionData && box._transitionData._frames.length) {
+    Plotly.animate(box, [String(n)], {mode: 'immediate', frame: {duration: 0, redraw: true},
+                                      transition: {duration: 0}});
+  }
+  return n;
+}
+"""
+
+
+def example_label(model, suite: dict, prompt: str) -> str:
+    """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
+    trace = sv.decode(model, prompt, rule=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
+                      gap_free=DEFAULTS["gap_free"], block_size=model.block_size,
+                      max_new_tokens=DEFAULTS["max_new_tokens"],
+                      stop=STOP if DEFAULTS["stop_at_newline"] and not isinstance(model, DiffusionModel) else ())
+    item = tasks.item_in_prompt(prompt, suite)
+    fills = len(trace.kept_gap_fills())
+    before = prompt[: len(prompt) - len(item.prompt)].count("\n") if item else 0  # a document's earlier lines
+    label = f"{item.family if item else 'prompt'}" + (f" after {before} lines" if before else "")
+    label += f": {trace.n_tokens} tokens in {trace.nfe} calls"
+    label += f", {fills} gap fill{'s' if fills != 1 else ''}" if fills else ""
+    if item is not None and not tasks.score(item, trace.text):
+        label += ", wrong at the default γ"
+    return label
+
+
+def _decoded(session) -> bool:
+    """Whether the session holds a decode (it may hold only the projection choice)."""
+    return isinstance(session, dict) and "trace" in session
+
+
+# -- handlers ---------------------------------------------------------------------------------
+class Handlers:
+    """The event handlers. They hold only read-only things: the model, the suite lookup, the curve."""
+
+    def __init__(self, model, curve: SpeedQualityCurve):
+        self.model, self.curve = model, curve
+        self.canvas = isinstance(model, DiffusionModel)  # block diffusion: no NTP, verify or gap-free
+        items = tasks.load_suite("pyasserts", "test")
+        # recognise suite prompts, alone or at the end of a document, to score them
+        self.suite = {item.prompt: item for item in items}
+        self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
+
+    def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+               verify, decoder="SBD", session=None):
+        """Decode with SBD, streaming the block state while it fills; then the metrics, then the animation;
+        then NTP on the same prompt (once per prompt and length: it does not depend on the other settings).
+        Another decoder (remasking, Jacobi, prompt lookup) decodes whole, then the same views follow."""
+        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+        prompt = settings.pop("prompt")
+        if self.canvas:
+            yield from self._decode_canvas(prompt, settings, session)
+            return
+        name, own = read_decoder(decoder, settings)
+        if name != "sbd":
+            t0 = time.perf_counter()
+            try:
+                trace = sv.decode(self.model, prompt, decoder=name, max_new_tokens=settings["max_new_tokens"],
+                                  stop=settings["stop"], **own)
+            except ValueError as exc:  # the library's checks name the argument
+                raise gr.Error(str(exc)) from None
+            yield from self._views(prompt, trace, time.perf_counter() - t0, settings["max_new_tokens"],
+                                   tuple(settings["stop"] or ()), session)
+            return
+        try:
+            config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
+            decoding = sv.Decoding(self.model, prompt, config)  # checks the trained context before any call
+        except ValueError as exc:  # the library's checks name the argument too
+            raise gr.Error(str(exc)) from None
+        skip = gr.skip()
+        steps, paused = [], 0.0
+        t0 = last = time.perf_counter()
+        for step in decoding.steps():
+            steps.append(step)
+            now = time.perf_counter()
+            if now - last > PROGRESS_EVERY:  # a progress view now and then; the finished views cost more
+                yield skip, skip, progress_html(steps), filling_html(prompt, steps), skip
+                last = time.perf_counter()
+                paused += last - now  # time spent showing progress is not decoding time
+        trace = decoding.trace()
+        yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, config.max_new_tokens, config.stop,
+                               session)
+
+    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session):
+        """A finished decode's views: the metrics and texts, then the animation, then NTP beside it."""
+        from .. import plots
+
+        skip = gr.skip()
+        ntp_key = (prompt, max_new_tokens, stop)
+        old = session if isinstance(session, dict) else {}
+        cached = old.get("ntp_key") == ntp_key
+        result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
+                      ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
+                      sbd_seconds=seconds, item=tasks.item_in_prompt(prompt, self.suite),
+                      gap_fills=len(trace.kept_gap_fills()),
+                      projection=old.get("projection", PROJECTION))
+        # The numbers and texts first (cheap), then the animation (its frames take longer to build).
+        yield result, skip, metrics_html(result), texts_html(result), skip
+        # plain data, not graph objects: validating every frame's properties cost as much as the decode
+        figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
+        last_call = trace.nfe - 1
+        call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
+        yield result, figure, metrics_html(result), texts_html(result), call_slider
+        if not cached:
+            t0 = time.perf_counter()
+            result["ntp"] = sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop)
+            result["ntp_seconds"] = time.perf_counter() - t0
+            # Everything again in the last message (API clients read only that one); Gradio sends
+            # generator updates as diffs, so the unchanged figure costs nothing on the wire.
+            yield result, figure, metrics_html(result), texts_html(result), call_slider
+
+    def _decode_canvas(self, prompt, settings, session):
+        """A block-diffusion model: its own generate, recorded; no NTP to compare (it has no causal decoder)."""
+        from .. import plots
+
+        settings["stop"] = None  # it stops at its end-of-text token only
+        t0 = time.perf_counter()
+        try:
+            trace = sv.decode(self.model, prompt, **settings)  # refuses verify and gap-free, naming them
+        except ValueError as exc:
+            raise gr.Error(str(exc)) from None
+        old = session if isinstance(session, dict) else {}
+        result = dict(trace=trace, ntp=None, ntp_key=None, ntp_seconds=None, ntp_cached=False, no_ntp=True,
+                      sbd_seconds=time.perf_counter() - t0, item=tasks.item_in_prompt(prompt, self.suite),
+                      gap_fills=len(trace.kept_gap_fills()), projection=old.get("projection", PROJECTION))
+        figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
+        last_call = trace.nfe - 1
+        call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
+        yield result, figure, metrics_html(result), texts_html(result), call_slider
+
+    def details(self, session):
+        """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
+        from .. import plots
+
+        if not _decoded(session):
+            raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
+        trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
+        # the table's NTP column is the model's own causal prediction (teacher forced on the final prefix): a
+        # block-diffusion model has none
+        events = [] if self.canvas else failure_events(self.model, trace, session["item"])
+        # the curve is the commit rules' sweep: Jacobi's and prompt lookup's traces name no rule there, and say so
+        tradeoff, status = self.curve.figure(cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False),
+                                             cfg.get("verify", False))
+        # the count the metrics card shows; the table lists them all
+        kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
+        table = gr.update(value=failure_rows(events), label=failure_label(events, kept))
+        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=("SBD", "NTP")))
+        return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
+                fit(tradeoff), status, self._trace_file(trace))
+
+    def show_call(self, session, call):
+        """What one call saw and did, and the entropy heatmap of its block."""
+        from .. import plots
+
+        if not _decoded(session):
+            return None, ""
+        trace = session["trace"]
+        # Clamped, not refused: the slider can briefly hold the previous decode's range.
+        step = trace.steps[min(max(0, int(read_number(call, "show call"))), trace.nfe - 1)]
+        return fit(plots.entropy_heatmap(trace, step.block)), step_markdown(trace, step)
+
+    def select_failure(self, session, evt: gr.SelectData):
+        """A click on a failure row: show that call (the animation jumps to it in the browser)."""
+        row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
+        if not _decoded(session) or not row or len(row) < 2:
+            return gr.update()
+        try:
+            call = int(row[1])  # FAILURE_COLUMNS: kind, call, ...
+        except (TypeError, ValueError):
+            return gr.update()
+        return gr.update(value=call) if 0 <= call < session["trace"].nfe else gr.update()
+
+    def ladder(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+               verify):
+        """This prompt across γ: NTP once, then every γ of the rule's ladder, each row streamed as it is decoded."""
+        if self.canvas:
+            raise gr.Error("ladder: a block-diffusion model has no NTP to compare each γ with")
+        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+        try:
+            for rows, figure, status, _ in stream_ladder(self.model, settings.pop("prompt"), settings):
+                yield rows, fit(figure), status
+        except ValueError as exc:  # the library's checks name the argument
+            raise gr.Error(str(exc)) from None
+
+    def compare(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+                verify, chosen):
+        """The prompt through each chosen decoder, beside NTP (``app_decoders``)."""
+        if self.canvas:
+            raise gr.Error("decoders: a block-diffusion model decodes with its own sampler only")
+        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+        try:
+            figure, rows = compare_decoders(self.model, settings, chosen)
+        except ValueError as exc:  # the library's checks name the argument
+            raise gr.Error(str(exc)) from None
+        return fit(figure), rows
+
+    def ladder_pick(self, evt: gr.SelectData):
+        """A click on a ladder row: that γ goes to the slider, and the main view decodes it (the same decode)."""
+        row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
+        try:
+            return gr.update(value=float(row[0]))
+        except (TypeError, ValueError, IndexError):
+            return gr.update()
+
+    def gif(self, session):
+        """The current decode's block-fill animation as a GIF, one frame per call."""
+        if not _decoded(session):
+            raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
+        return str(animation_file(session["trace"], self._new_folder()))
+
+    def project(self, hardware, model, batch, session):
+        """A projection dropdown changed: re-cost the current decode's calls (no re-decode)."""
+        projection = read_projection(hardware, model, batch)
+        session = {**(session if isinstance(session, dict) else {}), "projection": projection}
+        # nothing decoded yet: the next decode uses the choice
+        return session, metrics_html(session) if _decoded(session) else gr.skip()
+
+    def rule_changed(self, rule):
+        """Relabel the knob: its meaning and range depend on the rule."""
+        if rule not in COMMIT_RULES:
+            raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+        knob = COMMIT_RULES[rule]
+        lo, hi, step = knob.slider
+        return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
+                         interactive=knob.tunable)
+
+    def _new_folder(self) -> Path:
+        # One folder per file keeps the download's name readable; folders older than 10 min go.
+        now = time.time()
+        for old in self.files.iterdir():
+            if now - old.stat().st_mtime > 600:
+                shutil.rmtree(old, ignore_errors=True)
+        folder = self.files / uuid.uuid4().hex
+        folder.mkdir()
+        return folder
+
+    def _trace_file(self, trace) -> str:
+        cfg = trace.config
+        gamma = f"_g{cfg['gamma']:g}" if "gamma" in cfg else ""
+        name = f"sbd_trace_{cfg.get('decoder', 'sbd')}_{cfg['rule']}{gamma}_k{cfg['block_size']}.json"
+        return str(trace.save(self._new_folder() / name))
+
+
+# -- the page ---------------------------------------------------------------------------------
+def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
+    """The app as a ``gr.Blocks``. ``model=None`` loads the shipped model.
+
+    ``sweep``: ``"auto"`` shows the curve from ``sweep.json`` beside the model, or computes it in a
+    background thread; a list of rows / a DataFrame shows those; ``None`` shows no curve.
+    """
+    if model is None:
+        model_dir = model_dir or sv.default_model_path()
+        model = sv.load_model(model_dir)
+    canvas = isinstance(model, DiffusionModel)  # block diffusion: the SBD-only controls are hidden
+    if canvas:  # the suite sweep runs SBD's rules
+        curve = SpeedQualityCurve(compute=False)
+    elif sweep == "auto":
+        curve = SpeedQualityCurve(model, model_dir)
+    else:
+        curve = SpeedQualityCurve(results=sweep) if sweep is not None else SpeedQualityCurve(compute=False)
+    h = Handlers(model, curve)
+    gr.set_static_paths([PLOTLY_JS])
+    knob = COMMIT_RULES[DEFAULTS["rule"]]
+
+    with gr.Blocks(title="sbd_viz · Set Block Decoding", delete_cache=(600, 1800), fill_width=True) as demo:
+        session = gr.State(None, time_to_live=3600)
+        gr.Markdown(
+            "# Set Block Decoding, visualised\n"
+            "A language model fills a **block** of future slots, all starting as a mask, over a few model "
+            "**calls**; after each call a commit rule fixes the slots it is sure about, not necessarily in order "
+            "(*gap fills*). Move **γ** and watch speed trade against quality. "
+            f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185) · "
+            "words used here: the **Glossary** tab below"
+            + ("\n\n**A block-diffusion model** (DiffusionGemma): transformers' own `generate`, recorded step by "
+               "step; γ is its sampler's entropy bound, the block its canvas. Accepted slots can be renoised "
+               "(outlined when they turn grey again). Verified decoding, gap-free and NTP do not apply to it."
+               if canvas else ""),
+            elem_id="sbd-title")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300):
+                prompt = gr.Textbox(EXAMPLES[0], label="prompt", lines=2, max_lines=6,
+                                    max_length=MAX_PROMPT_CHARS,
+                                    info="A suite prompt ends with '== ' (with the space); its answer is scored.")
+                examples = gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="examples",
+                                       example_labels=[example_label(model, h.suite, p) for p in EXAMPLES])
+                rule = gr.Dropdown(list(model.rules if canvas else sv.RULES), value=DEFAULTS["rule"],
+                                   label="commit rule", info="which masked slots to fix after each call",
+                                   interactive=not canvas)
+                lo, hi, step = model.gamma_slider if canvas else knob.slider
+                gamma = gr.Slider(lo, hi, value=knob.default, step=step, label=knob.label,
+                                  elem_id="sbd-gamma")
+                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free", visible=not canvas,
+                                       info="only commit a contiguous run from the left: no gap fills")
+                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas,
+                                     info="check every draft against NTP in the same calls: the text is exactly "
+                                          "NTP's greedy text (temperature 0)")
+                decoder = gr.Dropdown(list(DECODERS), value="SBD", label="decoder", visible=not canvas,
+                                      elem_id="sbd-decoder", info="SBD, or another way of writing several tokens "
+                                                                  "per call (the Compare decoders tab runs them all)")
+                with gr.Accordion("more settings", open=False):
+                    block_size = gr.Slider(1, max(MAX_BLOCK_SIZE, model.block_size), value=model.block_size, step=1,
+                                           label="block size (slots decoded together)", interactive=not canvas)
+                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
+                                               label="max new tokens")
+                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"], label="stop at the end of the line",
+                                                  visible=not canvas)
+                    temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05, visible=not canvas,
+                                            label="temperature (0 = greedy, the paper's setting)")
+                    seed = gr.Number(DEFAULTS["seed"], label="seed (for temperature > 0)", precision=0,
+                                     minimum=0, maximum=MAX_SEED)
+                with gr.Accordion("projected on a GPU (roofline model)", open=False):
+                    gr.Markdown("What this decode's calls would cost for a large model on a GPU, against the "
+                                "same text one token per call (the paper's App. A.2 roofline, `sbd_viz.analysis.roofline`).")
+                    hardware = gr.Dropdown(list(roofline.HARDWARE), value=PROJECTION["hardware"], label="hardware")
+                    shape = gr.Dropdown(list(roofline.MODELS), value=PROJECTION["model"], label="model shape")
+                    batch = gr.Dropdown(list(PROJECTION_BATCHES), value=PROJECTION["batch"], label="batch")
+                run = gr.Button("Decode", variant="primary")
+            with gr.Column(scale=3, min_width=600):
+                metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
+                animation = gr.HTML(None, html_template=ANIM_TEMPLATE, js_on_load=ANIM_JS, elem_id="sbd-anim",
+                                    head=f"<script src='gradio_api/file={PLOTLY_JS}'></script>",
+                                    min_height=420)
+                show_call = gr.Slider(0, 1, value=0, step=1, label="show call", elem_id="sbd-show-call",
+                                      info="jump the animation to a call (or click a gap fill below)")
+                texts = gr.HTML(elem_id="sbd-texts", js_on_load=None)
+        with gr.Tabs():
+            with gr.Tab("Gap fills and incoherent commits"):
+                gaps = gr.Dataframe(
+                    headers=FAILURE_COLUMNS, datatype=FAILURE_TYPES, interactive=False, max_height=300,
+                    elem_id="sbd-gaps", label=failure_label([], 0),
+                    column_widths=["10%", "5%", "5%", "5%", "5%", "6%", "7%", "6%", "6%", "7%", "8%", "30%"])
+                with gr.Row():
+                    call_info = gr.Markdown(elem_id="sbd-call-info")
+                    heatmap = gr.Plot(label="entropy of the shown call's block", show_label=True)
+            with gr.Tab("Calls vs NTP"):
+                timeline = gr.Plot(label="tokens per call")
+                comparison = gr.Plot(label="SBD vs NTP, token by token")
+            with gr.Tab("Speed vs quality (suite)"):
+                curve_status = gr.Markdown(curve.status)
+                tradeoff = gr.Plot(label="speed vs suite accuracy")
+            with gr.Tab("This prompt across γ", visible=not canvas):
+                gr.Markdown("The prompt decoded at every γ of the rule's range (greedy, not verified) and once with "
+                            "NTP: where its text first leaves NTP's, and the **largest safe γ**, the largest whose "
+                            "text equals NTP's at it and at every smaller γ tried. Click a row to show that γ above.")
+                ladder_run = gr.Button("Decode this prompt across γ")
+                ladder_status = gr.Markdown(elem_id="sbd-ladder-status")
+                ladder_table = gr.Dataframe(headers=LADDER_HEADERS, datatype=["number"] * 3 + ["str", "str", "number"],
+                                            interactive=False, max_height=320, elem_id="sbd-ladder")
+                ladder_plot = gr.Plot(label="calls against γ")
+            with gr.Tab("Compare decoders", visible=not canvas):
+                chosen, compare_run, compare_table, compare_plot = decoders_tab()
+            with gr.Tab("Downloads"):
+                trace_file = gr.File(label="the full trace of the current decode (sbd_viz.Trace.load reads it)")
+                gif_run = gr.Button("Make a GIF of the animation (one frame per call)")
+                gif_file = gr.File(label="the block-fill animation as a GIF", elem_id="sbd-gif")
+            with gr.Tab("Glossary"):
+                gr.Markdown(glossary_markdown())
+
+        # -- wiring -------------------------------------------------------------------------------
+        controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+                    verify, decoder, session]
+        # preprocess=False: the handler checks the raw values itself, so errors name the field
+        # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
+        # Every event that runs the model shares one concurrency group, so the queue's limit (2) bounds
+        # the model work on the machine, not each event type separately.
+        decode_kw = dict(fn=h.decode, inputs=controls, outputs=[session, animation, metrics, texts, show_call],
+                         preprocess=False, show_progress="minimal", concurrency_id="model")
+        details_kw = dict(fn=h.details, inputs=[session],
+                          outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
+                          show_progress="hidden", concurrency_id="model")
+
+        gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
+        for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
+                      stop_at_newline.input, temperature.release, seed.submit, verify.input, decoder.input):
+            event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        rule.input(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
+            **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        examples.load_input_event.then(**decode_kw, api_visibility="undocumented").then(
+            **details_kw, api_visibility="undocumented")
+        demo.load(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+
+        project_kw = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
+                          preprocess=False, show_progress="hidden")
+        hardware.input(**project_kw, api_name="project")
+        for control in (shape, batch):
+            control.input(**project_kw, api_visibility="undocumented")
+        show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
+        show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
+                         api_name="show_call", show_progress="hidden")
+        gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
+        settings = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
+                    verify]
+        ladder_run.click(h.ladder, inputs=settings, outputs=[ladder_table, ladder_plot, ladder_status],
+                         preprocess=False, show_progress="minimal", concurrency_id="model", api_name="ladder")
+        ladder_table.select(h.ladder_pick, outputs=[gamma], api_visibility="undocumented").then(
+            **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        compare_run.click(h.compare, inputs=settings + [chosen], outputs=[compare_plot, compare_table], preprocess=False,
+                          show_progress="minimal", concurrency_id="model", api_name="compare")
+        gif_run.click(h.gif, inputs=[session], outputs=[gif_file], concurrency_id="model", api_name="gif")
+    return demo
+
+
+def main(model_path=None, host: str = "127.0.0.1", port: int = 7860, dtype=None, device=None) -> None:
+    """Load the model (``dtype`` and ``device`` as ``sv.load_model``'s), build the page, serve it with a queue
+    (2 decodes at a time)."""
+    import torch
+
+    # Two decodes run at once on a 2-core machine: one thread each beats two oversubscribed ones.
+    torch.set_num_threads(int(os.environ.get("SBD_VIZ_THREADS", max(1, (os.cpu_count() or 2) // 2))))
+    model_dir = Path(model_path) if model_path else sv.default_model_path()
+    demo = build_demo(sv.load_model(model_dir, dtype=dtype, device=device), model_dir=model_dir)
+    demo.queue(default_concurrency_limit=2, max_size=64)
+    demo.launch(server_name=host, server_port=port, state_session_capacity=500, css=CSS)
+

@@ -1,0 +1,137 @@
+"""What the app shows, as HTML and Markdown strings: the metric cards, the two texts, the view while decoding,
+and one call in words. Pure functions of a decode's result (the ``dict`` ``app.Handlers.decode`` keeps per
+session); the words and numbers come from ``sbd_viz.summary``, and this module adds only markup.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from ..analysis import roofline
+from .. import tasks
+from ..summary import Measure, measures, step_text
+from ..trace import first_difference, visible
+
+# The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
+PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)
+PROJECTION_BATCHES = (1, 4, 16, 64)
+
+
+def _esc(text: str) -> str:
+    return html.escape(visible(text))
+
+
+def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
+    return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
+            f"<div class='sub'>{sub}</div></div>")
+
+
+def measure_card(measure: Measure) -> str:
+    """A ``summary.Measure`` as a card; its verdict colours the value."""
+    return _card(html.escape(measure.label), html.escape(measure.value), html.escape(measure.note), measure.verdict)
+
+
+def projection_card(trace, projection: dict) -> str:
+    """This decode's calls costed by the roofline model (sbd_viz.analysis.roofline) for a GPU, model and batch."""
+    p = roofline.project(trace, projection["hardware"], projection["model"], projection["batch"])
+    return _card(f"projected · {html.escape(p['hardware'])}", f"{p['speedup']:.2f}×",
+                 f"{html.escape(p['model'])}, batch {p['batch']}: {p['sbd_calls']} calls vs "
+                 f"{p['ntp_calls']} one token per call (roofline)")
+
+
+def metrics_html(result: dict) -> str:
+    """The headline numbers of one decode beside NTP on the same prompt (NTP may still be running): the
+    library's measures, the roofline projection after the speedups, and the suite's verdict on the answer."""
+    trace, ntp = result["trace"], result["ntp"]
+    shown = measures(trace, ntp, seconds=result["sbd_seconds"], ntp_seconds=result["ntp_seconds"],
+                     pending=ntp is None and not result.get("no_ntp"))  # no_ntp: a model without NTP
+    if ntp is not None and result["ntp_cached"]:  # NTP is decoded once per prompt and length
+        shown = [m._replace(note=m.note + " (timed on the first decode of this prompt)")
+                 if m.label == "speedup · wall clock" else m for m in shown]
+    cards = [measure_card(m) for m in shown]
+    after_speed = next((i + 1 for i, m in enumerate(shown) if m.label == "speedup · wall clock"), len(cards))
+    cards.insert(after_speed, projection_card(trace, result.get("projection", PROJECTION)))
+    item = result["item"]
+    if item is None:
+        cards.append(_card("answer", "—", "not a suite prompt: unscored"))
+    elif tasks.score(item, trace.text):
+        cards.append(_card("answer", "✓ correct", f"expected {html.escape(item.answer)}", "good"))
+    else:
+        cards.append(_card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad"))
+    return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
+            f"data-ntp='{'none' if result.get('no_ntp') else 'pending' if ntp is None else ntp.nfe}'>"
+            f"{''.join(cards)}</div>")
+
+
+def progress_html(steps) -> str:
+    """The cards while decoding: calls and slots committed so far."""
+    tokens = sum(len(s.commits) for s in steps)
+    return (f"<div class='cards' data-progress='{len(steps)}'>{_card('model calls', str(len(steps)), 'decoding…')}"
+            f"{_card('slots committed', str(tokens), f'{tokens / len(steps):.2f} per call so far')}</div>")
+
+
+def filling_html(prompt: str, steps) -> str:
+    """The text so far while decoding: committed slots, and ▒ for slots of the open block still masked."""
+    from ..plots import MASK_GLYPH
+
+    text, first = {}, steps[0].block_start
+    for s in steps:
+        for c in s.commits:
+            text[s.block_start + c.slot] = c.text
+    end = steps[-1].block_start + steps[-1].block_size
+    body = _esc("".join(text.get(p, MASK_GLYPH) for p in range(first, end)))
+    return (f"<table><tr><td class='who'>SBD (decoding)</td><td>{body}</td></tr></table>"
+            f"<div class='note'>prompt: <code>{_esc(prompt[-80:])}</code></div>")
+
+
+def texts_html(result: dict) -> str:
+    """SBD's and NTP's outputs one above the other, from the first difference on highlighted."""
+    a, ntp = result["trace"].text, result["ntp"]
+    diff = first_difference(a, ntp.text) if ntp is not None else None
+
+    def row(who, text, mark_from):
+        if mark_from is None:
+            body = _esc(text)
+        elif mark_from >= len(text):  # the other text is longer: mark where this one ends
+            body = _esc(text) + "<mark>&nbsp;</mark>"
+        else:
+            body = _esc(text[:mark_from]) + "<mark>" + _esc(text[mark_from:]) + "</mark>"
+        return f"<tr><td class='who'>{who}</td><td>{body or '∅'}</td></tr>"
+
+    rows = [row("SBD", a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
+    if result.get("no_ntp"):  # a block-diffusion model: its text alone
+        rows = [row(html.escape(result["trace"].config.get("decoder", "model")), a, None)]
+    if result["item"] is not None:
+        rows.append(row("expected", result["item"].answer, None))
+    note = ("no NTP decode for this model" if result.get("no_ntp") else
+            "NTP is running" if ntp is None else "SBD and NTP wrote the same text" if diff is None else
+            f"SBD and NTP first differ at character {diff} (highlighted)")
+    return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
+            f"<code>{_esc(result['trace'].prompt[-80:])}</code> · {note}</div>")
+
+
+def step_markdown(trace, step) -> str:
+    """One call in words (``summary.step_text``): its head line in bold, the rest in a code block, which keeps
+    the before/after lines aligned and shows tokens as they are (no Markdown inside)."""
+    head, rest = step_text(trace, step).split("\n", 1)
+    return f"**{head}**\n\n```\n{rest}\n```"
+
+
+def fit(fig):
+    """Let a figure take its container's width: the library lays figures out at fixed pixel sizes."""
+    return None if fig is None else fig.update_layout(width=None, autosize=True)
+
+
+GLOSSARY = Path(__file__).resolve().parents[2] / "docs" / "GLOSSARY.md"
+
+
+def glossary_markdown(path: Path = GLOSSARY) -> str:
+    """The glossary (``docs/GLOSSARY.md`` of the repository, which a Space runs from) for the app's Glossary tab;
+    an installed package has no docs/ folder, so it then says where the glossary is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return ("The glossary is `docs/GLOSSARY.md` in the sbd_viz repository (an installed package does not "
+                "carry the docs/ folder).")
+    return text

@@ -1,0 +1,386 @@
+"""Batched SBD decoding: many prompts share each forward, and every row advances on its own.
+
+``decode_batch(model, prompts, ...)`` returns one ``Trace`` per prompt, with the output ``decode``
+gives that prompt alone. Each row is an ordinary ``Decoding`` (its rule, its stops, its
+verification), driven through ``Decoding.requests()``; this module only serves their requests
+together, so the decoding logic exists once.
+
+- **One KV cache for the batch**, (rows, heads, columns, dim) per layer. A row's cache is the set
+  of its *live* columns. A call appends the same number of columns to every row: a row that feeds
+  fewer tokens than the longest leaves dead columns (masked from then on), and the block slots'
+  columns are cut off after the call, as in the single-row engine (exact KV cache).
+- **Rows advance independently**: each call feeds every busy row its own new tokens and its own
+  block; a row's tokens are numbered from its own live length, so positions are its single decode's.
+  Lockstep blocks (every row waits for the slowest row's block) would leave most of a batch idle on
+  short answers.
+- **Continuous batching**: a finished row's place goes to the next prompt at once; the old row's
+  columns die. A verified decode's rollback kills the rolled-back columns.
+- **Chunked prefill**: a row that enters feeds its whole prompt causally with its first block. Served
+  whole, it would pad every other row of that call to the prompt's length (a new row enters almost
+  every call at batch 32), so a long feed goes in pieces no wider than the call's other rows (and at
+  least ``prefill_chunk`` tokens): the piece's forward keeps no logits, and the row's request is
+  answered by the forward that feeds its last piece with its block. The row's trace still counts one
+  call there (it is the single decode's trace); ``stats.prefill_pieces`` counts the extra forwards.
+- **Compaction**: once dead columns outnumber live ones, each row's live columns are gathered to
+  the left (attention is blind to where a key sits: its position is already in the key, by RoPE or
+  by the position embedding of its input). Models whose attention depends on key indices (ALiBi)
+  are not supported.
+
+Exactness: rows stacked at equal lengths give bit-equal logits on this CPU, but masked columns
+change how many keys a softmax reduces over, so logits can differ from the single-row forward by
+~1e-6; an argmax or a rule's threshold flips only where two values are that close.
+``bench/bench_scale.py`` counts how often an output differs over the suite.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
+import torch
+
+from ..checks import check_model
+from .sbd import DecodeConfig, Decoding, NTPDecoding
+from ..model import CacheCut, ModelCall, SBDModel
+from ..rules import DEFAULT_GAMMA, DEFAULT_RULE
+from ..trace import Trace
+
+MAX_BATCH_SIZE = 1024
+
+
+class _BatchCache:
+    """The batch's KV cache (a transformers ``DynamicCache``) plus which columns each row owns."""
+
+    def __init__(self, model: SBDModel, rows: int):
+        self.model, self.cache = model, model.new_cache()
+        self.live = torch.zeros(rows, 0, dtype=torch.bool)  # (rows, columns): the row's cached tokens
+        self.columns: list[list[int]] = [[] for _ in range(rows)]  # each row's live columns, in text order
+
+    @property
+    def width(self) -> int:
+        return self.live.shape[1]
+
+    def length(self, row: int) -> int:
+        return len(self.columns[row])
+
+    def reset(self, row: int) -> None:
+        """The row starts a new prompt: none of its columns are live any more."""
+        self.live[row] = False
+        self.columns[row] = []
+
+    def cut(self, row: int, length: int) -> None:
+        """A rollback: the row keeps its first ``length`` cached tokens."""
+        if not 0 <= length <= self.length(row):
+            raise ValueError(f"length: must be in [0, {self.length(row)}] (the row's cached tokens), got {length}")
+        self.live[row, self.columns[row][length:]] = False
+        del self.columns[row][length:]
+
+    def appended(self, fed: list[int], block_width: int) -> None:
+        """After a call that appended ``max(fed)`` causal columns and ``block_width`` block columns to every
+        row, of which row r's first ``fed[r]`` causal ones hold its tokens: drop the block, note the live."""
+        if block_width:
+            self.cache.crop(-block_width)
+        start, width = self.width, max(fed)
+        new = torch.arange(width)[None, :] < torch.tensor(fed)[:, None]  # (rows, width)
+        self.live = torch.cat([self.live, new], dim=1)
+        for row, n in enumerate(fed):
+            self.columns[row].extend(range(start, start + n))
+
+    def compact(self, keep_rows: list[int] | None = None) -> None:
+        """Gather each row's live columns to the left (and keep only ``keep_rows``, in that order)."""
+        rows = list(range(len(self.columns))) if keep_rows is None else list(keep_rows)
+        width = max((self.length(r) for r in rows), default=0)
+        index = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, r in enumerate(rows):
+            index[i, : self.length(r)] = torch.tensor(self.columns[r], dtype=torch.long)
+        layers = getattr(self.cache, "layers", [])
+        if self.width and layers:
+            device = layers[0].keys.device
+            select = torch.tensor(rows, dtype=torch.long, device=device)
+            for layer in layers:
+                for name in ("keys", "values"):
+                    t = getattr(layer, name)[select]  # (rows, heads, columns, dim)
+                    idx = index.to(device)[:, None, :, None].expand(t.shape[0], t.shape[1], width, t.shape[3])
+                    setattr(layer, name, torch.gather(t, 2, idx))
+        lengths = [self.length(r) for r in rows]
+        self.live = torch.arange(width)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]
+        self.columns = [list(range(n)) for n in lengths]
+
+
+@dataclass
+class _Row:
+    index: int  # the prompt's position in the input
+    requests: object  # the Decoding's request coroutine
+    request: ModelCall | None = None
+    entering: bool = True  # its first request (the prompt and first block) is not answered yet
+
+
+@dataclass
+class BatchStats:
+    """How busy the batch was. A *row-call* is one row's forward within a batched call."""
+
+    calls: int = 0  # batched forwards
+    row_calls: int = 0  # rows with a request, summed over calls (what decoding one by one would call)
+    row_slots: int = 0  # rows in the forward, summed over calls (busy or idle)
+    tokens: int = 0  # tokens the rows asked to feed (causal tokens and block slots)
+    computed: int = 0  # token positions the forwards computed, padding included
+    compactions: int = 0
+    prefill_pieces: int = 0  # row-forwards that fed a piece of a long causal feed, with no logits kept
+    forward_seconds: float = 0.0
+    seconds: float = 0.0  # the whole run
+
+    @property
+    def row_efficiency(self) -> float:
+        """Busy row-calls / computed row-slots: 1.0 when no row of a forward sits idle."""
+        return self.row_calls / self.row_slots if self.row_slots else float("nan")
+
+    @property
+    def token_efficiency(self) -> float:
+        """Requested token positions / computed ones: what padding to the longest row costs."""
+        return self.tokens / self.computed if self.computed else float("nan")
+
+    def as_dict(self) -> dict:
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__},
+                "row_efficiency": self.row_efficiency, "token_efficiency": self.token_efficiency}
+
+
+@dataclass
+class BatchDecoding:
+    """SBD decodes of many prompts served together; ``run()`` returns their traces in input order.
+
+    Every prompt is checked on construction (settings, prompt, trained context), before any call.
+    ``stats`` says how busy the batch was. In a batched trace, a step's ``wall_time`` is the
+    batched forward it shared with the other rows plus the row's own work after it: it measures
+    the batch's latency, not one row's cost (``trace.meta['batch_size']`` says so).
+    """
+
+    model: SBDModel
+    prompts: list[str]
+    config: DecodeConfig = field(default_factory=DecodeConfig)
+    batch_size: int = 8
+    decoder: str = "sbd"  # or "ntp": greedy NTP, one token per call from the causal logits (NTPDecoding)
+    # smallest prefill piece; None feeds every prompt whole; "auto": 16 for NTP rows, None for SBD rows. Measured
+    # on the suite at batch 32 (2 threads): NTP 1.7x the items/s of whole prompts (a 1-token row no longer pads to a
+    # prompt); SBD 0.93-1.05x: its rows enter in waves and are ~32 tokens wide anyway, so pieces only add calls.
+    prefill_chunk: int | None | str = "auto"
+    stats: BatchStats = field(default_factory=BatchStats, init=False)
+
+    def __post_init__(self):
+        self.model = check_model(self.model)
+        if isinstance(self.prompts, str):
+            raise ValueError("prompts: expected a list of prompts, got one string (use sv.decode for one prompt)")
+        self.prompts = list(self.prompts)
+        if not self.prompts:
+            raise ValueError("prompts: no prompts to decode")
+        b = self.batch_size
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BATCH_SIZE:
+            raise ValueError(f"batch_size: must be a whole number in [1, {MAX_BATCH_SIZE}], got {b!r}")
+        if not isinstance(self.config, DecodeConfig):
+            raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
+        if self.prefill_chunk == "auto":
+            self.prefill_chunk = 16 if self.decoder == "ntp" else None
+        c = self.prefill_chunk
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+            raise ValueError(f"prefill_chunk: must be a whole number >= 1 or None, got {c!r}")
+        if self.decoder not in ("sbd", "ntp"):
+            raise ValueError(f"decoder: must be 'sbd' or 'ntp', got {self.decoder!r}")
+        kind = Decoding if self.decoder == "sbd" else NTPDecoding
+        self._decodings = []
+        for i, prompt in enumerate(self.prompts):
+            try:
+                self._decodings.append(kind(self.model, prompt, self.config))
+            except ValueError as exc:
+                raise ValueError(f"{exc} (prompts[{i}])") from None
+        self._ran = False
+
+    def run(self, progress: bool = False) -> list[Trace]:
+        if self._ran:
+            raise RuntimeError("run: this BatchDecoding has already run; make a new one to decode again")
+        self._ran = True
+        t_start = time.perf_counter()
+        width = min(self.batch_size, len(self.prompts))
+        cache = _BatchCache(self.model, width)
+        rows: list[_Row | None] = [None] * width
+        # prompts of similar length enter together, so fewer rows are padded to a long prompt (order of the
+        # results is the input's; each row's decode is independent of its neighbours)
+        queue = deque(sorted(range(len(self.prompts)), key=lambda i: len(self._decodings[i].prompt_ids)))
+        traces: list[Trace | None] = [None] * len(self.prompts)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(self.prompts), desc=f"decode_batch x{self.batch_size}", unit="prompt")
+
+        def advance(r: int, reply) -> None:
+            """Send ``reply`` to row r's decode and serve its requests up to its next forward (or its end)."""
+            row = rows[r]
+            while True:
+                try:
+                    request = row.requests.send(reply)
+                except StopIteration:
+                    traces[row.index] = self._trace(row.index)
+                    rows[r] = None
+                    if bar is not None:
+                        bar.update(1)
+                    return
+                if isinstance(request, CacheCut):
+                    cache.cut(r, request.length)
+                    reply = None
+                    continue
+                row.request = request
+                return
+
+        with torch.inference_mode():
+            while True:
+                for r in range(len(rows)):  # continuous batching: a free place takes the next prompt
+                    while rows[r] is None and queue:
+                        i = queue.popleft()
+                        cache.reset(r)
+                        rows[r] = _Row(i, self._decodings[i].requests())
+                        advance(r, None)
+                busy = [r for r, row in enumerate(rows) if row is not None]
+                if not busy:
+                    break
+                if not queue and len(busy) < len(rows):  # the tail: idle rows would still cost compute
+                    cache.compact(busy)
+                    rows = [rows[r] for r in busy]
+                    self.stats.compactions += 1
+                elif cache.width > 16 + 2 * max(cache.length(r) for r in busy):
+                    cache.compact()
+                    self.stats.compactions += 1
+                requests = [row.request if row else None for row in rows]
+                served, rests = self._pieces(requests, [bool(row and row.entering) for row in rows])
+                replies = self._forward(cache, served)
+                for r, reply in enumerate(replies):
+                    if rests[r] is not None:  # a prefill piece went in: the rest of the request waits
+                        rows[r].request = rests[r]
+                    elif reply is not None:
+                        rows[r].entering = False
+                        advance(r, reply)
+        if bar is not None:
+            bar.close()
+        self.stats.seconds = time.perf_counter() - t_start
+        return traces
+
+    def _trace(self, index: int) -> Trace:
+        trace = self._decodings[index].trace()
+        meta = {**trace.meta, "batch_size": self.batch_size,
+                "wall_time": "the batched forward each step shared, plus the row's own work"}
+        return replace(trace, meta=meta)
+
+    def _pieces(self, requests: list[ModelCall | None], entering: list[bool]
+                ) -> tuple[list[ModelCall | None], list[ModelCall | None]]:
+        """What each row feeds in this call, and what is left of its request (None: nothing is left).
+
+        An entering row's request (its prompt and first block) wider than the call's other rows, and than
+        ``prefill_chunk``, sends the head of its prompt alone, as wide as that limit; the tokens whose logits the
+        row needs, and its block, stay in the rest."""
+        served, rests = list(requests), [None] * len(requests)
+        if self.prefill_chunk is None:
+            return served, rests
+        widths = [len(q.new_ids) + len(q.block_ids) if q else 0 for q in requests]
+        limit = max([self.prefill_chunk] + [w for w, e in zip(widths, entering) if not e])
+        for r, q in enumerate(requests):
+            if q is None or not entering[r] or widths[r] <= limit:
+                continue
+            piece = min(limit, widths[r] - limit, len(q.new_ids) - max(q.n_causal, 1))
+            if piece < 1:
+                continue
+            served[r] = ModelCall(q.new_ids[:piece], [], 0)
+            rests[r] = replace(q, new_ids=q.new_ids[piece:])
+            self.stats.prefill_pieces += 1
+        return served, rests
+
+    def _forward(self, cache: _BatchCache, requests: list[ModelCall | None]) -> list[tuple | None]:
+        """One forward for every row: row r feeds its new tokens, then its block, padded to the longest."""
+        model = self.model
+        n_rows = len(requests)
+        fed = [len(q.new_ids) if q else 0 for q in requests]
+        sizes = [len(q.block_ids) if q else 0 for q in requests]
+        n_max, k_max = max(fed), max(sizes)
+        width, q_len = cache.width, n_max + k_max
+        ids = torch.zeros(n_rows, q_len, dtype=torch.long)
+        positions = torch.zeros(n_rows, q_len, dtype=torch.long)
+        allowed = torch.zeros(n_rows, q_len, width + q_len, dtype=torch.bool)
+        real = torch.zeros(n_rows, q_len, dtype=torch.bool)
+        keep = torch.zeros(n_rows, q_len, dtype=torch.bool)  # positions whose logits a row needs
+        for r, req in enumerate(requests):
+            if req is None:
+                continue
+            n, k, base = fed[r], sizes[r], cache.length(r)
+            blk = slice(n_max, n_max + k)
+            ids[r, :n] = torch.tensor(req.new_ids, dtype=torch.long)
+            ids[r, blk] = torch.tensor(req.block_ids, dtype=torch.long)
+            positions[r, :n] = torch.arange(base, base + n)
+            positions[r, blk] = torch.arange(base + n, base + n + k)
+            real[r, :n] = real[r, blk] = True
+            keep[r, n - req.n_causal: n] = keep[r, blk] = True
+            live = cache.live[r]
+            allowed[r, :n, :width] = live
+            allowed[r, blk, :width] = live
+            allowed[r, :n, width: width + n] = torch.ones(n, n, dtype=torch.bool).tril()
+            allowed[r, blk, width: width + n] = True  # the block sees the row's new tokens
+            allowed[r, blk, width + n_max: width + n_max + k] = True  # and itself, both ways
+        # a padding position attends to itself alone: a query with no key would give NaN keys downstream
+        allowed[:, :, width:] |= torch.eye(q_len, dtype=torch.bool)[None] & ~real[:, :, None]
+        mask = allowed[:, None]
+        if model._eager:
+            dtype = model.model.dtype
+            mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+        device = model.device
+        layers = getattr(cache.cache, "layers", [])
+        saved = [(layer.keys, layer.values) for layer in layers]
+        t0 = time.perf_counter()
+        try:
+            out = model.model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                              position_ids=positions.to(device), past_key_values=cache.cache, use_cache=True,
+                              logits_to_keep=keep.to(device))
+        except BaseException:  # leave the cache as it was, as the single-row engine does
+            for layer, (keys, values) in zip(cache.cache.layers, saved):
+                layer.keys, layer.values = keys, values
+            raise
+        cache.appended(fed, k_max)
+        seconds = time.perf_counter() - t0
+        logits = out.logits.float().reshape(-1, out.logits.shape[-1])  # (kept positions, V), row by row
+        replies: list[tuple | None] = []
+        offset = 0
+        for r, req in enumerate(requests):
+            if req is None:
+                replies.append(None)
+                continue
+            c, k = req.n_causal, sizes[r]
+            replies.append((logits[offset: offset + c], logits[offset + c: offset + c + k], seconds))
+            offset += c + k
+        busy = sum(q is not None and bool(q.block_ids or q.n_causal) for q in requests)  # prefill pieces are not
+        self.stats.calls += 1
+        self.stats.row_calls += busy
+        self.stats.row_slots += n_rows
+        self.stats.tokens += sum(fed) + sum(sizes)
+        self.stats.computed += n_rows * q_len
+        self.stats.forward_seconds += seconds
+        return replies
+
+
+def decode_batch(model: SBDModel, prompts: Iterable[str], rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
+                 block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
+                 stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
+                 verify: bool = False, batch_size: int = 8, progress: bool = False,
+                 decoder: str = "sbd", prefill_chunk: int | None | str = "auto") -> list[Trace]:
+    """Decode many prompts with SBD, ``batch_size`` rows per forward; one ``Trace`` per prompt, in order.
+
+    ``decoder="ntp"`` decodes greedy NTP instead (one token per call, ``decode_ntp``'s traces), the
+    batched baseline for SBD's speed.
+
+    Each trace holds what ``decode`` gives that prompt alone (same settings; at temperature 0 up to
+    float rounding, see ``sbd_viz.decoders.batch``). A finished row's place goes to the next prompt at once.
+    ``prefill_chunk`` feeds long prompts in pieces (see ``BatchDecoding``).
+    ``BatchDecoding`` gives the same traces and ``stats`` (how busy the batch was).
+    ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
+    """
+    block_size = check_model(model).block_size if block_size is None else block_size
+    config = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
+                          temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
+                          verify=verify)
+    return BatchDecoding(model, list(prompts) if not isinstance(prompts, str) else prompts, config,
+                         batch_size, decoder, prefill_chunk).run(progress=progress)

@@ -1,0 +1,286 @@
+"""Block diffusion (DiffusionGemma) through the same API: load its folder, decode with transformers' own
+``generate``, and record every denoising step into a ``Trace``.
+
+DiffusionGemma writes a canvas of ``canvas_length`` tokens at a time: an encoder pass extends the cache with the
+prompt (or the previous canvas), then each decoder forward denoises the whole canvas. Its sampler accepts the
+lowest-entropy slots while their entropies, less the largest, sum to at most ``entropy_bound`` (SBD's
+``entropy_bounded`` rule, so γ means the same), and renoises every other slot with a random token, so a slot
+accepted at one step can be taken back at the next. The canvas that ends a block is the last step's argmax.
+
+The loop is transformers' own; the recording listens through its hooks: the streamer's ``put_draft`` (with
+``_takes_logits``: the logits the sampler read), ``put`` (each finished canvas), the sampler that
+``_prepare_sampler`` builds (its acceptance mask and accepted canvas), and forward hooks on the encoder and the
+decoder (timing; the encoder passes are recorded, not counted in ``nfe``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from .._version import __version__
+from .recorder import CanvasRecorder
+from ..trace import Trace
+
+MODEL_TYPES = ("diffusion_gemma",)  # config.json model_type values this module loads
+RULE = "entropy_bounded"  # the one commit rule DiffusionGemma's sampler implements
+
+
+def is_diffusion_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds a DiffusionGemma model (its config.json's model_type or architectures say so)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        data = json.loads(config.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return data.get("model_type") in MODEL_TYPES or any(
+        str(a).startswith("DiffusionGemma") for a in data.get("architectures") or ())
+
+
+class DiffusionModel:
+    """A DiffusionGemma model and its tokenizer, with its limits as data: the canvas (``block_size``) and
+    the context. It has no verified decoding and no gap-free mode (``supports_verify``, ``supports_gap_free``)."""
+
+    supports_verify = False
+    supports_gap_free = False
+    rules = (RULE,)
+    gamma_slider = (0.01, 2.0, 0.01)  # (lo, hi, step): the sampler refuses an entropy_bound of 0
+
+    def __init__(self, model, tokenizer, name: str | None = None):
+        if getattr(getattr(model, "config", None), "model_type", None) not in MODEL_TYPES:
+            raise TypeError("model: expected a DiffusionGemmaForBlockDiffusion (transformers)")
+        if not callable(getattr(tokenizer, "encode", None)):
+            raise TypeError("tokenizer: expected a transformers tokenizer")
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self._text_cache: dict[int, str] = {}
+        # the recording hooks sit on the model itself, so two recorded decodes (the app's two at a time) take turns
+        self.recording = threading.Lock()
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
+                        device: str | torch.device | None = None) -> "DiffusionModel":
+        from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        path = Path(path)
+        if not is_diffusion_folder(path):
+            raise FileNotFoundError(f"path: {path} is not a DiffusionGemma model folder (config.json's model_type)")
+        tok = AutoTokenizer.from_pretrained(path)
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(path, dtype=dtype)
+        return cls(model if device is None else model.to(device), tok, name=path.name)
+
+    # -- limits -------------------------------------------------------------------------------
+    @property
+    def canvas_length(self) -> int:
+        return int(self.model.config.canvas_length)
+
+    @property
+    def block_size(self) -> int:
+        """The canvas: the tokens one block writes (fixed by the model)."""
+        return self.canvas_length
+
+    @property
+    def context_length(self) -> int | None:
+        value = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
+        """Raise ``ValueError`` naming ``prompt`` or ``max_new_tokens`` if the decode could run past the context.
+        ``generate`` writes whole canvases, so the new tokens are rounded up to a multiple of the canvas."""
+        limit, k = self.context_length, self.canvas_length
+        written = -(-max_new_tokens // k) * k
+        if limit is None or n_prompt + written <= limit:
+            return
+        if n_prompt >= limit:
+            raise ValueError(f"prompt: {n_prompt} tokens, but model {self.name!r} has a context of {limit} positions")
+        raise ValueError(f"max_new_tokens: {max_new_tokens} (written as {written}, whole canvases of {k}) after a "
+                         f"{n_prompt}-token prompt passes model {self.name!r}'s context of {limit} positions; "
+                         f"at most {(limit - n_prompt) // k * k} fit")
+
+    # -- vocabulary ------------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """The ids that end the text: the generation config's, else the text config's, else the tokenizer's."""
+        for value in (self.model.generation_config.eos_token_id, self.model.config.get_text_config().eos_token_id,
+                      self.tokenizer.eos_token_id):
+            if value is not None:
+                return tuple(value) if isinstance(value, (list, tuple)) else (int(value),)
+        return ()
+
+    def encode(self, prompt: str) -> list[int]:
+        """The prompt's ids, with BOS once: a prompt from a chat template already starts with it."""
+        bos = self.tokenizer.bos_token
+        return list(self.tokenizer(prompt, add_special_tokens=not (bos and prompt.startswith(bos))).input_ids)
+
+    def token_text(self, token_id: int) -> str:
+        if token_id not in self._text_cache:
+            self._text_cache[token_id] = self.tokenizer.decode([token_id])
+        return self._text_cache[token_id]
+
+    def text(self, ids) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+class _Listener:
+    """The streamer ``generate`` reports to: each step's logits (``put_draft``), each finished canvas (``put``).
+    The sampler's acceptance and the encoder passes come from the hooks ``record`` installs."""
+
+    _takes_logits = True  # put_draft gets the logits the sampler read, not only the argmax
+
+    def __init__(self, recorder: CanvasRecorder):
+        self.rec, self.sampler, self.accepted_canvas = recorder, None, None
+        self.prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self.prompt_seen:  # generate puts the prompt first
+            self.prompt_seen = True
+            return
+        self.rec.end_block(value[0])
+
+    def put_draft(self, logits=None, value=None) -> None:
+        self.rec.step(logits[0], self.sampler.accepted_token_mask[0].cpu(), self.accepted_canvas[0].cpu())
+
+    def end(self) -> None:
+        pass
+
+
+def generate_kwargs(model: DiffusionModel, gamma: float, max_new_tokens: int,
+                    max_denoising_steps: int | None, adaptive_stopping: bool) -> dict:
+    """The keyword arguments ``decode`` gives ``generate`` (besides the streamer), so a caller can run the
+    same ``generate`` unrecorded: adaptive stopping off is a stability threshold no canvas can reach.
+
+    γ travels in ``sampler_config``: ``generate`` reads the sampler's bound only from an
+    ``EntropyBoundSamplerConfig`` (a bare ``entropy_bound=`` keyword is left over unread, and the sampler keeps
+    its default 0.1)."""
+    from transformers import EntropyBoundSamplerConfig
+
+    kwargs = {"max_new_tokens": max_new_tokens, "disable_compile": True,
+              "sampler_config": EntropyBoundSamplerConfig(entropy_bound=float(gamma))}
+    if max_denoising_steps is not None:
+        kwargs["max_denoising_steps"] = max_denoising_steps
+    if not adaptive_stopping:
+        steps = max_denoising_steps or model.model._prepare_generation_config(None)[0].max_denoising_steps
+        kwargs["stability_threshold"] = steps
+    if model.model.generation_config.eos_token_id is None and model.eos_ids:
+        kwargs["eos_token_id"] = list(model.eos_ids)
+    pad = model.model.config.get_text_config().pad_token_id
+    if model.model.generation_config.pad_token_id is None and pad is not None:
+        kwargs["pad_token_id"] = pad  # tokens after the end are pad, so tokens_per_forward counts the text's
+    return kwargs
+
+
+def _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, block_size, rule, verify, gap_free,
+           temperature, stop, top_n):
+    if not isinstance(model, DiffusionModel):
+        raise TypeError(f"model: expected an sbd_viz DiffusionModel (see sv.load_model), got {type(model).__name__}")
+    if not isinstance(prompt, str):
+        raise ValueError(f"prompt: must be a string, got {type(prompt).__name__}")
+    if verify:
+        raise ValueError("verify: DiffusionGemma has no verified decoding (no causal head to check drafts against)")
+    if gap_free:
+        raise ValueError("gap_free: DiffusionGemma's sampler accepts any slot of the canvas; it has no gap-free mode")
+    if rule != RULE:
+        raise ValueError(f"rule: DiffusionGemma's sampler is the {RULE!r} rule (γ = its entropy_bound), got {rule!r}")
+    if block_size not in (None, model.canvas_length):
+        raise ValueError(f"block_size: model {model.name!r} writes canvases of {model.canvas_length} tokens; "
+                         f"got {block_size!r}")
+    if temperature not in (None, 0, 0.0):
+        raise ValueError("temperature: DiffusionGemma follows its generation config's temperature schedule "
+                         f"(t_max to t_min); got {temperature!r}")
+    if stop:
+        raise ValueError("stop: DiffusionGemma stops at its end-of-text token only; got stop strings")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma > 0:
+        raise ValueError(f"gamma: must be a number > 0 (the sampler's entropy_bound, in nats), got {gamma!r}")
+    for name, value in (("max_new_tokens", max_new_tokens), ("seed", seed), ("top_n", top_n),
+                        ("max_denoising_steps", 1 if max_denoising_steps is None else max_denoising_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1):
+            raise ValueError(f"{name}: must be a whole number >= {0 if name == 'seed' else 1}, got {value!r}")
+
+
+def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 0.1, block_size: int | None = None,
+           max_new_tokens: int = 64, temperature: float | None = None, seed: int = 0, stop=None,
+           gap_free: bool = False, top_n: int = 5, verify: bool = False, *, max_denoising_steps: int | None = None,
+           adaptive_stopping: bool = True) -> Trace:
+    """Decode ``prompt`` with DiffusionGemma's own ``generate`` after ``torch.manual_seed(seed)``, and record it.
+
+    ``gamma`` is the sampler's ``entropy_bound``; ``max_denoising_steps`` caps the decoder forwards per canvas
+    (None: the model's generation config); ``adaptive_stopping=False`` runs every canvas to that cap. The
+    trace's ``output_ids`` are ``generate``'s new tokens up to its first end-of-text (whole canvases: up to
+    ``canvas_length - 1`` more than ``max_new_tokens``), and ``trace.nfe`` its decoder forwards. ``block_size``,
+    ``rule``, ``verify``, ``gap_free``, ``temperature`` and ``stop`` exist for SBD's signature: any value that
+    means something else for this model is refused. The arguments are in ``sv.decode``'s order, which calls this
+    for a ``DiffusionModel``.
+    """
+    _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, block_size, rule, verify, gap_free,
+           temperature, stop, top_n)
+    prompt_ids = model.encode(prompt)
+    model.check_fits(len(prompt_ids), max_new_tokens)
+    kwargs = generate_kwargs(model, gamma, max_new_tokens, max_denoising_steps, adaptive_stopping)
+    resolved = model.model._prepare_generation_config(None, **kwargs)[0]
+    if resolved.sampler_config.entropy_bound != float(gamma):  # the sampler must read γ, or the slider lies
+        raise RuntimeError(f"gamma: generate's sampler resolved entropy_bound={resolved.sampler_config.entropy_bound}, "
+                           f"not {float(gamma)}")
+    config = {"decoder": "diffusion_gemma", "rule": RULE, "gamma": float(gamma), "block_size": model.canvas_length,
+              "max_new_tokens": max_new_tokens, "seed": seed, "top_n": top_n, "adaptive_stopping": adaptive_stopping,
+              "max_denoising_steps": resolved.max_denoising_steps, "t_min": resolved.t_min, "t_max": resolved.t_max,
+              "stability_threshold": resolved.stability_threshold,
+              "confidence_threshold": resolved.confidence_threshold,
+              "entropy_of": "the tempered logits the sampler read", "verify": False, "gap_free": False}
+    meta = {"sbd_viz_version": __version__, "torch": torch.__version__, "dtype": str(model.model.dtype),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    recorder = CanvasRecorder(prompt_ids, model.canvas_length, model.token_text, prompt=prompt, text=model.text,
+                              eos_ids=model.eos_ids, config=config, model_id=model.name, meta=meta, top_n=top_n)
+    record(model, torch.tensor([prompt_ids], device=model.device), recorder, seed, **kwargs)
+    return recorder.trace()
+
+
+@torch.no_grad()
+def record(model: DiffusionModel, input_ids: torch.Tensor, recorder: CanvasRecorder, seed: int | None = None,
+           **generate_kwargs):
+    """Run ``model.model.generate(input_ids, **generate_kwargs)`` (after ``torch.manual_seed(seed)`` if given)
+    with ``recorder`` listening; returns ``generate``'s output. Batch size 1."""
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids: one prompt at a time, got a batch of {input_ids.shape[0]}")
+    hf, listener = model.model, _Listener(recorder)
+    prepare = hf._prepare_sampler
+
+    def prepare_sampler(generation_config):  # keep the sampler, and the accepted canvas it renoises
+        sampler = listener.sampler = prepare(generation_config)
+        renoise = sampler.renoise_canvas
+
+        def renoise_canvas(accepted_canvas, cur_step):
+            listener.accepted_canvas = accepted_canvas
+            return renoise(accepted_canvas, cur_step)
+
+        sampler.renoise_canvas = renoise_canvas
+        return sampler
+
+    started: list[float] = []
+    with model.recording:
+        hooks = [hf.model.encoder.register_forward_pre_hook(
+                     lambda m, a, kw: started.append(time.perf_counter()), with_kwargs=True),
+                 hf.model.encoder.register_forward_hook(
+                     lambda m, a, kw, out: recorder.encoder(kw["input_ids"].shape[1],
+                                                            time.perf_counter() - started[-1]), with_kwargs=True)]
+        hf._prepare_sampler = prepare_sampler
+        try:
+            if seed is not None:
+                torch.manual_seed(seed)
+            return hf.generate(input_ids, streamer=listener, **generate_kwargs)
+        finally:
+            del hf._prepare_sampler
+            for hook in hooks:
+                hook.remove()

@@ -1,0 +1,124 @@
+"""Prompt lookup decoding through HF ``generate(prompt_lookup_num_tokens=N)``, recorded call by call.
+
+The loop is transformers' own assisted generation with its ``PromptLookupCandidateGenerator``: each call drafts
+up to N tokens by finding the last n-gram of the text earlier in it and copying what followed, feeds them to the
+model, and keeps the drafts greedy NTP agrees with plus NTP's next token: greedy's exact text. The recording wraps
+the candidate generator ``generate`` builds: ``get_candidates`` (the drafts of a call) and
+``update_candidate_strategy`` (that call's logits and the text after it). Each call is a step of its own block,
+the drafts checked by NTP as in ``sbd_viz.decoders.steps.checked_step``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterable
+
+import torch
+
+from ..checks import check_model, check_prompt
+from .sbd import DecodeConfig, _ntp_config, _trace
+from ..model import SBDModel
+from .steps import checked_step, stop_index
+from ..trace import Step, Trace
+
+DEFAULT_LOOKUP_TOKENS = 10  # drafts per call, the value HF's documentation uses
+# the recording wraps a method of the model itself, so two recorded decodes (the app runs two at a time) take turns
+_RECORDING = threading.Lock()
+
+
+class _Recorder:
+    """Wraps the candidate generator of one ``generate``: notes each call's drafts, logits and kept tokens."""
+
+    def __init__(self, model: SBDModel, n_prompt: int, top_n: int):
+        self.model, self.n_prompt, self.top_n = model, n_prompt, top_n
+        self.steps: list[Step] = []
+        self.drafts: list[int] = []
+        self.clock = time.perf_counter()
+
+    def wrap(self, generator):
+        get, update = generator.get_candidates, generator.update_candidate_strategy
+
+        def get_candidates(input_ids, *args, **kwargs):
+            candidates, logits = get(input_ids, *args, **kwargs)
+            self.drafts = candidates[0, input_ids.shape[1]:].tolist()
+            return candidates, logits
+
+        def update_candidate_strategy(input_ids, scores, num_matches):
+            self.record(input_ids[0].tolist(), scores[0].float().cpu(), int(num_matches))
+            return update(input_ids, scores, num_matches)
+
+        generator.get_candidates, generator.update_candidate_strategy = get_candidates, update_candidate_strategy
+        return generator
+
+    def record(self, ids: list[int], logits: torch.Tensor, num_matches: int) -> None:
+        """One call: ``ids`` the text after it, ``logits`` (drafts + 1, V) the rows it scored the drafts with."""
+        kept = ids[len(ids) - num_matches - 1:]
+        start = len(ids) - len(kept)
+        call = len(self.steps)
+        n_input = start + len(self.drafts) if call == 0 else 1 + len(self.drafts)
+        now = time.perf_counter()
+        step = checked_step(self.model, call, start, self.drafts, logits, kept, n_input, now - self.clock, self.top_n)
+        self.steps.append(step)
+        self.clock = now
+
+
+class _StopAnywhere:
+    """A stopping criterion: the new text holds a stop string anywhere. (HF's ``stop_strings`` looks at the end of
+    the text only, and a call that keeps several tokens can carry the stop inside them.)"""
+
+    def __init__(self, model: SBDModel, n_prompt: int, stop: tuple[str, ...]):
+        self.model, self.n_prompt, self.stop = model, n_prompt, stop
+
+    def __call__(self, input_ids, scores, **kwargs) -> torch.Tensor:
+        new = input_ids[0, self.n_prompt:].tolist()
+        hit = bool(self.stop) and any(s in self.model.text(new) for s in self.stop)
+        return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
+
+
+@torch.inference_mode()
+def decode_prompt_lookup(model: SBDModel, prompt: str, max_new_tokens: int = 64,
+                         stop: str | Iterable[str] | None = None, top_n: int = 5,
+                         prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS,
+                         max_matching_ngram_size: int | None = None) -> Trace:
+    """Greedy decoding with HF prompt lookup (``generate(prompt_lookup_num_tokens=...)``), one step per call.
+
+    The text is greedy NTP's (``decode_ntp``'s); ``trace.nfe`` counts the model calls ``generate`` made, the
+    prompt's prefill included. ``max_matching_ngram_size``: the longest n-gram looked up (None: HF's default)."""
+    from transformers import StoppingCriteriaList
+
+    model, prompt = check_model(model), check_prompt(prompt)
+    config = DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n)  # validates the arguments
+    for name, value in (("prompt_lookup_num_tokens", prompt_lookup_num_tokens),
+                        ("max_matching_ngram_size", 1 if max_matching_ngram_size is None else max_matching_ngram_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+            raise ValueError(f"{name}: must be a whole number in [1, 64], got {value!r}")
+    prompt_ids = model.encode(prompt)
+    model.check_fits(len(prompt_ids), config.max_new_tokens)
+    hf = model.model
+    recorder = _Recorder(model, len(prompt_ids), config.top_n)
+    build = hf._get_candidate_generator
+
+    def get_candidate_generator(*args, **kwargs):
+        return recorder.wrap(build(*args, **kwargs))
+
+    ids = torch.tensor([prompt_ids], device=model.device)
+    extra = {} if max_matching_ngram_size is None else {"max_matching_ngram_size": max_matching_ngram_size}
+    with _RECORDING:
+        hf._get_candidate_generator = get_candidate_generator
+        try:
+            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=config.max_new_tokens,
+                              do_sample=False, temperature=None, top_p=None, top_k=None,
+                              prompt_lookup_num_tokens=prompt_lookup_num_tokens,
+                              stopping_criteria=StoppingCriteriaList([_StopAnywhere(model, len(prompt_ids),
+                                                                                   config.stop)]),
+                              eos_token_id=model.eos_token_id, pad_token_id=model.eos_token_id, **extra)
+        finally:
+            del hf._get_candidate_generator
+    new = out[0, len(prompt_ids):].tolist()
+    hit = stop_index(model, new, 1, config.stop)
+    new = new[: hit[0]] if hit else new
+    trace_config = {**_ntp_config(config), "decoder": "prompt_lookup", "rule": "prompt_lookup",
+                    "block_size": prompt_lookup_num_tokens + 1, "prompt_lookup_num_tokens": prompt_lookup_num_tokens,
+                    "max_matching_ngram_size": max_matching_ngram_size, "exact": True}
+    return _trace(model, prompt, prompt_ids, recorder.steps, new, hit[1] if hit else "length", trace_config)

@@ -1,0 +1,95 @@
+"""Plotly pictures of traces: pure functions of plain trace data, returning figures or HTML strings.
+
+The figures live in sibling modules and are all reached from here:
+
+- ``block_fill`` / ``block_fill_spec`` (the signature animation, one frame per model call) and
+  ``entropy_heatmap``: ``plot_blocks``, whose docstring says how to read cells without a browser;
+- ``calls_timeline``, ``compare`` (with ``first_difference``) and ``roofline``: ``plot_charts``;
+- ``compare_decoders`` (one prompt through several decoders: a block-fill panel each, calls, tokens per call,
+  equals greedy?) and ``decoder_rows``: ``plot_decoders``; ``decoder_tradeoff`` (a ``sweep_decoders`` frame,
+  one line per decoder): ``decoder_sweep``;
+- ``tradeoff`` (the speed/quality curve) and ``sweep_frame`` (the one loader of sweep rows): ``plot_tradeoff``;
+- ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plot_masks``;
+- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plot_ladder``;
+- ``save_animation`` (the block-fill animation as a GIF, one frame per call, from ``block_fill_spec``'s data):
+  ``plot_animation``;
+- the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plot_style``.
+
+This module adds the offline HTML export: ``save_html`` and ``trace_html`` (a trace's Jupyter view).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from .blocks import block_fill, block_fill_spec, entropy_heatmap
+from .decoders import compare_decoders, decoder_rows
+from .charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
+from .animation import save_animation
+from .ladder import gamma_ladder_figure as gamma_ladder
+from .masks import attention_mask
+from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS,
+                         STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc,
+                         settings_line)
+from .tradeoff import decoder_tradeoff, sweep_frame, tradeoff
+from ..summary import measures
+from ..trace import Trace, first_difference
+
+__all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
+           "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
+           "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference",
+           "gamma_ladder", "roofline", "save_animation", "save_html", "sweep_frame", "trace_html", "tradeoff"]
+
+
+# -- HTML export ------------------------------------------------------------------------
+_CSS = ("<style>.sbd-trace{font-family:DejaVu Sans Mono,Menlo,Consolas,monospace;font-size:13px;color:#222}"
+        ".sbd-trace pre{white-space:pre-wrap;background:#F6F6F6;padding:6px;margin:4px 0;max-height:9em;"
+        "overflow:auto}.sbd-trace td{padding:1px 10px 1px 0;vertical-align:top}</style>")
+
+
+def _header_html(trace: Trace) -> str:
+    """The page's head: the settings, then the decode's measures (``summary.measures``), the gap fills listed."""
+    fills = trace.gap_fills()
+    kept = sum(g.kept for g in fills)
+    listed = "".join(f"<br>call {g.call}, block {g.block}, slot {g.slot} (gap {g.gap}): {esc(g.state)}"
+                     + ("" if g.kept else " (after the stop: discarded)") for g in fills[:8])
+    listed += "<br>…" if len(fills) > 8 else ""
+    rows = [("settings", esc(settings_line(trace)))]
+    for m in measures(trace):
+        text = esc(m.value) + (f" · {esc(m.note)}" if m.note else "")
+        if m.label == "gap fills":
+            text += (f" ({len(fills) - kept} more discarded by the stop)" if len(fills) > kept else "") + listed
+        rows.append((m.label, text))
+    table = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
+    prompt = trace.prompt if len(trace.prompt) <= 2000 else trace.prompt[:2000] + "…"
+    return (f"{_CSS}<div class='sbd-trace'><b>prompt</b><pre>{esc(prompt)}</pre>"
+            f"<b>output</b><pre>{esc(trace.text)}</pre><table>{table}</table></div>")
+
+
+def _figure_html(fig: go.Figure) -> str:
+    # plotly.js inline, never from a CDN: the page must work offline.
+    return fig.to_html(full_html=False, include_plotlyjs=True, auto_play=False, include_mathjax=False)
+
+
+def save_html(trace_or_fig: Trace | go.Figure, path: str | Path | None = None) -> str:
+    """A self-contained offline page (plotly.js inline); written to ``path`` if given; returns the HTML."""
+    if isinstance(trace_or_fig, Trace):
+        header, fig, title = _header_html(trace_or_fig), block_fill(trace_or_fig), "SBD trace"
+    elif isinstance(trace_or_fig, go.Figure):
+        header, fig, title = "", trace_or_fig, "sbd_viz figure"
+    else:
+        raise ValueError(f"trace_or_fig: must be a Trace or a plotly Figure, got {type(trace_or_fig).__name__}")
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{title}</title></head>\n"
+            f"<body>{header}{_figure_html(fig)}</body></html>\n")
+    if path is not None:
+        Path(path).write_text(page, encoding="utf-8")
+    return page
+
+
+def trace_html(trace: Trace) -> str:
+    """HTML fragment for Jupyter: header plus the block-fill animation, with one inline plotly.js copy."""
+    figure = _figure_html(block_fill(trace)) if trace.steps else ""  # a repr must not raise
+    return f"<div>{_header_html(trace)}{figure}</div>"
+

@@ -1,0 +1,102 @@
+"""One prompt across γ as a figure: model calls against the knob, the safe region shaded, each divergence marked.
+
+Reading it without a browser (the tests do): ``fig.data`` holds the traces named ``"calls"`` (every γ),
+``"differs from NTP"`` (the γ whose text is not NTP's, ``customdata = (call, block, slot, token, NTP's token)`` of
+the first divergence) and, when the frame knows NTP's call count, ``"NTP"``; ``fig.layout.meta`` holds
+``largest_safe_gamma`` and ``rule``; the safe region is the shape named ``"safe"`` (from the smallest γ to the
+largest safe one), absent when even the smallest γ differs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from ..analysis.ladder import largest_safe_gamma
+from .style import RULE_COLORS, STATE_COLORS, common_layout, esc
+from ..trace import visible
+
+SAFE_COLOR = "#009E73"  # bluish green (Okabe-Ito): the γ range that keeps NTP's text
+NEEDED = ("gamma", "calls", "same_as_ntp")
+
+
+def _frame(frame):
+    import pandas as pd
+
+    if isinstance(frame, list):
+        frame = pd.DataFrame(frame)
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame: expected the DataFrame of sv.gamma_ladder, got {type(frame).__name__}")
+    missing = [c for c in NEEDED if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame: missing columns {missing}; pass the frame of sv.gamma_ladder")
+    if frame.empty:
+        raise ValueError("frame: has no rows (no γ decoded yet)")
+    return frame.sort_values("gamma", kind="stable")
+
+
+def _hover(row) -> str:
+    text = (f"γ = {row['gamma']:g}<br>{row['calls']} calls"
+            + (f" · {row['tokens_per_call']:.2f} tokens/call" if "tokens_per_call" in row else "")
+            + ("<br>text = NTP's" if row["same_as_ntp"] else "<br><b>text differs from NTP's</b>"))
+    call = row.get("divergence_call")
+    if call is not None and not (isinstance(call, float) and math.isnan(call)) and str(call) != "<NA>":
+        text += (f"<br>first divergence: call {call}, block {row['divergence_block']}, slot {row['divergence_slot']}"
+                 f"<br>wrote {esc(visible(str(row['divergence_token'])))}, NTP "
+                 f"{esc(visible(str(row['divergence_ntp_token'])))}")
+    if "gap_fills" in row:
+        text += f"<br>{row['gap_fills']} gap fill(s) kept"
+    return text
+
+
+def _plain(value):
+    """A frame cell as a JSON-friendly value: None for NaN / <NA>."""
+    try:
+        import pandas as pd
+
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value.item() if hasattr(value, "item") else value
+
+
+def gamma_ladder_figure(frame) -> go.Figure:
+    """Calls against γ for one prompt (``sv.gamma_ladder``'s frame, or its rows): NTP's calls as a dotted line,
+    the γ whose text differs from NTP's marked with a cross, and the safe region (smallest γ to the largest safe
+    γ) shaded."""
+    df = _frame(frame)
+    safe = largest_safe_gamma(df)
+    rule = frame.attrs.get("rule") if hasattr(frame, "attrs") else None
+    rows = df.to_dict("records")
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=df["gamma"], y=df["calls"], name="calls", mode="lines+markers", line=dict(color=RULE_COLORS[0], width=2),
+        marker=dict(size=9, color=RULE_COLORS[0]), hovertext=[_hover(r) for r in rows],
+        hovertemplate="%{hovertext}<extra></extra>"))
+    differs = [r for r in rows if not r["same_as_ntp"]]
+    fig.add_trace(go.Scatter(
+        x=[r["gamma"] for r in differs], y=[r["calls"] for r in differs], name="differs from NTP", mode="markers",
+        marker=dict(symbol="x", size=14, color=STATE_COLORS["diff"], line=dict(width=1)),
+        customdata=[[_plain(r.get(f"divergence_{k}")) for k in ("call", "block", "slot", "token", "ntp_token")]
+                    for r in differs],
+        hovertext=[_hover(r) for r in differs], hovertemplate="%{hovertext}<extra></extra>"))
+    lo, hi = float(df["gamma"].min()), float(df["gamma"].max())
+    ntp_calls = frame.attrs.get("ntp_calls") if hasattr(frame, "attrs") else None
+    if ntp_calls is not None:
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[ntp_calls, ntp_calls], name="NTP", mode="lines",
+                                 line=dict(color="#000000", dash="dot", width=1.5), hoverinfo="name"))
+    shapes = []
+    if safe is not None:
+        pad = (hi - lo) * 0.01 or 0.01  # a single safe γ still shows as a thin band
+        shapes.append(dict(type="rect", name="safe", xref="x", yref="paper", x0=lo - pad, x1=safe + pad, y0=0,
+                           y1=1, fillcolor=SAFE_COLOR, opacity=0.15, line=dict(width=0), layer="below"))
+    title = "This prompt across γ" + (f" · {rule}" if rule else "") + (
+        f" · largest safe γ = {safe:g}" if safe is not None else " · no γ tried keeps NTP's text")
+    fig.update_layout(**common_layout(
+        title=dict(text=title, font=dict(size=14)), width=760, height=420, shapes=shapes,
+        meta=dict(largest_safe_gamma=safe, rule=rule),
+        legend=dict(orientation="h", y=-0.2), xaxis=dict(title="γ (the rule's knob)", gridcolor="#EEEEEE"),
+        yaxis=dict(title="model calls", gridcolor="#EEEEEE", rangemode="tozero")))
+    return fig

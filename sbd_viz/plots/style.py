@@ -1,0 +1,158 @@
+"""What every ``sbd_viz`` figure shares: one colour legend (Okabe-Ito, colour-blind safe), the block-fill
+state bands, and small HTML and layout helpers. The figures themselves are in ``plots`` (the public face) and
+the ``plot_*`` modules it gathers."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+
+from ..trace import DRAFT_AND_CHECK, Step, Trace, visible
+
+STATES = ("done", "now", "masked", "future")
+STATE_COLORS = {
+    "done": "#56B4E9",  # sky blue: committed by an earlier call
+    "now": "#E69F00",  # orange: committed by this call
+    "masked": "#A6A6A6",  # grey (legend swatch); cells are shaded with ENTROPY_SCALE
+    "future": "#F2F2F2",  # near white: block not started yet
+    "gap": "#000000",  # outline of a gap-fill commit
+    "diff": "#D55E00",  # vermillion: where two runs first differ
+    "corrected": "#CC79A7",  # reddish purple: verified decoding wrote NTP's token over a rejected draft
+    "dropped": "#F3D3E5",  # pale of the same: a draft a rollback discarded (built on the rejected one)
+    "rollback": "#D55E00",  # timeline marker of a call that rejected a draft
+    "check_only": "#009E73",  # timeline marker of a call spent only on checking drafts
+    "renoised": "#CC79A7",  # reddish purple: outline of a canvas slot whose accepted token was taken back
+}
+VERIFIED_STATES = STATES + ("corrected", "dropped")  # the block-fill states of a verified trace
+CANVAS_STATES = STATES + ("renoised",)  # a canvas trace's: a renoised cell is grey again, outlined
+STATE_LABELS = {"done": "committed before", "now": "committed in this call", "masked": "still masked",
+                "future": "not started", "corrected": "NTP's token over a rejected draft",
+                "dropped": "draft dropped by a rollback", "renoised": "accepted, then renoised (outlined)"}
+ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
+CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
+RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
+VERIFIED_COLOR = "#000000"  # the verified line: black like NTP (its text is NTP's), dashed, diamond markers
+VERIFIED_DASHES = ("dash", "dot", "dashdot", "longdash")  # several verified lines (e.g. one per block size)
+VERIFIED_LABEL = "verified (lossless)"
+MASK_GLYPH = "▒"
+FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+
+# Block-fill cells encode their state as a band of z (one colour per band, entropy inside the masked band).
+Z = {"future": 0.5, "done": 1.5, "now": 2.5}
+STATE_SCALE = [[0.0, STATE_COLORS["future"]], [0.25, STATE_COLORS["future"]], [0.25, STATE_COLORS["done"]],
+               [0.5, STATE_COLORS["done"]], [0.5, STATE_COLORS["now"]], [0.75, STATE_COLORS["now"]],
+               [0.75, ENTROPY_SCALE[0][1]], [1.0, ENTROPY_SCALE[1][1]]]
+
+
+# A verified trace adds two bands above the masked one; an unverified trace keeps the scale above unchanged.
+Z_VERIFIED = {**Z, "corrected": 4.5, "dropped": 5.5}
+VERIFIED_SCALE = [[round(z / 6, 6), color] for z, color in (
+    (0, STATE_COLORS["future"]), (1, STATE_COLORS["future"]), (1, STATE_COLORS["done"]), (2, STATE_COLORS["done"]),
+    (2, STATE_COLORS["now"]), (3, STATE_COLORS["now"]), (3, ENTROPY_SCALE[0][1]), (4, ENTROPY_SCALE[1][1]),
+    (4, STATE_COLORS["corrected"]), (5, STATE_COLORS["corrected"]), (5, STATE_COLORS["dropped"]),
+    (6, STATE_COLORS["dropped"]))]
+
+
+def masked_z(entropy: float, emax: float) -> float:
+    """z of a masked cell: inside the masked band (3, 4), darker with more entropy."""
+    return 3.02 + 0.96 * min(entropy / emax, 1.0)
+
+
+# -- small helpers ----------------------------------------------------------------------
+def esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def token_html(text: str) -> str:
+    """A token in a hover: whitespace visible (a space is ␣), HTML escaped."""
+    return esc(visible(text, spaces=True))
+
+
+def cell_label(text: str, n: int) -> str:
+    """A cell label: whitespace visible, at most ``n`` characters, HTML escaped."""
+    text = visible(text, spaces=True)
+    return esc(text if len(text) <= n else text[: max(1, n - 1)] + "…")
+
+
+def settings_line(trace: Trace) -> str:
+    c = trace.config
+    parts = [c.get("decoder", "?")]
+    if c.get("decoder") not in ("ntp",) + DRAFT_AND_CHECK:
+        parts += [f"rule {c.get('rule', '?')}", f"γ = {c.get('gamma', '?')}"]
+    return " · ".join(str(p) for p in parts + [f"k = {c.get('block_size', block_size_of(trace))}", trace.model_id])
+
+
+def block_size_of(trace: Trace) -> int:
+    return max((s.block_size for s in trace.steps), default=1)
+
+
+def candidates_hover(step: Step | None, slot: int, n: int = 5) -> str:
+    view = step.slot_view(slot) if step else None
+    if view is None:
+        return ""
+    return "<br>top candidates:" + "".join(f"<br>  {token_html(c.text)}  {c.prob:.3f}" for c in view.top[:n])
+
+
+def _outline(cells: list[tuple[float, float, Any]], inset: float = 0.1) -> dict[str, list]:
+    """Rectangle paths around heatmap cells (x, y, tag), in data units so they scale with the figure."""
+    xs, ys, tags = [None], [None], [None]
+    for x, y, tag in cells:
+        x0, x1, y0, y1 = x - 0.5 + inset, x + 0.5 - inset, y - 0.5 + inset, y + 0.5 - inset
+        xs += [x0, x1, x1, x0, x0, None]
+        ys += [y0, y0, y1, y1, y0, None]
+        tags += [tag] * 5 + [None]
+    return dict(x=xs, y=ys, customdata=tags)
+
+
+def outline_trace(cells: list, color: str, **kw: Any) -> go.Scatter:
+    return go.Scatter(outline_spec(cells, color, **kw))
+
+
+def outline_spec(cells: list, color: str, **kw: Any) -> dict:
+    """The outline trace as plain data (``block_fill_spec`` builds no graph objects)."""
+    return dict(type="scatter", **_outline(cells, kw.pop("inset", 0.1)), mode="lines", hoverinfo="skip",
+                line=dict(color=color, width=3), **{"showlegend": False, **kw})
+
+
+def legend_html(states: tuple[str, ...] = STATES) -> str:
+    """The state legend as two lines of coloured squares. Drawn as text, not a plotly legend: heatmap
+    cells have no legend entries, and a wrapping legend pushes the margins and squashes small grids."""
+    def item(state: str) -> str:
+        glyph = "□" if state == "future" else "■"
+        color = "#999999" if state == "future" else STATE_COLORS[state]
+        extra = " (darker = higher entropy)" if state == "masked" else ""
+        return f"<span style='color:{color};font-size:17px'>{glyph}</span> {STATE_LABELS[state]}{extra}"
+
+    gap = "<span style='font-size:17px'><b>□</b></span> gap fill (outlined)"
+    first = [item(s) for s in ("done", "now") if s in states] + [gap]
+    second = [item(s) for s in ("masked", "future", "corrected", "dropped") if s in states]
+    if "renoised" in states:  # a grey cell with a coloured outline
+        second.append(f"<span style='color:{STATE_COLORS['renoised']};font-size:17px'><b>□</b></span> "
+                      f"{STATE_LABELS['renoised']}")
+    return "   ".join(first) + "<br>" + "   ".join(second)
+
+
+def entropy_bar(emax: float, length: int) -> dict:
+    """The entropy colour scale as a colorbar (the cells' own heatmap encodes states, not entropy)."""
+    return dict(type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", marker=dict(
+        color=[0.0], colorscale=ENTROPY_SCALE, cmin=0.0, cmax=emax, showscale=True, colorbar=dict(
+            title=dict(text="entropy<br>(nats)"), thickness=12, lenmode="pixels", len=length, y=1, yanchor="top")))
+
+
+def max_entropy(trace: Trace) -> float:
+    return max([v.entropy for s in trace.steps for v in s.slots] + [1e-6])
+
+
+def common_layout(**kw: Any) -> dict:
+    return dict(plot_bgcolor="white", font=dict(family=FONT, size=12),
+                hoverlabel=dict(font=dict(family=FONT, size=12), align="left"), **kw)
+
+
+def top_note(text: str, pixels_above_plot: int, left: int) -> dict:
+    """A line of text a fixed number of pixels above the grid, starting near the figure's left edge."""
+    return dict(text=text, xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom",
+                xshift=10 - left, yshift=pixels_above_plot, showarrow=False, align="left",
+                font=dict(size=12, color="#444"))
+
