@@ -30,7 +30,7 @@ MAX_NEW = 24  # short decodes keep the module fast
 
 
 def load_app():
-    return importlib.import_module("sbd_viz.app.main")
+    return importlib.import_module("sbd_viz.app.page")
 
 
 def sharp_tiny_model():

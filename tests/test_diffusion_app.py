@@ -32,7 +32,7 @@ def model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def app():
     gradio = pytest.importorskip("gradio")  # noqa: F841
-    from sbd_viz.app import main as app
+    from sbd_viz.app import page as app
 
     return app
 

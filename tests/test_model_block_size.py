@@ -92,7 +92,7 @@ def test_the_app_starts_at_it_and_its_sweep_records_it(eight, monkeypatch):
 
     from sbd_viz import analysis
 
-    from sbd_viz.app import main as app
+    from sbd_viz.app import page as app
     demo = app.build_demo(eight, sweep=None)
     sliders = [c["props"] for c in demo.config["components"]
                if str(c.get("props", {}).get("label", "")).startswith("block size")]
@@ -109,7 +109,7 @@ def test_the_app_starts_at_it_and_its_sweep_records_it(eight, monkeypatch):
 
 
 def test_the_app_says_when_its_precomputed_sweep_is_of_another_block_size(eight, tmp_path):
-    from sbd_viz.app import main as app
+    from sbd_viz.app import page as app
     rows = [{"rule": "entropy_bounded", "gamma": 0.1, "block_size": 16, "gap_free": False, "accuracy": 0.9,
              "tokens_per_call": 5.0}]
     (tmp_path / app.SWEEP_FILE).write_text(json.dumps({"block_size": 16, "rows": rows}))

@@ -59,7 +59,7 @@ def test_the_wheel_carries_the_model_and_stays_small(installed):
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("sbd_viz/models/sbd-char-5m/model.safetensors", "sbd_viz/models/sbd-char-5m/config.json",
                    "sbd_viz/models/sbd-char-5m/tokenizer.json", "sbd_viz/models/sbd-char-5m/sweep.json",
-                   "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/main.py"):
+                   "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("bench/", "tests/", "notebooks/", "tools/"))]
     assert wheel.stat().st_size < 50e6, f"{wheel.stat().st_size / 1e6:.1f} MB"

@@ -1,10 +1,10 @@
 """The Gradio app: ``main`` serves it, ``build_demo`` builds it, ``Handlers`` answers its events.
 
-``main.py`` holds the page and its handlers; ``inputs`` checks what a control sends, ``views`` renders the
+``page`` holds the page and its handlers; ``inputs`` checks what a control sends, ``views`` renders the
 metrics and texts, ``panels`` the failure and ladder tables, ``decoders`` the Compare decoders tab, ``curve``
 the speed-quality curve."""
 
 from .curve import SpeedQualityCurve
-from .main import DEFAULTS, EXAMPLES, Handlers, build_demo, example_label, main
+from .page import DEFAULTS, EXAMPLES, Handlers, build_demo, example_label, main
 
 __all__ = ["DEFAULTS", "EXAMPLES", "Handlers", "SpeedQualityCurve", "build_demo", "example_label", "main"]
