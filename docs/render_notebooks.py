@@ -134,13 +134,23 @@ def split_outputs(nb, stem: str, browser):
     return html_nb, md_nb, n
 
 
+UP_LINK = re.compile(r"(\]\(|href=[\"'])\.\./")  # a Markdown link or an HTML href that climbs out of notebooks/
+
+
+def relink(text: str) -> str:
+    """A page's links as they resolve from ``docs/notebooks/``: a notebook links from ``notebooks/`` (its
+    ``../sbd_viz/GLOSSARY.md`` is the repository's), and its pages sit one folder deeper, so each link that
+    climbs out climbs one level more."""
+    return UP_LINK.sub(lambda m: m.group(1) + "../../", text)
+
+
 def write(stem: str, html_nb, md_nb) -> None:
     from nbconvert import HTMLExporter, MarkdownExporter
 
     html, _ = HTMLExporter(template_name="lab").from_notebook_node(html_nb)
     # the figures' scripts need plotly.js before them: one shared copy beside the pages
     html = html.replace("</head>", "<script src='plotly.min.js' charset='utf-8'></script>\n</head>", 1)
-    (OUT / f"{stem}.html").write_text(html, encoding="utf-8")
+    (OUT / f"{stem}.html").write_text(relink(html), encoding="utf-8")
     md, resources = MarkdownExporter().from_notebook_node(md_nb, resources={"output_files_dir": f"{stem}_files"})
     files = OUT / f"{stem}_files"
     if files.exists():
@@ -150,7 +160,7 @@ def write(stem: str, html_nb, md_nb) -> None:
         target = OUT / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(blob)
-    (OUT / f"{stem}.md").write_text(md, encoding="utf-8")
+    (OUT / f"{stem}.md").write_text(relink(md), encoding="utf-8")
 
 
 def main(argv=None) -> int:

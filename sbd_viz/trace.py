@@ -28,7 +28,6 @@ A trace is written as version 3 only when a step has a canvas or passes; any oth
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -385,7 +384,11 @@ class Trace:
 
     @classmethod
     def from_dict(cls, d: Any) -> "Trace":
-        return _trace_from_dict(d)
+        """The trace a JSON object holds, every field checked as strictly as an argument (``trace_file``); a
+        file no decode could have written raises ``TraceFormatError`` naming the field."""
+        from .trace_file import trace_from_dict  # the settings' checks live beside the decoders
+
+        return trace_from_dict(d)
 
     @classmethod
     def from_json(cls, text: str) -> "Trace":
@@ -393,7 +396,9 @@ class Trace:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TraceFormatError(f"not a trace: invalid JSON ({exc})") from None
-        return _trace_from_dict(d)
+        except RecursionError:
+            raise TraceFormatError("not a trace: JSON nested too deeply") from None
+        return cls.from_dict(d)
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
@@ -444,152 +449,3 @@ def first_difference(a, b) -> int | None:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
 
-
-# -- validation on load: every field checked, nothing executed ----------------------
-def _need(cond: bool, where: str, what: str) -> None:
-    if not cond:
-        raise TraceFormatError(f"not a trace: {where} {what}")
-
-
-def _int(v, where):
-    _need(isinstance(v, int) and not isinstance(v, bool), where, f"must be an integer, got {type(v).__name__}")
-    return v
-
-
-def _num(v, where):
-    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), where,
-          f"must be a finite number, got {v!r}")
-    return float(v)
-
-
-def _str(v, where):
-    _need(isinstance(v, str), where, f"must be a string, got {type(v).__name__}")
-    return v
-
-
-def _bool(v, where):
-    _need(isinstance(v, bool), where, f"must be true or false, got {v!r}")
-    return v
-
-
-def _list(v, where):
-    _need(isinstance(v, list), where, f"must be a list, got {type(v).__name__}")
-    return v
-
-
-def _keys(d, where, keys):
-    _need(isinstance(d, dict), where, f"must be an object, got {type(d).__name__}")
-    missing = [k for k in keys if k not in d]
-    _need(not missing, where, f"is missing {missing}")
-    return d
-
-
-def _candidate(d, where):
-    _keys(d, where, ("token_id", "text", "prob"))
-    return Candidate(_int(d["token_id"], where + ".token_id"), _str(d["text"], where + ".text"),
-                     _num(d["prob"], where + ".prob"))
-
-
-def _draft(d, where):
-    _keys(d, where, ("slot", "token_id", "text", "prob", "entropy", "top", "accepted"))
-    held = d.get("held_id")
-    return Draft(_int(d["slot"], where), _int(d["token_id"], where), _str(d["text"], where), _num(d["prob"], where),
-                 _num(d["entropy"], where), tuple(_candidate(c, f"{where}.top[{j}]") for j, c in
-                                                  enumerate(_list(d["top"], where))),
-                 _bool(d["accepted"], where + ".accepted"), None if held is None else _int(held, where + ".held_id"),
-                 None if d.get("held_text") is None else _str(d["held_text"], where + ".held_text"))
-
-
-def _step(d, where):
-    _keys(d, where, ("call", "block", "block_start", "block_size", "step", "masked", "slots", "commits",
-                     "wall_time"))
-    slots = tuple(
-        SlotView(_int(_keys(v, f"{where}.slots[{i}]", ("slot", "entropy", "top"))["slot"], where),
-                 _num(v["entropy"], f"{where}.slots[{i}].entropy"),
-                 tuple(_candidate(c, f"{where}.slots[{i}].top[{j}]") for j, c in
-                       enumerate(_list(v["top"], where))))
-        for i, v in enumerate(_list(d["slots"], where + ".slots")))
-    commits = []
-    for i, c in enumerate(_list(d["commits"], where + ".commits")):
-        w = f"{where}.commits[{i}]"
-        _keys(c, w, ("slot", "token_id", "text", "prob", "entropy", "gap"))
-        commits.append(Commit(_int(c["slot"], w), _int(c["token_id"], w), _str(c["text"], w),
-                              _num(c["prob"], w), _num(c["entropy"], w), _int(c["gap"], w),
-                              ntp=_bool(c.get("ntp", False), w + ".ntp")))
-    checks = []
-    for i, c in enumerate(_list(d.get("checks", []), where + ".checks")):
-        w = f"{where}.checks[{i}]"
-        _keys(c, w, ("block", "slot", "position", "token_id", "text", "ntp_token_id", "ntp_text", "ntp_prob",
-                     "draft_prob", "accepted"))
-        checks.append(Check(_int(c["block"], w), _int(c["slot"], w), _int(c["position"], w),
-                            _int(c["token_id"], w), _str(c["text"], w), _int(c["ntp_token_id"], w),
-                            _str(c["ntp_text"], w), _num(c["ntp_prob"], w), _num(c["draft_prob"], w),
-                            _bool(c["accepted"], w + ".accepted")))
-    rollback = d.get("rollback")
-    if rollback is not None:
-        w = where + ".rollback"
-        _keys(rollback, w, ("slot", "position", "dropped", "n_discarded"))
-        rollback = Rollback(_int(rollback["slot"], w), _int(rollback["position"], w),
-                            tuple(_int(x, w + ".dropped") for x in _list(rollback["dropped"], w + ".dropped")),
-                            _int(rollback["n_discarded"], w))
-    canvas = tuple(_draft(v, f"{where}.canvas[{i}]") for i, v in enumerate(_list(d.get("canvas", []), where)))
-    passes = tuple(Pass(_str(_keys(p, f"{where}.passes[{i}]", ("kind", "n_input", "wall_time"))["kind"], where),
-                        _int(p["n_input"], where), _num(p["wall_time"], where))
-                   for i, p in enumerate(_list(d.get("passes", []), where + ".passes")))
-    step = Step(call=_int(d["call"], where + ".call"), block=_int(d["block"], where + ".block"),
-                block_start=_int(d["block_start"], where + ".block_start"),
-                block_size=_int(d["block_size"], where + ".block_size"), step=_int(d["step"], where + ".step"),
-                masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
-                slots=slots, commits=tuple(commits), wall_time=_num(d["wall_time"], where + ".wall_time"),
-                n_input=_int(d.get("n_input", 0), where + ".n_input"), checks=tuple(checks), rollback=rollback,
-                check_only=_bool(d.get("check_only", False), where + ".check_only"), canvas=canvas,
-                renoised=tuple(_int(s, where + ".renoised") for s in _list(d.get("renoised", []), where)),
-                passes=passes)
-    _need(step.block_size >= 1, where, "has block_size < 1")
-    # a checking-only call that accepts every draft commits nothing, and a canvas step may accept no new slot;
-    # any other call commits at least one slot
-    _need(bool(step.commits) or (step.check_only and not step.rollback) or bool(step.canvas), where,
-          "commits nothing (every step commits at least one slot)")
-    _need(not canvas or [v.slot for v in canvas] == list(range(step.block_size)), where,
-          "has a canvas that is not one draft per slot, in order")
-    _need(all(0 <= s < step.block_size for s in step.renoised), where, "renoises a slot outside the block")
-    # NTP's correction overwrites the rejected draft's slot; every other commit fills a masked slot
-    fixed = {rollback.slot} if rollback else set()
-    _need({c.slot for c in step.commits} <= set(step.masked) | fixed, where, "commits a slot that was not masked")
-    _need(all(0 <= s < step.block_size for s in step.masked), where, "has a slot outside the block")
-    _need(all(0 <= s < step.block_size for s in (rollback.dropped if rollback else ())), where,
-          "drops a slot outside the block")
-    _need(sum(not c.accepted for c in step.checks) == (rollback is not None), where,
-          "must have a rollback exactly when a check rejected a draft")
-    return step
-
-
-def _config(config: dict) -> dict:
-    """A trace's config as this version names it: files saved before the commit rule was called ``rule``
-    name it ``solver``."""
-    if "solver" in config and "rule" not in config:
-        config = {("rule" if key == "solver" else key): value for key, value in config.items()}
-    return config
-
-
-def _trace_from_dict(d: Any) -> Trace:
-    _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
-    _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
-    version = d.get("version")
-    _need(version in READS_VERSIONS, "file",
-          f"has version {version!r}; this sbd_viz reads versions {', '.join(map(str, READS_VERSIONS))}")
-    _keys(d, "trace", ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts",
-                       "text", "stop_reason"))
-    _need(isinstance(d["config"], dict), "trace.config", "must be an object")
-    meta = d.get("meta", {})
-    _need(isinstance(meta, dict), "trace.meta", "must be an object")
-    steps = tuple(_step(s, f"steps[{i}]") for i, s in enumerate(_list(d["steps"], "trace.steps")))
-    _need([s.call for s in steps] == list(range(len(steps))), "trace.steps", "calls must be numbered 0, 1, 2, ...")
-    out_ids = tuple(_int(t, "trace.output_ids") for t in _list(d["output_ids"], "trace.output_ids"))
-    out_texts = tuple(_str(t, "trace.output_texts") for t in _list(d["output_texts"], "trace.output_texts"))
-    _need(len(out_ids) == len(out_texts), "trace", "output_ids and output_texts differ in length")
-    return Trace(prompt=_str(d["prompt"], "trace.prompt"),
-                 prompt_ids=tuple(_int(t, "trace.prompt_ids") for t in _list(d["prompt_ids"], "trace.prompt_ids")),
-                 config=_config(d["config"]), model_id=_str(d["model_id"], "trace.model_id"), steps=steps,
-                 output_ids=out_ids, output_texts=out_texts, text=_str(d["text"], "trace.text"),
-                 stop_reason=_str(d["stop_reason"], "trace.stop_reason"), meta=meta)

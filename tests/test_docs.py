@@ -7,6 +7,7 @@ since then fails here until the command is run again.
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,15 @@ def test_a_progress_bar_is_dropped_and_an_explorer_keeps_its_note(render):
     explorer = {"data": {widget: {"model_id": "b"}, "text/plain": "Explorer(children=(Text(value='assert 1 + 1 == '),"}}
     assert render.is_progress_bar(bar) and not render.is_progress_bar(explorer)
     assert not render.is_progress_bar({"data": {"text/plain": "50%|##| printed, not a widget"}})
+
+
+def test_links_that_leave_the_notebooks_folder_work_from_the_rendered_pages(render):
+    """A notebook links the glossary as ../sbd_viz/GLOSSARY.md from notebooks/; its pages live in docs/notebooks/."""
+    md = "all of them are in the [glossary](../sbd_viz/GLOSSARY.md), figures in [here](02_files/a.png)"
+    html = "<a href=\"../sbd_viz/GLOSSARY.md\">glossary</a> <a href='../bench/GAPS.md'>x</a> <a href=\"#top\">"
+    assert render.relink(md) == md.replace("](../sbd_viz", "](../../sbd_viz")
+    assert render.relink(html) == html.replace('"../sbd_viz', '"../../sbd_viz').replace("'../bench", "'../../bench")
+    for notebook in NOTEBOOKS:  # every link a notebook makes this way lands on a file of the repository
+        for target in re.findall(r"\]\((\.\./[^)#\s]+)", notebook.read_text(encoding="utf-8")):
+            assert (notebook.parent / target).is_file(), f"{notebook.name}: {target}"
+            assert (OUT / render.relink(f"]({target}")[2:]).resolve() == (notebook.parent / target).resolve()

@@ -19,9 +19,10 @@ def _dotted(path: Path) -> str:
 
 MODULES = sorted(_dotted(p) for p in PACKAGE.rglob("*.py") if p.stem != "__main__")  # __main__ runs the CLI
 # A trace renders itself only when asked (Trace.summary, to_html, _repr_html_), by importing its
-# renderers inside those methods; the renderers import trace for its types. These two edges are the
-# only lazy ones allowed to point back.
-LAZY_RENDERERS = {("trace", "plots"), ("trace", "summary")}
+# renderers inside those methods, and reads a file only when asked (Trace.from_dict, by importing
+# trace_file, whose checks of the settings are sv.decode's); those modules import trace for its types.
+# These three edges are the only lazy ones allowed to point back.
+LAZY_RENDERERS = {("trace", "plots"), ("trace", "summary"), ("trace", "trace_file")}
 # The house plan (README's map of the package): what each folder may import at import time. The top-level
 # modules that are the package's doors (the package itself, the CLI, the notebook explorer) import anything.
 DOORS = {"__init__", "cli", "widgets"}

@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-GLOSSARY = ROOT / "docs" / "GLOSSARY.md"
+GLOSSARY = ROOT / "sbd_viz" / "GLOSSARY.md"  # package data: the app's Glossary tab
 PAGES = ROOT / "docs" / "notebooks"
 
 WORDS = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -191,7 +191,7 @@ def test_glossary_has_twenty_terms_and_its_index_resolves():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_first_markdown_cell_links_the_glossary(path):
     first = next(c for c in cells(path) if c["cell_type"] == "markdown")
-    assert "](../docs/GLOSSARY.md)" in first["source"], f"{path.name}: link ../docs/GLOSSARY.md in the first cell"
+    assert "](../sbd_viz/GLOSSARY.md)" in first["source"], f"{path.name}: link ../sbd_viz/GLOSSARY.md in the first cell"
 
 
 # -- exercises -----------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_the_wheel_carries_the_model_and_stays_small(installed):
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("sbd_viz/models/sbd-char-5m/model.safetensors", "sbd_viz/models/sbd-char-5m/config.json",
                    "sbd_viz/models/sbd-char-5m/tokenizer.json", "sbd_viz/models/sbd-char-5m/sweep.json",
-                   "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py"):
+                   "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py", "sbd_viz/GLOSSARY.md"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("bench/", "tests/", "notebooks/", "tools/"))]
     assert wheel.stat().st_size < 50e6, f"{wheel.stat().st_size / 1e6:.1f} MB"
@@ -124,6 +124,9 @@ def test_installed_app_serves_the_page(installed):
             config = json.loads(r.read().decode())
         labels = {str(c.get("props", {}).get("label", "")) for c in config["components"]}
         assert "commit rule" in labels
+        # the Glossary tab shows the glossary the wheel carries, not a note that it is elsewhere
+        texts = [str(c.get("props", {}).get("value", "")) for c in config["components"] if c.get("type") == "markdown"]
+        assert any("### NTP" in t and "### γ" in t and len(t) > 5000 for t in texts), "the Glossary tab is empty"
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -123,15 +123,14 @@ def fit(fig):
     return None if fig is None else fig.update_layout(width=None, autosize=True)
 
 
-GLOSSARY = Path(__file__).resolve().parents[2] / "docs" / "GLOSSARY.md"
+GLOSSARY = Path(__file__).resolve().parents[1] / "GLOSSARY.md"  # package data: a wheel carries it
 
 
 def glossary_markdown(path: Path = GLOSSARY) -> str:
-    """The glossary (``docs/GLOSSARY.md`` of the repository, which a Space runs from) for the app's Glossary tab;
-    an installed package has no docs/ folder, so it then says where the glossary is."""
+    """The glossary (``sbd_viz/GLOSSARY.md``, package data) for the app's Glossary tab; if the file is missing,
+    says where the glossary is."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
-        return ("The glossary is `docs/GLOSSARY.md` in the sbd_viz repository (an installed package does not "
-                "carry the docs/ folder).")
+        return "The glossary is `sbd_viz/GLOSSARY.md` in the sbd_viz repository."
     return text

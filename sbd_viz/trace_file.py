@@ -1,0 +1,330 @@
+"""Reading a trace file: every field checked as strictly as an argument, nothing executed.
+
+A file is a trace only if a decode could have written it. Beyond types, the loader checks ranges (probabilities
+in [0, 1]; entropies, token ids, positions, wall times and counts >= 0), the facts that tie fields together (a
+slot lies inside its block; a commit's gap is the number of slots left of it still masked after the step, so
+at most its slot; calls are numbered 0, 1, 2, ... and blocks in order; a block keeps its start and size; the
+output is no longer than ``max_new_tokens``), and the settings with the checks ``sv.decode`` runs on its
+arguments (``DecodeConfig``: commit rule and γ, block size, length, temperature, seed, stop strings, ...).
+Anything else raises ``TraceFormatError`` naming the field.
+
+``Trace.from_json`` / ``from_dict`` / ``load`` call ``trace_from_dict``; this module is imported when a file
+is read, as the checks of the settings live beside the decoders.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .trace import (READS_VERSIONS, SCHEMA, Candidate, Check, Commit, Draft, Pass, Rollback, SlotView, Step, Trace,
+                    TraceFormatError)
+
+STOP_REASONS = ("stop", "eos", "length")
+DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # 'sbd', 'prompt_lookup', a plug-in's 'my-decoder'
+# settings every decoder writes as a DecodeConfig field (sv.decode's arguments); the SBD family writes all of them
+DECODE_FIELDS = ("rule", "gamma", "gap_free", "block_size", "max_new_tokens", "temperature", "seed", "stop", "top_n",
+                 "verify")
+SBD_FAMILY = ("sbd", "remask")  # their rule is a commit rule and γ its knob
+NTP_FAMILY = ("ntp", "jacobi", "prompt_lookup")  # greedy NTP's settings (rule names the decoder; no γ)
+MAX_BLOCK = 4096  # no block or canvas is longer than the longest decode (DecodeConfig's max_new_tokens)
+
+
+def _need(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise TraceFormatError(f"not a trace: {where} {what}")
+
+
+def _int(v, where, lo: int = 0):
+    """A whole number >= ``lo`` (ids, slots, positions and counts are never negative)."""
+    _need(isinstance(v, int) and not isinstance(v, bool), where, f"must be an integer, got {type(v).__name__}")
+    if v < lo:
+        _need(False, where, f"must be >= {lo}, got {v}")
+    return v
+
+
+def _num(v, where, lo: float | None = 0.0, hi: float | None = None):
+    """A finite number in [lo, hi] (``None``: unbounded on that side)."""
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), where,
+          f"must be a finite number, got {v!r}")
+    if not ((lo is None or v >= lo) and (hi is None or v <= hi)):
+        _need(False, where, f"must be in [{-math.inf if lo is None else lo:g}, {math.inf if hi is None else hi:g}], "
+                            f"got {v!r}")
+    return float(v)
+
+
+def _prob(v, where):
+    return _num(v, where, 0.0, 1.0)
+
+
+def _str(v, where):
+    _need(isinstance(v, str), where, f"must be a string, got {type(v).__name__}")
+    return v
+
+
+def _bool(v, where):
+    _need(isinstance(v, bool), where, f"must be true or false, got {v!r}")
+    return v
+
+
+def _list(v, where):
+    _need(isinstance(v, list), where, f"must be a list, got {type(v).__name__}")
+    return v
+
+
+def _keys(d, where, keys):
+    _need(isinstance(d, dict), where, f"must be an object, got {type(d).__name__}")
+    missing = [k for k in keys if k not in d]
+    _need(not missing, where, f"is missing {missing}")
+    return d
+
+
+def _ascending(values, where, what):
+    _need(list(values) == sorted(set(values)), where, f"must list its {what} once each, ascending, got {list(values)}")
+
+
+def _plain(v, where):
+    """Free-form data (``meta``, a plug-in decoder's settings): JSON's own values, numbers finite, so the trace
+    saves again."""
+    if isinstance(v, dict):
+        for key, value in v.items():
+            _need(isinstance(key, str), where, f"must have string keys, got {key!r}")
+            _plain(value, f"{where}.{key}")
+    elif isinstance(v, list):
+        for i, value in enumerate(v):
+            _plain(value, f"{where}[{i}]")
+    else:
+        _need(v is None or isinstance(v, (str, bool, int)) or (isinstance(v, float) and math.isfinite(v)), where,
+              f"must be plain JSON data with finite numbers, got {v!r}")
+    return v
+
+
+def _candidate(d, where):
+    _keys(d, where, ("token_id", "text", "prob"))
+    return Candidate(_int(d["token_id"], where + ".token_id"), _str(d["text"], where + ".text"),
+                     _prob(d["prob"], where + ".prob"))
+
+
+def _top(v, where):
+    return tuple(_candidate(c, f"{where}[{j}]") for j, c in enumerate(_list(v, where)))
+
+
+def _draft(d, where):
+    _keys(d, where, ("slot", "token_id", "text", "prob", "entropy", "top", "accepted"))
+    held = d.get("held_id")
+    draft = Draft(_int(d["slot"], where + ".slot"), _int(d["token_id"], where + ".token_id"),
+                  _str(d["text"], where + ".text"), _prob(d["prob"], where + ".prob"),
+                  _num(d["entropy"], where + ".entropy"), _top(d["top"], where + ".top"),
+                  _bool(d["accepted"], where + ".accepted"), None if held is None else _int(held, where + ".held_id"),
+                  None if d.get("held_text") is None else _str(d["held_text"], where + ".held_text"))
+    _need(draft.accepted == (draft.held_id is not None), where, "must hold a token (held_id) exactly when accepted")
+    return draft
+
+
+def _commit(c, w):
+    _keys(c, w, ("slot", "token_id", "text", "prob", "entropy", "gap"))
+    return Commit(_int(c["slot"], w + ".slot"), _int(c["token_id"], w + ".token_id"), _str(c["text"], w + ".text"),
+                  _prob(c["prob"], w + ".prob"), _num(c["entropy"], w + ".entropy"), _int(c["gap"], w + ".gap"),
+                  ntp=_bool(c.get("ntp", False), w + ".ntp"))
+
+
+def _check(c, w):
+    _keys(c, w, ("block", "slot", "position", "token_id", "text", "ntp_token_id", "ntp_text", "ntp_prob",
+                 "draft_prob", "accepted"))
+    return Check(_int(c["block"], w + ".block"), _int(c["slot"], w + ".slot"), _int(c["position"], w + ".position"),
+                 _int(c["token_id"], w + ".token_id"), _str(c["text"], w + ".text"),
+                 _int(c["ntp_token_id"], w + ".ntp_token_id"), _str(c["ntp_text"], w + ".ntp_text"),
+                 _prob(c["ntp_prob"], w + ".ntp_prob"), _prob(c["draft_prob"], w + ".draft_prob"),
+                 _bool(c["accepted"], w + ".accepted"))
+
+
+def _rollback(d, w):
+    _keys(d, w, ("slot", "position", "dropped", "n_discarded"))
+    return Rollback(_int(d["slot"], w + ".slot"), _int(d["position"], w + ".position"),
+                    tuple(_int(x, w + ".dropped") for x in _list(d["dropped"], w + ".dropped")),
+                    _int(d["n_discarded"], w + ".n_discarded"))
+
+
+def _slot_view(v, w):
+    _keys(v, w, ("slot", "entropy", "top"))
+    return SlotView(_int(v["slot"], w + ".slot"), _num(v["entropy"], w + ".entropy"), _top(v["top"], w + ".top"))
+
+
+def _pass(p, w):
+    _keys(p, w, ("kind", "n_input", "wall_time"))
+    return Pass(_str(p["kind"], w + ".kind"), _int(p["n_input"], w + ".n_input"), _num(p["wall_time"], w + ".wall_time"))
+
+
+def _step(d, where):
+    _keys(d, where, ("call", "block", "block_start", "block_size", "step", "masked", "slots", "commits",
+                     "wall_time"))
+    rollback = d.get("rollback")
+    step = Step(call=_int(d["call"], where + ".call"), block=_int(d["block"], where + ".block"),
+                block_start=_int(d["block_start"], where + ".block_start"),
+                block_size=_int(d["block_size"], where + ".block_size", lo=1), step=_int(d["step"], where + ".step"),
+                masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
+                slots=tuple(_slot_view(v, f"{where}.slots[{i}]") for i, v in enumerate(_list(d["slots"], where + ".slots"))),
+                commits=tuple(_commit(c, f"{where}.commits[{i}]") for i, c in
+                              enumerate(_list(d["commits"], where + ".commits"))),
+                wall_time=_num(d["wall_time"], where + ".wall_time"),
+                n_input=_int(d.get("n_input", 0), where + ".n_input"),
+                checks=tuple(_check(c, f"{where}.checks[{i}]") for i, c in
+                             enumerate(_list(d.get("checks", []), where + ".checks"))),
+                rollback=None if rollback is None else _rollback(rollback, where + ".rollback"),
+                check_only=_bool(d.get("check_only", False), where + ".check_only"),
+                canvas=tuple(_draft(v, f"{where}.canvas[{i}]") for i, v in
+                             enumerate(_list(d.get("canvas", []), where + ".canvas"))),
+                renoised=tuple(_int(s, where + ".renoised") for s in _list(d.get("renoised", []), where + ".renoised")),
+                passes=tuple(_pass(p, f"{where}.passes[{i}]") for i, p in
+                             enumerate(_list(d.get("passes", []), where + ".passes"))))
+    _step_facts(step, where)
+    return step
+
+
+def _step_facts(step: Step, where: str) -> None:
+    """What ties one step's fields together."""
+    k, rollback = step.block_size, step.rollback
+    _need(k <= MAX_BLOCK, where, f"has block_size {k}, more than any decoder writes ({MAX_BLOCK})")
+    inside = range(k)
+    # a checking-only call that accepts every draft commits nothing, and a canvas step may accept no new slot;
+    # any other call commits at least one slot
+    _need(bool(step.commits) or (step.check_only and not rollback) or bool(step.canvas), where,
+          "commits nothing (every step commits at least one slot)")
+    _need(all(s in inside for s in step.masked), where, f"has a slot outside the block of {k}")
+    _ascending(step.masked, where + ".masked", "slots")
+    views = [v.slot for v in step.slots]
+    _need([s for s in step.masked if s in set(views)] == views, where + ".slots",
+          "must be predictions for masked slots, in the order of masked")
+    _need(not step.canvas or (len(step.canvas) == k and all(v.slot == i for i, v in enumerate(step.canvas))), where,
+          "has a canvas that is not one draft per slot, in order")
+    _need(all(s in inside for s in step.renoised), where, "renoises a slot outside the block")
+    _ascending(step.renoised, where + ".renoised", "slots")
+    # NTP's correction overwrites the rejected draft's slot; every other commit fills a masked slot
+    fixed = {rollback.slot} if rollback else set()
+    _need({c.slot for c in step.commits} <= set(step.masked) | fixed, where, "commits a slot that was not masked")
+    _ascending([c.slot for c in step.commits], where + ".commits", "slots")
+    if rollback is not None:
+        _need(rollback.slot in inside, where + ".rollback", f"has a slot outside the block of {k}")
+    after = step.masked_after
+    for i, c in enumerate(step.commits):
+        _need(c.gap <= c.slot, f"{where}.commits[{i}].gap", f"must be at most its slot ({c.slot}), got {c.gap}")
+        # a canvas can renoise or hold slots to the left, so there the recorder's gap is only bounded
+        _need(bool(step.canvas) or c.gap == sum(1 for s in after if s < c.slot), f"{where}.commits[{i}].gap",
+              f"must count the slots left of slot {c.slot} still masked after the step, got {c.gap}")
+    if rollback is not None:
+        _need(rollback.position == step.block_start + rollback.slot, where + ".rollback",
+              "position must be the block's start plus its slot")
+        _need(all(rollback.slot < s < k for s in rollback.dropped), where,
+              "drops a slot outside the block (or not right of the rejected one)")
+    for i, check in enumerate(step.checks):
+        _need(check.block <= step.block and check.position < step.block_start + k, f"{where}.checks[{i}]",
+              "checks a draft the decode has not written yet")
+    _need(sum(not c.accepted for c in step.checks) == (rollback is not None), where,
+          "must have a rollback exactly when a check rejected a draft")
+
+
+def _steps_facts(steps: tuple[Step, ...], n_prompt: int) -> None:
+    """What ties the steps together: calls numbered 0, 1, 2, ...; blocks numbered in order, each keeping its
+    start and size and numbering its steps 0, 1, 2, ...; no block starts inside the prompt."""
+    _need([s.call for s in steps] == list(range(len(steps))), "trace.steps", "calls must be numbered 0, 1, 2, ...")
+    previous = None
+    for i, s in enumerate(steps):
+        where = f"steps[{i}]"
+        _need(s.block_start >= n_prompt, where, f"block_start must be past the prompt ({n_prompt}), got {s.block_start}")
+        if previous is not None and s.block == previous.block:
+            _need((s.block_start, s.block_size) == (previous.block_start, previous.block_size), where,
+                  "must keep its block's block_start and block_size")
+            _need(s.step == previous.step + 1, where, f"step must be {previous.step + 1}, got {s.step}")
+        else:
+            first = 0 if previous is None else previous.block + 1
+            _need(s.block == first, where, f"block must be {first}, got {s.block}")
+            _need(s.step == 0, where, f"step must be 0 (the block's first), got {s.step}")
+        previous = s
+
+
+def _config(config: Any, where: str = "trace.config") -> dict:
+    """A trace's settings, checked as ``sv.decode`` checks its arguments; files saved before the commit rule was
+    called ``rule`` name it ``solver``."""
+    _need(isinstance(config, dict), where, "must be an object")
+    _plain(config, where)
+    if "solver" in config and "rule" not in config:
+        config = {("rule" if key == "solver" else key): value for key, value in config.items()}
+    decoder = config.get("decoder", "sbd")
+    _need(isinstance(decoder, str) and bool(DECODER_NAME.match(decoder)), where + ".decoder",
+          f"must be a decoder's name, got {decoder!r}")
+    for key, value in config.items():  # the settings any decoder may write, by what they are
+        w = f"{where}.{key}"
+        if key in ("rule", "entropy_of"):
+            _need(isinstance(value, str) and bool(value), w, f"must be a non-empty string, got {value!r}")
+        elif key in ("gap_free", "verify", "exact", "adaptive_stopping"):
+            _bool(value, w)
+        elif key == "stop":
+            _need(isinstance(value, list) and all(isinstance(s, str) and s for s in value), w,
+                  f"must be a list of non-empty strings, got {value!r}")
+        elif key == "seed":
+            _int(value, w)
+        elif key in ("block_size", "max_new_tokens", "top_n", "prompt_lookup_num_tokens"):
+            _int(value, w, lo=1)
+        elif key == "max_matching_ngram_size" and value is not None:  # None: transformers' default
+            _int(value, w, lo=1)
+        elif key in ("gamma", "temperature"):
+            _num(value, w)
+        elif key == "remask_threshold":
+            _prob(value, w)
+        elif key in ("max_denoising_steps", "t_min", "t_max", "stability_threshold", "confidence_threshold"):
+            if value is not None:  # DiffusionGemma's sampler settings, as its generation config resolved them
+                _num(value, w)
+    if decoder in SBD_FAMILY or decoder in NTP_FAMILY:
+        from .decoders.sbd import DecodeConfig  # sv.decode's own checks (rule and γ, ranges, verify at temperature 0)
+
+        own = DECODE_FIELDS if decoder in SBD_FAMILY else DECODE_FIELDS[3:]
+        try:
+            DecodeConfig(**{key: config[key] for key in own if key in config})
+        except (TypeError, ValueError) as exc:
+            raise TraceFormatError(f"not a trace: {where} has settings sv.decode refuses: {exc}") from None
+    return config
+
+
+def _trace_facts(trace: Trace) -> None:
+    """What ties the steps to the settings and the output."""
+    config = trace.config
+    if isinstance(config.get("max_new_tokens"), int):
+        _need(trace.n_tokens <= config["max_new_tokens"], "trace.output_ids",
+              f"holds {trace.n_tokens} tokens, more than max_new_tokens={config['max_new_tokens']}")
+    if isinstance(config.get("block_size"), int):
+        big = [s.call for s in trace.steps if s.block_size > config["block_size"]]
+        _need(not big, f"steps[{big[0] if big else 0}]", f"has a block larger than block_size={config['block_size']}")
+    if isinstance(config.get("top_n"), int):
+        for s in trace.steps:
+            for v in s.slots + s.canvas:
+                _need(len(v.top) <= config["top_n"], f"steps[{s.call}]",
+                      f"records more candidates for slot {v.slot} than top_n={config['top_n']}")
+
+
+def trace_from_dict(d: Any) -> Trace:
+    """The ``Trace`` a JSON object holds, every field checked; else ``TraceFormatError`` naming the field."""
+    _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
+    _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
+    version = d.get("version")
+    _need(version in READS_VERSIONS and not isinstance(version, bool), "file",
+          f"has version {version!r}; this sbd_viz reads versions {', '.join(map(str, READS_VERSIONS))}")
+    _keys(d, "trace", ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts",
+                       "text", "stop_reason"))
+    config = _config(d["config"])
+    meta = d.get("meta", {})
+    _need(isinstance(meta, dict), "trace.meta", "must be an object")
+    _plain(meta, "trace.meta")
+    prompt_ids = tuple(_int(t, "trace.prompt_ids") for t in _list(d["prompt_ids"], "trace.prompt_ids"))
+    steps = tuple(_step(s, f"steps[{i}]") for i, s in enumerate(_list(d["steps"], "trace.steps")))
+    _steps_facts(steps, len(prompt_ids))
+    out_ids = tuple(_int(t, "trace.output_ids") for t in _list(d["output_ids"], "trace.output_ids"))
+    out_texts = tuple(_str(t, "trace.output_texts") for t in _list(d["output_texts"], "trace.output_texts"))
+    _need(len(out_ids) == len(out_texts), "trace", "output_ids and output_texts differ in length")
+    stop_reason = _str(d["stop_reason"], "trace.stop_reason")
+    _need(stop_reason in STOP_REASONS, "trace.stop_reason", f"must be one of {STOP_REASONS}, got {stop_reason!r}")
+    trace = Trace(prompt=_str(d["prompt"], "trace.prompt"), prompt_ids=prompt_ids, config=config,
+                  model_id=_str(d["model_id"], "trace.model_id"), steps=steps, output_ids=out_ids,
+                  output_texts=out_texts, text=_str(d["text"], "trace.text"), stop_reason=stop_reason, meta=meta)
+    _trace_facts(trace)
+    return trace
