@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from sbd_viz.rules import COMMIT_RULES, RULES, CommitRule, Range
+from sbd_viz.rules import COMMIT_RULES, RULES, CommitRule, Interval, Range
 
 ENTROPY = torch.tensor([0.9, 0.05, 0.3, 0.01, 1.5, 0.2])  # six masked slots, left to right
 CONFIDENCE = torch.tensor([0.55, 0.98, 0.85, 0.995, 0.3, 0.9])
@@ -131,3 +131,208 @@ def test_bad_settings_are_rejected(name, gamma):
 def test_a_knob_out_of_range_error_says_what_the_knob_is():
     with pytest.raises(ValueError, match=r"gamma: for factor it is the Fast-dLLM factor f and must be a number > 0"):
         CommitRule("factor", 0.0)
+
+
+# -- knob intervals ------------------------------------------------------------------------------------
+def _inside(iv, valid, g):
+    """Knob values in ``iv`` to try: its closed finite ends, the floats just inside its open ones, its midpoint,
+    random interior points (far ones too where it is unbounded); whole members for a whole-number knob."""
+    if iv.whole:
+        top = iv.hi if math.isfinite(iv.hi) else iv.lo + 12
+        return [iv.lo, top, *(int(v) for v in torch.randint(int(iv.lo), int(top) + 1, (4,), generator=g))]
+    lo = iv.lo if math.isfinite(iv.lo) else min(iv.hi, 0.0) - 10.0
+    hi = iv.hi if math.isfinite(iv.hi) else max(iv.lo, 0.0) + 10.0
+    points = [lo + (hi - lo) * t for t in [0.5, *torch.rand(4, generator=g).tolist()]]
+    points += [iv.lo if iv.lo_closed else math.nextafter(iv.lo, math.inf),
+               iv.hi if iv.hi_closed else math.nextafter(iv.hi, -math.inf)]
+    if not math.isfinite(iv.hi):
+        points += [hi * 1e6]
+    return [v for v in points if v in iv and v in valid]
+
+
+def _just_outside(iv, valid):
+    """The knob values right past each end of ``iv`` that the rule accepts: the end itself where it is open,
+    else the next float (the next whole number for a whole-number knob)."""
+    if iv.whole:
+        points = [iv.lo - 1, iv.hi + 1]
+    else:
+        points = [math.nextafter(iv.lo, -math.inf) if iv.lo_closed else iv.lo,
+                  math.nextafter(iv.hi, math.inf) if iv.hi_closed else iv.hi]
+    return [v for v in points if math.isfinite(v) and v in valid and v not in iv]
+
+
+def _interval_problems(rule, gap_free, ent, conf, gamma, iv, g):
+    """What is wrong with ``iv`` as the knob interval of ``CommitRule(rule, gamma, gap_free)`` on this block."""
+    valid = COMMIT_RULES[rule].valid
+    choice = CommitRule(rule, gamma, gap_free).select(ent, conf)
+    problems = [] if gamma in iv else [("gamma outside", gamma)]
+    problems += [("inside, other choice", v) for v in _inside(iv, valid, g)
+                 if CommitRule(rule, v, gap_free).select(ent, conf) != choice]
+    problems += [("just outside, same choice", v) for v in _just_outside(iv, valid)
+                 if CommitRule(rule, v, gap_free).select(ent, conf) == choice]
+    return problems
+
+
+def _block(g, trial):
+    """Random masked slots: spread out, coarse (many ties), near-certain, or tiny entropies; float32 like a model's."""
+    m = 1 + trial % 12
+    ent, conf = torch.rand(m, generator=g) * 3, torch.rand(m, generator=g)
+    kind = trial // 12 % 4
+    if kind == 1:
+        ent, conf = (ent * 2).round() / 2, (conf * 4).round() / 4
+    elif kind == 2:
+        ent, conf = ent * (torch.rand(m, generator=g) < 0.5), 1 - 0.1 * conf
+    elif kind == 3:
+        ent = ent * 0.01
+    return ent, conf
+
+
+def _gammas(rule, g):
+    r = COMMIT_RULES[rule]
+    lo, hi, _ = r.slider
+    values = [r.default, lo, hi, *(lo + (hi - lo) * torch.rand(2, generator=g)).tolist()]
+    values = [round(v) for v in values] if r.valid.whole else values
+    return [v for v in values if v in r.valid]
+
+
+@pytest.mark.parametrize("gap_free", [False, True])
+@pytest.mark.parametrize("rule", RULES)
+def test_knob_interval_is_where_the_choice_holds(rule, gap_free):
+    """Every knob value in the interval (closed ends, just inside open ones, midpoints, random points) commits
+    the same slots; the values right past each end that the rule accepts commit others. Also at the interval's
+    own ends taken as the knob, so every boundary is exercised."""
+    valid = COMMIT_RULES[rule].valid
+    g = torch.Generator().manual_seed(7)
+    checked = bounded = 0
+    for trial in range(48):
+        ent, conf = _block(g, trial)
+        for gamma in _gammas(rule, g):
+            iv = CommitRule(rule, gamma, gap_free).knob_interval(ent, conf)
+            ends = [e for e in (iv.lo, iv.hi) if math.isfinite(e) and e in valid]
+            for knob in [gamma, *ends]:
+                knob_iv = CommitRule(rule, knob, gap_free).knob_interval(ent, conf)
+                assert _interval_problems(rule, gap_free, ent, conf, knob, knob_iv, g) == [], (ent, conf, knob, knob_iv)
+                checked += 1
+                bounded += bool(_just_outside(knob_iv, valid))
+    assert checked >= 48 * 5 and (bounded > 150 or rule == "left_to_right"), (checked, bounded)
+
+
+@pytest.mark.parametrize("rule", ["entropy_bounded", "entropy_threshold", "confidence_threshold", "factor"])
+def test_the_interval_check_catches_an_end_one_float_off(rule):
+    """The check above can fail: an interval with one end moved by one float, or one end's closedness flipped,
+    is caught (on random blocks, wherever that end is not the valid range's)."""
+    valid = COMMIT_RULES[rule].valid
+    g = torch.Generator().manual_seed(3)
+    caught = tried = 0
+    for trial in range(24):
+        ent, conf = _block(g, trial + 1)
+        for gamma in _gammas(rule, g):
+            iv = CommitRule(rule, gamma).knob_interval(ent, conf)
+            wrong = []
+            if _just_outside(Interval(iv.lo, math.inf, iv.lo_closed), valid):
+                wrong += [Interval(math.nextafter(iv.lo, -math.inf), iv.hi, iv.lo_closed, iv.hi_closed),
+                          Interval(math.nextafter(iv.lo, math.inf), iv.hi, iv.lo_closed, iv.hi_closed),
+                          Interval(iv.lo, iv.hi, not iv.lo_closed, iv.hi_closed)]
+            if _just_outside(Interval(-math.inf, iv.hi, True, iv.hi_closed), valid):
+                wrong += [Interval(iv.lo, math.nextafter(iv.hi, math.inf), iv.lo_closed, iv.hi_closed),
+                          Interval(iv.lo, math.nextafter(iv.hi, -math.inf), iv.lo_closed, iv.hi_closed),
+                          Interval(iv.lo, iv.hi, iv.lo_closed, not iv.hi_closed)]
+            for bad in wrong:
+                tried += 1
+                caught += bool(_interval_problems(rule, False, ent, conf, gamma, bad, g))
+    assert tried > 50 and caught == tried, (caught, tried)
+
+
+def test_knob_intervals_by_hand():
+    # float32 inputs, so the ends are those float32 values in float64
+    e = ENTROPY.double().tolist()
+
+    def iv(rule, gamma, gap_free=False):
+        return CommitRule(rule, gamma, gap_free).knob_interval(ENTROPY, CONFIDENCE)
+
+    # sorted entropies .01 .05 .2 .3 .9 1.5: spent 0 .01 .06 .26 .56 1.46; gamma .05 commits 2 for spent in [.01, .06)
+    assert iv("entropy_bounded", 0.05) == Interval(e[3] - 1e-12, e[3] + e[1] - 1e-12, True, False)
+    assert iv("entropy_bounded", 0.0) == Interval(0.0, e[3] - 1e-12, True, False)
+    assert iv("entropy_bounded", 5.0).hi == math.inf and iv("entropy_bounded", 5.0).hi_closed
+    # {e < .25} = {.01, .05, .2} from .2 (open) to .3 (closed)
+    assert iv("entropy_threshold", 0.25) == Interval(e[5], e[2], False, True)
+    # none below .001: the lowest slot (3); {e < gamma} = {slot 3} for gamma in (.01, .05]: the same choice
+    assert iv("entropy_threshold", 0.001) == Interval(0.0, e[1], True, True)
+    assert iv("entropy_threshold", 9.0) == Interval(e[4], math.inf, False, True)
+    c = CONFIDENCE.double().tolist()
+    assert iv("confidence_threshold", 0.95) == Interval(c[5], c[1], True, False)  # {.995, .98}: [.9, .98)
+    assert iv("confidence_threshold", 0.999) == Interval(c[1], 1.0, True, True)  # top slot alone from .98 up
+    # ranks' (n + 1)(1 - c_n): - .06 .3 .6 2.7 4.9 (float64 of the float32 confidences); f .5 passes 3 ranks
+    assert iv("factor", 0.5) == Interval(4 * (1 - c[5]), 5 * (1 - c[2]), True, False)
+    assert iv("factor", 0.001) == Interval(0.0, 3 * (1 - c[1]), False, False)  # valid range is f > 0
+    assert iv("factor", 3.0) == Interval(6 * (1 - c[0]), math.inf)  # rank 6 fails: the last, so all six
+    assert iv("top_k", 2) == Interval(2, 2, whole=True) and 2 in iv("top_k", 2) and 2.5 not in iv("top_k", 2)
+    assert iv("top_k", 9) == Interval(6, math.inf, whole=True) and 100 in iv("top_k", 9)
+    assert iv("left_to_right", 0) == Interval(-math.inf, math.inf)
+    # gap_free: top_k 1, 2 and 3 commit slot 0 alone ({3}, {1, 3}, {1, 3, 5}); 4 adds slot 2, 5 slot 0 -> [0, 1, 2, 3]
+    assert iv("top_k", 2, gap_free=True) == Interval(1, 4, whole=True)
+    assert str(iv("top_k", 2, gap_free=True)) == "whole numbers in [1, 4]"
+    assert str(iv("entropy_threshold", 0.25)) == f"({e[5]:g}, {e[2]:g}]"
+
+
+def test_interval_and_clip():
+    assert 1.0 in Interval(0.0, 1.0) and 1.0 not in Interval(0.0, 1.0, hi_closed=False)
+    assert 0.0 not in Interval(0.0, 1.0, lo_closed=False) and math.inf in Interval(0.0, math.inf)
+    assert 3 in Interval(3, math.inf, whole=True) and math.inf not in Interval(3, math.inf, whole=True)
+    assert Range(lo=0.0, lo_open=True).clip(Interval(-1.0, 2.0, False, False)) == Interval(0.0, 2.0, False, False)
+    assert Range(0.0, 1.0).clip(Interval(-math.inf, 1.0, True, False)) == Interval(0.0, 1.0, True, False)
+    assert Range(0.0, 1.0).clip(Interval(0.0, 3.0, False, False)) == Interval(0.0, 1.0, False, True)
+    assert Range(lo=1, whole=True).clip(Interval(-math.inf, 4.0)) == Interval(1, 4.0, whole=True)
+    assert math.inf not in Range(lo=1, whole=True)  # not a whole number (int(inf) used to raise OverflowError)
+
+
+def test_knob_interval_refuses_what_select_refuses():
+    with pytest.raises(ValueError, match="entropy/confidence"):
+        CommitRule().knob_interval(torch.tensor([0.1, math.inf]), torch.tensor([0.5, 0.5]))
+
+
+# -- factor: Fast-dLLM's published code ----------------------------------------------------------------
+def fast_dllm_factor(confidences: list[float], f: float) -> list[int]:
+    """The slots Fast-dLLM's ``get_transfer_index_dynamic`` (NVlabs/Fast-dLLM, llada/generate.py) transfers for
+    one sequence, written out in plain Python as its loop reads: a threshold 1 - f / (n + 1) per rank n, the
+    first one -1 (always at least one token), walk down the confidences sorted high to low until one falls below
+    its threshold, and take the top ``top_i``, plus one when ``top_i`` ended at 0 or at the last rank."""
+    threshs = [1 - f / (n + 1) for n in range(1, len(confidences) + 1)]
+    threshs[0] = -1
+    sorted_conf = sorted(confidences, reverse=True)
+    for top_i in range(len(threshs)):
+        if sorted_conf[top_i] < threshs[top_i]:
+            break
+    if top_i == 0 or top_i == len(threshs) - 1:
+        top_i += 1
+    by_confidence = sorted(range(len(confidences)), key=lambda i: -confidences[i])  # topk; no ties here
+    return sorted(by_confidence[:top_i])
+
+
+def test_factor_commits_all_when_the_first_to_fail_is_the_last_as_fast_dllm_does():
+    # f = 1: thresholds -, 2/3, 3/4, 4/5. Sorted .95 .9 .8 .5: ranks 2, 3 pass, rank 4 (the last) fails -> all 4
+    conf = torch.tensor([0.8, 0.95, 0.5, 0.9])
+    assert fast_dllm_factor(conf.double().tolist(), 1.0) == [0, 1, 2, 3]
+    assert CommitRule("factor", 1.0).select(ENTROPY[:4], conf) == [0, 1, 2, 3]
+    # the same with rank 3 failing instead (.7 < 3/4): the two before it
+    conf = torch.tensor([0.7, 0.95, 0.5, 0.9])
+    assert fast_dllm_factor(conf.double().tolist(), 1.0) == [1, 3]
+    assert CommitRule("factor", 1.0).select(ENTROPY[:4], conf) == [1, 3]
+    # two slots: rank 2 is the last, so both always commit, however unsure
+    assert CommitRule("factor", 0.01).select(ENTROPY[:2], torch.tensor([0.9, 0.01])) == [0, 1]
+
+
+def test_factor_matches_fast_dllm_on_random_calls():
+    g = torch.Generator().manual_seed(11)
+    last = 0
+    for trial in range(3000):
+        m = 1 + trial % 16
+        conf = 1 - torch.rand(m, generator=g, dtype=torch.float64) ** 2 * (0.6 if trial % 2 else 0.2)
+        f = float(torch.rand(1, generator=g)) * 3 + 1e-6
+        theirs = fast_dllm_factor(conf.tolist(), f)
+        assert CommitRule("factor", f).select(torch.zeros(m), conf) == theirs, (conf, f)
+        # the case where the two readings differ: the first rank to fail is the last one
+        ranked = sorted(conf.tolist(), reverse=True)
+        fails = [n for n in range(2, m + 1) if ranked[n - 1] < 1 - f / (n + 1)]
+        last += bool(fails) and fails[0] == m and m > 2
+    assert last > 100, last
