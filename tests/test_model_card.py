@@ -15,8 +15,10 @@ from sbd_viz.rules import DEFAULT_GAMMA, DEFAULT_RULE
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "sbd_viz" / "models" / "sbd-char-5m"
 CARD = FOLDER / "README.md"
-SECTIONS = ("What it is", "Intended uses", "How to use", "Training data", "Training procedure", "Evaluation",
-            "Limitations", "Citation")
+HISTORY = ROOT / "docs" / "model_history.md"
+LINEAGE = "the-commands-that-made-the-shipped-weights"  # the history page's section the card links for its commands
+SECTIONS = ("What it is", "Intended uses", "Out-of-scope uses", "How to use", "Training data", "Training procedure",
+            "Evaluation", "Limitations", "Citation")
 
 
 def _card() -> tuple[dict, str]:
@@ -28,8 +30,18 @@ def _card() -> tuple[dict, str]:
     return yaml.safe_load(head), body
 
 
+def _lineage() -> str:
+    """The section of docs/model_history.md that the card links for the exact commands of the shipped weights."""
+    _, body = _card()
+    assert f"docs/model_history.md#{LINEAGE})" in body, "the card links the commands that made its weights"
+    sections = re.split(r"^## ", HISTORY.read_text(encoding="utf-8"), flags=re.M)
+    found = [s for s in sections if re.sub(r"[^\w\- ]", "", s.splitlines()[0].lower()).replace(" ", "-") == LINEAGE]
+    assert len(found) == 1, f"docs/model_history.md has no section #{LINEAGE}"
+    return found[0]
+
+
 def _train_commands(body: str) -> list[list[str]]:
-    """Every ``sbd-viz train`` command in the card's bash blocks, continuation lines joined, as argv after 'train'."""
+    """Every ``sbd-viz train`` command in ``body``'s bash blocks, continuation lines joined, as argv after 'train'."""
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", body, re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -48,6 +60,22 @@ def test_the_card_is_at_most_250_lines():
     assert len(CARD.read_text(encoding="utf-8").splitlines()) <= 250
 
 
+def test_the_card_leads_with_its_numbers():
+    """Accuracy, tokens per call and wall-clock are under "What it is", as card_results.json measured them; the
+    run log is not in the card."""
+    _, body = _card()
+    lead = body.split("## What it is", 1)[1].split("\n## ", 1)[0]
+    results = json.loads((FOLDER / "card_results.json").read_text())
+    ntp = next(r for r in results["rows"] if r["rule"] == "ntp")
+    sbd = next(r for r in results["rows"]
+               if r["rule"] == DEFAULT_RULE and r["gamma"] == DEFAULT_GAMMA and not r["gap_free"])
+    for number in (f"{ntp['accuracy']:.3f}", f"{sbd['accuracy']:.3f}", f"{sbd['tokens_per_call']:.2f}",
+                   f"{1 / sbd['long_calls_per_token']:.2f}", f"{sbd['speedup_wall']:.2f}x",
+                   f"{sbd['long_speedup_wall']:.2f}x"):
+        assert number in lead, number
+    assert "long answers" in lead and not _train_commands(body)
+
+
 def test_the_front_matter_has_the_hub_fields():
     meta, _ = _card()
     assert {"license", "library_name", "pipeline_tag", "tags", "model-index"} <= set(meta)
@@ -62,10 +90,10 @@ def test_the_card_has_its_sections_in_order():
 
 
 def test_every_train_command_parses_and_the_runs_chain():
-    """Each command parses with the trainer's own flags and names a known preset or mix; each ``--base`` is an
-    earlier command's output (its ``final`` or ``final_ema``), so the sequence is one lineage from scratch."""
-    _, body = _card()
-    commands = _train_commands(body)
+    """Each command the card links parses with the trainer's own flags and names a known preset or mix; each
+    ``--base`` is an earlier command's output (its ``final`` or ``final_ema``), so the sequence is one lineage from
+    scratch."""
+    commands = _train_commands(_lineage())
     assert len(commands) >= 2
     outs = []
     for argv in commands:
@@ -84,8 +112,7 @@ def test_every_train_command_parses_and_the_runs_chain():
 
 def test_the_mixes_are_the_recipes_the_card_ran_and_the_default():
     """``data.MIXES`` keeps the recipes that made the shipped model, and the trainer's default; no others."""
-    _, body = _card()
-    used = {_parser().parse_args(argv).mix for argv in _train_commands(body)}
+    used = {_parser().parse_args(argv).mix for argv in _train_commands(_lineage())}
     assert set(data.MIXES) == used | {train.TrainConfig.mix}
 
 
@@ -110,7 +137,7 @@ def test_the_files_the_card_names_are_in_the_tree_and_no_stale_results_remain():
     _, body = _card()
     named = set(re.findall(r"`((?:bench|tools|docs)/[\w./-]+\.\w+)`", body))
     named |= {str((CARD.parent / link).resolve().relative_to(ROOT))
-              for link in re.findall(r"\]\((\.\.[^)]+)\)", body)}
+              for link in re.findall(r"\]\((\.\.[^)#]+)[^)]*\)", body)}
     assert named and all((ROOT / path).is_file() for path in named), sorted(p for p in named if not (ROOT / p).is_file())
     stale = sorted(p.name for p in FOLDER.iterdir() if re.fullmatch(r"card_results_.+\.json|train_log.*\.jsonl", p.name))
     assert not stale, stale
