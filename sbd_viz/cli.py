@@ -12,22 +12,12 @@ def _trace(args) -> int:
     model = sv.load_model(args.model, dtype=args.dtype, device=args.device)
     if args.ntp:
         trace = sv.decode_ntp(model, args.prompt, max_new_tokens=args.max_new_tokens, stop=args.stop)
-    elif args.decoder == "sbd":
-        trace = sv.decode(model, args.prompt, rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
-                          max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                          stop=args.stop, gap_free=args.gap_free, verify=args.verify)
-    else:  # another decoder takes its own settings; one it does not take, set, is refused by name
-        from .decoders.parallel import OWN_ARGUMENTS
-
-        given = dict(rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
-                     remask_threshold=args.remask_threshold, prompt_lookup_num_tokens=args.lookup_tokens)
-        asked = {"gap_free": args.gap_free, "verify": args.verify, "temperature": args.temperature}
-        refused = [name for name, value in asked.items() if value]
-        if refused:
-            raise ValueError(f"{refused[0]}: means nothing for decoder {args.decoder!r}")
-        own = {k: v for k, v in given.items() if k in OWN_ARGUMENTS[args.decoder] and v is not None}
-        trace = sv.decode(model, args.prompt, decoder=args.decoder, max_new_tokens=args.max_new_tokens,
-                          stop=args.stop, **own)
+    else:  # the one door: a setting the decoder does not take, set, is refused by name
+        own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
+        trace = sv.decode(model, args.prompt, decoder=args.decoder, rule=args.rule, gamma=_gamma(args),
+                          block_size=args.block_size, max_new_tokens=args.max_new_tokens,
+                          temperature=args.temperature, seed=args.seed, stop=args.stop, gap_free=args.gap_free,
+                          verify=args.verify, **own)
     print(trace.summary())
     if args.out:
         print(f"trace written to {trace.save(args.out)}")
@@ -184,6 +174,47 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
 
 
+def _own_settings() -> dict[str, list]:
+    """Every registered decoder's own settings: name -> the specs that own it (each becomes a ``--flag``)."""
+    from .decoders.registry import decoders
+
+    owners: dict[str, list] = {}
+    for spec in decoders():
+        for name in spec.own:
+            owners.setdefault(name, []).append(spec)
+    return owners
+
+
+def _setting_value(text: str):
+    """A flag's text as a setting: a JSON number, true/false or null, else the text itself."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _add_decoder_args(p: argparse.ArgumentParser) -> None:
+    """``--decoder`` (the registry's names) and one flag per decoder's own setting, all read from the registry."""
+    from .decoders.registry import decoders
+
+    specs = decoders()
+    p.add_argument("--decoder", default=None, choices=[s.name for s in specs],
+                   help="; ".join(f"{s.name}: {s.label}" + (" (greedy's text)" if s.exact else "") for s in specs)
+                   + " (default: the model's first, sbd for an SBD model)")
+    added = []
+    for name, owners in _own_settings().items():
+        default = ", ".join(f"{s.name}: {s.own[name]!r}" for s in owners)
+        try:
+            p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_setting_value, default=None,
+                           help=f"{', '.join(s.name for s in owners)}'s own setting (default {default})")
+        except argparse.ArgumentError:  # a plugin's setting named like a flag already here: it cannot be a flag
+            continue
+        added.append(name)
+    p.set_defaults(own_flags=tuple(added))
+
+
 def _add_load_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default=None, help="the weights' dtype, e.g. bfloat16 (default float32)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps or auto (default the CPU)")
@@ -203,13 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
     p.add_argument("--ntp", action="store_true", help="decode with NTP (HF generate, greedy) instead")
-    p.add_argument("--decoder", default="sbd", choices=("sbd", "remask", "jacobi", "prompt_lookup"),
-                   help="sbd (default); remask: SBD with low-confidence remasking; jacobi: Jacobi fixed-point "
-                        "iteration; prompt_lookup: HF prompt lookup decoding (the last two write greedy's text)")
-    p.add_argument("--remask-threshold", type=float, default=None,
-                   help="remask: a held gap fill whose re-read probability falls below this goes back to masked")
-    p.add_argument("--lookup-tokens", type=int, default=None,
-                   help="prompt_lookup: tokens drafted per call from the prompt (prompt_lookup_num_tokens)")
+    _add_decoder_args(p)
     p.add_argument("--verify", action="store_true",
                    help="check every draft against NTP greedy (temperature 0): the text is exactly NTP's")
     p.add_argument("--out", help="write the trace JSON here")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .trace import DRAFT_AND_CHECK, Commit, Step, Trace, render_state, visible
+from .trace import DRAFT_AND_CHECK, Commit, Step, Trace, mark_special, output_labels, render_state, visible
 
 PENDING = "…"  # a number still being measured (the app decodes NTP after SBD)
 
@@ -39,15 +39,16 @@ def _quoted(text: str) -> str:
 
 
 def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = None,
-             ntp_seconds: float | None = None, pending: bool = False) -> list[Measure]:
+             ntp_seconds: float | None = None, pending: bool = False, label: str = "SBD") -> list[Measure]:
     """The headline numbers of ``trace``, beside ``ntp`` (NTP's decode of the same prompt) when given.
 
     ``pending``: NTP is still running, so its numbers show as "…". ``seconds`` / ``ntp_seconds``: measured
-    wall times of the two decodes (default: the traces' own ``wall_time``). Speedups are per generated
+    wall times of the two decodes (default: the traces' own ``wall_time``); ``label``: what the decoder is called
+    (its spec's label). Speedups are per generated
     token, so a run that stops earlier or later than NTP is compared fairly.
     """
     seconds = trace.wall_time if seconds is None else seconds
-    sbd_ms = f"SBD {1000 * seconds:.0f} ms"
+    sbd_ms = f"{label} {1000 * seconds:.0f} ms"  # label: the decoder's (its spec's), e.g. "Jacobi"
     if ntp is not None:
         ntp_seconds = ntp.wall_time if ntp_seconds is None else ntp_seconds
         per_sbd, per_ntp = seconds / max(1, trace.n_tokens), ntp_seconds / max(1, ntp.n_tokens)
@@ -179,9 +180,13 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
         head = (f"SBD {'verified ' if trace.verified else ''}{cfg.get('rule')}"
                 f"{' gap_free' if cfg.get('gap_free') else ''} gamma={cfg.get('gamma')} "
                 f"block_size={cfg.get('block_size')}")
-    lines = [f"{head}  model={trace.model_id}", f"prompt: {visible(trace.prompt)}", "", "output, with the call "
-             "that committed each token:"]
-    texts, calls = [visible(t) for t in trace.output_texts], trace.token_calls()
+    kind = f" ({trace.model_kind})" if trace.model_kind else ""
+    prompt = visible(mark_special(trace.prompt, trace.special_tokens))
+    lines = [f"{head}  model={trace.model_id}{kind}", f"prompt: {prompt}", "",
+             "output, with the call that committed each token (a space shows as ␣):"]
+    # each token as the pictures show it: its leading space visible, special tokens marked, a character split
+    # across tokens whole where it completes
+    texts, calls = [label for label, _ in output_labels(trace)], trace.token_calls()
     row_t, row_c = "", ""
     for text, call in zip(texts, calls):
         cell = max(len(text), len(str(call))) + 1
@@ -196,7 +201,23 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     gaps = trace.gap_fills()
     for g in gaps[:10]:
         lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"
-                     + ("" if g.kept else "  (after the stop: discarded)"))
+                     + ("" if g.kept else f"  ({_not_kept(trace, g)})"))
     if len(gaps) > 10:
         lines.append(f"  ... and {len(gaps) - 10} more")
     return "\n".join(lines)
+
+
+def _not_kept(trace: Trace, g) -> str:
+    """Why a gap fill is not in the output: the stop cut the output before it, verified decoding rejected it or
+    dropped it with a rejected draft to its left, or a later call wrote its position."""
+    position = trace.steps[g.call].block_start + g.slot
+    if position >= len(trace.prompt_ids) + trace.n_tokens:
+        return "after the stop: discarded"
+    verdict = trace.verdicts().get((g.call, position))
+    if verdict is not None and not verdict[1].accepted:
+        return f"rejected by NTP's check in call {verdict[0]}"
+    dropped = next((s.call for s in trace.steps[g.call + 1:]
+                    if s.rollback is not None and s.block == g.block and g.slot in s.rollback.dropped), None)
+    if dropped is not None:
+        return f"dropped in call {dropped}, with a rejected draft to its left"
+    return f"replaced by call {trace._last_commit_call.get(position)}'s commit"

@@ -6,7 +6,8 @@
 Thin wiring over the library: every control change re-decodes with ``sv.decode``; the picture is
 ``plots.block_fill`` shown at the call the scrubber points to (the ▶ button steps the scrubber, so
 it is the animation); NTP (``sv.decode_ntp``) is decoded once per prompt and length for the
-comparison. A block-diffusion model (``sbd_viz.decoders.diffusion.DiffusionModel``) decodes with its own ``generate``,
+comparison. The decoder dropdown lists the registry's decoders that serve the model (``sv.decoders(model)``), NTP
+aside; a control the chosen one does not take greys out. A block-diffusion model (``sbd_viz.decoders.diffusion.DiffusionModel``) decodes with its own ``generate``,
 recorded; its controls that mean nothing (rule, gap-free, verified, block size) are fixed or hidden, and it has no
 NTP comparison. Nothing here computes a measure the library does not already give.
 """
@@ -21,18 +22,16 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import plots
-from .decoders.sbd import DecodeConfig, decode, decode_ntp
-from .decoders.diffusion import DiffusionModel, decode as decode_diffusion
+from .decoders.diffusion import DiffusionModel
+from .decoders.ntp import NTP, decode_ntp
+from .decoders.registry import decode, decoders, default_decoder, get_decoder, start
 from .model import SBDModel
-from .decoders.parallel import DECODERS, OWN_ARGUMENTS, decode as decode_with
 from .plots.animation import save_animation
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .summary import Measure, measures, step_text
 from .trace import Trace, first_difference, visible
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-CHOICES = tuple(d for d in DECODERS if d != "ntp")  # the decoder dropdown; NTP is the comparison
-OTHER_KNOBS = ("remask_threshold", "prompt_lookup_num_tokens", "max_matching_ngram_size")  # not SBD's
 
 
 def figure_at_call(fig: go.Figure, call: int) -> go.Figure:
@@ -87,7 +86,7 @@ def _value_html(measure: Measure) -> str:
 class Explorer(widgets.VBox):
     """The widget ``explore`` returns. Its parts are attributes so notebooks and tests can drive it:
     ``decoder``, ``gamma``, ``rule``, ``gap_free``, ``verify``, ``block_size``, ``max_new_tokens``, ``prompt``
-    (controls; ``decoder`` picks SBD, remasking, Jacobi or prompt lookup, whose unused controls grey out),
+    (controls; ``decoder`` picks a registered decoder, whose unused controls grey out),
     ``call`` / ``play`` (scrubber), ``metrics`` / ``step_info`` (HTML), ``view`` (Output holding the
     figure), and the current ``trace``, ``ntp_trace`` and ``figure`` (the full animation)."""
 
@@ -97,13 +96,13 @@ class Explorer(widgets.VBox):
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
         if decode_kwargs.get("block_size") is None:  # as decode: the model's own block size
             decode_kwargs = {**decode_kwargs, "block_size": model.block_size}
-        decoder = decode_kwargs.pop("decoder", "sbd")
-        if decoder not in CHOICES:
-            raise ValueError(f"decoder: choose from {', '.join(CHOICES)}, got {decoder!r}")
-        if not self.canvas:  # bad settings fail here, named, before a slider clamps them silently
-            DecodeConfig(**{k: v for k, v in decode_kwargs.items() if k not in OTHER_KNOBS})
-        # so does a prompt past the context
-        model.check_fits(len(model.encode(prompt)), decode_kwargs.get("max_new_tokens", 64))
+        # the dropdown: every registered decoder that serves the model; NTP is the comparison
+        self.choices = tuple(s.name for s in decoders(model) if s is not NTP)
+        decoder = decode_kwargs.pop("decoder", None) or default_decoder(model).name
+        if decoder not in self.choices:
+            raise ValueError(f"decoder: choose from {', '.join(self.choices)}, got {decoder!r}")
+        # bad settings (and a prompt past the context) fail here, named, before a slider clamps them silently
+        start(model, prompt, decoder, **decode_kwargs)
         self.model = model
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
         rule = self.extra.pop("rule", DEFAULT_RULE)
@@ -111,7 +110,7 @@ class Explorer(widgets.VBox):
         lo, hi, step = model.gamma_slider if self.canvas else knob.slider
         gamma = self.extra.pop("gamma", knob.default)
         wide = {"description_width": "110px"}
-        self.decoder = widgets.Dropdown(options=CHOICES, value=decoder, description="decoder", style=wide,
+        self.decoder = widgets.Dropdown(options=[(get_decoder(n).label, n) for n in self.choices], value=decoder, description="decoder", style=wide,
                                         layout=widgets.Layout(display="none" if self.canvas else None))
         self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
                                    layout=widgets.Layout(width="640px"))
@@ -170,22 +169,18 @@ class Explorer(widgets.VBox):
 
     # -- decoding -------------------------------------------------------------------------
     def settings(self) -> dict:
-        """The keyword arguments of ``sv.decode`` that the controls currently say (those the decoder takes)."""
-        if self.decoder.value != "sbd":
-            own = OWN_ARGUMENTS[self.decoder.value] + ("stop", "top_n")
-            given = dict(rule=self.rule.value, gamma=self.gamma.value, block_size=self.block_size.value, **self.extra)
-            return dict(decoder=self.decoder.value, max_new_tokens=self.max_new_tokens.value,
-                        **{k: v for k, v in given.items() if k in own})
-        return dict(rule=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
-                    verify=self.verify.value, block_size=self.block_size.value,
-                    max_new_tokens=self.max_new_tokens.value,
-                    **{k: v for k, v in self.extra.items() if k not in OTHER_KNOBS})
+        """The keyword arguments of ``sv.decode`` that the controls currently say (those the decoder takes; the
+        others, e.g. another decoder's knob given up front, are kept for when that decoder is chosen)."""
+        spec = get_decoder(self.decoder.value)
+        given = dict(rule=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
+                     verify=self.verify.value, block_size=self.block_size.value,
+                     max_new_tokens=self.max_new_tokens.value, **self.extra)
+        return dict(decoder=spec.name, **{k: v for k, v in given.items() if k in spec.settings})
 
     def redecode(self) -> None:
         """Decode with the current settings and redraw everything; a bad setting shows its error."""
         try:
-            run = decode_diffusion if self.canvas else decode if self.decoder.value == "sbd" else decode_with
-            trace = run(self.model, self.prompt.value, **self.settings())
+            trace = decode(self.model, self.prompt.value, **self.settings())
             key = (self.prompt.value, self.max_new_tokens.value, self.extra.get("stop"))
             if key != self._ntp_key and not self.canvas:  # NTP does not depend on the rule, gamma or k
                 self.ntp_trace = decode_ntp(self.model, self.prompt.value, max_new_tokens=self.max_new_tokens.value,
@@ -225,7 +220,7 @@ class Explorer(widgets.VBox):
         """Disable the controls the chosen decoder does not take."""
         if self.canvas:
             return
-        own = OWN_ARGUMENTS[self.decoder.value]
+        own = get_decoder(self.decoder.value).takes
         self.rule.disabled = "rule" not in own
         self.gamma.disabled = "gamma" not in own or not COMMIT_RULES[self.rule.value].tunable
         self.gap_free.disabled, self.verify.disabled = "gap_free" not in own, "verify" not in own
@@ -267,7 +262,7 @@ class Explorer(widgets.VBox):
             body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
             return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
         diff = first_difference(t.text, n.text)
-        rows += [(f"{'SBD' if self.decoder.value == 'sbd' else self.decoder.value} text", f"<code>{_esc(visible(t.text))}</code>"),
+        rows += [(f"{get_decoder(self.decoder.value).label} text", f"<code>{_esc(visible(t.text))}</code>"),
                  ("NTP text", f"<code>{_esc(visible(n.text))}</code> · "
                               + ("the same text" if diff is None else f"the texts first differ at character {diff}"))]
         body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
@@ -280,7 +275,7 @@ class Explorer(widgets.VBox):
 
 
 def explore(model: SBDModel, prompt: str, **decode_kwargs) -> Explorer:
-    """An interactive explorer of ``prompt`` decoded by ``model``: decoder (``decoder=``: SBD, remasking, Jacobi or
-    prompt lookup), rule, gamma, gap-free, verified, block size and length controls (each change re-decodes), a call scrubber with play, the block-fill view at that
+    """An interactive explorer of ``prompt`` decoded by ``model``: decoder (``decoder=``: any registered one that
+    serves the model, ``sv.decoders(model)``), rule, gamma, gap-free, verified, block size and length controls (each change re-decodes), a call scrubber with play, the block-fill view at that
     call, and the measures beside NTP. ``decode_kwargs`` are ``sv.decode``'s (``stop="\\n"`` etc.)."""
     return Explorer(model, prompt, **decode_kwargs)

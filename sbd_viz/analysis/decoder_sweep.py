@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
+import itertools
+
 from ..checks import check_model
 from .evaluation import STOP
-from ..decoders.lookup import DEFAULT_LOOKUP_TOKENS
-from ..decoders.parallel import DECODERS, decode
-from ..decoders.remask import DEFAULT_REMASK_THRESHOLD
+from ..decoders.ntp import NTP
+from ..decoders.registry import check_serves, decode, decoders as registered, get_decoder
 from ..rules import DEFAULT_RULE
 from ..tasks import SuiteItem, score
 
@@ -23,63 +24,73 @@ DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "rem
                          "accuracy",
                          "calls", "tokens", "tokens_per_call", "calls_per_token", "speedup_calls", "same_as_ntp",
                          "renoised", "n_items", "max_new_tokens")
-KNOBS = {"jacobi": "block_size", "prompt_lookup": "prompt_lookup_num_tokens"}  # the knob a line runs along; else γ
+SWEPT = ("rule", "gamma", "block_size", "verify")  # the shared settings a sweep runs along, for a decoder taking them
 
 
-def _settings(decoders, rule, gammas, block_sizes, thresholds, lookup_tokens, verify) -> list[dict]:
-    """Every (decoder, knobs) the sweep decodes, as ``decode`` keyword arguments."""
+def _settings(specs, axes: dict) -> list[dict]:
+    """Every (decoder, settings) the sweep decodes, as ``decode`` keyword arguments: for each decoder, every
+    combination of the values in ``axes`` of the settings it takes (its own ones at their defaults unless given)."""
     out = []
-    for name in decoders:
-        if name not in DECODERS or name == "ntp":
-            raise ValueError(f"decoders: unknown decoder {name!r}; choose from "
-                             f"{', '.join(d for d in DECODERS if d != 'ntp')} (NTP is always measured)")
-        if name in ("sbd", "remask"):
-            for gamma in gammas:
-                for k in block_sizes:
-                    base = dict(decoder=name, rule=rule, gamma=gamma, block_size=k)
-                    if name == "sbd":
-                        out += [{**base, "verify": v} for v in verify]
-                    else:
-                        out += [{**base, "remask_threshold": t} for t in thresholds]
-        elif name == "jacobi":
-            out += [dict(decoder=name, block_size=k) for k in block_sizes]
-        else:
-            out += [dict(decoder=name, prompt_lookup_num_tokens=n) for n in lookup_tokens]
+    for spec in specs:
+        names = [n for n in SWEPT if n in spec.takes] + list(spec.own)
+        values = [axes.get(n, (spec.own.get(n),)) for n in names]
+        out += [dict(decoder=spec.name, **dict(zip(names, combo))) for combo in itertools.product(*values)]
     return out
 
 
 def _label(setting: dict) -> str:
     name = setting["decoder"]
-    return "verified sbd" if setting.get("verify") else name
+    return "verified " + name if setting.get("verify") else name
 
 
-def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str],
-                   decoders: Sequence[str] = ("sbd", "remask", "jacobi", "prompt_lookup"),
+def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders: Sequence[str] | None = None,
                    rule: str = DEFAULT_RULE, gammas: Sequence[float] = (0.1, 0.5, 1.0, 2.0),
                    block_sizes: Sequence[int | None] = (None,), verify: Sequence[bool] = (False, True),
-                   remask_thresholds: Sequence[float] = (DEFAULT_REMASK_THRESHOLD,),
-                   lookup_tokens: Sequence[int] = (DEFAULT_LOOKUP_TOKENS,), max_new_tokens: int = 64):
+                   remask_thresholds: Sequence[float] | None = None, lookup_tokens: Sequence[int] | None = None,
+                   max_new_tokens: int = 64, **values):
     """A tidy DataFrame (``DECODER_SWEEP_COLUMNS``): one row per decoder setting plus one NTP row.
 
-    ``gammas`` and ``rule`` apply to SBD and remasking, ``verify`` to SBD, ``block_sizes`` (None: the model's)
-    to SBD, remasking and Jacobi, ``remask_thresholds`` to remasking, ``lookup_tokens`` to prompt lookup. A
-    row's ``knob``/``knob_value`` name the knob its decoder's line runs along (γ for SBD and remasking, the
-    block for Jacobi, the draft length for prompt lookup). ``accuracy`` is exact match (NaN
-    for plain prompts); ``speedup_calls`` is NTP's calls over the setting's; ``same_as_ntp`` the fraction of
-    items whose text is NTP's; ``renoised`` the slots remasking took back."""
+    ``decoders``: registered names (``sv.decoders()``; None: every one that serves the model, NTP aside, which is
+    always measured). Each decoder runs along the settings it takes: ``gammas`` and ``rule``, ``verify``,
+    ``block_sizes`` (None: the model's), and its own settings' values given as keywords (``values``, e.g.
+    ``remask_threshold=(0.3, 0.7)``; ``remask_thresholds`` and ``lookup_tokens`` name two of them), else their
+    defaults. A row's ``knob``/``knob_value`` name the knob its decoder's line runs along (its spec's ``knob``).
+    ``accuracy`` is exact match (NaN for plain prompts); ``speedup_calls`` is NTP's calls over the setting's;
+    ``same_as_ntp`` the fraction of items whose text is NTP's; ``renoised`` the slots remasking took back."""
     import pandas as pd
 
     model = check_model(model)
     items = list(suite_or_prompts)
     if not items or not all(isinstance(i, (SuiteItem, str)) for i in items):
         raise ValueError("suite_or_prompts: need one or more tasks.SuiteItem or prompt strings")
+    if decoders is None:
+        specs = [s for s in registered(model) if s is not NTP]
+    else:
+        specs = []
+        for name in decoders:
+            try:
+                spec = get_decoder(name)
+                check_serves(spec, model)
+            except ValueError as exc:
+                raise ValueError(f"decoders: {exc} (NTP is always measured)") from None
+            specs.append(spec)
+    if remask_thresholds is not None:
+        values["remask_threshold"] = remask_thresholds
+    if lookup_tokens is not None:
+        values["prompt_lookup_num_tokens"] = lookup_tokens
+    own = {n for s in specs for n in s.own}
+    stray = [n for n in values if n not in own]
+    if stray:
+        raise ValueError(f"{stray[0]}: not a setting of any decoder swept ({', '.join(s.name for s in specs)})")
     prompts = [i.prompt if isinstance(i, SuiteItem) else i for i in items]
     scored = all(isinstance(i, SuiteItem) for i in items)
     sizes = [model.block_size if k is None else k for k in block_sizes]
-    settings = _settings(decoders, rule, gammas, sizes, remask_thresholds, lookup_tokens, verify)
-    ntp = [decode(model, p, decoder="ntp", max_new_tokens=max_new_tokens, stop=STOP) for p in prompts]
+    axes = {"rule": (rule,), "gamma": tuple(gammas), "block_size": tuple(sizes), "verify": tuple(verify),
+            **{k: tuple(v) for k, v in values.items()}}
+    settings = _settings(specs, axes)
+    ntp = [decode(model, p, NTP.name, max_new_tokens=max_new_tokens, stop=STOP) for p in prompts]
     ntp_calls = sum(t.nfe for t in ntp)
-    rows = [_row({"decoder": "ntp"}, items, ntp, ntp, ntp_calls, scored, max_new_tokens)]
+    rows = [_row({"decoder": NTP.name}, items, ntp, ntp, ntp_calls, scored, max_new_tokens)]
     for setting in settings:
         traces = [decode(model, p, max_new_tokens=max_new_tokens, stop=STOP, **setting) for p in prompts]
         rows.append(_row(setting, items, traces, ntp, ntp_calls, scored, max_new_tokens))
@@ -88,7 +99,8 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str],
 
 def _row(setting, items, traces, ntp, ntp_calls, scored, max_new_tokens) -> dict:
     calls, tokens = sum(t.nfe for t in traces), sum(t.n_tokens for t in traces)
-    knob = KNOBS.get(setting["decoder"], "gamma" if "gamma" in setting else None)
+    spec = get_decoder(setting["decoder"])
+    knob = spec.knob.name if spec.knob else None
     return {"decoder": setting["decoder"], "label": _label(setting), "rule": setting.get("rule"),
             "gamma": setting.get("gamma", math.nan), "block_size": setting.get("block_size", math.nan),
             "remask_threshold": setting.get("remask_threshold", math.nan),

@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..checks import check_model, check_trace
-from ..decoders.sbd import decode, decode_ntp
+from ..decoders.sbd import decode
+from ..decoders.ntp import decode_ntp
 from ..model import SBDModel
 from ..tasks import SuiteItem, score
 from ..trace import Step, Trace, render_state

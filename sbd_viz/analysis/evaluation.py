@@ -17,7 +17,8 @@ from typing import Iterable
 
 from ..decoders.batch import MAX_BATCH_SIZE, BatchDecoding
 from ..checks import check_model
-from ..decoders.sbd import DecodeConfig, decode, decode_ntp
+from ..decoders.ntp import NTP, decode_ntp
+from ..decoders.registry import check_serves, config_for, decode, get_decoder, split_settings
 from ..model import SBDModel
 from ..training.objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 from ..rules import DEFAULT_GAMMA, DEFAULT_RULE
@@ -40,8 +41,11 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
              block_size: int | None = None, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
              measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
              stop: tuple[str, ...] = STOP, verify: bool = False, batch_size: int = 1,
-             speed_batch_size: int | None = 1) -> dict:
-    """Decode every suite item and score it.
+             speed_batch_size: int | None = 1, **own) -> dict:
+    """Decode every suite item with ``decoder`` (any registered one, ``sv.decoders()``) and score it.
+
+    ``rule``, ``gamma``, ``block_size``, ``gap_free`` and ``verify`` go to the decoder if it takes them (set for one
+    that does not, they are refused by name); ``own``: the decoder's own settings (e.g. ``remask_threshold``).
 
     ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
 
@@ -49,7 +53,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     ``verify``: decode with verified SBD (``decode(..., verify=True)``): every draft is checked
     against NTP greedy in the same calls, so each output is exactly NTP's.
     ``batch_size``: prompts per forward for the scored decodes (``decode_batch``, and greedy NTP on
-    the same engine: ``decode_batch(..., decoder="ntp")``). ``speed_batch_size``: where the
+    the same engine: ``decode_batch(..., decoder="ntp")``; a decoder with no ``requests()`` takes 1). ``speed_batch_size``: where the
     wall-clock speedup is measured: 1 (the default) times ``decode`` and HF ``generate`` item by
     item, back to back, even when ``batch_size`` > 1 (an extra pass); ``batch_size`` times the
     batched SBD run against the batched NTP run (per-item seconds are the run's, shared evenly);
@@ -62,12 +66,12 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     long- and short-answer families), ``gap_fill_rate`` (kept gap fills, ``Trace.kept_gap_fills``,
     per output token), ``rows`` (one dict per item, ``gap_fills`` its kept gap fills) and, with
     ``measure_speedup``, ``ntp`` (NTP's measures on the same items), ``speedup_calls`` (NTP
-    calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD seconds).
+    calls / the decoder's calls) and ``speedup_wall`` (NTP seconds / the decoder's seconds).
     """
     block_size = check_model(model).block_size if block_size is None else block_size
     plan = _Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
                  decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
-                 verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size)
+                 verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size, **own)
     with split_items(plan.items) as (share, gather):
         rows = gather(plan.rows(share, keep_traces=keep_traces, progress=progress))
     return plan.summary(rows)
@@ -131,16 +135,23 @@ class _Plan:
     """One validated evaluation: the settings, how to decode a share of the items, how to summarise rows."""
 
     def __init__(self, model, suite, *, rule, gamma, block_size, gap_free, decoder, max_new_tokens,
-                 measure_speedup, stop, verify, batch_size, speed_batch_size):
-        if decoder not in ("sbd", "ntp"):
-            raise ValueError(f"decoder: must be 'sbd' or 'ntp', got {decoder!r}")
+                 measure_speedup, stop, verify, batch_size, speed_batch_size, **own):
+        self.spec = spec = get_decoder(decoder)
+        check_serves(spec, model)
         if not isinstance(verify, bool):
             raise ValueError(f"verify: must be True or False, got {verify!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise ValueError(f"batch_size: must be a whole number in [1, {MAX_BATCH_SIZE}], got {batch_size!r}")
+        if batch_size > 1 and not spec.batchable:
+            raise ValueError(f"batch_size: decoder {spec.name!r} cannot be batched (no requests()); use 1")
         if speed_batch_size not in (None, 1, batch_size) or isinstance(speed_batch_size, bool):
             raise ValueError(f"speed_batch_size: must be 1, None or batch_size ({batch_size}), got "
                              f"{speed_batch_size!r}")
+        self.stop, self.max_new_tokens = tuple(stop), max_new_tokens
+        shared, self.own = split_settings(spec, dict(rule=rule, gamma=gamma, block_size=block_size,
+                                                     gap_free=gap_free, verify=verify, **own))
+        self.config = config_for(spec, model, max_new_tokens, self.stop, **shared)  # checks the settings
+        self.kwargs = dict(max_new_tokens=max_new_tokens, stop=self.stop, **shared, **self.own)  # sv.decode's
         self.items = list(suite)
         if not self.items:
             raise ValueError("suite: no items to evaluate")
@@ -149,22 +160,21 @@ class _Plan:
                 model.check_fits(len(model.encode(item.prompt)), max_new_tokens)
             except ValueError as exc:
                 raise ValueError(f"{exc} (suite item {i}, family {item.family!r})") from None
-        self.model, self.decoder, self.batch_size = model, decoder, batch_size
-        self.stop, self.max_new_tokens = tuple(stop), max_new_tokens
-        self.sbd = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
-                                max_new_tokens=max_new_tokens, stop=self.stop, verify=verify)
-        self.ntp_batched = DecodeConfig(max_new_tokens=max_new_tokens, stop=self.stop)  # for NTPDecoding
-        self.paired = measure_speedup and decoder == "sbd"
+        self.model, self.batch_size = model, batch_size
+        self.ntp_batched = config_for(NTP, model, max_new_tokens, self.stop)  # for NTPDecoding
+        self.paired = measure_speedup and spec is not NTP
         self.speed_batch_size = speed_batch_size  # the main decode is timed even with no NTP beside it
-        self.settings = {"decoder": decoder, "rule": rule if decoder == "sbd" else "ntp", "gamma": gamma,
-                         "block_size": block_size, "gap_free": gap_free, "verify": verify and decoder == "sbd",
+        self.settings = {"decoder": spec.name, "rule": rule if "rule" in spec.takes else spec.name, "gamma": gamma,
+                         "block_size": block_size, "gap_free": gap_free and "gap_free" in spec.takes,
+                         "verify": verify and "verify" in spec.takes, **self.own,
                          "max_new_tokens": max_new_tokens, "n_items": len(self.items), "batch_size": batch_size,
                          "speed_batch_size": self.speed_batch_size}
 
     def _desc(self) -> str:
-        if self.decoder == "ntp":
-            return "ntp"
-        return f"{self.decoder} {self.sbd.rule} gamma={self.sbd.gamma:g}{' verified' if self.sbd.verify else ''}"
+        cfg = self.config
+        if "gamma" not in self.spec.takes:
+            return self.spec.name
+        return f"{self.spec.name} {cfg.rule} gamma={cfg.gamma:g}{' verified' if cfg.verify else ''}"
 
     def rows(self, items: list[SuiteItem], keep_traces: bool = False, progress: bool = False) -> list[dict]:
         """One dict per item of this share: outputs, scores, calls and (per the plan) wall times."""
@@ -174,11 +184,11 @@ class _Plan:
         if self.batch_size == 1:
             self._paired_one_by_one(items, rows, keep_traces, progress, timing_only=False)
             return rows
-        runs = [("", self.sbd, "sbd") if self.decoder == "sbd" else ("", self.ntp_batched, "ntp")]
+        runs = [("", self.config, self.spec, self.own)]
         if self.paired:
-            runs.append(("ntp_", self.ntp_batched, "ntp"))
-        for prefix, config, decoder in runs:
-            batch = BatchDecoding(self.model, [item.prompt for item in items], config, self.batch_size, decoder)
+            runs.append(("ntp_", self.ntp_batched, NTP, {}))
+        for prefix, config, spec, own in runs:
+            batch = BatchDecoding(self.model, [item.prompt for item in items], config, self.batch_size, spec, own=own)
             traces = batch.run(progress=progress)
             seconds = batch.stats.seconds / len(items)  # the run's wall time, shared evenly
             for item, row, trace in zip(items, rows, traces):
@@ -190,16 +200,15 @@ class _Plan:
 
     def _paired_one_by_one(self, items, rows, keep_traces, progress, timing_only):
         """``decode`` and HF ``generate`` back to back on every item, alternating which goes first."""
-        model, cfg = self.model, self.sbd
+        model = self.model
 
-        def run_sbd(item):
-            return decode(model, item.prompt, rule=cfg.rule, gamma=cfg.gamma, block_size=cfg.block_size,
-                          gap_free=cfg.gap_free, max_new_tokens=cfg.max_new_tokens, stop=cfg.stop, verify=cfg.verify)
+        def run_main(item):  # the one door, with the settings the decoder takes
+            return decode(model, item.prompt, self.spec.name, **self.kwargs)
 
-        def run_ntp(item):
+        def run_ntp(item):  # HF generate, the reference the speedups are measured against
             return decode_ntp(model, item.prompt, max_new_tokens=self.max_new_tokens, stop=self.stop)
 
-        main_run = run_sbd if self.decoder == "sbd" else run_ntp
+        main_run = run_ntp if self.spec is NTP else run_main
         iterator = zip(items, rows)
         if progress:
             from tqdm.auto import tqdm

@@ -8,6 +8,9 @@ through the broken one first.
 
 ``Ladder`` is the same work as a generator (``Ladder.rows()`` yields each row as soon as its decode is done),
 so an app can stream the rows in and keep every γ's trace (``Ladder.traces``) to show on request.
+
+Any registered decoder with a knob climbs a ladder (``decoder=``): the rows then run along its knob (Jacobi's block
+size, prompt lookup's draft length), the frame's first column is named after it, and ``gammas`` are its values.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import numbers
 from typing import Generator, Iterable, Sequence
 
 from ..checks import check_model, check_prompt
-from ..decoders.sbd import DecodeConfig, decode, decode_ntp
+from ..decoders.ntp import decode_ntp
+from ..decoders.registry import check_serves, decode, decoders, get_decoder, start
 from .divergence import first_divergence
 from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule
 from ..trace import Trace
@@ -54,6 +58,14 @@ def ladder_gammas(rule: str = DEFAULT_RULE, points: int = LADDER_POINTS) -> list
     return sorted({int(v) if spec.valid.whole else v for v in values})
 
 
+def _as_list(values) -> list:
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        return [values]
+    if isinstance(values, str) or not isinstance(values, Iterable) or not list(values):
+        raise ValueError(f"gammas: must be a non-empty list of knob values or None, got {values!r}")
+    return list(values)
+
+
 def _check_gammas(rule: str, gammas) -> list[float]:
     if gammas is None:
         return ladder_gammas(rule)
@@ -76,38 +88,48 @@ def _check_gammas(rule: str, gammas) -> list[float]:
 
 
 def largest_safe_gamma(frame) -> float | None:
-    """The largest γ of a ladder frame whose text equals NTP's at it and at every smaller γ in the frame;
-    ``None`` if the smallest γ already differs (or the frame is empty)."""
+    """The largest knob value (γ) of a ladder frame whose text equals NTP's at it and at every smaller value in the
+    frame; ``None`` if the smallest already differs (or the frame is empty)."""
     safe = None
-    for gamma, same in sorted(zip(frame["gamma"], frame["same_as_ntp"])):
+    for value, same in sorted(zip(frame[frame.attrs.get("knob", "gamma")], frame["same_as_ntp"])):
         if not same:
             break
-        safe = gamma
+        safe = value
     return safe
 
 
 class Ladder:
-    """Decode one prompt with NTP and at each γ of a ladder; see ``gamma_ladder`` for the arguments.
+    """Decode one prompt with NTP and at each γ (or ``decoder``'s knob value) of a ladder; see ``gamma_ladder``.
 
-    ``rows()`` decodes NTP first, then yields one row (a dict of ``LADDER_COLUMNS``) per γ, ascending, as each
-    decode finishes; ``ntp`` and ``traces`` (γ -> its ``Trace``) fill in as it goes; ``frame()`` gives the
-    frame of the rows so far.
+    ``rows()`` decodes NTP first, then yields one row (a dict of ``LADDER_COLUMNS``, its first key the knob's
+    name) per value, ascending, as each decode finishes; ``ntp`` and ``traces`` (value -> its ``Trace``) fill in as
+    it goes; ``frame()`` gives the frame of the rows so far.
     """
 
     def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
                  block_size: int | None = None, max_new_tokens: int = 64,
-                 stop: str | Iterable[str] | None = None, gap_free: bool = False):
+                 stop: str | Iterable[str] | None = None, gap_free: bool = False, decoder="sbd", **own):
+        self.spec = spec = get_decoder(decoder)
         self.model = check_model(model)
+        check_serves(spec, model)
+        if spec.knob is None:
+            raise ValueError(f"decoder: {spec.name!r} has no knob to climb; choose one of "
+                             f"{', '.join(s.name for s in decoders(model) if s.knob)}")
+        self.knob = spec.knob.name
         if not isinstance(rule, str) or rule not in COMMIT_RULES:
             raise ValueError(f"rule: unknown rule {rule!r}; choose from {', '.join(RULES)}")
         self.prompt, self.rule = prompt, rule
-        self.gammas = _check_gammas(rule, gammas)
         check_prompt(prompt)
-        block_size = self.model.block_size if block_size is None else block_size
+        if self.knob == "gamma":
+            self.gammas = _check_gammas(rule, gammas)
+        else:
+            self.gammas = spec.knob.values(rule) if gammas is None else sorted(set(
+                int(g) if isinstance(g, numbers.Integral) else g for g in _as_list(gammas)))
+        settings = dict(rule=rule, block_size=block_size, gap_free=gap_free, **own)
+        self.decode_kwargs = dict(max_new_tokens=max_new_tokens, stop=stop, **{
+            k: v for k, v in settings.items() if k != self.knob})
         # every decode's settings checked before the first slow one (errors name the argument)
-        DecodeConfig(rule=rule, gamma=self.gammas[0], block_size=block_size, max_new_tokens=max_new_tokens,
-                     stop=stop or (), gap_free=gap_free)
-        self.decode_kwargs = dict(block_size=block_size, max_new_tokens=max_new_tokens, stop=stop, gap_free=gap_free)
+        start(self.model, prompt, spec.name, **self.decode_kwargs, **{self.knob: self.gammas[0]})
         self.ntp: Trace | None = None
         self.traces: dict[float, Trace] = {}
         self._rows: list[dict] = []
@@ -117,10 +139,10 @@ class Ladder:
         kw = self.decode_kwargs
         if self.ntp is None:
             self.ntp = decode_ntp(self.model, self.prompt, max_new_tokens=kw["max_new_tokens"], stop=kw["stop"])
-        for gamma in self.gammas[len(self._rows):]:
-            trace = decode(self.model, self.prompt, rule=self.rule, gamma=gamma, **kw)
-            self.traces[gamma] = trace
-            row = ladder_row(gamma, trace, self.ntp)
+        for value in self.gammas[len(self._rows):]:
+            trace = decode(self.model, self.prompt, self.spec.name, **kw, **{self.knob: value})
+            self.traces[value] = trace
+            row = ladder_row(value, trace, self.ntp, self.knob)
             self._rows.append(row)
             yield row
 
@@ -129,19 +151,21 @@ class Ladder:
         ``prompt``, ``ntp_calls``, ``ntp_text`` and ``largest_safe_gamma``."""
         import pandas as pd
 
-        df = pd.DataFrame(self._rows, columns=list(LADDER_COLUMNS))
+        df = pd.DataFrame(self._rows, columns=[self.knob] + list(LADDER_COLUMNS[1:]))
         for col in ("divergence_call", "divergence_block", "divergence_slot"):
             df[col] = df[col].astype("Int64")  # whole numbers, <NA> where the text never left NTP's
         df["same_as_ntp"] = df["same_as_ntp"].astype(bool)
+        df.attrs.update(knob=self.knob, decoder=self.spec.name)
         df.attrs.update(rule=self.rule, prompt=self.prompt, ntp_calls=self.ntp.nfe if self.ntp else None,
                         ntp_text=self.ntp.text if self.ntp else None, largest_safe_gamma=largest_safe_gamma(df))
         return df
 
 
-def ladder_row(gamma: float, trace: Trace, ntp: Trace) -> dict:
-    """One ladder row: ``trace`` (decoded at ``gamma``) measured against ``ntp`` (``decode_ntp``, same prompt)."""
+def ladder_row(gamma: float, trace: Trace, ntp: Trace, knob: str = "gamma") -> dict:
+    """One ladder row: ``trace`` (decoded at ``gamma``, the value of ``knob``) measured against ``ntp``
+    (``decode_ntp``, same prompt)."""
     where = first_divergence(trace, ntp) or {}
-    return {"gamma": gamma, "calls": trace.nfe, "tokens": trace.n_tokens, "tokens_per_call": trace.tokens_per_call,
+    return {knob: gamma, "calls": trace.nfe, "tokens": trace.n_tokens, "tokens_per_call": trace.tokens_per_call,
             "speedup_calls": ntp.nfe / trace.nfe if trace.nfe else math.nan, "same_as_ntp": trace.text == ntp.text,
             "text": trace.text, "divergence_call": where.get("call"), "divergence_block": where.get("block"),
             "divergence_slot": where.get("slot"), "divergence_token": where.get("text"),
@@ -150,8 +174,12 @@ def ladder_row(gamma: float, trace: Trace, ntp: Trace) -> dict:
 
 def gamma_ladder(model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
                  block_size: int | None = None, max_new_tokens: int = 64, stop: str | Iterable[str] | None = None,
-                 gap_free: bool = False):
+                 gap_free: bool = False, decoder="sbd", **own):
     """Decode ``prompt`` at each γ of a ladder and once with NTP; a ``pandas.DataFrame``, one row per γ, ascending.
+
+    ``decoder``: any registered decoder with a knob (``sv.decoders()``); the ladder runs along its knob, ``gammas``
+    are that knob's values (None: spread over its range) and the first column is named after it. ``own``: the
+    decoder's own settings.
 
     ``gammas`` None: ``ladder_gammas(rule)``, nine values spread over the rule's slider range plus its default.
     The other arguments are ``sv.decode``'s (NTP gets ``max_new_tokens`` and ``stop``), so each row is exactly
@@ -164,7 +192,7 @@ def gamma_ladder(model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[
     stops early); ``gap_fills`` (kept in the output). ``frame.attrs["largest_safe_gamma"]``: see
     ``largest_safe_gamma``; the attrs also hold ``rule``, ``prompt``, ``ntp_calls`` and ``ntp_text``.
     """
-    ladder = Ladder(model, prompt, rule, gammas, block_size, max_new_tokens, stop, gap_free)
+    ladder = Ladder(model, prompt, rule, gammas, block_size, max_new_tokens, stop, gap_free, decoder, **own)
     for _ in ladder.rows():
         pass
     return ladder.frame()

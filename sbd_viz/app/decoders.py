@@ -1,5 +1,6 @@
-"""The app's "compare decoders" tab: the same prompt through SBD, verified SBD, remasking, Jacobi and prompt lookup
-(``sv.decode(..., decoder=...)``), beside greedy NTP: ``plots.compare_decoders`` and its rows as a table.
+"""The app's "compare decoders" tab: the same prompt through every registered decoder that serves the model
+(``sv.decoders(model)``: SBD, verified SBD, remasking, Jacobi, prompt lookup, and any a package adds), beside
+greedy NTP: ``plots.compare_decoders`` and its rows as a table.
 ``app.Handlers.compare`` reads the settings and calls ``compare``; ``decoders_tab`` builds the tab's components.
 """
 
@@ -10,46 +11,56 @@ import gradio as gr
 import sbd_viz as sv
 from .. import plots
 
-# the choices, in the order the figure stacks them: label -> sv.decode arguments besides the shared settings
-DECODER_CHOICES = {
-    "SBD": dict(decoder="sbd"),
-    "verified SBD": dict(decoder="sbd", verify=True),
-    "SBD + remasking": dict(decoder="remask"),
-    "Jacobi": dict(decoder="jacobi"),
-    "prompt lookup": dict(decoder="prompt_lookup"),
-}
-USES_RULE = ("sbd", "remask")  # decoders that take the commit rule and γ; Jacobi takes the block size only
 COMPARE_HEADERS = ["decoder", "calls", "tokens", "tokens per call", "equals greedy", "slots remasked", "rollbacks"]
-COMPARE_NOTE = ("The prompt above through each chosen decoder, greedy, with the rule, γ, block size, length and stop "
-                "of the settings (gap-free and temperature do not apply here), beside NTP (HF `generate`): calls, "
-                "tokens per call and whether each wrote NTP's exact text. Jacobi and prompt lookup are exact by "
-                "construction; remasking takes back gap fills the model no longer believes.")
+SHARED = ("rule", "gamma", "block_size")  # the settings above that a compared decoder gets, if it takes them
+
+
+def choices(model) -> dict[str, tuple]:
+    """The tab's choices, in the order the figure stacks them: label -> (spec, settings of its variant). Every
+    registered decoder that serves ``model`` (``sv.decoders(model)``), NTP aside (it is always shown), each followed
+    by its variants (SBD's "verified SBD")."""
+    from ..decoders.ntp import NTP
+    from ..decoders.registry import decoders
+
+    out = {}
+    for spec in decoders(model):
+        if spec is not NTP:
+            out[spec.label] = (spec, {})
+            out.update({label: (spec, dict(settings)) for label, settings in spec.variants.items()})
+    return out
+
+
+def compare_note(model) -> str:
+    exact = [label for label, (spec, variant) in choices(model).items() if spec.exact or variant.get("verify")]
+    return ("The prompt above through each chosen decoder, greedy, with the rule, γ, block size, length and stop of "
+            "the settings where the decoder takes them (gap-free and temperature do not apply here), beside NTP "
+            "(HF `generate`): calls, tokens per call and whether each wrote NTP's exact text. "
+            + (f"Exact by construction: {', '.join(exact)}." if exact else ""))
 
 
 def compare(model, settings: dict, chosen) -> tuple:
     """(figure, table rows) of ``settings``' prompt (``app.read_settings``' output) through the ``chosen`` labels."""
-    if not isinstance(chosen, (list, tuple)) or not chosen or any(c not in DECODER_CHOICES for c in chosen):
-        raise ValueError(f"decoders: choose one or more of {', '.join(DECODER_CHOICES)}, got {chosen!r}")
+    offered = choices(model)
+    if not isinstance(chosen, (list, tuple)) or not chosen or any(c not in offered for c in chosen):
+        raise ValueError(f"decoders: choose one or more of {', '.join(offered)}, got {chosen!r}")
     prompt, stop, n = settings["prompt"], settings["stop"], settings["max_new_tokens"]
     ntp = sv.decode_ntp(model, prompt, max_new_tokens=n, stop=stop)
     traces = {"NTP": ntp}
-    for label in [c for c in DECODER_CHOICES if c in chosen]:
-        kwargs = dict(DECODER_CHOICES[label])
-        if kwargs["decoder"] in USES_RULE:
-            kwargs.update(rule=settings["rule"], gamma=settings["gamma"])
-        if kwargs["decoder"] != "prompt_lookup":
-            kwargs["block_size"] = settings["block_size"]
-        traces[label] = sv.decode(model, prompt, max_new_tokens=n, stop=stop, **kwargs)
+    for label in [c for c in offered if c in chosen]:
+        spec, variant = offered[label]
+        shared = {k: settings[k] for k in SHARED if k in spec.takes}
+        traces[label] = sv.decode(model, prompt, decoder=spec.name, max_new_tokens=n, stop=stop, **shared, **variant)
     figure = plots.compare_decoders(traces, ntp=ntp)
     rows = [[r["label"], r["calls"], r["tokens"], r["tokens_per_call"], "yes" if r["equals_greedy"] else "no",
              r["renoised"], r["rollbacks"]] for r in figure.layout.meta["rows"]]
     return figure, rows
 
 
-def decoders_tab():
+def decoders_tab(model):
     """The tab's components, inside a ``gr.Tab``: (decoder choice, run button, table, figure)."""
-    gr.Markdown(COMPARE_NOTE)
-    chosen = gr.CheckboxGroup(list(DECODER_CHOICES), value=list(DECODER_CHOICES), label="decoders",
+    offered = list(choices(model))
+    gr.Markdown(compare_note(model))
+    chosen = gr.CheckboxGroup(offered, value=offered, label="decoders",
                               elem_id="sbd-decoders")
     run = gr.Button("Run this prompt through each decoder")
     table = gr.Dataframe(headers=COMPARE_HEADERS, datatype=["str", "number", "number", "number", "str", "number",

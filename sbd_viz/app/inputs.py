@@ -21,9 +21,9 @@ from ..rules import COMMIT_RULES
 MAX_PROMPT_CHARS = 383
 MAX_NEW_TOKENS = 128
 MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
-# The main view's decoders (``sv.decode(..., decoder=...)``): label -> name. SBD takes every control; the others
-# take the ones ``sbd_viz.decoders.parallel.OWN_ARGUMENTS`` names, and a control they do not take, when set, is refused.
-DECODERS = {"SBD": "sbd", "SBD + remasking": "remask", "Jacobi": "jacobi", "prompt lookup": "prompt_lookup"}
+# The main view's controls that a decoder may not take (its spec's ``takes``): greyed out when it is chosen, and
+# refused by name if an API call sets them anyway
+CONTROLS = ("rule", "gamma", "gap_free", "verify", "block_size", "temperature", "seed")
 
 
 def read_number(value, field: str) -> float:
@@ -98,18 +98,27 @@ def read_projection(hardware, model, batch) -> dict:
 
 
 
-def read_decoder(label, settings: dict) -> tuple[str, dict]:
-    """The decoder dropdown's raw value and the read settings: (decoder name, ``sv.decode`` keyword arguments
-    besides prompt, length and stop). A control the decoder does not take, when set, is a ``gr.Error``."""
-    from ..decoders.parallel import OWN_ARGUMENTS
+def decoder_labels(model) -> list[str]:
+    """The main view's decoder choices: every registered decoder that serves ``model`` (``sv.decoders(model)``),
+    NTP aside (it is the comparison), by label."""
+    from ..decoders.ntp import NTP
+    from ..decoders.registry import decoders
 
-    label = "SBD" if label is None else label  # an API call that leaves the decoder out decodes with SBD
-    if label not in DECODERS:
-        raise gr.Error(f"decoder: unknown decoder {label!r}; choose from {', '.join(DECODERS)}")
-    name = DECODERS[label]
+    return [s.label for s in decoders(model) if s is not NTP]
+
+
+def read_decoder(label, settings: dict, model):
+    """The decoder dropdown's raw value and the read settings: (the decoder's spec, ``sv.decode`` keyword arguments
+    besides prompt: those it takes). A control it does not take, when set, is a ``gr.Error`` naming it."""
+    from ..decoders.registry import by_label, default_decoder
+
+    label = default_decoder(model).label if label is None else label  # an API call that leaves it out: SBD
+    if label not in decoder_labels(model):
+        raise gr.Error(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(model))}")
+    spec = by_label(label)
     for field, set_ in (("gap_free", settings["gap_free"]), ("verify", settings["verify"]),
                         ("temperature", settings["temperature"] > 0)):
-        if set_ and field not in OWN_ARGUMENTS[name]:
+        if set_ and field not in spec.takes:
             raise gr.Error(f"{field.replace('_', '-')}: does not apply to the {label} decoder; switch it off or "
-                           "choose SBD")
-    return name, {k: v for k, v in settings.items() if k in OWN_ARGUMENTS[name]}
+                           f"choose one that takes it")
+    return spec, {k: v for k, v in settings.items() if k in spec.settings}

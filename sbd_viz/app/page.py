@@ -30,8 +30,8 @@ import gradio as gr
 import sbd_viz as sv
 from ..analysis import roofline
 from .. import tasks
-from .inputs import (DECODERS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, read_decoder, read_number,
-                                read_projection, read_settings)
+from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, read_decoder,
+                     read_number, read_projection, read_settings)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
                                 failure_rows, stream_ladder)
 from .decoders import compare as compare_decoders, decoders_tab
@@ -43,6 +43,7 @@ from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..decoders.diffusion import DiffusionModel
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..analysis.incoherence import failure_events
+from ..decoders import registry
 from ..rules import COMMIT_RULES, DEFAULT_RULE
 
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
@@ -171,31 +172,20 @@ class Handlers:
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
     def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-               verify, decoder="SBD", session=None):
-        """Decode with SBD, streaming the block state while it fills; then the metrics, then the animation;
-        then NTP on the same prompt (once per prompt and length: it does not depend on the other settings).
-        Another decoder (remasking, Jacobi, prompt lookup) decodes whole, then the same views follow."""
+               verify, decoder=None, session=None):
+        """Decode with the chosen decoder (``sv.decoders()``; SBD by default), streaming its steps while the block
+        fills; then the metrics, then the animation; then NTP on the same prompt (once per prompt and length: it does
+        not depend on the other settings)."""
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
         prompt = settings.pop("prompt")
         if self.canvas:
             yield from self._decode_canvas(prompt, settings, session)
             return
-        name, own = read_decoder(decoder, settings)
-        if name != "sbd":
-            t0 = time.perf_counter()
-            try:
-                trace = sv.decode(self.model, prompt, decoder=name, max_new_tokens=settings["max_new_tokens"],
-                                  stop=settings["stop"], **own)
-            except ValueError as exc:  # the library's checks name the argument
-                raise gr.Error(str(exc)) from None
-            yield from self._views(prompt, trace, time.perf_counter() - t0, settings["max_new_tokens"],
-                                   tuple(settings["stop"] or ()), session)
-            return
-        try:
-            config = sv.DecodeConfig(**{**settings, "stop": settings["stop"] or ()})
-            decoding = sv.Decoding(self.model, prompt, config)  # checks the trained context before any call
-        except ValueError as exc:  # the library's checks name the argument too
+        spec, own = read_decoder(decoder, settings, self.model)
+        try:  # the one door's checks name the argument, before any call (the trained context included)
+            spec, decoding = registry.start(self.model, prompt, spec.name, **own)
+        except ValueError as exc:
             raise gr.Error(str(exc)) from None
         skip = gr.skip()
         steps, paused = [], 0.0
@@ -204,14 +194,14 @@ class Handlers:
             steps.append(step)
             now = time.perf_counter()
             if now - last > PROGRESS_EVERY:  # a progress view now and then; the finished views cost more
-                yield skip, skip, progress_html(steps), filling_html(prompt, steps), skip
+                yield skip, skip, progress_html(steps), filling_html(prompt, steps, spec.label), skip
                 last = time.perf_counter()
                 paused += last - now  # time spent showing progress is not decoding time
-        trace = decoding.trace()
-        yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, config.max_new_tokens, config.stop,
-                               session)
+        trace = spec.trace(decoding)
+        yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, settings["max_new_tokens"],
+                               tuple(settings["stop"] or ()), session, spec.label)
 
-    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session):
+    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session, label):
         """A finished decode's views: the metrics and texts, then the animation, then NTP beside it."""
         from .. import plots
 
@@ -221,7 +211,7 @@ class Handlers:
         cached = old.get("ntp_key") == ntp_key
         result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
                       ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
-                      sbd_seconds=seconds, item=tasks.item_in_prompt(prompt, self.suite),
+                      sbd_seconds=seconds, label=label, item=tasks.item_in_prompt(prompt, self.suite),
                       gap_fills=len(trace.kept_gap_fills()),
                       projection=old.get("projection", PROJECTION))
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
@@ -251,7 +241,7 @@ class Handlers:
             raise gr.Error(str(exc)) from None
         old = session if isinstance(session, dict) else {}
         result = dict(trace=trace, ntp=None, ntp_key=None, ntp_seconds=None, ntp_cached=False, no_ntp=True,
-                      sbd_seconds=time.perf_counter() - t0, item=tasks.item_in_prompt(prompt, self.suite),
+                      sbd_seconds=time.perf_counter() - t0, label=registry.default_decoder(self.model).label, item=tasks.item_in_prompt(prompt, self.suite),
                       gap_fills=len(trace.kept_gap_fills()), projection=old.get("projection", PROJECTION))
         figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
         last_call = trace.nfe - 1
@@ -274,7 +264,8 @@ class Handlers:
         # the count the metrics card shows; the table lists them all
         kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
         table = gr.update(value=failure_rows(events), label=failure_label(events, kept))
-        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=("SBD", "NTP")))
+        label = session.get("label", registry.get_decoder(cfg.get("decoder", "sbd")).label)
+        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(label, "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
                 fit(tradeoff), status, self._trace_file(trace))
 
@@ -346,6 +337,14 @@ class Handlers:
         session = {**(session if isinstance(session, dict) else {}), "projection": projection}
         # nothing decoded yet: the next decode uses the choice
         return session, metrics_html(session) if _decoded(session) else gr.skip()
+
+    def decoder_changed(self, label, rule):
+        """Grey out the controls the chosen decoder does not take (its spec's ``takes``), so they cannot re-decode."""
+        if label not in decoder_labels(self.model):
+            raise gr.Error(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(self.model))}")
+        takes = registry.by_label(label).takes
+        tunable = rule in COMMIT_RULES and COMMIT_RULES[rule].tunable
+        return tuple(gr.update(interactive=name in takes and (name != "gamma" or tunable)) for name in CONTROLS)
 
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""
@@ -426,7 +425,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas,
                                      info="check every draft against NTP in the same calls: the text is exactly "
                                           "NTP's greedy text (temperature 0)")
-                decoder = gr.Dropdown(list(DECODERS), value="SBD", label="decoder", visible=not canvas,
+                labels = decoder_labels(model)
+                decoder = gr.Dropdown(labels, value=labels[0], label="decoder", visible=not canvas,
                                       elem_id="sbd-decoder", info="SBD, or another way of writing several tokens "
                                                                   "per call (the Compare decoders tab runs them all)")
                 with gr.Accordion("more settings", open=False):
@@ -480,7 +480,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                             interactive=False, max_height=320, elem_id="sbd-ladder")
                 ladder_plot = gr.Plot(label="calls against γ")
             with gr.Tab("Compare decoders", visible=not canvas):
-                chosen, compare_run, compare_table, compare_plot = decoders_tab()
+                chosen, compare_run, compare_table, compare_plot = decoders_tab(model)
             with gr.Tab("Downloads"):
                 trace_file = gr.File(label="the full trace of the current decode (sbd_viz.Trace.load reads it)")
                 gif_run = gr.Button("Make a GIF of the animation (one frame per call)")
@@ -503,8 +503,12 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
         for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
-                      stop_at_newline.input, temperature.release, seed.submit, verify.input, decoder.input):
+                      stop_at_newline.input, temperature.release, seed.submit, verify.input):
             event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        decoder.input(h.decoder_changed, inputs=[decoder, rule],
+                      outputs=[rule, gamma, gap_free, verify, block_size, temperature, seed],  # CONTROLS' order
+                      api_visibility="undocumented").then(**decode_kw, api_visibility="undocumented").then(
+            **details_kw, api_visibility="undocumented")
         rule.input(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
             **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
         examples.load_input_event.then(**decode_kw, api_visibility="undocumented").then(

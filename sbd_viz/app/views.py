@@ -45,7 +45,7 @@ def metrics_html(result: dict) -> str:
     library's measures, the roofline projection after the speedups, and the suite's verdict on the answer."""
     trace, ntp = result["trace"], result["ntp"]
     shown = measures(trace, ntp, seconds=result["sbd_seconds"], ntp_seconds=result["ntp_seconds"],
-                     pending=ntp is None and not result.get("no_ntp"))  # no_ntp: a model without NTP
+                     pending=ntp is None and not result.get("no_ntp"), label=result.get("label", "SBD"))  # no_ntp: a model without NTP
     if ntp is not None and result["ntp_cached"]:  # NTP is decoded once per prompt and length
         shown = [m._replace(note=m.note + " (timed on the first decode of this prompt)")
                  if m.label == "speedup · wall clock" else m for m in shown]
@@ -71,7 +71,7 @@ def progress_html(steps) -> str:
             f"{_card('slots committed', str(tokens), f'{tokens / len(steps):.2f} per call so far')}</div>")
 
 
-def filling_html(prompt: str, steps) -> str:
+def filling_html(prompt: str, steps, label: str = "SBD") -> str:
     """The text so far while decoding: committed slots, and ▒ for slots of the open block still masked."""
     from ..plots import MASK_GLYPH
 
@@ -81,13 +81,13 @@ def filling_html(prompt: str, steps) -> str:
             text[s.block_start + c.slot] = c.text
     end = steps[-1].block_start + steps[-1].block_size
     body = _esc("".join(text.get(p, MASK_GLYPH) for p in range(first, end)))
-    return (f"<table><tr><td class='who'>SBD (decoding)</td><td>{body}</td></tr></table>"
+    return (f"<table><tr><td class='who'>{html.escape(label)} (decoding)</td><td>{body}</td></tr></table>"
             f"<div class='note'>prompt: <code>{_esc(prompt[-80:])}</code></div>")
 
 
 def texts_html(result: dict) -> str:
-    """SBD's and NTP's outputs one above the other, from the first difference on highlighted."""
-    a, ntp = result["trace"].text, result["ntp"]
+    """The decoder's and NTP's outputs one above the other, from the first difference on highlighted."""
+    a, ntp, who = result["trace"].text, result["ntp"], result.get("label", "SBD")
     diff = first_difference(a, ntp.text) if ntp is not None else None
 
     def row(who, text, mark_from):
@@ -99,14 +99,14 @@ def texts_html(result: dict) -> str:
             body = _esc(text[:mark_from]) + "<mark>" + _esc(text[mark_from:]) + "</mark>"
         return f"<tr><td class='who'>{who}</td><td>{body or '∅'}</td></tr>"
 
-    rows = [row("SBD", a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
+    rows = [row(html.escape(who), a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
     if result.get("no_ntp"):  # a block-diffusion model: its text alone
-        rows = [row(html.escape(result["trace"].config.get("decoder", "model")), a, None)]
+        rows = [row(html.escape(who), a, None)]
     if result["item"] is not None:
         rows.append(row("expected", result["item"].answer, None))
     note = ("no NTP decode for this model" if result.get("no_ntp") else
-            "NTP is running" if ntp is None else "SBD and NTP wrote the same text" if diff is None else
-            f"SBD and NTP first differ at character {diff} (highlighted)")
+            "NTP is running" if ntp is None else f"{html.escape(who)} and NTP wrote the same text" if diff is None
+            else f"{html.escape(who)} and NTP first differ at character {diff} (highlighted)")
     return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
             f"<code>{_esc(result['trace'].prompt[-80:])}</code> · {note}</div>")
 

@@ -24,7 +24,9 @@ from pathlib import Path
 import torch
 
 from .._version import __version__
+from ..model import ModelBase
 from .recorder import CanvasRecorder
+from .registry import DecoderSpec, Knob
 from ..trace import Trace
 
 MODEL_TYPES = ("diffusion_gemma",)  # config.json model_type values this module loads
@@ -44,7 +46,7 @@ def is_diffusion_folder(path: str | os.PathLike) -> bool:
         str(a).startswith("DiffusionGemma") for a in data.get("architectures") or ())
 
 
-class DiffusionModel:
+class DiffusionModel(ModelBase):
     """A DiffusionGemma model and its tokenizer, with its limits as data: the canvas (``block_size``) and
     the context. It has no verified decoding and no gap-free mode (``supports_verify``, ``supports_gap_free``)."""
 
@@ -52,15 +54,12 @@ class DiffusionModel:
     supports_gap_free = False
     rules = (RULE,)
     gamma_slider = (0.01, 2.0, 0.01)  # (lo, hi, step): the sampler refuses an entropy_bound of 0
+    context_words = "has a context of"
 
     def __init__(self, model, tokenizer, name: str | None = None):
         if getattr(getattr(model, "config", None), "model_type", None) not in MODEL_TYPES:
             raise TypeError("model: expected a DiffusionGemmaForBlockDiffusion (transformers)")
-        if not callable(getattr(tokenizer, "encode", None)):
-            raise TypeError("tokenizer: expected a transformers tokenizer")
-        self.model, self.tokenizer = model.eval(), tokenizer
-        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
-        self._text_cache: dict[int, str] = {}
+        super().__init__(model, tokenizer, name)
         # the recording hooks sit on the model itself, so two recorded decodes (the app's two at a time) take turns
         self.recording = threading.Lock()
 
@@ -88,29 +87,12 @@ class DiffusionModel:
         """The canvas: the tokens one block writes (fixed by the model)."""
         return self.canvas_length
 
-    @property
-    def context_length(self) -> int | None:
-        value = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
-        return value if isinstance(value, int) and value > 0 else None
-
-    def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
-        """Raise ``ValueError`` naming ``prompt`` or ``max_new_tokens`` if the decode could run past the context.
-        ``generate`` writes whole canvases, so the new tokens are rounded up to a multiple of the canvas."""
-        limit, k = self.context_length, self.canvas_length
-        written = -(-max_new_tokens // k) * k
-        if limit is None or n_prompt + written <= limit:
-            return
-        if n_prompt >= limit:
-            raise ValueError(f"prompt: {n_prompt} tokens, but model {self.name!r} has a context of {limit} positions")
-        raise ValueError(f"max_new_tokens: {max_new_tokens} (written as {written}, whole canvases of {k}) after a "
-                         f"{n_prompt}-token prompt passes model {self.name!r}'s context of {limit} positions; "
-                         f"at most {(limit - n_prompt) // k * k} fit")
+    def tokens_written(self, max_new_tokens: int) -> int:
+        """``generate`` writes whole canvases: the new tokens rounded up to a multiple of the canvas."""
+        k = self.canvas_length
+        return -(-max_new_tokens // k) * k
 
     # -- vocabulary ------------------------------------------------------------------------------
-    @property
-    def device(self) -> torch.device:
-        return self.model.device
-
     @property
     def eos_ids(self) -> tuple[int, ...]:
         """The ids that end the text: the generation config's, else the text config's, else the tokenizer's."""
@@ -124,14 +106,6 @@ class DiffusionModel:
         """The prompt's ids, with BOS once: a prompt from a chat template already starts with it."""
         bos = self.tokenizer.bos_token
         return list(self.tokenizer(prompt, add_special_tokens=not (bos and prompt.startswith(bos))).input_ids)
-
-    def token_text(self, token_id: int) -> str:
-        if token_id not in self._text_cache:
-            self._text_cache[token_id] = self.tokenizer.decode([token_id])
-        return self._text_cache[token_id]
-
-    def text(self, ids) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
 class _Listener:
@@ -245,6 +219,43 @@ def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 
                               eos_ids=model.eos_ids, config=config, model_id=model.name, meta=meta, top_n=top_n)
     record(model, torch.tensor([prompt_ids], device=model.device), recorder, seed, **kwargs)
     return recorder.trace()
+
+
+class DiffusionDecoding:
+    """One DiffusionGemma decode, built as every registered decoder is (``decoding(model, prompt, config, **own)``):
+    ``config`` gives γ, the seed, the length and ``top_n`` (``rule`` must be ``entropy_bounded``, ``block_size``
+    the canvas, ``stop`` empty); ``max_denoising_steps`` and ``adaptive_stopping`` are its own. ``steps()`` runs
+    transformers' ``generate`` (the loop is its own) and then yields the recorded steps; ``trace()`` after."""
+
+    def __init__(self, model: DiffusionModel, prompt: str, config, max_denoising_steps: int | None = None,
+                 adaptive_stopping: bool = True):
+        c = config
+        _check(model, prompt, c.gamma, c.max_new_tokens, c.seed, max_denoising_steps, c.block_size, c.rule, c.verify,
+               c.gap_free, c.temperature, c.stop, c.top_n)
+        model.check_fits(len(model.encode(prompt)), c.max_new_tokens)
+        self.model, self.prompt, self.config = model, prompt, config
+        self.own = dict(max_denoising_steps=max_denoising_steps, adaptive_stopping=adaptive_stopping)
+        self._trace: Trace | None = None
+
+    def steps(self):
+        if self._trace is not None:
+            raise RuntimeError("steps: this DiffusionDecoding has already run; make a new one to decode again")
+        c = self.config
+        self._trace = decode(self.model, self.prompt, c.rule, c.gamma, c.block_size, c.max_new_tokens, None, c.seed,
+                             None, False, c.top_n, False, **self.own)
+        yield from self._trace.steps
+
+    def trace(self) -> Trace:
+        if self._trace is None:
+            raise RuntimeError("trace: the decode has not finished; iterate its steps to the end first")
+        return self._trace
+
+
+DIFFUSION_GEMMA = DecoderSpec(
+    name="diffusion_gemma", label="DiffusionGemma sampler", decoding=DiffusionDecoding, model="diffusion",
+    takes=("rule", "gamma", "block_size", "seed"), own={"max_denoising_steps": None, "adaptive_stopping": True},
+    knob=Knob("gamma", *DiffusionModel.gamma_slider))
+SPECS = (DIFFUSION_GEMMA,)
 
 
 @torch.no_grad()

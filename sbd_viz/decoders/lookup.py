@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterable
+from typing import Generator, Iterable
 
 import torch
 
-from ..checks import check_model, check_prompt
-from .sbd import DecodeConfig, _ntp_config, _trace
+from .ntp import _ntp_config
+from .registry import DecoderSpec, Knob, decode
+from .sbd import DecodeConfig, _Run, _trace
 from ..model import SBDModel
-from .steps import checked_step, stop_index
+from .base import Stop, StopCriterion, find_stop, generate_stops
+from .steps import checked_step
 from ..trace import Step, Trace
 
 DEFAULT_LOOKUP_TOKENS = 10  # drafts per call, the value HF's documentation uses
@@ -63,62 +65,77 @@ class _Recorder:
         self.clock = now
 
 
-class _StopAnywhere:
-    """A stopping criterion: the new text holds a stop string anywhere. (HF's ``stop_strings`` looks at the end of
-    the text only, and a call that keeps several tokens can carry the stop inside them.)"""
+class LookupDecoding(_Run):
+    """One prompt-lookup decode of ``prompt``: HF ``generate(prompt_lookup_num_tokens=N)`` on the same weights,
+    greedy; ``config`` gives ``max_new_tokens``, ``stop`` and ``top_n``. ``steps()`` runs ``generate`` and then
+    yields one step per call (the loop is transformers'; the recording listens to it); ``trace()`` after.
+    ``max_matching_ngram_size``: the longest n-gram looked up (None: HF's default). Not batchable: ``generate``
+    serves its own calls."""
 
-    def __init__(self, model: SBDModel, n_prompt: int, stop: tuple[str, ...]):
-        self.model, self.n_prompt, self.stop = model, n_prompt, stop
+    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None,
+                 prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS, max_matching_ngram_size: int | None = None):
+        super().__init__(model, prompt, config)
+        for name, value in (("prompt_lookup_num_tokens", prompt_lookup_num_tokens),
+                            ("max_matching_ngram_size", 1 if max_matching_ngram_size is None
+                             else max_matching_ngram_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+                raise ValueError(f"{name}: must be a whole number in [1, 64], got {value!r}")
+        self.lookup_tokens, self.ngram = prompt_lookup_num_tokens, max_matching_ngram_size
 
-    def __call__(self, input_ids, scores, **kwargs) -> torch.Tensor:
-        new = input_ids[0, self.n_prompt:].tolist()
-        hit = bool(self.stop) and any(s in self.model.text(new) for s in self.stop)
-        return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
+    @torch.inference_mode()
+    def steps(self) -> Generator[Step, None, None]:
+        from transformers import StoppingCriteriaList
+
+        self._start()
+        model, config, prompt_ids = self.model, self.config, self.prompt_ids
+        hf = model.model
+        recorder = _Recorder(model, len(prompt_ids), config.top_n)
+        build = hf._get_candidate_generator
+
+        def get_candidate_generator(*args, **kwargs):
+            return recorder.wrap(build(*args, **kwargs))
+
+        ids = torch.tensor([prompt_ids], device=model.device)
+        extra = {} if self.ngram is None else {"max_matching_ngram_size": self.ngram}
+        with _RECORDING:
+            hf._get_candidate_generator = get_candidate_generator
+            try:
+                out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=config.max_new_tokens,
+                                  do_sample=False, temperature=None, top_p=None, top_k=None,
+                                  prompt_lookup_num_tokens=self.lookup_tokens,
+                                  stopping_criteria=StoppingCriteriaList([StopCriterion(model, len(prompt_ids),
+                                                                                        config.stop)]),
+                                  eos_token_id=model.eos_token_id, pad_token_id=model.eos_token_id,
+                                  **generate_stops(model), **extra)
+            finally:
+                del hf._get_candidate_generator
+        new = out[0, len(prompt_ids):].tolist()
+        stop = find_stop(model, new, 1, config.stop) or Stop(len(new), "length")
+        self._steps.extend(recorder.steps)
+        self.output_ids, self.stop_reason = new[: stop.index], stop.reason
+        yield from self._steps
+
+    def trace(self) -> Trace:
+        self._finished()
+        config = {**_ntp_config(self.config), "decoder": "prompt_lookup", "rule": "prompt_lookup",
+                  "block_size": self.lookup_tokens + 1, "prompt_lookup_num_tokens": self.lookup_tokens,
+                  "max_matching_ngram_size": self.ngram, "exact": True}
+        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
+                      config)
 
 
-@torch.inference_mode()
+PROMPT_LOOKUP = DecoderSpec(
+    name="prompt_lookup", label="prompt lookup", decoding=LookupDecoding, exact=True, model="causal",
+    own={"prompt_lookup_num_tokens": DEFAULT_LOOKUP_TOKENS, "max_matching_ngram_size": None},
+    knob=Knob("prompt_lookup_num_tokens", 1, 20, 1))
+SPECS = (PROMPT_LOOKUP,)
+
+
 def decode_prompt_lookup(model: SBDModel, prompt: str, max_new_tokens: int = 64,
                          stop: str | Iterable[str] | None = None, top_n: int = 5,
                          prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS,
                          max_matching_ngram_size: int | None = None) -> Trace:
-    """Greedy decoding with HF prompt lookup (``generate(prompt_lookup_num_tokens=...)``), one step per call.
-
-    The text is greedy NTP's (``decode_ntp``'s); ``trace.nfe`` counts the model calls ``generate`` made, the
-    prompt's prefill included. ``max_matching_ngram_size``: the longest n-gram looked up (None: HF's default)."""
-    from transformers import StoppingCriteriaList
-
-    model, prompt = check_model(model), check_prompt(prompt)
-    config = DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n)  # validates the arguments
-    for name, value in (("prompt_lookup_num_tokens", prompt_lookup_num_tokens),
-                        ("max_matching_ngram_size", 1 if max_matching_ngram_size is None else max_matching_ngram_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
-            raise ValueError(f"{name}: must be a whole number in [1, 64], got {value!r}")
-    prompt_ids = model.encode(prompt)
-    model.check_fits(len(prompt_ids), config.max_new_tokens)
-    hf = model.model
-    recorder = _Recorder(model, len(prompt_ids), config.top_n)
-    build = hf._get_candidate_generator
-
-    def get_candidate_generator(*args, **kwargs):
-        return recorder.wrap(build(*args, **kwargs))
-
-    ids = torch.tensor([prompt_ids], device=model.device)
-    extra = {} if max_matching_ngram_size is None else {"max_matching_ngram_size": max_matching_ngram_size}
-    with _RECORDING:
-        hf._get_candidate_generator = get_candidate_generator
-        try:
-            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=config.max_new_tokens,
-                              do_sample=False, temperature=None, top_p=None, top_k=None,
-                              prompt_lookup_num_tokens=prompt_lookup_num_tokens,
-                              stopping_criteria=StoppingCriteriaList([_StopAnywhere(model, len(prompt_ids),
-                                                                                   config.stop)]),
-                              eos_token_id=model.eos_token_id, pad_token_id=model.eos_token_id, **extra)
-        finally:
-            del hf._get_candidate_generator
-    new = out[0, len(prompt_ids):].tolist()
-    hit = stop_index(model, new, 1, config.stop)
-    new = new[: hit[0]] if hit else new
-    trace_config = {**_ntp_config(config), "decoder": "prompt_lookup", "rule": "prompt_lookup",
-                    "block_size": prompt_lookup_num_tokens + 1, "prompt_lookup_num_tokens": prompt_lookup_num_tokens,
-                    "max_matching_ngram_size": max_matching_ngram_size, "exact": True}
-    return _trace(model, prompt, prompt_ids, recorder.steps, new, hit[1] if hit else "length", trace_config)
+    """Greedy decoding with HF prompt lookup; the text is greedy NTP's, ``trace.nfe`` counts ``generate``'s calls,
+    the prompt's prefill included. A shortcut to ``sv.decode(..., decoder="prompt_lookup")``."""
+    return decode(model, prompt, PROMPT_LOOKUP.name, max_new_tokens, stop, top_n,
+                  prompt_lookup_num_tokens=prompt_lookup_num_tokens, max_matching_ngram_size=max_matching_ngram_size)

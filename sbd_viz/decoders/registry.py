@@ -1,0 +1,336 @@
+"""The decoder registry: every decoder described once, by a ``DecoderSpec``, and ``decode``, the one door.
+
+A surface (``sv.decode``, ``decode_batch``, ``evaluate``, the sweeps, the ladder, the CLI, the explorer, the app)
+never names a decoder: it asks the registry which there are (``decoders()``), what each takes and what its knob is,
+and builds one with ``start``. Built-in decoders describe themselves in their own module (``SPECS``: ``sbd``,
+``remask``, ``jacobi``, ``lookup``, ``ntp``, ``diffusion``); a package adds one for every process through the
+entry-point group ``sbd_viz.decoders`` (the object is its ``DecoderSpec``); a notebook adds one with
+``register_decoder``.
+
+The settings the door knows (``SHARED``) are ``DecodeConfig``'s fields; a decoder reads the ones its spec ``takes``
+and gets them in the ``DecodeConfig`` it is built with. Its ``own`` settings (e.g. ``remask_threshold``) are passed
+as keyword arguments. A setting it neither takes nor owns is refused here, by name, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import threading
+import warnings
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
+
+ENTRY_POINT_GROUP = "sbd_viz.decoders"
+# the built-in decoders' modules, in the order ``decoders()`` lists their specs
+BUILTIN_MODULES = ("sbd", "remask", "jacobi", "lookup", "ntp", "diffusion")
+# the settings every decoder reads (``sv.decode``'s arguments besides ``takes``)
+COMMON = {"max_new_tokens": 64, "stop": None, "top_n": 5}
+# the settings a decoder may take, with the value that means "not set": DecodeConfig's fields. A setting at this
+# value is not refused for a decoder that does not take it, so a caller can pass one set of settings to any decoder.
+SHARED = {"rule": DEFAULT_RULE, "gamma": DEFAULT_GAMMA, "block_size": None, "temperature": 0.0, "seed": 0,
+          "gap_free": False, "verify": False}
+# which models a decoder serves: the model kinds, each with the model class that has it
+MODEL_KINDS = {
+    "sbd": "an SBD-trained model (SBDModel): it reads the mask slots' predictions",
+    "causal": "any causal LM (SBDModel or CausalLM): it reads the causal logits only",
+    "diffusion": "a DiffusionGemma model (DiffusionModel)",
+}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """The setting a slider moves, and its range ``(lo, hi, step)``. ``gamma`` with no range moves along the
+    chosen commit rule's own slider (``COMMIT_RULES[rule].slider``)."""
+
+    name: str
+    lo: float | None = None
+    hi: float | None = None
+    step: float | None = None
+
+    def slider(self, rule: str = DEFAULT_RULE) -> tuple[float, float, float]:
+        if self.lo is None:
+            return COMMIT_RULES[rule].slider
+        return self.lo, self.hi, self.step
+
+    def values(self, rule: str = DEFAULT_RULE, points: int = 9) -> list:
+        """``points`` values spread over the range, ends included, snapped to the step (whole numbers stay whole)."""
+        lo, hi, step = self.slider(rule)
+        out = {min(hi, lo + round((hi - lo) * i / (points - 1) / step) * step) for i in range(points)}
+        whole = all(float(v).is_integer() for v in (lo, hi, step))
+        return sorted(int(v) if whole else float(f"{v:.10g}") for v in out)
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """One decoder, described once; every surface reads this and nothing else.
+
+    - ``name``: what ``sv.decode(..., decoder=NAME)`` and ``--decoder`` take, and what its traces' config says;
+    - ``label``: what the app and the figures call it;
+    - ``decoding``: the class, built as ``decoding(model, prompt, config, **own)`` with ``config`` an
+      ``sv.DecodeConfig``; it has ``steps()`` (one ``Step`` per model call) and ``trace()``, and ``requests()``
+      (the cache-request coroutine ``decode_batch`` serves) if it can be batched;
+    - ``takes``: the ``SHARED`` settings it reads from ``config`` (besides ``max_new_tokens``, ``stop``, ``top_n``);
+    - ``own``: its own settings and their defaults, passed to ``decoding`` as keyword arguments;
+    - ``exact``: it writes greedy NTP's text by construction;
+    - ``knob``: the setting a slider moves (a ``Knob``), or None;
+    - ``model``: the kind of model it serves (a key of ``MODEL_KINDS``);
+    - ``variants``: labelled settings shown as decoders of their own (SBD's ``"verified SBD": {"verify": True}``).
+    """
+
+    name: str
+    label: str
+    decoding: type
+    takes: tuple[str, ...] = ()
+    own: Mapping[str, Any] = field(default_factory=dict)
+    exact: bool = False
+    knob: Knob | None = None
+    model: str = "sbd"
+    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        where = f"DecoderSpec {self.name!r}"
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"name: must be an identifier (it is an argument value and a CLI choice), got {self.name!r}")
+        if not isinstance(self.label, str) or not self.label:
+            raise ValueError(f"label: {where} needs a non-empty label, got {self.label!r}")
+        if not isinstance(self.decoding, type) or not all(callable(getattr(self.decoding, m, None))
+                                                          for m in ("steps", "trace")):
+            raise TypeError(f"decoding: {where} needs a class with steps() and trace(), got {self.decoding!r}")
+        object.__setattr__(self, "takes", tuple(self.takes))
+        unknown = [t for t in self.takes if t not in SHARED]
+        if unknown:
+            raise ValueError(f"takes: {where} names {unknown[0]!r}, not a shared setting ({', '.join(SHARED)}); "
+                             "a setting of its own goes in own")
+        clash = [o for o in self.own if o in SHARED or o in COMMON or not str(o).isidentifier()]
+        if clash:
+            raise ValueError(f"own: {where} names {clash[0]!r}, which is a shared setting or not an identifier")
+        object.__setattr__(self, "own", MappingProxyType(dict(self.own)))
+        if self.knob is not None and (not isinstance(self.knob, Knob) or self.knob.name not in self.settings):
+            raise ValueError(f"knob: {where}'s knob must be a Knob over a setting it takes, got {self.knob!r}")
+        if self.model not in MODEL_KINDS:
+            raise ValueError(f"model: {where} serves one of {', '.join(MODEL_KINDS)}, got {self.model!r}")
+        variants = {str(k): MappingProxyType(dict(v)) for k, v in dict(self.variants).items()}
+        for label, settings in variants.items():
+            bad = [s for s in settings if s not in self.settings]
+            if bad:
+                raise ValueError(f"variants: {where}'s variant {label!r} sets {bad[0]!r}, which it does not take")
+        object.__setattr__(self, "variants", MappingProxyType(variants))
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """Every setting it reads: the common ones, the shared ones it takes, and its own."""
+        return tuple(COMMON) + self.takes + tuple(self.own)
+
+    @property
+    def batchable(self) -> bool:
+        return callable(getattr(self.decoding, "requests", None))
+
+    def serves(self, model) -> bool:
+        """Whether it can decode with ``model`` (its kind: an SBD or causal decoder takes an ``SBDModel``)."""
+        kind = model_kind(model)
+        return self.model == kind or (self.model == "causal" and kind == "sbd")  # an SBD model is a causal LM too
+
+    def trace(self, decoding):
+        """The finished ``decoding``'s trace, its config naming this decoder (a decoder built on another's class,
+        e.g. on ``Decoding``, would otherwise carry that one's name)."""
+        trace = decoding.trace()
+        if trace.config.get("decoder") == self.name:
+            return trace
+        return replace(trace, config={**trace.config, "decoder": self.name})
+
+
+def model_kind(model) -> str:
+    from .diffusion import DiffusionModel
+
+    if isinstance(model, DiffusionModel):
+        return "diffusion"
+    return getattr(model, "kind", "sbd")  # a CausalLM (sbd_viz.causal_lm) is "causal": pretrained, not SBD-trained
+
+
+# -- the registry -------------------------------------------------------------------------------
+_SPECS: dict[str, DecoderSpec] = {}
+_LOADED = False
+_LOCK = threading.RLock()
+
+
+def register_decoder(spec: DecoderSpec, replace_existing: bool = False) -> DecoderSpec:
+    """Add ``spec`` for this process (a notebook's decoder; a package uses the ``sbd_viz.decoders`` entry point).
+    A name already registered is refused unless ``replace_existing``."""
+    if not isinstance(spec, DecoderSpec):
+        raise TypeError(f"spec: expected an sbd_viz.DecoderSpec, got {type(spec).__name__}")
+    with _LOCK:
+        _load()
+        if spec.name in _SPECS and _SPECS[spec.name] is not spec and not replace_existing:
+            raise ValueError(f"spec: a decoder named {spec.name!r} is already registered "
+                             "(pass replace_existing=True to replace it)")
+        _SPECS[spec.name] = spec
+    return spec
+
+
+def decoders(model=None) -> tuple[DecoderSpec, ...]:
+    """Every registered decoder, in a stable order: the built-ins, then the entry points' (by name), then the ones
+    registered in this process. With ``model``: only those that serve it."""
+    with _LOCK:
+        _load()
+        specs = tuple(_SPECS.values())
+    return specs if model is None else tuple(s for s in specs if s.serves(model))
+
+
+def get_decoder(name) -> DecoderSpec:
+    """The spec named ``name`` (a spec is returned as it is); an unknown name is a ``ValueError`` naming
+    ``decoder`` and the choices."""
+    if isinstance(name, DecoderSpec):
+        return name
+    specs = {s.name: s for s in decoders()}
+    if name not in specs:
+        raise ValueError(f"decoder: unknown decoder {name!r}; choose from {', '.join(specs)}")
+    return specs[name]
+
+
+def by_label(label) -> DecoderSpec:
+    """The spec whose ``label`` is ``label`` (the app's choices), else a ``ValueError`` naming ``decoder``."""
+    specs = {s.label: s for s in decoders()}
+    if label not in specs:
+        raise ValueError(f"decoder: unknown decoder {label!r}; choose from {', '.join(specs)}")
+    return specs[label]
+
+
+def default_decoder(model) -> DecoderSpec:
+    """The first decoder that serves ``model`` (SBD for an ``SBDModel``, the sampler for a DiffusionGemma)."""
+    specs = decoders(model)
+    if not specs:
+        raise ValueError(f"model: no registered decoder serves a {model_kind(model)} model")
+    return specs[0]
+
+
+def _load() -> None:
+    """The built-ins, then the entry points: once per process (the lock makes a second caller wait for the first)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for module in BUILTIN_MODULES:
+        for spec in importlib.import_module(f"{__package__}.{module}").SPECS:
+            _SPECS.setdefault(spec.name, spec)
+    for spec in _entry_point_specs():
+        if spec.name in _SPECS:
+            warnings.warn(f"sbd_viz.decoders: the plugin decoder {spec.name!r} has the name of one already "
+                          "registered; the plugin's is ignored", RuntimeWarning, stacklevel=3)
+            continue
+        _SPECS[spec.name] = spec
+
+
+def _entry_point_specs() -> list[DecoderSpec]:
+    """The ``sbd_viz.decoders`` entry points' specs, by entry-point name. A plugin that fails to load, or whose
+    object is not a ``DecoderSpec``, is named in a warning (it never silently vanishes) and left out."""
+    from importlib.metadata import entry_points
+
+    specs = []
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        try:
+            spec = point.load()
+        except Exception as exc:  # any error of a third-party import: say which plugin, keep the built-ins working
+            warnings.warn(f"sbd_viz.decoders: the plugin decoder {point.name!r} ({point.value}) failed to load: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
+            continue
+        if not isinstance(spec, DecoderSpec):
+            warnings.warn(f"sbd_viz.decoders: the plugin decoder {point.name!r} ({point.value}) is a "
+                          f"{type(spec).__name__}, not an sbd_viz.DecoderSpec; left out", RuntimeWarning, stacklevel=4)
+            continue
+        specs.append(spec)
+    return specs
+
+
+# -- the door -----------------------------------------------------------------------------------
+def split_settings(spec: DecoderSpec, settings: Mapping[str, Any]) -> tuple[dict, dict]:
+    """``settings`` as (the shared ones ``spec`` takes, its own ones with defaults filled in). A setting it neither
+    takes nor owns is a ``ValueError`` naming the setting, unless it is a shared one left at its "not set" value."""
+    shared, own = {}, dict(spec.own)
+    for name, value in settings.items():
+        if name in spec.own:
+            own[name] = value
+        elif name in spec.takes:
+            shared[name] = value
+        elif name in SHARED and _unset(name, value):
+            continue
+        else:
+            takes = ", ".join(spec.takes + tuple(spec.own)) or "none besides max_new_tokens, stop and top_n"
+            what = "not a setting of any decoder" if name not in SHARED and not _owned(name) else \
+                f"decoder {spec.name!r} does not take it"
+            raise ValueError(f"{name}: {what} (decoder {spec.name!r} takes: {takes}), got {value!r}")
+    return shared, own
+
+
+def _unset(name: str, value) -> bool:
+    default = SHARED[name]
+    if default is None or isinstance(value, bool) != isinstance(default, bool):
+        return value is default
+    try:
+        return value == default or (isinstance(value, float) and math.isnan(value) and math.isnan(default))
+    except Exception:  # an odd value (an array) is not the default
+        return False
+
+
+def _owned(name: str) -> bool:
+    return any(name in s.own for s in decoders())
+
+
+def config_for(spec: DecoderSpec, model, max_new_tokens=64, stop=None, top_n=5, **shared):
+    """The ``DecodeConfig`` a decode of ``spec`` is built with: the shared settings it takes, the rest at their
+    defaults; ``block_size`` None is the model's."""
+    from .sbd import DecodeConfig
+
+    if shared.get("block_size") is None:
+        shared["block_size"] = model.block_size
+    return DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n, **shared)
+
+
+def check_serves(spec: DecoderSpec, model) -> None:
+    from ..checks import check_model
+
+    if model_kind(model) != "diffusion":
+        check_model(model)
+    if not spec.serves(model) and model_kind(model) == "causal" and spec.model == "sbd":
+        from ..causal_lm import KIND, train_hint
+
+        raise ValueError(f"decoder: {spec.name!r} needs an SBD-trained model: it reads the predictions of masked "
+                         f"slots, which a model trained on next-token prediction alone has never learned, so its "
+                         f"drafts would be noise. {model.name!r} is a {KIND}; fine-tune it for SBD first "
+                         f"({train_hint(model.name)}), or use one of its decoders: "
+                         f"{', '.join(s.name for s in decoders(model))}")
+    if not spec.serves(model):
+        raise ValueError(f"decoder: {spec.name!r} decodes with {MODEL_KINDS[spec.model]}; this model is "
+                         f"{MODEL_KINDS[model_kind(model)].split(':')[0]} (its decoders: "
+                         f"{', '.join(s.name for s in decoders(model))})")
+
+
+def prepare(model, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
+    """``(spec, config, own)`` for a decode of ``decoder`` on ``model``: the spec (None: the model's first), the
+    ``DecodeConfig`` of the settings it takes, and its own settings. Refuses what it does not take, by name."""
+    if decoder is None and model_kind(model) == "causal" and any(
+            n in SHARED and n != "block_size" and not _unset(n, v) for n, v in settings.items()):
+        decoder = "sbd"  # SBD's settings on a model without SBD training: refused by name, with the training command
+    spec = default_decoder(model) if decoder is None else get_decoder(decoder)
+    check_serves(spec, model)
+    shared, own = split_settings(spec, settings)
+    return spec, config_for(spec, model, max_new_tokens, stop, top_n, **shared), own
+
+
+def start(model, prompt: str, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
+    """``(spec, decoding)``: the decoding ``decode`` would run, built and checked but not started, for a caller
+    that streams its ``steps()`` (finish with ``spec.trace(decoding)``)."""
+    spec, config, own = prepare(model, decoder, max_new_tokens, stop, top_n, **settings)
+    return spec, spec.decoding(model, prompt, config, **own)
+
+
+def decode(model, prompt: str, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
+    """Decode ``prompt`` with ``decoder`` (a registered name; None: the model's first, SBD for an SBD model) and
+    return its ``Trace``. ``settings``: the shared ones the decoder takes and its own; any other is refused by name."""
+    spec, decoding = start(model, prompt, decoder, max_new_tokens, stop, top_n, **settings)
+    for _ in decoding.steps():
+        pass
+    return spec.trace(decoding)
