@@ -75,6 +75,19 @@ class Interval:
         below = value <= self.hi if self.hi_closed else value < self.hi
         return above and below and (not self.whole or (math.isfinite(value) and value == int(value)))
 
+    def __and__(self, other: "Interval") -> "Interval":
+        """The values in both (a decode's γ range is its calls' intervals intersected). At a shared end, the end
+        is closed only if both are; may be empty (``lo > hi``, or ``lo == hi`` with an open end)."""
+        if self.lo != other.lo:
+            lo, lo_closed = max((self.lo, self.lo_closed), (other.lo, other.lo_closed), key=lambda e: e[0])
+        else:
+            lo, lo_closed = self.lo, self.lo_closed and other.lo_closed
+        if self.hi != other.hi:
+            hi, hi_closed = min((self.hi, self.hi_closed), (other.hi, other.hi_closed), key=lambda e: e[0])
+        else:
+            hi, hi_closed = self.hi, self.hi_closed and other.hi_closed
+        return Interval(lo, hi, lo_closed, hi_closed, self.whole or other.whole)
+
     def __str__(self) -> str:
         ends = f"{'[' if self.lo_closed else '('}{self.lo:g}, {self.hi:g}{']' if self.hi_closed else ')'}"
         return f"whole numbers in {ends}" if self.whole else ends

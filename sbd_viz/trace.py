@@ -23,6 +23,11 @@ candidates) and whether the slot holds an *accepted* token after the step. A slo
 open after it was *renoised* (taken back). A step's commits are the slots it newly accepted; its
 uncounted *passes* (an encoder pass extending the cache) are recorded but not counted in ``nfe``.
 A trace is written as version 3 only when a step has a canvas or passes; any other trace as version 2.
+
+A greedy decode by a commit rule (plain, verified or remasking SBD) also records its *γ range* (``gamma_range``, an
+``sbd_viz.rules.Interval``: ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``whole``): every knob value in it gives
+this exact decode. The file writes it as an object with an unbounded end as null, and leaves it out when there is
+none; a file without it loads with None.
 """
 
 from __future__ import annotations
@@ -203,6 +208,10 @@ class Trace:
     text: str  # the generated text (special tokens removed)
     stop_reason: str  # 'stop', 'eos' or 'length'
     meta: dict[str, Any] = field(default_factory=dict)
+    # the knob values (γ) at which this exact greedy decode results: ``sbd_viz.rules.Interval``, the intersection of
+    # its calls' knob intervals, computed from the unrounded scores while decoding (plain, verified and remasking
+    # SBD at temperature 0); None for sampling, decoders without a commit rule's knob, and files written before it
+    gamma_range: Any = None
 
     # -- derived measures ------------------------------------------------------------
     @property
@@ -367,6 +376,11 @@ class Trace:
     # -- JSON -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if self.gamma_range is None:
+            del d["gamma_range"]  # a trace without one writes the file it always did
+        else:  # JSON has no infinity: an unbounded end is null
+            d["gamma_range"] = {k: (None if isinstance(v, float) and abs(v) == float("inf") else v)
+                                for k, v in d["gamma_range"].items()}
         if any(s.canvas or s.renoised or s.passes for s in self.steps):
             return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
         for step in d["steps"]:  # the version 2 file, byte for byte

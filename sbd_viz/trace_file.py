@@ -302,6 +302,26 @@ def _trace_facts(trace: Trace) -> None:
                       f"records more candidates for slot {v.slot} than top_n={config['top_n']}")
 
 
+def _gamma_range(v: Any, config: dict):
+    """A decode's γ range (``Trace.gamma_range``): an ``Interval`` holding the trace's own γ; null ends unbounded.
+    Absent (files written before it, sampled decodes, decoders without a knob): None."""
+    if v is None:
+        return None
+    from .rules import Interval
+
+    w = "trace.gamma_range"
+    _keys(v, w, ("lo", "hi", "lo_closed", "hi_closed"))
+    lo = -math.inf if v["lo"] is None else _num(v["lo"], w + ".lo", lo=None)
+    hi = math.inf if v["hi"] is None else _num(v["hi"], w + ".hi", lo=None)
+    found = Interval(lo, hi, _bool(v["lo_closed"], w + ".lo_closed"), _bool(v["hi_closed"], w + ".hi_closed"),
+                     _bool(v.get("whole", False), w + ".whole"))
+    _need(config.get("temperature", 0) == 0, w, "belongs to a greedy decode (temperature 0); a sampled one has none")
+    gamma = config.get("gamma")
+    _need(isinstance(gamma, (int, float)) and gamma in found, w, f"is {found}, which does not hold the trace's "
+          f"gamma {gamma!r}")
+    return found
+
+
 def trace_from_dict(d: Any) -> Trace:
     """The ``Trace`` a JSON object holds, every field checked; else ``TraceFormatError`` naming the field."""
     _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
@@ -325,6 +345,7 @@ def trace_from_dict(d: Any) -> Trace:
     _need(stop_reason in STOP_REASONS, "trace.stop_reason", f"must be one of {STOP_REASONS}, got {stop_reason!r}")
     trace = Trace(prompt=_str(d["prompt"], "trace.prompt"), prompt_ids=prompt_ids, config=config,
                   model_id=_str(d["model_id"], "trace.model_id"), steps=steps, output_ids=out_ids,
-                  output_texts=out_texts, text=_str(d["text"], "trace.text"), stop_reason=stop_reason, meta=meta)
+                  output_texts=out_texts, text=_str(d["text"], "trace.text"), stop_reason=stop_reason, meta=meta,
+                  gamma_range=_gamma_range(d.get("gamma_range"), config))
     _trace_facts(trace)
     return trace

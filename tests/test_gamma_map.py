@@ -1,0 +1,257 @@
+"""The γ range of a greedy decode (``Trace.gamma_range``) and the γ map (``sv.gamma_map``), each checked against
+independent ``sv.decode`` calls: at points inside every range and at its closed ends the decode is the same, and
+just past an end it is another."""
+
+import json
+import math
+import random
+
+import pytest
+
+import sbd_viz as sv
+from sbd_viz.analysis.gamma_map import GammaMap, Piece, _slider_positions, gamma_map
+from sbd_viz.rules import COMMIT_RULES, Interval
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PROMPT = "assert 12 + 7 == "
+N = 12  # tokens per tiny decode
+
+
+def same_decode(a, b) -> bool:
+    """The same decode: output, calls, and every call's commits (and verified / remasking records)."""
+    def key(t):
+        return (t.output_ids, t.nfe, [(s.block, s.masked, s.commits, s.checks, s.rollback, s.renoised,
+                                       tuple((d.slot, d.token_id, d.accepted) for d in s.canvas)) for s in t.steps])
+    return key(a) == key(b)
+
+
+def inside(interval: Interval, rng: random.Random, n: int = 3) -> list[float]:
+    """Points of ``interval`` (finite part): its closed ends and ``n`` random ones strictly inside."""
+    lo = interval.lo if math.isfinite(interval.lo) else interval.hi - 1
+    hi = interval.hi if math.isfinite(interval.hi) else lo + 3
+    points = [lo + (hi - lo) * rng.random() for _ in range(n)]
+    points += [e for e, closed in ((interval.lo, interval.lo_closed), (interval.hi, interval.hi_closed))
+               if closed and math.isfinite(e)]
+    return [p for p in points if p in interval]
+
+
+def just_outside(interval: Interval, valid) -> list[float]:
+    """The first knob values past each end that are still valid knob values (an open end itself)."""
+    out = []
+    for end, closed, way in ((interval.lo, interval.lo_closed, -math.inf), (interval.hi, interval.hi_closed, math.inf)):
+        if math.isfinite(end):
+            g = math.nextafter(end, way) if closed else end
+            if g in valid:
+                out.append(g)
+    return out
+
+
+# -- item 2: a trace's γ range ----------------------------------------------------------------------------
+@pytest.mark.parametrize("settings", [dict(), dict(verify=True), dict(decoder="remask"), dict(gap_free=True),
+                                      dict(rule="entropy_threshold"), dict(rule="confidence_threshold"),
+                                      dict(rule="factor")])
+def test_a_decode_is_the_same_across_its_range_and_changes_just_past_it(sharp, settings):
+    rng = random.Random(0)
+    rule = settings.get("rule", "entropy_bounded")
+    valid = COMMIT_RULES[rule].valid
+    lo, hi, _ = COMMIT_RULES[rule].slider
+    kw = dict(max_new_tokens=N, **settings)
+    changed = 0
+    for gamma in [lo, lo + (hi - lo) * 0.1, lo + (hi - lo) * 0.3, hi]:
+        trace = sv.decode(sharp, PROMPT, gamma=gamma, **kw)
+        r = trace.gamma_range
+        assert isinstance(r, Interval) and gamma in r
+        for g in inside(r, rng):
+            assert same_decode(sv.decode(sharp, PROMPT, gamma=g, **kw), trace), (settings, gamma, r, g)
+        for g in just_outside(r, valid):
+            assert not same_decode(sv.decode(sharp, PROMPT, gamma=g, **kw), trace), (settings, gamma, r, g)
+            changed += 1
+    assert changed  # some range ends inside the valid range
+
+
+def test_verified_ranges_cover_rejected_drafts(sharp):
+    """A rejected draft's choice shaped the calls after it: ranges of decodes with rollbacks are still exact."""
+    seen = 0
+    for gamma in (0.2, 0.5, 1.0, 2.0):
+        trace = sv.decode(sharp, PROMPT, gamma=gamma, max_new_tokens=N, verify=True)
+        if not trace.rollbacks():
+            continue
+        seen += 1
+        for g in just_outside(trace.gamma_range, COMMIT_RULES["entropy_bounded"].valid):
+            assert not same_decode(sv.decode(sharp, PROMPT, gamma=g, max_new_tokens=N, verify=True), trace)
+    assert seen
+
+
+def test_top_k_ranges_are_whole_numbers(sharp):
+    trace = sv.decode(sharp, PROMPT, rule="top_k", gamma=2, max_new_tokens=N)
+    assert trace.gamma_range.whole and 2 in trace.gamma_range and 2.5 not in trace.gamma_range
+
+
+def test_no_range_for_sampling_or_decoders_without_the_knob(sharp):
+    assert sv.decode(sharp, PROMPT, gamma=0.3, temperature=0.8, max_new_tokens=N).gamma_range is None
+    assert sv.decode_ntp(sharp, PROMPT, max_new_tokens=N).gamma_range is None
+    assert sv.decode(sharp, PROMPT, decoder="jacobi", max_new_tokens=N).gamma_range is None
+
+
+def test_the_range_round_trips_and_older_files_load(sharp, tmp_path):
+    trace = sv.decode(sharp, PROMPT, gamma=5.0, max_new_tokens=N)  # every slot fits: the range reaches inf
+    assert trace.gamma_range.hi == math.inf
+    d = json.loads(trace.to_json())
+    assert d["gamma_range"]["hi"] is None and d["gamma_range"]["lo"] == trace.gamma_range.lo
+    assert sv.Trace.from_json(trace.to_json()) == trace
+    older = dict(d)
+    del older["gamma_range"]
+    assert sv.Trace.from_dict(older).gamma_range is None
+    assert "gamma_range" not in json.loads(sv.decode_ntp(sharp, PROMPT, max_new_tokens=N).to_json())
+    bad = json.loads(json.dumps(d))
+    bad["gamma_range"]["lo"] = 6.0  # no longer holds the trace's γ
+    with pytest.raises(sv.TraceFormatError, match="trace.gamma_range"):
+        sv.Trace.from_dict(bad)
+    bad["gamma_range"] = {"lo": 0.0}
+    with pytest.raises(sv.TraceFormatError, match="trace.gamma_range"):
+        sv.Trace.from_dict(bad)
+
+
+def test_interval_intersection():
+    a, b = Interval(0.0, 1.0, True, False), Interval(0.5, 1.0, False, True)
+    assert a & b == Interval(0.5, 1.0, False, False)
+    assert (a & Interval(-1, 2)) == a and (Interval(1, 3, whole=True) & Interval(2, 5)).whole
+
+
+# -- item 3: the map -----------------------------------------------------------------------------------------
+def contiguous(m: GammaMap) -> None:
+    pieces = m.pieces
+    assert pieces[0].lo == m.lo and pieces[0].lo_closed and pieces[-1].hi == m.hi and pieces[-1].hi_closed
+    for a, b in zip(pieces, pieces[1:]):
+        assert a.hi == b.lo and a.hi_closed != b.lo_closed, (a, b)
+
+
+def brute_force_points(m: GammaMap, rng: random.Random, grid: int = 60) -> list[float]:
+    """A grid over the range, random points, and every piece's ends and the floats beside them."""
+    points = [m.lo + (m.hi - m.lo) * i / grid for i in range(grid + 1)]
+    points += [m.lo + (m.hi - m.lo) * rng.random() for _ in range(20)]
+    for p in m.pieces:
+        for e in (p.lo, p.hi):
+            points += [e, math.nextafter(e, -math.inf), math.nextafter(e, math.inf)]
+    return sorted({g for g in points if m.lo <= g <= m.hi})
+
+
+@pytest.mark.parametrize("rule, settings", [("entropy_bounded", {}), ("entropy_threshold", {}),
+                                            ("entropy_bounded", dict(verify=True)),
+                                            ("entropy_bounded", dict(decoder="remask"))])
+def test_the_exact_map_equals_decodes_at_every_gamma(sharp, rule, settings):
+    kw = dict(max_new_tokens=N, **settings)
+    m = gamma_map(sharp, PROMPT, rule=rule, **kw)
+    contiguous(m)
+    assert m.exact and len(m.pieces) > 2 and m.decodes == len(m.pieces)
+    for a, b in zip(m.pieces, m.pieces[1:]):
+        assert not same_decode(a.trace, b.trace)  # every piece is a distinct decode
+    for g in brute_force_points(m, random.Random(1)):
+        piece = m.piece_at(g)
+        assert g in piece and same_decode(sv.decode(sharp, PROMPT, rule=rule, gamma=g, **kw), piece.trace), (g, piece)
+
+
+def test_prefix_reuse_gives_the_same_map_with_fewer_calls(sharp):
+    plain = gamma_map(sharp, PROMPT, max_new_tokens=N)
+    reused = gamma_map(sharp, PROMPT, max_new_tokens=N, reuse_prefix=True)
+    assert [str(p) for p in plain.pieces] == [str(p) for p in reused.pieces]
+    assert all(same_decode(a.trace, b.trace) for a, b in zip(plain.pieces, reused.pieces))
+    assert plain.replayed == 0 and plain.calls == sum(p.trace.nfe for p in plain.pieces)
+    assert reused.replayed > 0 and reused.calls + reused.replayed == plain.calls
+    verified = gamma_map(sharp, PROMPT, max_new_tokens=N, verify=True, reuse_prefix=True)  # with cache cuts
+    for p in verified.pieces:
+        assert same_decode(p.trace, sv.decode(sharp, PROMPT, gamma=p.lo, max_new_tokens=N, verify=True))
+
+
+def test_the_step_map_decodes_the_pieces_holding_a_slider_position(sharp):
+    exact = gamma_map(sharp, PROMPT, max_new_tokens=N)
+    coarse = gamma_map(sharp, PROMPT, max_new_tokens=N, step=0.25)
+    contiguous(coarse)
+    positions = _slider_positions(0.0, 2.0, 0.25, False)
+    assert positions == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+    holding = [p for p in exact.pieces if any(g in p for g in positions)]
+    assert [str(p) for p in coarse.decoded()] == [str(p) for p in holding]
+    for p in coarse.pieces:
+        if not p.decoded:  # exact ends, no slider position inside, and at least one exact piece inside
+            assert not any(g in p for g in positions)
+            assert any(e.lo == p.lo for e in exact.pieces) and any(e.hi == p.hi for e in exact.pieces)
+        for g in positions:
+            if g in p:
+                assert same_decode(coarse.trace_at(g), exact.trace_at(g))
+    finer = gamma_map(sharp, PROMPT, max_new_tokens=N, step=0.01)
+    assert len(finer.decoded()) > len(coarse.decoded()) and coarse.calls < exact.calls
+    assert _slider_positions(0.0, 2.0, 0.01, False)[7] == 0.07  # the float a slider sends
+
+
+def test_lo_and_hi_bound_the_map(sharp):
+    exact = gamma_map(sharp, PROMPT, max_new_tokens=N)
+    part = gamma_map(sharp, PROMPT, max_new_tokens=N, lo=0.2, hi=0.6)
+    contiguous(part)
+    assert part.lo == 0.2 and part.hi == 0.6
+    inner = [p for p in exact.pieces if p.hi > 0.2 and p.lo < 0.6]
+    assert len(part.pieces) == len(inner) < len(exact.pieces)
+    assert all(same_decode(a.trace, b.trace) for a, b in zip(part.pieces, inner))
+
+
+def test_other_knobs_and_settings_change_the_map(sharp):
+    base = gamma_map(sharp, PROMPT, max_new_tokens=N)
+    small = gamma_map(sharp, PROMPT, max_new_tokens=N, block_size=2)
+    assert all(s.block_size <= 2 for p in small.pieces for s in p.trace.steps)
+    assert [str(p) for p in small.pieces] != [str(p) for p in base.pieces]
+    top_k = gamma_map(sharp, PROMPT, rule="top_k", max_new_tokens=N)
+    contiguous_whole = all(b.lo == a.hi + 1 for a, b in zip(top_k.pieces, top_k.pieces[1:]))
+    assert contiguous_whole and top_k.pieces[0].lo == 1 and top_k.pieces[-1].hi == 16
+    for k in range(1, 17):
+        assert same_decode(top_k.trace_at(k), sv.decode(sharp, PROMPT, rule="top_k", gamma=k, max_new_tokens=N))
+
+
+def test_the_frame_and_lookups(sharp):
+    m = gamma_map(sharp, PROMPT, max_new_tokens=N)
+    ntp = sv.decode_ntp(sharp, PROMPT, max_new_tokens=N)
+    df = m.frame()
+    assert len(df) == len(m.pieces) and list(df["range"]) == [str(p) for p in m.pieces]
+    assert list(df["calls"]) == [p.trace.nfe for p in m.pieces]
+    assert list(df["same_as_ntp"]) == [p.trace.text == ntp.text for p in m.pieces]
+    for row, p in zip(df.itertuples(), m.pieces):
+        where = sv.first_divergence(p.trace, ntp)
+        assert (row.divergence_call if where else None) == (where["call"] if where else None) or (
+            where is not None and where["call"] is None)
+        assert row.tokens_per_call == pytest.approx(p.trace.tokens_per_call)
+    assert df.attrs["ntp_text"] == ntp.text and df.attrs["calls"] == m.calls
+    second = m.pieces[1]
+    assert m.piece_at(second.lo) is (second if second.lo_closed else m.pieces[0])
+    with pytest.raises(ValueError, match="gamma:"):
+        m.piece_at(2.5)
+    runs = m.text_runs()
+    assert sum(r["pieces"] for r in runs) == len(m.pieces)
+    assert all(a["text"] != b["text"] for a, b in zip(runs, runs[1:]))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(temperature=0.7), "temperature:"), (dict(gamma=0.1), "gamma:"), (dict(lo=1.0, hi=0.5), "hi:"),
+    (dict(lo=-1.0), "lo:"), (dict(step=0), "step:"), (dict(decoder="jacobi"), "decoder:"),
+    (dict(rule="nope"), "rule:"), (dict(block_size=0), "block_size:"), (dict(reuse_prefix=1), "reuse_prefix:"),
+    (dict(rule="top_k", step=0.5), "step:"),
+])
+def test_errors_name_the_argument(sharp, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        gamma_map(sharp, PROMPT, max_new_tokens=N, **kwargs)
+
+
+def test_piece_strings_are_exact():
+    p = Piece(0.1, 0.30000000000000004, None, True, False)
+    assert str(p) == "[0.1, 0.30000000000000004)" and 0.1 in p and 0.30000000000000004 not in p
+
+
+# -- the shipped model ---------------------------------------------------------------------------------------
+@pytest.mark.heavy
+def test_shipped_map_of_a_held_out_prompt_against_every_slider_position(shipped):
+    item = next(i for i in sv.tasks.load_suite(split="test") if i.prompt.endswith('"[::-1] == '))
+    m = gamma_map(shipped, item.prompt, stop="\n")
+    contiguous(m)
+    points = _slider_positions(0.0, 2.0, 0.01, False)
+    for p in m.pieces:
+        points += [p.lo, math.nextafter(p.lo, math.inf), math.nextafter(p.hi, -math.inf)]
+    for g in sorted({g for g in points if 0 <= g <= 2}):
+        assert same_decode(sv.decode(shipped, item.prompt, gamma=g, stop="\n"), m.trace_at(g)), g
