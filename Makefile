@@ -4,17 +4,24 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: run test test-quick docs setup setup-dev
+.PHONY: run test test-quick test-unit docs setup setup-dev
 
 run: setup
 	$(PY) app.py
 
+# The tests come in three tiers (markers registered in pyproject.toml):
+#   unit   every test not marked heavy or slow (tests/conftest.py marks them): under a minute on 2 cores
+#   heavy  whole decodes on the shipped model, a served app, several architectures: seconds each
+#   slow   notebooks, training runs, the browser, the wheel: minutes
+# make test: all three tiers; make test-quick: unit + heavy; make test-unit: unit alone.
 test: setup-dev
 	$(PY) -m pytest -q
 
-# development: everything but the tests marked slow (notebooks, training runs, the browser)
 test-quick: setup-dev
 	$(PY) -m pytest -q -m "not slow"
+
+test-unit: setup-dev
+	$(PY) -m pytest -q -m unit
 
 # the walkthroughs rendered with their outputs into docs/notebooks (tests/test_docs.py checks they are current)
 docs: setup-dev

@@ -1,5 +1,10 @@
-"""Shared fixtures: tiny random-init models of several architectures, with the char tokenizer; hand-made traces."""
+"""Shared fixtures: tiny random-init models of several architectures, with the char tokenizer; hand-made traces;
+the shipped model; the app served on a free port; a page of headless Chromium. And the test tiers (see ``TIERS``)."""
 
+import contextlib
+import importlib
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -121,3 +126,121 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def tiny():
     return tiny_model("llama")
+
+
+@pytest.fixture(scope="module")
+def sharp():
+    """``sharp_model()``: a tiny llama whose rules commit several slots per call; one per module."""
+    return sharp_model()
+
+
+@pytest.fixture(scope="session")
+def shipped():
+    """The shipped model (package data: a missing one is a failure, not a skip)."""
+    return sv.load_model()
+
+
+def reference_logits(model, final_ids, block_ids):
+    """(len(block_ids), V): an uncached forward of [final ; block] with the paper's inference mask (Fig. 10): the
+    final tokens causal, the block's slots seeing every final token and each other. Built from the model's plain
+    forward, independently of the decoder's cache."""
+    n, k = len(final_ids), len(block_ids)
+    rows = torch.arange(n + k)[:, None]
+    cols = torch.arange(n + k)[None, :]
+    mask = ((cols <= rows) | (rows >= n))[None, None]
+    with torch.no_grad():
+        out = model.model(input_ids=torch.tensor([list(final_ids) + list(block_ids)]), attention_mask=mask,
+                          position_ids=torch.arange(n + k)[None])
+    return out.logits[0, -k:].float()
+
+
+# -- the app, served --------------------------------------------------------------------------------------------
+# A small hand-made curve: the trade-off tab needs no sweep to be tested.
+SWEEP_ROWS = [dict(rule="entropy_bounded", gamma=g, block_size=16, gap_free=False, accuracy=a, tokens_per_call=t,
+                   calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.8 * t)
+              for g, a, t in ((0.0, 0.9, 1.0), (0.5, 0.85, 2.0), (1.0, 0.8, 3.0), (2.0, 0.6, 4.0))] + [
+    dict(rule="entropy_bounded", gamma=g, block_size=16, gap_free=False, verify=True, accuracy=0.9,
+         tokens_per_call=t, calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.7 * t, same_as_ntp=1.0)
+    for g, t in ((0.0, 0.95), (0.5, 1.5), (1.0, 2.5), (2.0, 3.0))] + [
+    dict(rule="ntp", gamma=float("nan"), block_size=1, gap_free=False, accuracy=0.9, tokens_per_call=1.0,
+         calls_per_token=1.0, speedup_calls=1.0, speedup_wall=1.0)]
+
+
+def load_app():
+    """The app's page module (its handlers, ``build_demo`` and constants)."""
+    return importlib.import_module("sbd_viz.app.page")
+
+
+@contextlib.contextmanager
+def app_server(model, **kwargs):
+    """The app on ``model`` (``build_demo(model, **kwargs)``) at a free localhost port, with its queue; yields its
+    URL. One torch thread meanwhile, as ``main()`` does: two decodes at once on two cores."""
+    app = load_app()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    demo = app.build_demo(model, **kwargs)
+    demo.queue(default_concurrency_limit=2, max_size=64)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, css=app.CSS)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def served():
+    """(url, model): the app on ``sharp_model()`` with the hand-made curve ``SWEEP_ROWS``; one per module."""
+    model = sharp_model()
+    with app_server(model, sweep=SWEEP_ROWS) as url:
+        yield url, model
+
+
+# -- a page of headless Chromium ------------------------------------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"  # Debian's; .ci/run installs it
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = ROOT / "test-artifacts"  # screenshots for a human to look at
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test (``item.report_call``), so a fixture knows whether its test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def page(request):
+    """A fresh 1440 x 1000 page of headless Chromium (Debian's, driven by playwright), its JavaScript errors
+    collected in ``page.errors``. No Chromium is a failure (``.ci/run`` installs it), and so is a missing playwright.
+    A failing test leaves a screenshot of the page in ``test-artifacts/<test>-failure.png``."""
+    from playwright.sync_api import sync_playwright
+
+    executable = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    assert executable, f"no Chromium at {CHROMIUM} nor on PATH: apt-get install chromium (.ci/run installs it)"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        try:
+            view = browser.new_page(viewport={"width": 1440, "height": 1000})
+            view.errors = []
+            view.on("pageerror", lambda e: view.errors.append(str(e)))
+            yield view
+            report = getattr(request.node, "report_call", None)
+            if report is not None and report.failed:
+                ARTIFACTS.mkdir(exist_ok=True)
+                view.screenshot(path=str(ARTIFACTS / f"{request.node.name}-failure.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+# -- the tiers --------------------------------------------------------------------------------------------------
+TIERS = ("slow", "heavy")  # marked by hand; every other test is marked ``unit`` here (make test-unit: -m unit)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(pytest.mark.unit)

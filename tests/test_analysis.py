@@ -285,14 +285,6 @@ def test_sweep_frame_has_a_verify_column(swept):
     assert df["verify"].dtype == bool and not df["verify"].any()  # the default: unverified; NTP's row too
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    try:
-        return sv.load_model()
-    except FileNotFoundError as exc:
-        pytest.skip(f"the shipped model is not here: {exc}")
-
-
 def test_a_verified_sweep_row_is_ntp_exactly_on_the_shipped_model(shipped):
     """Verified SBD is lossless: on real suite items its row says the text is NTP's, with NTP's accuracy."""
     items = sv.tasks.load_suite(per_family=1, families=("add", "sorted", "range", "ctx_sorted"))

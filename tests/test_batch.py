@@ -31,11 +31,6 @@ def models():
     return {arch: sharp(arch) for arch in ARCHS}
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    return sv.load_model()
-
-
 def _commits(trace):
     return [[(c.slot, c.token_id) for c in s.commits] for s in trace.steps]
 

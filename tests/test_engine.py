@@ -8,19 +8,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz.training.data import build_char_tokenizer
 
-from conftest import tiny_model
-
-
-def _reference_logits(model, final_ids, block_ids):
-    """An uncached forward of [final ; block] with the paper's inference mask (Fig. 10)."""
-    n, k = len(final_ids), len(block_ids)
-    rows = torch.arange(n + k)[:, None]
-    cols = torch.arange(n + k)[None, :]
-    mask = ((cols <= rows) | (rows >= n))[None, None]
-    with torch.no_grad():
-        out = model.model(input_ids=torch.tensor([final_ids + block_ids]), attention_mask=mask,
-                          position_ids=torch.arange(n + k)[None])
-    return out.logits[0, -k:].float()
+from conftest import reference_logits, tiny_model
 
 
 def _prefill_keys(model, ids):
@@ -38,7 +26,7 @@ def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
     real_call = sv.SBDModel.fused_call
 
     def checked_call(self, cache, new_ids, block_ids, n_causal=0):
-        expected = _reference_logits(self, final + list(new_ids), list(block_ids))
+        expected = reference_logits(self, final + list(new_ids), list(block_ids))
         causal, got = real_call(self, cache, new_ids, block_ids, n_causal)
         final.extend(new_ids)
         worst["logits"] = max(worst["logits"], float((got - expected).abs().max()))

@@ -11,7 +11,7 @@ from sbd_viz.analysis import gap_fill_report, teacher_forced_ntp
 from sbd_viz.analysis.incoherence import FAILURE_COLUMNS, INCOHERENCE_REPORT_COLUMNS, incoherence_events, \
     incoherence_report, failure_report
 
-from conftest import HAND_PROMPT, bench_script, hand_trace, sharp_model
+from conftest import HAND_PROMPT, bench_script, hand_trace
 
 # block 0: call 1 commits "tt" side by side (a repeat), call 2 "]]" (a doubled delimiter, not also a repeat);
 # block 1: call 3 commits ", ," (a doubled delimiter across a space); block 2: "aa" over two calls (no event: the
@@ -20,11 +20,6 @@ BLOCKS = [("att]]", [{0}, {1, 2}, {3, 4}]),
           (", ,x", [{0, 1, 2}, {3}]),
           ("aab", [{0}, {1, 2}]),
           ("qq", [{1}, {0}])]
-
-
-@pytest.fixture(scope="module")
-def sharp():
-    return sharp_model()
 
 
 def test_repeats_and_doubled_delimiters_are_found_within_one_call():

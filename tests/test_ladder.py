@@ -13,14 +13,7 @@ from sbd_viz.analysis.ladder import LADDER_COLUMNS, Ladder, ladder_gammas, large
 from sbd_viz.plots.ladder import gamma_ladder_figure
 from sbd_viz.rules import COMMIT_RULES
 
-from conftest import sharp_model
-
 PROMPT = "assert 12 + 7 == "
-
-
-@pytest.fixture(scope="module")
-def sharp():
-    return sharp_model()
 
 
 # -- the default ladder -------------------------------------------------------------------
@@ -210,8 +203,8 @@ def test_cli_ladder_prints_the_rows_and_the_largest_safe_gamma(capsys, tmp_path)
 
 # -- the shipped model on the held-out suite -------------------------------------------------------------
 @pytest.mark.slow
-def test_shipped_model_ladders_match_independent_decodes_on_held_out_prompts():
-    model = sv.load_model()
+def test_shipped_model_ladders_match_independent_decodes_on_held_out_prompts(shipped):
+    model = shipped
     suite = sv.tasks.load_suite(split="test", per_family=1)[::3]  # five families, short and long answers
     gammas = [0.0, 0.1, 0.5, 1.0, 2.0]
     for item in suite:

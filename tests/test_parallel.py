@@ -3,18 +3,14 @@
 import html
 
 import pytest
+import torch
 
 import sbd_viz as sv
 from sbd_viz.trace import Trace
 
-from conftest import sharp_model, tiny_model
+from conftest import reference_logits, sharp_model, tiny_model
 
 PROMPTS = ["abc abc abc ", "go: 12 + 30 = ", "xyzzy"]
-
-
-@pytest.fixture(scope="module")
-def sharp():
-    return sharp_model()
 
 
 def _round_trip(trace: Trace) -> Trace:
@@ -89,12 +85,47 @@ def test_decoder_arguments_are_checked_by_name(tiny):
         sv.decode(tiny, "ab", decoder="prompt_lookup", prompt_lookup_num_tokens=0)
     with pytest.raises(ValueError, match="verify"):
         sv.decode(tiny, "ab", decoder="remask", verify=True)
-    assert sv.decode(tiny, "ab", max_new_tokens=4).text == sv.decode(tiny, "ab", decoder="sbd", max_new_tokens=4).text
+
+
+def _reference_sbd(model, prompt: str, gamma: float, block_size: int, max_new_tokens: int):
+    """Plain SBD written out from the paper (Algorithms 2-3, the entropy-bounded rule of eq. 8) on uncached forwards,
+    sharing no code with the decoders: each call predicts the block's masked slots; the lowest-entropy ones are
+    committed while the entropies of those before them sum to at most gamma. Returns the output ids and the slots
+    each call committed. Inputs with no stop, EOS or mask id among the commits (asserted)."""
+    final, out, calls = model.encode(prompt), [], []
+    while len(out) < max_new_tokens:
+        k = min(block_size, max_new_tokens - len(out))
+        block, masked = [model.mask_token_id] * k, list(range(k))
+        while masked:
+            logp = torch.log_softmax(reference_logits(model, final + out, block)[masked], -1)
+            entropy, proposal = -(logp.exp() * logp).sum(-1), logp.argmax(-1)
+            chosen, spent = [], 0.0
+            for i in sorted(range(len(masked)), key=lambda i: float(entropy[i])):
+                if spent > gamma:
+                    break
+                chosen.append(masked[i])
+                block[masked[i]] = int(proposal[i])
+                spent += float(entropy[i])
+            assert not {block[s] for s in chosen} & {model.mask_token_id, model.eos_token_id}
+            calls.append(sorted(chosen))
+            masked = [s for s in masked if s not in chosen]
+        out += block
+    return out, calls
+
+
+def test_the_default_decoder_and_sbd_are_plain_sbd(sharp):
+    """``sv.decode``'s default and ``decoder="sbd"`` each write what SBD written out independently writes."""
+    ids, calls = _reference_sbd(sharp, PROMPTS[1], gamma=2.0, block_size=4, max_new_tokens=10)
+    assert max(len(c) for c in calls) > 1  # some call commits several slots: the rule is exercised
+    for kwargs in ({}, {"decoder": "sbd"}):
+        trace = sv.decode(sharp, PROMPTS[1], gamma=2.0, block_size=4, max_new_tokens=10, **kwargs)
+        assert list(trace.output_ids) == ids and trace.config["decoder"] == "sbd", kwargs
+        assert [[c.slot for c in s.commits] for s in trace.steps] == calls, kwargs
 
 
 @pytest.mark.slow
-def test_exact_decoders_on_held_out_suite_items():
-    model = sv.load_model()
+def test_exact_decoders_on_held_out_suite_items(shipped):
+    model = shipped
     for item in sv.tasks.load_suite(split="test", per_family=2):
         ntp = sv.decode_ntp(model, item.prompt, stop="\n")
         for decoder in ("jacobi", "prompt_lookup"):
@@ -176,15 +207,14 @@ def test_remask_bench_page_renders_from_its_json(tmp_path):
     assert out.read_text() == (ROOT / "bench" / "REMASK.md").read_text()
 
 
-def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(capsys, tmp_path):
+def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(capsys, tmp_path, shipped):
     from sbd_viz import cli
 
     out = tmp_path / "t.json"
     assert cli.main(["trace", "assert 1 + 2 == ", "--decoder", "jacobi", "--stop", "\n", "--out", str(out)]) == 0
     trace = sv.Trace.load(out)
-    model = sv.load_model()
-    assert trace.config["decoder"] == "jacobi" and trace.text == sv.decode_ntp(model, "assert 1 + 2 == ",
-                                                                              stop="\n").text
+    assert trace.config["decoder"] == "jacobi" and trace.text == sv.decode_ntp(shipped, "assert 1 + 2 == ",
+                                                                                stop="\n").text
     assert cli.main(["trace", "assert 1 + 2 == ", "--decoder", "jacobi", "--verify"]) == 2
     assert "verify" in capsys.readouterr().err
 

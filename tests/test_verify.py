@@ -347,10 +347,10 @@ def test_cli_trace_verify(models, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_shipped_model_verified_equals_ntp_on_the_whole_suite():
+def test_shipped_model_verified_equals_ntp_on_the_whole_suite(shipped):
     """Issue 9: on the shipped model, verified SBD writes greedy NTP's exact ids on every test-suite item, for
     several γ and block sizes, and the drafts really were checked (some rejected, most accepted)."""
-    model = sv.load_model()
+    model = shipped
     items = sv.tasks.load_suite("pyasserts", "test")
     assert len(items) >= 500
     settings = [(0.1, 8), (1.0, 16), (2.0, 32)]
