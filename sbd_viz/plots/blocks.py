@@ -36,7 +36,7 @@ from .style import (CANVAS_STATES, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES
                          VERIFIED_STATES, Z, Z_VERIFIED, FONT, block_size_of, candidates_hover, cell_label, common_layout, entropy_bar,
                          esc, legend_html, masked_z, max_entropy, outline_spec, outline_trace, settings_line,
                          token_html, top_note)
-from ..trace import Step, Trace, visible
+from ..trace import Step, Trace, mark_special, output_labels, token_label, visible
 
 
 class _Grid:
@@ -49,6 +49,7 @@ class _Grid:
         self.cols = self.k * min(self.per_row, len(blocks))
         self.steps = {b: trace.block_steps(b) for b in blocks}
         self.row_of = {b: i // self.per_row for i, b in enumerate(blocks)}
+        self.labels = output_labels(trace)  # each output token's cell label and hover note, read in context
 
     def row_blocks(self, row: int) -> list[int]:
         return self.blocks[row * self.per_row:(row + 1) * self.per_row]
@@ -89,8 +90,9 @@ def _verified_note(trace: Trace, verdicts: dict, step: Step, commit, slot: int) 
         check = step.rejected[0] if step.rejected else None
         note = "<br><b>NTP's correction</b> of a rejected draft"
         if check is not None:
-            note += (f": the draft <b>{token_html(check.text)}</b> (NTP p = {check.draft_prob:.3f}) was rejected,"
-                     f"<br>NTP wanted <b>{token_html(check.ntp_text)}</b> (p = {check.ntp_prob:.3f})")
+            note += (f": the draft <b>{token_html(check.text, trace.special_tokens)}</b> (NTP p = "
+                     f"{check.draft_prob:.3f}) was rejected,<br>NTP wanted <b>"
+                     f"{token_html(check.ntp_text, trace.special_tokens)}</b> (p = {check.ntp_prob:.3f})")
         return note + f"<br>rollback: the cache cut back to position {rollback.position}"
     if commit.ntp:
         return "<br>NTP's exact token (the causal prediction, not drafted)"
@@ -100,14 +102,18 @@ def _verified_note(trace: Trace, verdicts: dict, step: Step, commit, slot: int) 
     call, check = hit
     if check.accepted:
         return f"<br>draft accepted by NTP in call {call} (p = {check.ntp_prob:.3f})"
-    return (f"<br>draft <b>rejected</b> in call {call}: NTP wanted <b>{token_html(check.ntp_text)}</b> "
+    return (f"<br>draft <b>rejected</b> in call {call}: NTP wanted <b>"
+            f"{token_html(check.ntp_text, trace.special_tokens)}</b> "
             f"(p = {check.ntp_prob:.3f}; the draft's p = {check.draft_prob:.3f})")
 
 
 def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot: int, call: int,
-          emax: float, verdicts: dict | None = None) -> tuple[str, str, float, str]:
+          emax: float, verdicts: dict | None = None, labels: list | None = None) -> tuple[str, str, float, str]:
     """(state, label text, z, hover) of one cell after ``call``; ``steps`` are the block's steps.
-    ``verdicts`` (``trace.verdicts()``) only for a verified trace: then its states and notes show the checks."""
+    ``verdicts`` (``trace.verdicts()``) only for a verified trace: then its states and notes show the checks.
+    ``labels``: ``output_labels(trace)``; a token the output holds shows as it reads there (a character whose
+    bytes span tokens whole where it completes), any other as its token alone."""
+    special = trace.special_tokens
     start = steps[0].block_start
     head = f"<b>block {block} · slot {slot}</b> · position {start + slot}"
     if steps[0].call > call:
@@ -116,8 +122,12 @@ def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot
     _, step, commit = events[-1] if events else (None, None, None)
     if commit is not None:
         state = "now" if step.call == call else "done"
+        out = start + slot - len(trace.prompt_ids)
+        label, note = labels[out] if labels is not None and trace.kept(step, slot) else \
+            (token_label(commit.text, special), "")
         hover = (f"{head}<br>committed in {'this call' if state == 'now' else f'call {step.call}'}: "
-                 f"<b>{token_html(commit.text)}</b><br>p = {commit.prob:.3f} · entropy {commit.entropy:.3f} nats")
+                 f"<b>{esc(label)}</b>" + (f" · {esc(note)}" if note else "")
+                 + f"<br>p = {commit.prob:.3f} · entropy {commit.entropy:.3f} nats")
         if commit.gap:
             hover += f"<br>gap fill: {commit.gap} masked slot(s) to its left"
         if verdicts is not None:
@@ -131,7 +141,7 @@ def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot
             if not trace.kept(step, slot):
                 hover += "<br>(after the stop: not in the output)"
             z = Z[state]
-        return state, commit.text, z, hover + candidates_hover(step, slot)
+        return state, label, z, hover + candidates_hover(step, slot, special=special)
     latest = [s for s in steps if s.call <= call][-1]  # the block's last call so far predicted this slot
     view = latest.slot_view(slot)
     entropy = view.entropy if view else 0.0
@@ -139,8 +149,9 @@ def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot
         return "dropped", "", Z_VERIFIED["dropped"], (
             f"{head}<br>draft dropped by the rollback in call {step.call}: it followed the rejected draft, "
             f"so its position is decoded again after the correction"
-            + (f"<br>still masked · entropy {entropy:.3f} nats" + candidates_hover(latest, slot) if view else ""))
-    hover = f"{head}<br>still masked · entropy {entropy:.3f} nats" + candidates_hover(latest, slot)
+            + (f"<br>still masked · entropy {entropy:.3f} nats" + candidates_hover(latest, slot, special=special)
+               if view else ""))
+    hover = f"{head}<br>still masked · entropy {entropy:.3f} nats" + candidates_hover(latest, slot, special=special)
     return "masked", MASK_GLYPH, masked_z(entropy, emax), hover
 
 
@@ -188,7 +199,7 @@ def _row_cells(trace: Trace, grid: _Grid, history: dict, row: int, call: int, em
                 state, label, z[col], hover[col] = _canvas_cell(grid.steps[block], block, slot, call, emax)
             else:
                 state, label, z[col], hover[col] = _cell(trace, grid.steps[block], history, block, slot, call,
-                                                         emax, verdicts)
+                                                         emax, verdicts, grid.labels)
             text[col] = label if label == MASK_GLYPH else cell_label(label, max_chars) if label else ""
             custom[col] = (state, block, slot)
     scale, zmax = (VERIFIED_SCALE, 6) if verdicts is not None else (STATE_SCALE, 4)
@@ -285,7 +296,7 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
 
     shown = "" if len(grid.blocks) == trace.n_blocks else \
         f" · showing blocks {grid.blocks[0]}–{grid.blocks[-1]} of {trace.n_blocks}"
-    prompt = visible(trace.prompt, spaces=True)
+    prompt = visible(mark_special(trace.prompt, trace.special_tokens), spaces=True)
     prompt = prompt if len(prompt) * 8 < width - 100 else "…" + prompt[-((width - 100) // 8):]
     layout = common_layout(
         width=width, height=height, margin=dict(l=left, r=width - left - plot_w, t=top, b=bottom), showlegend=False,
@@ -351,6 +362,7 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
     if not steps:
         raise ValueError(f"block: {block!r} is not a block of this trace (it has blocks 0..{len(blocks) - 1})")
     k, n, emax = steps[0].block_size, len(steps), max_entropy(trace)
+    labels, special = output_labels(trace), trace.special_tokens
     z, entropy, text, hover = ([[fill] * k for _ in range(n)] for fill in (None, None, "", ""))
     gaps, renoised = [], []
     for r, step in enumerate(steps):
@@ -370,11 +382,15 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
             if view is not None:
                 z[r][slot], entropy[r][slot], text[r][slot] = masked_z(view.entropy, emax), view.entropy, \
                     f"{view.entropy:.2f}"
-                hover[r][slot] = f"{head}<br>entropy {view.entropy:.3f} nats" + candidates_hover(step, slot)
+                hover[r][slot] = f"{head}<br>entropy {view.entropy:.3f} nats" + candidates_hover(step, slot,
+                                                                                                  special=special)
             if slot in committed:
                 c = committed[slot]
-                z[r][slot], text[r][slot] = Z["now"], cell_label(c.text, 6)
-                hover[r][slot] += f"<br>committed <b>{token_html(c.text)}</b> p = {c.prob:.3f}"
+                label, note = labels[step.block_start + slot - len(trace.prompt_ids)] \
+                    if trace.kept(step, slot) else (token_label(c.text, special), "")
+                z[r][slot], text[r][slot] = Z["now"], cell_label(label, 6)
+                hover[r][slot] += f"<br>committed <b>{esc(label)}</b>" + (f" · {esc(note)}" if note else "") \
+                    + f" p = {c.prob:.3f}"
                 if c.gap:
                     hover[r][slot] += f"<br>gap fill: {c.gap} masked slot(s) to its left"
                     gaps.append((slot, r, (block, slot, step.call)))

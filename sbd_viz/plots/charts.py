@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from .style import (CALL_SCALE, RULE_COLORS, STATE_COLORS, FONT, block_size_of, cell_label, common_layout, esc,
                          outline_trace, settings_line, token_html)
-from ..trace import Step, Trace, first_difference
+from ..trace import Step, Trace, first_difference, output_labels
 
 
 def _per_call(trace: Trace) -> tuple[list[int], list[int]]:
@@ -36,6 +36,16 @@ def _so_far(trace: Trace) -> list[int]:
     for a, b in zip(*_per_call(trace)):
         totals.append(totals[-1] + a + b)
     return totals
+
+
+def _call_tokens(trace: Trace) -> list[str]:
+    """Per call, the output tokens it wrote, as the cells show them (``output_labels``), HTML escaped."""
+    labels, n0 = output_labels(trace), len(trace.prompt_ids)
+    if trace.has_canvas:
+        calls = trace.token_calls()
+        return [" ".join(esc(labels[i][0]) for i, c in enumerate(calls) if c == call) for call in range(trace.nfe)]
+    return [" ".join(esc(labels[s.block_start + c.slot - n0][0]) for c in s.commits if trace.kept(s, c.slot))
+            for s in trace.steps]
 
 
 def _rollback_hover(step: Step) -> str:
@@ -65,7 +75,8 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
                                  line=grey, hoverinfo="skip"), row=1, col=1)
     first = "accepted (in the output)" if trace.has_canvas else "committed in order"
     fig.add_trace(go.Bar(x=calls, y=in_order, name=first, marker=dict(color=STATE_COLORS["now"]),
-                         hovertemplate="call %{x}: %{y} in order<extra></extra>"), row=2, col=1)
+                         customdata=_call_tokens(trace),
+                         hovertemplate="call %{x}: %{y} in order<br>%{customdata}<extra></extra>"), row=2, col=1)
     # None, not 0: a zero-height bar would still draw its outline.
     fig.add_trace(go.Bar(x=calls, y=[g or None for g in gap], name="gap fills", marker=dict(
         color=STATE_COLORS["now"], line=dict(color=STATE_COLORS["gap"], width=2), pattern=dict(shape="/")),
@@ -119,11 +130,11 @@ def _token_row(label: str, trace: Trace, width: int, n_lines: int) -> go.Heatmap
     calls = trace.token_calls()
     size = {c: calls.count(c) for c in set(calls)}
     z, text, hover = ([[fill] * width for _ in range(n_lines)] for fill in (None, "", ""))
-    for i, (tok, call) in enumerate(zip(trace.output_texts, calls)):
+    for i, ((tok, note), call) in enumerate(zip(output_labels(trace), calls)):
         row, col = divmod(i, width)
         z[row][col], text[row][col] = size[call], cell_label(tok, 5)
-        hover[row][col] = (f"<b>{esc(label)}</b> token {i}: <b>{token_html(tok)}</b><br>committed in call "
-                           f"{call} with {size[call] - 1} other token(s)")
+        hover[row][col] = (f"<b>{esc(label)}</b> token {i}: <b>{esc(tok)}</b>" + (f" ({esc(note)})" if note else "")
+                           + f"<br>committed in call {call} with {size[call] - 1} other token(s)")
     return go.Heatmap(z=z, text=text, hovertext=hover, texttemplate="%{text}", coloraxis="coloraxis", xgap=2, ygap=4,
                       hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False, name=label,
                       textfont=dict(family=FONT, size=11))

