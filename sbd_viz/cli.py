@@ -45,8 +45,11 @@ def _ladder(args) -> int:
         shown[col] = shown[col].map(lambda t: "" if t is None else repr(t))
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     safe = df.attrs["largest_safe_gamma"]
-    print(f"largest safe γ: {safe:g} (the text is NTP's there and at every smaller γ tried)" if safe is not None
-          else "largest safe γ: none (the smallest γ tried already leaves NTP's text)")
+    print(f"largest safe γ: {safe:g} (the text is NTP's from the smallest γ that keeps it up to this one)"
+          if safe is not None else "largest safe γ: none (no γ tried writes NTP's text)")
+    if df.attrs.get("exact"):  # the ladder read the exact γ map: every safe γ range, exact ends
+        print(f"exactly: {df.attrs['safe']}; the text changes at γ "
+              f"{', '.join(repr(b) for b in df.attrs['breakpoints']) or 'no γ'}")
     if args.html:
         from . import plots
         from .plots.ladder import gamma_ladder_figure

@@ -255,3 +255,83 @@ def test_shipped_map_of_a_held_out_prompt_against_every_slider_position(shipped)
         points += [p.lo, math.nextafter(p.lo, math.inf), math.nextafter(p.hi, -math.inf)]
     for g in sorted({g for g in points if 0 <= g <= 2}):
         assert same_decode(sv.decode(shipped, item.prompt, gamma=g, stop="\n"), m.trace_at(g)), g
+
+
+# -- item 4: the exact ladder ----------------------------------------------------------------------------------
+def test_the_exact_ladder_reads_the_map(sharp):
+    from sbd_viz.analysis.ladder import Ladder, largest_safe_gamma
+
+    df = sv.gamma_ladder(sharp, PROMPT, max_new_tokens=N)
+    m = gamma_map(sharp, PROMPT, max_new_tokens=N)
+    ntp = sv.decode_ntp(sharp, PROMPT, max_new_tokens=N)
+    runs = m.text_runs(ntp)
+    assert df.attrs["exact"] and df.attrs["pieces"] == len(m.pieces) and df.attrs["text_runs"] == runs
+    assert df.attrs["breakpoints"] == [r["lo"] for r in runs[1:]]
+    # the safe ranges, from independent decodes: every γ in them writes NTP's text, just past them not
+    assert df.attrs["safe_ranges"] == [{k: r[k] for k in ("lo", "hi", "lo_closed", "hi_closed")}
+                                       for r in runs if r["same_as_ntp"]]
+    for r in df.attrs["safe_ranges"]:
+        interval = Interval(r["lo"], r["hi"], r["lo_closed"], r["hi_closed"])
+        for g in inside(interval, random.Random(2)):
+            assert sv.decode(sharp, PROMPT, gamma=g, max_new_tokens=N).text == ntp.text
+        for g in just_outside(interval, COMMIT_RULES["entropy_bounded"].valid):
+            if 0 <= g <= 2:
+                assert sv.decode(sharp, PROMPT, gamma=g, max_new_tokens=N).text != ntp.text
+    for row in df.itertuples():  # each row is still the decode at its γ
+        assert row.calls == sv.decode(sharp, PROMPT, gamma=row.gamma, max_new_tokens=N).nfe
+    assert df.attrs["largest_safe_gamma"] == largest_safe_gamma(df)
+    rough = sv.gamma_ladder(sharp, PROMPT, max_new_tokens=N, exact=False)  # the control: no map, no exact attrs
+    assert not rough.attrs["exact"] and "safe_ranges" not in rough.attrs
+    assert list(rough["calls"]) == list(df["calls"])
+    ladder = Ladder(sharp, PROMPT, gammas=[0.0, 2.0], max_new_tokens=N)
+    rows = ladder.rows()
+    next(rows)
+    assert not ladder.frame().attrs["exact"]  # mid-walk: the map is not complete yet
+    list(rows)
+    assert ladder.frame().attrs["exact"] and ladder.map_walk.map.exact
+
+
+def test_largest_safe_gamma_stops_at_a_sliver_between_rows():
+    import pandas as pd
+
+    from sbd_viz.analysis.ladder import largest_safe_gamma
+
+    frame = pd.DataFrame({"gamma": [0.0, 0.1, 0.25, 0.5, 1.0], "same_as_ntp": [False, True, True, True, True]})
+    assert largest_safe_gamma(frame) == 1.0  # γ 0 leaves NTP's text; every other row keeps it
+    frame.attrs.update(exact=True, safe_ranges=[dict(lo=0.05, hi=0.3, lo_closed=True, hi_closed=False),
+                                                dict(lo=0.31, hi=2.0, lo_closed=True, hi_closed=True)])
+    assert largest_safe_gamma(frame) == 0.25  # the sliver [0.3, 0.31) leaves NTP's text between 0.25 and 0.5
+
+
+def test_safe_words_say_when_gamma_zero_leaves_ntp():
+    from sbd_viz.analysis.ladder import safe_words
+
+    runs = [dict(lo=0.0, hi=0.05, lo_closed=True, hi_closed=False, text="a", same_as_ntp=False, pieces=2),
+            dict(lo=0.05, hi=2.0, lo_closed=True, hi_closed=True, text="b", same_as_ntp=True, pieces=3)]
+    words = safe_words(runs, 0.0, 2.0)
+    assert "γ 0 already leaves NTP's text" in words and "surest slot" in words and "[0.05, 2]" in words
+    assert "already" not in safe_words(runs[1:], 0.05, 2.0)
+    assert safe_words(runs[:1], 0.0, 0.05).startswith("no γ")
+
+
+def test_the_app_ladder_states_the_exact_safe_ranges(sharp):
+    from sbd_viz.app.panels import stream_ladder
+
+    settings = dict(rule="entropy_bounded", block_size=None, max_new_tokens=N, stop=None, gap_free=False)
+    *_, (rows, figure, status, frame) = stream_ladder(sharp, PROMPT, settings)
+    assert frame.attrs["exact"] and frame.attrs["safe"] in status
+    assert figure.layout.meta["safe_ranges"] == frame.attrs["safe_ranges"]
+    assert len([s for s in figure.layout.shapes if s.name == "safe"]) == len(frame.attrs["safe_ranges"])
+
+
+@pytest.mark.heavy
+def test_shipped_safe_reversal_is_safe_above_gamma_zero(shipped):
+    """``assert "safe"[::-1] == `` keeps NTP's text at every γ from 0.1 to 2 but not at γ 0: it has a safe γ."""
+    prompt = 'assert "safe"[::-1] == '
+    df = sv.gamma_ladder(shipped, prompt, stop="\n")
+    ntp = sv.decode_ntp(shipped, prompt, stop="\n")
+    assert not df["same_as_ntp"].iloc[0] and df["same_as_ntp"].iloc[1:].all()
+    assert df.attrs["largest_safe_gamma"] == 2.0 and "already leaves" in df.attrs["safe"]
+    top = df.attrs["safe_ranges"][-1]
+    assert top["hi"] == 2.0 and top["lo"] <= 0.1
+    assert sv.decode(shipped, prompt, gamma=top["lo"], stop="\n").text == ntp.text

@@ -73,10 +73,11 @@ def ladder_status(frame, total: int) -> str:
     head = f"**{done} of {total} γ decoded** · NTP: {attrs.get('ntp_calls', '?')} calls · "
     if done == 0:
         return head + "the largest safe γ comes with the first row"
+    exact = f" · {attrs['safe']}" if attrs.get("exact") else ""  # the exact γ map's safe ranges, once it is built
     if safe is None:
-        return head + f"**no safe γ**: already at γ {frame['gamma'].iloc[0]:g} the text differs from NTP's"
-    return head + (f"**largest safe γ: {safe:g}** (the text equals NTP's at it and at every smaller γ tried"
-                   + (")" if done == total else " so far)"))
+        return head + "**no safe γ**: no γ tried" + (" so far" if done < total else "") + " writes NTP's text" + exact
+    return head + (f"**largest safe γ: {safe:g}** (the text equals NTP's from the smallest γ that keeps it up to this "
+                   "one" + (")" if done == total else ", so far)")) + exact
 
 
 def stream_ladder(model, prompt: str, settings: dict):

@@ -3,8 +3,9 @@
 Reading it without a browser (the tests do): ``fig.data`` holds the traces named ``"calls"`` (every γ),
 ``"differs from NTP"`` (the γ whose text is not NTP's, ``customdata = (call, block, slot, token, NTP's token)`` of
 the first divergence) and, when the frame knows NTP's call count, ``"NTP"``; ``fig.layout.meta`` holds
-``largest_safe_gamma`` and ``rule``; the safe region is the shape named ``"safe"`` (from the smallest γ to the
-largest safe one), absent when even the smallest γ differs.
+``largest_safe_gamma``, ``rule`` and ``safe_ranges``; the safe region is the shapes named ``"safe"``: for an exact
+ladder (``attrs["safe_ranges"]``, from the γ map) one per γ range whose text equals NTP's, exact ends; otherwise one
+from the first γ that keeps NTP's text to the largest safe γ; absent when no γ tried keeps it.
 """
 
 from __future__ import annotations
@@ -88,15 +89,26 @@ def gamma_ladder_figure(frame) -> go.Figure:
         fig.add_trace(go.Scatter(x=[lo, hi], y=[ntp_calls, ntp_calls], name="NTP", mode="lines",
                                  line=dict(color="#000000", dash="dot", width=1.5), hoverinfo="name"))
     shapes = []
-    if safe is not None:
-        pad = (hi - lo) * 0.01 or 0.01  # a single safe γ still shows as a thin band
-        shapes.append(dict(type="rect", name="safe", xref="x", yref="paper", x0=lo - pad, x1=safe + pad, y0=0,
-                           y1=1, fillcolor=SAFE_COLOR, opacity=0.15, line=dict(width=0), layer="below"))
-    title = "This prompt across γ" + (f" · {rule}" if rule else "") + (
-        f" · largest safe γ = {safe:g}" if safe is not None else " · no γ tried keeps NTP's text")
+    attrs = frame.attrs if hasattr(frame, "attrs") else {}
+    ranges = attrs.get("safe_ranges") if attrs.get("exact") else None
+    pad = (hi - lo) * 0.01 or 0.01  # a single safe γ still shows as a thin band
+    band = dict(type="rect", name="safe", xref="x", yref="paper", y0=0, y1=1, fillcolor=SAFE_COLOR, opacity=0.15,
+                line=dict(width=0), layer="below")
+    if ranges is not None:  # exact: every γ range whose text is NTP's, drawn within the γ shown
+        shapes += [dict(band, x0=max(r["lo"], lo), x1=min(r["hi"], hi)) for r in ranges if r["hi"] >= lo and r["lo"] <= hi]
+    elif safe is not None:
+        first = min(r["gamma"] for r in rows if r["same_as_ntp"])
+        shapes.append(dict(band, x0=first - pad, x1=safe + pad))
+    if ranges:
+        spans = ", ".join(f"{'[' if r['lo_closed'] else '('}{r['lo']:.4g}, {r['hi']:.4g}{']' if r['hi_closed'] else ')'}"
+                          for r in ranges)
+        said = f" · NTP's text at γ in {spans}"
+    else:
+        said = f" · largest safe γ = {safe:g}" if safe is not None else " · no γ tried keeps NTP's text"
+    title = "This prompt across γ" + (f" · {rule}" if rule else "") + said
     fig.update_layout(**common_layout(
         title=dict(text=title, font=dict(size=14)), width=760, height=420, shapes=shapes,
-        meta=dict(largest_safe_gamma=safe, rule=rule),
+        meta=dict(largest_safe_gamma=safe, rule=rule, safe_ranges=ranges),
         legend=dict(orientation="h", y=-0.2), xaxis=dict(title="γ (the rule's knob)", gridcolor="#EEEEEE"),
         yaxis=dict(title="model calls", gridcolor="#EEEEEE", rangemode="tozero")))
     return fig
