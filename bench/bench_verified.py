@@ -36,7 +36,7 @@ def hf_generate(model, prompt_ids, max_new_tokens, stop, lookup: int | None):
     """Bare HF generate (greedy, or prompt lookup with ``lookup`` tokens): new ids up to the stop."""
     import torch
 
-    from sbd_viz.decoders.steps import stop_index
+    from sbd_viz.decoders.base import find_stop
 
     ids = torch.tensor([prompt_ids])
     extra = {"prompt_lookup_num_tokens": lookup} if lookup else {}
@@ -45,8 +45,8 @@ def hf_generate(model, prompt_ids, max_new_tokens, stop, lookup: int | None):
                                tokenizer=model.tokenizer, eos_token_id=model.eos_token_id,
                                pad_token_id=model.eos_token_id, **extra)
     new = out[0, len(prompt_ids):].tolist()
-    hit = stop_index(model, new, 1, tuple(stop))
-    return new[: hit[0]] if hit else new
+    found = find_stop(model, new, 1, tuple(stop))
+    return new[: found.index] if found else new
 
 
 def main(argv=None) -> int:

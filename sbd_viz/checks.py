@@ -6,8 +6,55 @@ error points at the argument that was wrong, not at this module.
 
 from __future__ import annotations
 
-from .model import SBDModel
+import math
+
+from .model import MAX_BLOCK_SIZE, SBDModel
 from .trace import Trace
+
+
+def _bounds(lo, hi, unit: str = "") -> str:
+    unit = f" {unit}" if unit else ""
+    if lo is not None and hi is not None:
+        return f"{unit} in [{lo}, {hi}]"
+    if lo is not None:
+        return f"{unit} >= {lo}"
+    return f"{unit} <= {hi}" if hi is not None else unit
+
+
+def check_whole(value, name: str, lo: int | None = None, hi: int | None = None, unit: str = "") -> int:
+    """A whole number (an ``int``, not a ``bool``) in [``lo``, ``hi``] (a bound of None is open)."""
+    if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo) \
+            or (hi is not None and value > hi):
+        of = f" of {unit}" if unit else ""
+        raise ValueError(f"{name}: must be a whole number{of}{_bounds(lo, hi)}, got {value!r}")
+    return value
+
+
+def check_number(value, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> float:
+    """A finite real number (not a ``bool``) in [``lo``, ``hi``] (``lo_open``: > ``lo``); returned as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or (lo is not None and (value <= lo if lo_open else value < lo)) or (hi is not None and value > hi):
+        bounds = f" > {lo}" if lo_open and hi is None else _bounds(lo, hi)
+        raise ValueError(f"{name}: must be a finite number{bounds}, got {value!r}")
+    return float(value)
+
+
+def check_probability(value, name: str) -> float:
+    """A probability: a finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= 1:
+        raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_block_size(value, model=None, name: str = "block_size") -> int:
+    """A block size: a whole number in [1, ``MAX_BLOCK_SIZE``]. None means the model's own (``model.block_size``:
+    the one its folder records, else 16), the one place that default is resolved."""
+    if value is None:
+        if model is None:
+            raise ValueError(f"{name}: None means the model's block size, but no model was given")
+        return model.block_size
+    return check_whole(value, name, 1, MAX_BLOCK_SIZE)
 
 
 def check_model(model, name: str = "model") -> SBDModel:

@@ -63,7 +63,7 @@ def block_call_mask(past: int, n_causal: int, n_block: int) -> torch.Tensor:
 class ModelCall:
     """A forward a decode asks for: ``fused_call`` feeding ``new_ids`` causally and predicting the block ``block_ids``.
 
-    The reply is ``(causal, block, seconds)``: the logits of the last ``n_causal`` causal positions
+    The reply is a ``sbd_viz.decoders.base.Reply``: the logits of the last ``n_causal`` causal positions
     (n_causal, V), the block's logits (len(block_ids), V), float32, and the forward's wall time.
     """
 
@@ -91,7 +91,103 @@ def default_model_path() -> Path:
         "pass path=... or set SBD_VIZ_MODEL to a model folder")
 
 
-class SBDModel:
+class ModelBase:
+    """What every model kind shares: a transformers model, its tokenizer and name; the device; the context it
+    was trained on and the check that a decode fits in it; how the vocabulary is spelled. A model kind
+    (``SBDModel``, ``sbd_viz.decoders.diffusion.DiffusionModel``) is one subclass: it checks its model's type
+    and adds what only it has (SBD's block call, DiffusionGemma's canvas)."""
+
+    # How an error names the context: "was trained on a context of N" (recorded at training), or the architecture's.
+    context_words = "was trained on a context of"
+
+    def __init__(self, model, tokenizer, name: str | None = None):
+        if not callable(getattr(tokenizer, "encode", None)):
+            raise TypeError("tokenizer: expected a transformers tokenizer")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self._text_cache: dict[int, str] = {}
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def mask_id(self) -> int | None:
+        """The mask token's id, or None if the model has none. No decode ever writes it."""
+        mask_id = getattr(self.model.config, "mask_token_id", None)
+        if mask_id is None:
+            mask_id = self.tokenizer.mask_token_id
+        return None if mask_id is None else int(mask_id)
+
+    @property
+    def context_length(self) -> int | None:
+        """Positions the model was trained on: ``config.sbd_context_length`` as recorded by ``sbd-viz train``,
+        else the (text) config's ``max_position_embeddings``, else None (no known limit)."""
+        config = self.model.config
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        for name in ("sbd_context_length", "max_position_embeddings", "n_positions"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    def tokens_written(self, max_new_tokens: int) -> int:
+        """The positions a decode of ``max_new_tokens`` may fill (a model that writes whole blocks rounds up)."""
+        return max_new_tokens
+
+    def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
+        """Raise ``ValueError`` naming ``prompt`` or ``max_new_tokens`` if the decode could run past the context.
+
+        ``n_prompt`` counts the prompt's tokens (with BOS). Beyond the trained context a model
+        silently writes nonsense, so the limit is enforced before any call.
+        """
+        limit, written = self.context_length, self.tokens_written(max_new_tokens)
+        if limit is None or n_prompt + written <= limit:
+            return
+        if n_prompt >= limit:
+            raise ValueError(f"prompt: {n_prompt} tokens, but model {self.name!r} {self.context_words} "
+                             f"{limit} tokens (prompt + max_new_tokens must fit in it); shorten the prompt")
+        fit = max(n for n in range(limit - n_prompt + 1) if self.tokens_written(n) <= limit - n_prompt)
+        as_written = "" if written == max_new_tokens else f" (written as {written}, whole blocks of {self.block_size})"
+        raise ValueError(f"max_new_tokens: {max_new_tokens} new tokens{as_written} after a {n_prompt}-token prompt "
+                         f"need {n_prompt + written} positions, but model {self.name!r} {self.context_words} "
+                         f"{limit}; use max_new_tokens <= {fit} or a shorter prompt")
+
+    def encode(self, text: str) -> list[int]:
+        """Prompt ids, with the tokenizer's BOS if it adds one (as in training)."""
+        return list(self.tokenizer(text).input_ids)
+
+    def token_text(self, token_id: int) -> str:
+        """One token's text as the tokenizer spells it alone (special tokens kept)."""
+        if token_id not in self._text_cache:
+            self._text_cache[token_id] = self.tokenizer.decode([token_id])
+        return self._text_cache[token_id]
+
+    def text(self, ids) -> str:
+        """The ids' text as a reader sees it: special tokens skipped."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def raw_text(self, ids) -> str:
+        """The ids' text with special tokens kept: where a stop is looked for (a chat model's stop string is a
+        special token)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def output_texts(self, prompt_ids, ids) -> list[str]:
+        """Each output token's text as a trace records it (``token_text``; ``sbd_viz.causal_lm.CausalLM`` reads a
+        byte-level tokenizer's pieces in context, so a character split across tokens shows whole)."""
+        return [self.token_text(t) for t in ids]
+
+    def trace_meta(self) -> dict:
+        """What a trace records of this model besides its name (``CausalLM``: its kind and special tokens)."""
+        return {}
+
+
+class SBDModel(ModelBase):
     """A causal LM ready for SBD decoding.
 
     ``SBDModel(hf_model, hf_tokenizer)`` wraps loaded objects; ``SBDModel.from_pretrained(path)``
@@ -102,13 +198,8 @@ class SBDModel:
     def __init__(self, model, tokenizer, name: str | None = None):
         if not hasattr(model, "config") or not callable(model):
             raise TypeError("model: expected a transformers causal LM (a PreTrainedModel)")
-        if not callable(getattr(tokenizer, "encode", None)):
-            raise TypeError("tokenizer: expected a transformers tokenizer")
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
+        super().__init__(model, tokenizer, name)
         self._eager = getattr(model.config, "_attn_implementation", "sdpa") == "eager"
-        self._text_cache: dict[int, str] = {}
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
@@ -132,30 +223,13 @@ class SBDModel:
     # -- vocabulary ---------------------------------------------------------------------
     @property
     def mask_token_id(self) -> int:
-        mask_id = getattr(self.model.config, "mask_token_id", None)
-        if mask_id is None:
-            mask_id = self.tokenizer.mask_token_id
+        mask_id = self.mask_id
         if mask_id is None:
             raise MaskTokenError(
                 f"model {self.name!r} has no mask token, so it cannot decode with SBD. Fine-tune it for SBD "
                 "(sbd-viz train --base DIR adds one), or call sbd_viz.add_mask_token(model, tokenizer) first; "
                 "NTP decoding (decode_ntp) works without one")
-        return int(mask_id)
-
-    @property
-    def eos_token_id(self) -> int | None:
-        return self.tokenizer.eos_token_id
-
-    @property
-    def context_length(self) -> int | None:
-        """Positions the model was trained on: ``config.sbd_context_length`` as recorded by
-        ``sbd-viz train``, else ``max_position_embeddings``, else None (no known limit)."""
-        config = self.model.config
-        for name in ("sbd_context_length", "max_position_embeddings", "n_positions"):
-            value = getattr(config, name, None)
-            if isinstance(value, int) and value > 0:
-                return value
-        return None
+        return mask_id
 
     @property
     def block_size(self) -> int:
@@ -169,38 +243,6 @@ class SBDModel:
             raise ValueError(f"config.sbd_block_size: model {self.name!r} records {value!r}, but a block size must "
                              f"be a whole number in [1, {MAX_BLOCK_SIZE}]; fix its config.json or remove the key")
         return value
-
-    def check_fits(self, n_prompt: int, max_new_tokens: int) -> None:
-        """Raise ``ValueError`` naming ``prompt`` or ``max_new_tokens`` if the decode could run past the context.
-
-        ``n_prompt`` counts the prompt's tokens (with BOS). Beyond the trained context a model
-        silently writes nonsense, so the limit is enforced before any call.
-        """
-        limit = self.context_length
-        if limit is None or n_prompt + max_new_tokens <= limit:
-            return
-        if n_prompt >= limit:
-            raise ValueError(f"prompt: {n_prompt} tokens, but model {self.name!r} was trained on a context of "
-                             f"{limit} tokens (prompt + max_new_tokens must fit in it); shorten the prompt")
-        raise ValueError(f"max_new_tokens: {max_new_tokens} new tokens after a {n_prompt}-token prompt need "
-                         f"{n_prompt + max_new_tokens} positions, but model {self.name!r} was trained on a "
-                         f"context of {limit}; use max_new_tokens <= {limit - n_prompt} or a shorter prompt")
-
-    @property
-    def device(self) -> torch.device:
-        return self.model.device
-
-    def encode(self, text: str) -> list[int]:
-        """Prompt ids, with the tokenizer's BOS if it adds one (as in training)."""
-        return list(self.tokenizer(text).input_ids)
-
-    def token_text(self, token_id: int) -> str:
-        if token_id not in self._text_cache:
-            self._text_cache[token_id] = self.tokenizer.decode([token_id])
-        return self._text_cache[token_id]
-
-    def text(self, ids) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def fingerprint(self) -> str:
         """A short hash of the config and the weights, for caching results per model."""

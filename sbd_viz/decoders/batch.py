@@ -1,4 +1,4 @@
-"""Batched SBD decoding: many prompts share each forward, and every row advances on its own.
+"""Batched decoding: many prompts share each forward, and every row advances on its own.
 
 ``decode_batch(model, prompts, ...)`` returns one ``Trace`` per prompt, with the output ``decode``
 gives that prompt alone. Each row is an ordinary ``Decoding`` (its rule, its stops, its
@@ -41,9 +41,11 @@ from typing import Iterable
 
 import torch
 
-from ..checks import check_model
-from .sbd import DecodeConfig, Decoding, NTPDecoding
+from ..checks import check_model, check_whole
+from .registry import DecoderSpec, check_serves, decoders, default_decoder, get_decoder, prepare
+from .sbd import DecodeConfig
 from ..model import CacheCut, ModelCall, SBDModel
+from .base import Reply
 from ..rules import DEFAULT_GAMMA, DEFAULT_RULE
 from ..trace import Trace
 
@@ -148,7 +150,8 @@ class BatchStats:
 
 @dataclass
 class BatchDecoding:
-    """SBD decodes of many prompts served together; ``run()`` returns their traces in input order.
+    """Decodes of many prompts served together (SBD by default; ``decoder``: any registered decoder whose class
+    has ``requests()``); ``run()`` returns their traces in input order.
 
     Every prompt is checked on construction (settings, prompt, trained context), before any call.
     ``stats`` says how busy the batch was. In a batched trace, a step's ``wall_time`` is the
@@ -160,11 +163,12 @@ class BatchDecoding:
     prompts: list[str]
     config: DecodeConfig = field(default_factory=DecodeConfig)
     batch_size: int = 8
-    decoder: str = "sbd"  # or "ntp": greedy NTP, one token per call from the causal logits (NTPDecoding)
-    # smallest prefill piece; None feeds every prompt whole; "auto": 16 for NTP rows, None for SBD rows. Measured
-    # on the suite at batch 32 (2 threads): NTP 1.7x the items/s of whole prompts (a 1-token row no longer pads to a
-    # prompt); SBD 0.93-1.05x: its rows enter in waves and are ~32 tokens wide anyway, so pieces only add calls.
+    decoder: str | DecoderSpec | None = None  # any registered decoder with requests() (sv.decoders()); None: SBD
+    # smallest prefill piece; None feeds every prompt whole; "auto": the decoding class's ``prefill_chunk`` (NTP's
+    # 16), else None. SBD measured on the suite at batch 32 (2 threads): 0.93-1.05x the items/s of whole prompts:
+    # its rows enter in waves and are ~32 tokens wide anyway, so pieces only add calls.
     prefill_chunk: int | None | str = "auto"
+    own: dict = field(default_factory=dict)  # the decoder's own settings (its spec's ``own``), e.g. remask_threshold
     stats: BatchStats = field(default_factory=BatchStats, init=False)
 
     def __post_init__(self):
@@ -175,22 +179,28 @@ class BatchDecoding:
         if not self.prompts:
             raise ValueError("prompts: no prompts to decode")
         b = self.batch_size
-        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BATCH_SIZE:
-            raise ValueError(f"batch_size: must be a whole number in [1, {MAX_BATCH_SIZE}], got {b!r}")
+        check_whole(b, "batch_size", 1, MAX_BATCH_SIZE)
         if not isinstance(self.config, DecodeConfig):
             raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
+        self._spec = spec = default_decoder(self.model) if self.decoder is None else get_decoder(self.decoder)
+        check_serves(spec, self.model)
+        if not spec.batchable:
+            raise ValueError(f"decoder: {spec.name!r} cannot be batched (its decoding class has no requests()); "
+                             f"batchable: {', '.join(s.name for s in decoders(self.model) if s.batchable)}")
+        stray = [k for k in self.own if k not in spec.own]
+        if stray:
+            raise ValueError(f"{stray[0]}: not a setting of decoder {spec.name!r}'s own "
+                             f"({', '.join(spec.own) or 'none'}); shared settings go in config")
+        own = {**spec.own, **self.own}
         if self.prefill_chunk == "auto":
-            self.prefill_chunk = 16 if self.decoder == "ntp" else None
+            self.prefill_chunk = getattr(spec.decoding, "prefill_chunk", None)
         c = self.prefill_chunk
-        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
-            raise ValueError(f"prefill_chunk: must be a whole number >= 1 or None, got {c!r}")
-        if self.decoder not in ("sbd", "ntp"):
-            raise ValueError(f"decoder: must be 'sbd' or 'ntp', got {self.decoder!r}")
-        kind = Decoding if self.decoder == "sbd" else NTPDecoding
+        if c is not None:
+            check_whole(c, "prefill_chunk", 1)
         self._decodings = []
         for i, prompt in enumerate(self.prompts):
             try:
-                self._decodings.append(kind(self.model, prompt, self.config))
+                self._decodings.append(spec.decoding(self.model, prompt, self.config, **own))
             except ValueError as exc:
                 raise ValueError(f"{exc} (prompts[{i}])") from None
         self._ran = False
@@ -264,7 +274,7 @@ class BatchDecoding:
         return traces
 
     def _trace(self, index: int) -> Trace:
-        trace = self._decodings[index].trace()
+        trace = self._spec.trace(self._decodings[index])
         meta = {**trace.meta, "batch_size": self.batch_size,
                 "wall_time": "the batched forward each step shared, plus the row's own work"}
         return replace(trace, meta=meta)
@@ -292,7 +302,7 @@ class BatchDecoding:
             self.stats.prefill_pieces += 1
         return served, rests
 
-    def _forward(self, cache: _BatchCache, requests: list[ModelCall | None]) -> list[tuple | None]:
+    def _forward(self, cache: _BatchCache, requests: list[ModelCall | None]) -> list[Reply | None]:
         """One forward for every row: row r feeds its new tokens, then its block, padded to the longest."""
         model = self.model
         n_rows = len(requests)
@@ -343,14 +353,14 @@ class BatchDecoding:
         cache.appended(fed, k_max)
         seconds = time.perf_counter() - t0
         logits = out.logits.float().reshape(-1, out.logits.shape[-1])  # (kept positions, V), row by row
-        replies: list[tuple | None] = []
+        replies: list[Reply | None] = []
         offset = 0
         for r, req in enumerate(requests):
             if req is None:
                 replies.append(None)
                 continue
             c, k = req.n_causal, sizes[r]
-            replies.append((logits[offset: offset + c], logits[offset + c: offset + c + k], seconds))
+            replies.append(Reply(logits[offset: offset + c], logits[offset + c: offset + c + k], seconds))
             offset += c + k
         busy = sum(q is not None and bool(q.block_ids or q.n_causal) for q in requests)  # prefill pieces are not
         self.stats.calls += 1
@@ -366,21 +376,21 @@ def decode_batch(model: SBDModel, prompts: Iterable[str], rule: str = DEFAULT_RU
                  block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
                  stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
                  verify: bool = False, batch_size: int = 8, progress: bool = False,
-                 decoder: str = "sbd", prefill_chunk: int | None | str = "auto") -> list[Trace]:
-    """Decode many prompts with SBD, ``batch_size`` rows per forward; one ``Trace`` per prompt, in order.
+                 decoder: str | None = None, prefill_chunk: int | None | str = "auto", **own) -> list[Trace]:
+    """Decode many prompts with ``decoder``, ``batch_size`` rows per forward; one ``Trace`` per prompt, in order.
 
-    ``decoder="ntp"`` decodes greedy NTP instead (one token per call, ``decode_ntp``'s traces), the
-    batched baseline for SBD's speed.
+    ``decoder``: any registered decoder whose class has ``requests()`` (None: SBD; ``"ntp"`` is greedy NTP, one
+    token per call, the batched baseline for SBD's speed); the settings are ``sv.decode``'s, and the decoder's own
+    go in ``own`` (e.g. ``remask_threshold=0.7``). A setting the decoder does not take is refused by name.
 
-    Each trace holds what ``decode`` gives that prompt alone (same settings; at temperature 0 up to
+    Each trace holds what ``sv.decode`` gives that prompt alone (same settings; at temperature 0 up to
     float rounding, see ``sbd_viz.decoders.batch``). A finished row's place goes to the next prompt at once.
     ``prefill_chunk`` feeds long prompts in pieces (see ``BatchDecoding``).
     ``BatchDecoding`` gives the same traces and ``stats`` (how busy the batch was).
     ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
     """
-    block_size = check_model(model).block_size if block_size is None else block_size
-    config = DecodeConfig(rule=rule, gamma=gamma, block_size=block_size, max_new_tokens=max_new_tokens,
-                          temperature=temperature, seed=seed, stop=stop or (), gap_free=gap_free, top_n=top_n,
-                          verify=verify)
+    spec, config, own = prepare(model, decoder, max_new_tokens, stop, top_n, rule=rule, gamma=gamma,
+                                block_size=block_size, temperature=temperature, seed=seed, gap_free=gap_free,
+                                verify=verify, **own)
     return BatchDecoding(model, list(prompts) if not isinstance(prompts, str) else prompts, config,
-                         batch_size, decoder, prefill_chunk).run(progress=progress)
+                         batch_size, spec, prefill_chunk, own).run(progress=progress)

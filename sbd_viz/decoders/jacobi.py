@@ -18,9 +18,12 @@ import time
 from dataclasses import replace
 from typing import Generator
 
-from .sbd import Decoding, _ntp_config, _trace
+from .ntp import _ntp_config
+from .registry import DecoderSpec, Knob
+from .sbd import Decoding, _trace
 from ..model import CacheCut, ModelCall
-from .steps import checked_step, stop_index
+from .base import Stop, find_stop, greedy
+from .steps import checked_step
 from ..trace import Trace
 
 
@@ -39,30 +42,30 @@ class JacobiDecoding(Decoding):
         pending = list(self.prompt_ids)  # the accepted text not yet in the cache: its last token, or the prompt
         generated: list[int] = []
         guess: list[int] = []
-        reason, call = "length", 0
+        call, found = 0, None
         while len(generated) < config.max_new_tokens:
             room = config.max_new_tokens - len(generated)
             # the guess: what the last call predicted past its accepted tokens, padded with the last token
             guess = (guess + [pending[-1]] * k)[: min(k, room) - 1]
             cached = n_prompt + len(generated) - len(pending)  # the cache's length before the call
-            rows, _, seconds = yield ModelCall(pending + guess, [], len(guess) + 1)  # (len(guess) + 1, V)
+            reply = yield ModelCall(pending + guess, [], len(guess) + 1)
+            rows = reply.causal  # (len(guess) + 1, V)
             t0 = time.perf_counter()
-            ntp = rows.argmax(-1).tolist()
+            ntp = greedy(model, rows).tolist()
             agree = next((i for i, g in enumerate(guess) if g != ntp[i]), len(guess))
             kept = ntp[: agree + 1]
-            hit = stop_index(model, generated + kept, len(generated) + 1, config.stop)
-            kept = kept[: hit[0] - len(generated)] if hit else kept
+            found = find_stop(model, generated + kept, len(generated) + 1, config.stop)
+            kept = kept[: found.index - len(generated)] if found else kept
             step = checked_step(model, call, n_prompt + len(generated), guess, rows, kept, len(pending) + len(guess),
                                 0.0, config.top_n)
             # the cache keeps the fed tokens up to the last right guess; the last kept token is fed next call
             yield CacheCut(cached + len(pending) + len(kept) - 1)
-            self._steps.append(replace(step, wall_time=seconds + time.perf_counter() - t0))
+            self._steps.append(replace(step, wall_time=reply.seconds + time.perf_counter() - t0))
             generated += kept
             pending, guess, call = kept[-1:], ntp[agree + 1:], call + 1
-            if hit:
-                reason = hit[1]
+            if found:
                 break
-        return generated, reason
+        return generated, found or Stop(len(generated), "length")
 
     def trace(self) -> Trace:
         self._finished()
@@ -70,3 +73,8 @@ class JacobiDecoding(Decoding):
                   "block_size": self.config.block_size, "exact": True}
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
                       config)
+
+
+JACOBI = DecoderSpec(name="jacobi", label="Jacobi", decoding=JacobiDecoding, takes=("block_size",), exact=True,
+                     knob=Knob("block_size", 1, 32, 1), model="causal")
+SPECS = (JACOBI,)

@@ -18,27 +18,25 @@ the step); a remask is ``Step.renoised``. Confirmed slots show the draft they we
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from typing import Generator
 
 import torch
 
+from .registry import DecoderSpec, Knob
 from .sbd import DecodeConfig, Decoding, _trace
+from ..checks import check_probability
 from ..model import CacheCut, ModelCall, SBDModel
-from .steps import draft, ends_output, propose, slot_views, stop_index
+from .base import Block, Reply, ends_output, propose
+from .steps import draft, slot_views
 from ..trace import Candidate, Draft, Step, Trace
 
 DEFAULT_REMASK_THRESHOLD = 0.5  # re-read probability of the held token below which a pending gap fill is remasked
-OPEN, PENDING, DONE, DROPPED = "open", "pending", "done", "dropped"  # a slot's state; dropped: past a stop
 
 
 def check_threshold(value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= 1:
-        raise ValueError(f"remask_threshold: must be a probability in [0, 1], got {value!r}")
-    return float(value)
+    return check_probability(value, "remask_threshold")
 
 
 class RemaskDecoding(Decoding):
@@ -58,84 +56,80 @@ class RemaskDecoding(Decoding):
 
     def requests(self) -> Generator[ModelCall | CacheCut, object, None]:
         self._start()
-        return self._keep_output(self._requests())
+        return self._keep_output(self._block_loop())
 
-    def _requests(self):
-        model, config = self.model, self.config
-        mask_id, k_max = model.mask_token_id, config.block_size
-        pending = list(self.prompt_ids)  # final tokens not yet in the cache: fed causally with the next block
-        generated: list[int] = []
-        call, block, reason = 0, 0, "length"
-        while len(generated) < config.max_new_tokens and reason == "length":
-            k = min(k_max, config.max_new_tokens - len(generated))
-            start = len(self.prompt_ids) + len(generated)
-            tokens, state = [mask_id] * k, [OPEN] * k
-            stood: dict[int, Draft] = {}  # a confirmed slot's draft as it was committed
-            remasked: set[int] = set()
-            step = 0
-            while any(s in (OPEN, PENDING) for s in state):
-                fed = [tokens[s] if state[s] == DONE else mask_id for s in range(k)]
-                _, logits, seconds = yield ModelCall(pending, fed)
-                t0 = time.perf_counter()
-                n_input, pending = len(pending) + k, []
-                probs, entropy, proposal, confidence = propose(logits, 0.0, None)  # (k, V), (k,) x3
-                top_p, top_i = torch.topk(probs, min(config.top_n, probs.shape[-1]), -1)
-                read = {s: self._draft(s, probs, entropy, top_p, top_i) for s in range(k) if state[s] != DONE}
-                open_before = [s for s in range(k) if state[s] == OPEN]
-                renoised = []
-                for s in [s for s in range(k) if state[s] == PENDING]:
-                    if float(probs[s, tokens[s]]) < self.threshold and s not in remasked:
-                        tokens[s], state[s] = mask_id, OPEN
-                        remasked.add(s)
-                        renoised.append(s)
-                    elif not any(o < s for o in open_before):
-                        state[s] = DONE
-                commits = []
-                if open_before:
-                    idx = torch.tensor(open_before)
-                    commits, _ = draft(model, config._rule, open_before, proposal[idx], confidence[idx],
-                                       entropy[idx])
-                    chosen = {c.slot for c in commits}
-                    open_after = [s for s in range(k) if (state[s] == OPEN and s not in chosen)]
-                    commits = [replace(c, gap=sum(1 for s in open_after if s < c.slot)) for c in commits]
-                    for c in commits:
-                        tokens[c.slot], state[c.slot] = c.token_id, PENDING if c.gap else DONE
-                for s in range(k):
-                    if state[s] == DONE and s not in stood:
-                        stood[s] = replace(read[s], accepted=True, held_id=tokens[s],
-                                           held_text=model.token_text(tokens[s]))
-                canvas = tuple(stood[s] if s in stood else replace(
-                    read[s], accepted=state[s] == PENDING, held_id=tokens[s] if state[s] == PENDING else None,
-                    held_text=model.token_text(tokens[s]) if state[s] == PENDING else None) for s in range(k))
-                self._steps.append(Step(
-                    call=call, block=block, block_start=start, block_size=k, step=step, masked=tuple(open_before),
-                    slots=slot_views(model, open_before, probs[open_before], entropy[open_before], config.top_n),
-                    commits=tuple(commits), wall_time=seconds + time.perf_counter() - t0, n_input=n_input,
-                    canvas=canvas, renoised=tuple(renoised)))
-                call, step = call + 1, step + 1
-                # "generate until": slots right of a confirmed stop token never reach the output
-                ends = [s for s in range(k) if state[s] == DONE and ends_output(model, tokens[s], config.stop)]
-                for s in range(ends[0] + 1 if ends else k, k):
-                    state[s] = DROPPED
-                prefix = next((s for s in range(k) if state[s] != DONE), k)
-                hit = stop_index(model, generated + tokens[:prefix], len(generated) + 1, config.stop)
-                if hit:
-                    generated, reason = (generated + tokens[:prefix])[: hit[0]], hit[1]
-                    break
-            if reason == "length":
-                generated += tokens
-                pending = list(tokens)
-            block += 1
-        return generated, reason
+    # A slot of the block is open (the mask id), pending (a gap fill held, ``self._held``, not final), or done
+    # (``Block.final``). ``BlockLoop`` decodes the live slots (``live_slots``: none right of a done stop token).
+    def _begin_block(self, block: Block) -> None:
+        self._held: set[int] = set()  # pending slots: their token is held in ``block.tokens``, fed masked
+        self._stood: dict[int, Draft] = {}  # a done slot's draft as it was committed
+        self._remasked: set[int] = set()
 
-    def _draft(self, slot: int, probs, entropy, top_p, top_i) -> Draft:
-        """Slot ``slot``'s draft in this call (its argmax, confidence, entropy and top candidates)."""
+    def _fed(self, block: Block) -> list[int]:
+        """Done slots as their tokens, the others masked; so are done slots right of a done stop token, which
+        can never reach the output."""
+        cut = next((s for s in range(block.size) if block.final[s]
+                    and ends_output(self.model, block.tokens[s], self.config.stop)), block.size)
+        return [t if block.final[s] and s <= cut else block.mask_id for s, t in enumerate(block.tokens)]
+
+    def _call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float) -> Step:
+        model, config, k, tokens = self.model, self.config, block.size, block.tokens
+        proposal = propose(model, reply.block, 0.0, None)  # (k, V): every slot of the block
+        probs = proposal.probs
+        top_p, top_i = torch.topk(probs, min(config.top_n, probs.shape[-1]), -1)
+        read = {s: self._draft(s, proposal, top_p, top_i) for s in range(k) if not block.final[s]}
+        open_before = [s for s in live if s not in self._held]
+        renoised = []
+        for s in [s for s in live if s in self._held]:
+            if float(probs[s, tokens[s]]) < self.threshold and s not in self._remasked:
+                block.reopen(s)
+                self._held.discard(s)
+                self._remasked.add(s)
+                renoised.append(s)
+            elif not any(o < s for o in open_before):
+                block.write(s, tokens[s])
+                self._held.discard(s)
+        commits = []
+        if open_before:
+            commits, _ = draft(model, config._rule, open_before, proposal.rows(open_before), self._knob_intervals)
+            chosen = {c.slot for c in commits}
+            open_after = [s for s in range(k) if not block.final[s] and s not in self._held and s not in chosen]
+            commits = [replace(c, gap=sum(1 for s in open_after if s < c.slot)) for c in commits]
+            for c in commits:
+                if c.gap:
+                    tokens[c.slot] = c.token_id
+                    self._held.add(c.slot)
+                else:
+                    block.write(c.slot, c.token_id)
+        for s in range(k):
+            if block.final[s] and s not in self._stood:
+                self._stood[s] = replace(read[s], accepted=True, held_id=tokens[s],
+                                         held_text=model.token_text(tokens[s]))
+        live_held = {s for s in self._held if s in live}  # a held slot right of a done stop token is dropped
+        canvas = tuple(self._stood[s] if s in self._stood else replace(
+            read[s], accepted=s in live_held, held_id=tokens[s] if s in live_held else None,
+            held_text=model.token_text(tokens[s]) if s in live_held else None) for s in range(k))
+        return Step(call=call, block=block.index, block_start=len(self.prompt_ids) + block.start, block_size=k,
+                    step=block.steps, masked=tuple(open_before),
+                    slots=slot_views(model, open_before, proposal.rows(open_before), config.top_n),
+                    commits=tuple(commits), wall_time=time.perf_counter() - started, n_input=n_input, canvas=canvas,
+                    renoised=tuple(renoised))
+
+    def _draft(self, slot: int, proposal, top_p, top_i) -> Draft:
+        """Slot ``slot``'s draft in this call (its proposal, confidence, entropy and top candidates)."""
         top = tuple(Candidate(int(i), self.model.token_text(int(i)), float(p))
                     for p, i in zip(top_p[slot].tolist(), top_i[slot].tolist()))
-        return Draft(slot, top[0].token_id, top[0].text, top[0].prob, float(entropy[slot]), top, False)
+        token = int(proposal.tokens[slot])  # the argmax, unless that is the mask id
+        return Draft(slot, token, self.model.token_text(token), float(proposal.confidence[slot]),
+                     float(proposal.entropy[slot]), top, False)
 
     def trace(self) -> Trace:
         self._finished()
         config = {**self.config.as_dict(), "decoder": "remask", "remask_threshold": self.threshold}
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
-                      config)
+                      config, self._gamma_range())
+
+
+REMASK = DecoderSpec(name="remask", label="SBD + remasking", decoding=RemaskDecoding, takes=("rule", "gamma", "block_size"),
+                     own={"remask_threshold": DEFAULT_REMASK_THRESHOLD}, knob=Knob("gamma"), model="sbd")
+SPECS = (REMASK,)

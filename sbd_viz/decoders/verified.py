@@ -18,13 +18,13 @@ stop or the length limit, a checking-only call verifies the rest.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Generator, NamedTuple
 
 import torch
 
 from ..model import CacheCut, ModelCall, SBDModel
-from .steps import draft, ends_output, exact_commit, propose, slot_views, stop_index
+from .base import Block, Reply, Stop, find_stop, greedy, live_slots, propose
+from .steps import draft, exact_commit, slot_views
 from ..trace import Check, Commit, Rollback, Step
 
 
@@ -37,48 +37,9 @@ class Place(NamedTuple):
     step: int
 
 
-@dataclass
-class Block:
-    """The block being decoded: ``tokens`` holds the mask id in each open slot, ``filled`` marks the others."""
-
-    index: int
-    start: int  # generated position of slot 0
-    tokens: list[int]
-    filled: list[bool]
-    mask_id: int
-    steps: int = 0  # steps recorded in this block so far
-
-    @classmethod
-    def empty(cls, index: int, start: int, size: int, mask_id: int) -> "Block":
-        return cls(index, start, [mask_id] * size, [False] * size, mask_id)
-
-    @property
-    def size(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def place(self) -> Place:
-        """The place of the block's next step."""
-        return Place(self.index, self.start, self.size, self.steps)
-
-    @property
-    def prefix(self) -> int:
-        """The committed prefix is ``tokens[:prefix]``: up to the first open slot."""
-        return self.filled.index(False) if False in self.filled else self.size
-
-    def open_slots(self) -> list[int]:
-        return [s for s in range(self.size) if not self.filled[s]]
-
-    def write(self, slot: int, token: int) -> None:
-        self.tokens[slot], self.filled[slot] = token, True
-
-    def reopen_after(self, slot: int) -> tuple[int, ...]:
-        """Open again the filled slots right of ``slot``: they were drafted given its token, which was just
-        rejected. Returns them."""
-        dropped = tuple(s for s in range(slot + 1, self.size) if self.filled[s])
-        for s in dropped:
-            self.tokens[s], self.filled[s] = self.mask_id, False
-        return dropped
+def _place(block: Block) -> Place:
+    """The place of the block's next step."""
+    return Place(block.index, block.start, block.size, block.steps)
 
 
 class _Call(NamedTuple):
@@ -112,8 +73,10 @@ class VerifiedDecode:
     ``config`` is the decode's ``DecodeConfig``; each call's ``Step`` is appended to ``steps`` as soon as
     the call is done, so a caller streams them while the decode runs."""
 
-    def __init__(self, model: SBDModel, config, prompt_ids: list[int], steps: list[Step]):
+    def __init__(self, model: SBDModel, config, prompt_ids: list[int], steps: list[Step],
+                 intervals: list | None = None):
         self.model, self.config, self.prompt_ids, self.steps = model, config, list(prompt_ids), steps
+        self.intervals = intervals  # each draft's knob interval is appended here (``draft``), rejected ones too
         self.n_prompt = len(prompt_ids)
         self.line: list[int] = []  # generated tokens before the current block; its tail may hold unchecked drafts
         self.n_ok = 0  # generated tokens known to be NTP's; all but the last are in the cache
@@ -122,30 +85,30 @@ class VerifiedDecode:
         self.block = self._block(0, 0)
         self.prev = Place(-1, 0, 0, 0)  # the previous block, whose tail this block's first call checks
 
-    def requests(self) -> Generator[ModelCall | CacheCut, object, tuple[list[int], str]]:
-        """Yield ``ModelCall``s (send back ``(causal, block, seconds)``) and ``CacheCut``s (send back None);
-        return the output ids and why they end ('stop', 'eos' or 'length')."""
+    def requests(self) -> Generator[ModelCall | CacheCut, Reply | None, tuple[list[int], Stop]]:
+        """Yield ``ModelCall``s (send back a ``Reply``) and ``CacheCut``s (send back None); return the output ids
+        and their ``Stop``."""
         n_max = self.config.max_new_tokens
         while True:
-            hit = stop_index(self.model, self.line + self.block.tokens[: self.block.prefix], self.clean + 1,
-                             self.config.stop)
-            if hit and hit[0] <= self.n_ok:
+            found = find_stop(self.model, self.line + self.block.tokens[: self.block.prefix], self.clean + 1,
+                              self.config.stop)
+            if found and found.index <= self.n_ok:
                 break  # the accepted text holds a stop
             if self.n_ok >= n_max:
-                hit = (n_max, "length")
+                found = Stop(n_max, "length")
                 break
             self.clean = self.n_ok
             masked = self._open_slots()
-            checking = bool(hit) or (not masked and self.block.start + self.block.size == n_max)
+            checking = bool(found) or (not masked and self.block.start + self.block.size == n_max)
             if not checking and not masked:
                 self._next_block()
                 continue
-            plan = self._checking_call(hit) if checking else self._drafting_call(masked)
-            causal, logits, seconds = yield plan.request  # (n_causal, V), (len(block_ids), V)
-            started = time.perf_counter() - seconds  # a step's wall time: the forward plus this decode's own work
-            logp = torch.log_softmax(causal, -1)
+            plan = self._checking_call(found) if checking else self._drafting_call(masked)
+            reply = yield plan.request  # causal (n_causal, V), block (len(block_ids), V)
+            started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
+            logp = torch.log_softmax(reply.causal, -1)
             probs = logp.exp()
-            rows = _Rows(probs, logp, probs.argmax(-1).tolist())
+            rows = _Rows(probs, logp, greedy(self.model, probs).tolist())
             checks, rejected = self._verdicts(plan, rows)
             if rejected is not None:
                 yield CacheCut(self.n_prompt + self.n_ok + rejected)
@@ -153,9 +116,9 @@ class VerifiedDecode:
             elif plan.checking:
                 self._accept_all(plan, checks, started)
             else:
-                self._fill_and_draft(plan, rows, logits, checks, started)
+                self._fill_and_draft(plan, rows, reply.block, checks, started)
             self.call += 1
-        return (self.line + self.block.tokens)[: hit[0]], hit[1]
+        return (self.line + self.block.tokens)[: found.index], found
 
     # -- where things are ----------------------------------------------------------------
     def _block(self, index: int, start: int) -> Block:
@@ -174,17 +137,13 @@ class VerifiedDecode:
         return self.prev.block, g - self.prev.start
 
     def _open_slots(self) -> list[int]:
-        """The open slots a call predicts. As in plain decoding ("generate until"), slots right of a committed
-        stop token are skipped: they can never reach the output. If that leaves none, the stop token's text did
-        not end the decoded output after all, and the slots after it are decoded too."""
-        b, stop = self.block, self.config.stop
-        cut = next((s for s in range(b.size) if b.filled[s] and ends_output(self.model, b.tokens[s], stop)), b.size)
-        return [s for s in b.open_slots() if s < cut] or b.open_slots()
+        """The open slots a call predicts: ``live_slots``, as in plain decoding ("generate until")."""
+        return live_slots(self.model, self.block.tokens, self.block.final, self.config.stop)
 
     def _next_block(self) -> None:
         """The block is complete: it joins the line (its tail still unchecked) and the next block opens after it."""
         b = self.block
-        self.line, self.prev = self.line + b.tokens, b.place
+        self.line, self.prev = self.line + b.tokens, _place(b)
         self.block = self._block(b.index + 1, b.start + b.size)
 
     # -- the call ------------------------------------------------------------------------
@@ -196,9 +155,9 @@ class VerifiedDecode:
                    + [self._at(g) for g in range(max(self.n_ok - 1, 0), b.start + p)])
         return _Call(ModelCall(new_ids, b.tokens[p:], self._n_causal(new_ids)), masked, b.start + p)
 
-    def _checking_call(self, hit: tuple[int, str] | None) -> _Call:
-        """The drafts reach a stop (``hit``) or the length limit: feed them all to be checked, and predict no block."""
-        target = hit[0] if hit else self.config.max_new_tokens
+    def _checking_call(self, found: Stop | None) -> _Call:
+        """The drafts reach a stop (``found``) or the length limit: feed them all to be checked, and predict no block."""
+        target = found.index if found else self.config.max_new_tokens
         new_ids = [self._at(g) for g in range(self.n_ok - 1, target - 1)]
         return _Call(ModelCall(new_ids, [], self._n_causal(new_ids)), [], None, target)
 
@@ -230,7 +189,7 @@ class VerifiedDecode:
         self.n_ok = g + 1
         b = self.block
         if g >= b.start:  # in this block: its drafts right of the rejected one were built on it
-            slot, place = g - b.start, b.place
+            slot, place = g - b.start, _place(b)
             dropped = b.reopen_after(slot)
             b.write(slot, fix)
             b.steps += 1
@@ -248,7 +207,7 @@ class VerifiedDecode:
     def _accept_all(self, plan: _Call, checks: list[Check], started: float) -> None:
         """A checking-only call accepted every draft up to its target."""
         self.n_ok = plan.target
-        self._record(self.block.place, plan, checks, started, masked=(), slots=(), commits=(), check_only=True)
+        self._record(_place(self.block), plan, checks, started, masked=(), slots=(), commits=(), check_only=True)
         self.block.steps += 1
 
     def _fill_and_draft(self, plan: _Call, rows: _Rows, logits: torch.Tensor, checks: list[Check],
@@ -260,14 +219,15 @@ class VerifiedDecode:
         b.write(p, exact)
         self.n_ok = plan.first_open + 1
         commits: list[Commit] = [exact_commit(self.model, p, exact, rows.probs[-1], rows.logp[-1], ntp=True)]
-        probs, entropy, proposal, confidence = propose(logits[[s - p for s in masked]], 0.0, None)  # (m, V), (m,) x3
+        proposal = propose(self.model, logits[[s - p for s in masked]], 0.0, None)  # (m, V) for the open slots
         if len(masked) > 1:  # the slot NTP just filled is not the rule's to draft
-            drafts, _ = draft(self.model, self.config._rule, masked[1:], proposal[1:], confidence[1:], entropy[1:])
+            drafts, _ = draft(self.model, self.config._rule, masked[1:], proposal.rows(range(1, len(masked))),
+                              self.intervals)
             for c in drafts:
                 b.write(c.slot, c.token_id)
             commits += drafts
-        self._record(b.place, plan, checks, started, masked=tuple(masked),
-                     slots=slot_views(self.model, masked, probs, entropy, self.config.top_n),
+        self._record(_place(b), plan, checks, started, masked=tuple(masked),
+                     slots=slot_views(self.model, masked, proposal, self.config.top_n),
                      commits=tuple(sorted(commits, key=lambda c: c.slot)))
         b.steps += 1
 
