@@ -47,14 +47,17 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
-def measure(model, prompt: str, setting: str, settings: dict, step: float) -> dict:
+def measure(model, prompt: str, setting: str, settings: dict, step: float, flip: bool) -> dict:
     lo, hi, _ = COMMIT_RULES[DEFAULT_RULE].slider
     row = {"prompt": prompt, "setting": setting}
-    exact, row["exact_s"] = timed(lambda: gamma_map(model, prompt, **settings))
-    reused, row["exact_reuse_s"] = timed(lambda: gamma_map(model, prompt, reuse_prefix=True, **settings))
-    steps, row["step_s"] = timed(lambda: gamma_map(model, prompt, step=step, **settings))
-    steps_reused, row["step_reuse_s"] = timed(lambda: gamma_map(model, prompt, step=step, reuse_prefix=True,
-                                                                **settings))
+    builds = {}  # each pair runs back to back, in alternating order from prompt to prompt (load drifts)
+    for name, kw in (("exact", {}), ("step", dict(step=step))):
+        order = (False, True) if flip else (True, False)
+        for reuse in order:
+            key = f"{name}{'_reuse' if reuse else ''}"
+            builds[key], row[f"{key}_s"] = timed(lambda: gamma_map(model, prompt, reuse_prefix=reuse, **kw,
+                                                                   **settings))
+    exact, reused, steps, steps_reused = builds["exact"], builds["exact_reuse"], builds["step"], builds["step_reuse"]
     positions = _slider_positions(lo, hi, step, False)
     calls, wrong = 0, 0
     t0 = time.perf_counter()
@@ -90,11 +93,11 @@ def run(args, argv) -> tuple[dict, list[dict], list[dict]]:
     t0 = time.perf_counter()
     results = []
     for item in spread(suite, args.answer_only):
-        results.append(measure(model, item.prompt, "answer only", dict(stop=STOP), args.step))
+        results.append(measure(model, item.prompt, "answer only", dict(stop=STOP), args.step, len(results) % 2 == 0))
         print(results[-1], file=sys.stderr, flush=True)
     for item in spread(suite, args.long, offset=1):
         results.append(measure(model, item.prompt, f"{LONG_TOKENS} tokens",
-                               dict(max_new_tokens=LONG_TOKENS), args.step))
+                               dict(max_new_tokens=LONG_TOKENS), args.step, len(results) % 2 == 0))
         print(results[-1], file=sys.stderr, flush=True)
     header["seconds"] = round(time.perf_counter() - t0, 1)
     header["load_end"] = run_info.load()
@@ -124,7 +127,8 @@ def markdown(header: dict, results: list[dict], examples: list[dict]) -> str:
         "- **reuse**: `reuse_prefix=True`, the calls a piece shares with the piece below it replayed from the previous "
         "decode's replies and KV-cache snapshots instead of run.", "",
         "Calls are model forwards run. Seconds are wall-clock on a shared 2-core CPU, each prompt's five builds run "
-        "back to back; read the ratios, not the absolute times.", "",
+        "back to back (each pair with and without reuse in alternating order from prompt to prompt); read the ratios, "
+        "not the absolute times.", "",
         "| prompt | setting | pieces (exact) | pieces holding a slider position | texts | pieces with NTP's text "
         "| calls: exact / with reuse | calls: step map / with reuse | calls: slider | s: exact / with reuse "
         "| s: step map / with reuse | s: slider | slider ÷ step map (s) | slider ÷ exact (s) | slider decodes ≠ map |",

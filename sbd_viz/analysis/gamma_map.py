@@ -24,9 +24,11 @@ Sampling (temperature > 0) has no γ range and is refused. The decoders are SBD 
 remasking (``decoder="remask"``), whose commit rule's knob is γ.
 
 **Prefix reuse.** Neighbouring pieces share the calls before the first call whose interval ends where the lower
-piece ends. ``reuse_prefix=True`` replays those calls from the previous decode (its replies and a snapshot of the
-KV cache after each call) instead of running them; the replayed replies are the very tensors a fresh decode
-would compute, so the traces are the same. ``bench/GAMMA_MAP.md`` measures what it saves.
+piece ends. ``reuse_prefix=True`` (the default) replays those calls from the previous decode (its replies and a
+snapshot of the KV cache after each call) instead of running them; the replayed replies are the very tensors a fresh
+decode would compute, so the traces are the same. Measured on held-out prompts it runs fewer calls and takes less
+time for the exact map and for the step map alike (``bench/GAMMA_MAP.md``); ``reuse_prefix=False`` decodes each
+piece from scratch.
 """
 
 from __future__ import annotations
@@ -285,7 +287,7 @@ class GammaMapWalk:
 
     def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None,
                  hi: float | None = None, step: float | None = None, decoder: str = "sbd",
-                 reuse_prefix: bool = False, **settings):
+                 reuse_prefix: bool = True, **settings):
         self.model = check_model(model)
         check_prompt(prompt)
         if not isinstance(rule, str) or rule not in COMMIT_RULES:
@@ -388,16 +390,16 @@ class GammaMapWalk:
 
 
 def gamma_map(model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None, hi: float | None = None,
-              step: float | None = None, decoder: str = "sbd", reuse_prefix: bool = False, **settings) -> GammaMap:
+              step: float | None = None, decoder: str = "sbd", reuse_prefix: bool = True, **settings) -> GammaMap:
     """Every distinct greedy decode of ``prompt`` over ``[lo, hi]`` of ``rule``'s knob (None: the rule's slider
     range in ``COMMIT_RULES``): a ``GammaMap`` (see the module's docstring).
 
     ``step`` None: the exact map, every piece; a number (the slider's, 0.01): only the pieces holding a multiple of
     it are decoded. ``settings``: ``sv.decode``'s (``block_size``, ``max_new_tokens``, ``stop``, ``gap_free``,
     ``verify``, ``top_n``; a decoder's own, e.g. ``remask_threshold``), the same for every piece; ``temperature``
-    above 0 is refused. ``decoder``: ``"sbd"`` or ``"remask"``. ``reuse_prefix``: replay the calls a piece shares
-    with the piece below it instead of running them (the traces are the same; ``bench/GAMMA_MAP.md`` measures
-    whether it pays)."""
+    above 0 is refused. ``decoder``: ``"sbd"`` or ``"remask"``. ``reuse_prefix`` (default True): replay the calls a
+    piece shares with the piece below it instead of running them (the traces are the same; ``bench/GAMMA_MAP.md``
+    measures what it saves)."""
     walk = GammaMapWalk(model, prompt, rule, lo, hi, step, decoder, reuse_prefix, **settings)
     for _ in walk.pieces():
         pass
