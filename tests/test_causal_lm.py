@@ -240,3 +240,25 @@ def test_a_trace_round_trips_with_its_labels(smol, tmp_path):
     trace = _decode(SPLIT, "prompt_lookup", 6)
     again = sv.Trace.load(trace.save(tmp_path / "t.json"))
     assert output_labels(again) == output_labels(trace) and again.special_tokens == trace.special_tokens
+
+
+def test_the_cli_summary_names_the_kind_and_reads_tokens(smol, capsys, tmp_path):
+    from sbd_viz.cli import main
+
+    assert main(["trace", QUOTE, "--model", MODEL, "--decoder", "prompt_lookup", "--max-new-tokens", "8",
+                 "--out", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "model=smollm2-135m (pretrained LM, not SBD-trained)" in out and "prompt_lookup" in out
+    trace = sv.Trace.load(tmp_path / "t.json")
+    assert trace.output_ids == _decode(QUOTE, "ntp").output_ids[:8]
+    assert all(label in out for label, _ in output_labels(trace))  # each token as the cells show it (␣ for a space)
+
+
+def test_the_explorer_decodes_it_with_its_exact_decoders(smol):
+    pytest.importorskip("ipywidgets")
+    explorer = sv.explore(smol, CODE, decoder="jacobi", max_new_tokens=8)
+    assert "sbd" not in explorer.choices and "jacobi" in explorer.choices
+    assert explorer.trace.output_ids == _decode(CODE, "ntp").output_ids[:8]
+    assert explorer.trace.model_kind == causal_lm.KIND
+    texts = [t for t, _ in _cells(explorer.figure)]
+    assert [label for label, _ in output_labels(explorer.trace)] == [t for t in texts if t and t != plots.MASK_GLYPH]
