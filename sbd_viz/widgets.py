@@ -29,6 +29,7 @@ from .model import SBDModel
 from .plots.animation import save_animation
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .summary import Measure, measures, step_text
+from .checks import check_block_size
 from .trace import Trace, first_difference, visible
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -95,7 +96,7 @@ class Explorer(widgets.VBox):
             raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
         if decode_kwargs.get("block_size") is None:  # as decode: the model's own block size
-            decode_kwargs = {**decode_kwargs, "block_size": model.block_size}
+            decode_kwargs = {**decode_kwargs, "block_size": check_block_size(None, model)}
         # the dropdown: every registered decoder that serves the model; NTP is the comparison
         self.choices = tuple(s.name for s in decoders(model) if s is not NTP)
         decoder = decode_kwargs.pop("decoder", None) or default_decoder(model).name

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import itertools
 
-from ..checks import check_model
+from ..checks import check_block_size, check_model
 from .evaluation import STOP
 from ..decoders.ntp import NTP
 from ..decoders.registry import check_serves, decode, decoders as registered, get_decoder
@@ -84,7 +84,7 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders:
         raise ValueError(f"{stray[0]}: not a setting of any decoder swept ({', '.join(s.name for s in specs)})")
     prompts = [i.prompt if isinstance(i, SuiteItem) else i for i in items]
     scored = all(isinstance(i, SuiteItem) for i in items)
-    sizes = [model.block_size if k is None else k for k in block_sizes]
+    sizes = [check_block_size(k, model) for k in block_sizes]
     axes = {"rule": (rule,), "gamma": tuple(gammas), "block_size": tuple(sizes), "verify": tuple(verify),
             **{k: tuple(v) for k, v in values.items()}}
     settings = _settings(specs, axes)

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Iterable
 
 from ..decoders.batch import MAX_BATCH_SIZE, BatchDecoding
-from ..checks import check_model
+from ..checks import check_block_size, check_model, check_whole
 from ..decoders.ntp import NTP, decode_ntp
 from ..decoders.registry import check_serves, config_for, decode, get_decoder, split_settings
 from ..model import SBDModel
@@ -68,7 +68,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     ``measure_speedup``, ``ntp`` (NTP's measures on the same items), ``speedup_calls`` (NTP
     calls / the decoder's calls) and ``speedup_wall`` (NTP seconds / the decoder's seconds).
     """
-    block_size = check_model(model).block_size if block_size is None else block_size
+    block_size = check_block_size(block_size, check_model(model))
     plan = _Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
                  decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
                  verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size, **own)
@@ -140,8 +140,7 @@ class _Plan:
         check_serves(spec, model)
         if not isinstance(verify, bool):
             raise ValueError(f"verify: must be True or False, got {verify!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise ValueError(f"batch_size: must be a whole number in [1, {MAX_BATCH_SIZE}], got {batch_size!r}")
+        check_whole(batch_size, "batch_size", 1, MAX_BATCH_SIZE)
         if batch_size > 1 and not spec.batchable:
             raise ValueError(f"batch_size: decoder {spec.name!r} cannot be batched (no requests()); use 1")
         if speed_batch_size not in (None, 1, batch_size) or isinstance(speed_batch_size, bool):

@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 import torch
 
 from .._version import __version__
-from ..checks import check_model, check_trace, check_traces
+from ..checks import check_block_size, check_model, check_trace, check_traces, check_whole
 from ..decoders.sbd import DecodeConfig
 from .evaluation import STOP, _Plan, is_main_process, main_decides, split_items
 from ..model import SBDModel
@@ -447,10 +447,9 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     import pandas as pd
 
     model = check_model(model)
-    block_sizes = (model.block_size,) if block_sizes is None else block_sizes
+    block_sizes = (check_block_size(None, model),) if block_sizes is None else block_sizes
     items, scored = _as_items(suite_or_prompts)
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens: must be a whole number >= 1, got {max_new_tokens!r}")
+    check_whole(max_new_tokens, "max_new_tokens", 1)
     settings = _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify)
     _Plan(model, items[:1], rule=settings[0]["rule"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
           gap_free=False, decoder="sbd", max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,

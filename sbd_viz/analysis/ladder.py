@@ -19,7 +19,7 @@ import math
 import numbers
 from typing import Generator, Iterable, Sequence
 
-from ..checks import check_model, check_prompt
+from ..checks import check_model, check_prompt, check_whole
 from ..decoders.ntp import decode_ntp
 from ..decoders.registry import check_serves, decode, decoders, get_decoder, start
 from .divergence import first_divergence
@@ -44,8 +44,7 @@ def ladder_gammas(rule: str = DEFAULT_RULE, points: int = LADDER_POINTS) -> list
     spec = COMMIT_RULES.get(rule)
     if spec is None:
         raise ValueError(f"rule: unknown rule {rule!r}; choose from {', '.join(RULES)}")
-    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
-        raise ValueError(f"points: must be a whole number >= 2, got {points!r}")
+    check_whole(points, "points", 2)
     if not spec.tunable:
         return [spec.default]
     lo, hi, step = spec.slider

@@ -47,6 +47,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..checks import check_number, check_whole
 from ..trace import Trace
 
 MODES = ("corrected", "paper")
@@ -72,8 +73,7 @@ class Hardware:
     def __post_init__(self):
         for f in fields(self)[1:7]:
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{f.name}: must be a finite number > 0, got {v!r} (hardware {self.name!r})")
+            check_number(v, f.name, 0, lo_open=True, note=f" (hardware {self.name!r})")
 
     @property
     def ridge(self) -> float:
@@ -99,10 +99,8 @@ class ModelShape:
     def __post_init__(self):
         for f in fields(self)[1:7]:
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{f.name}: must be a whole number >= 1, got {v!r} (model {self.name!r})")
-        if isinstance(self.vocab, bool) or not isinstance(self.vocab, int) or self.vocab < 0:
-            raise ValueError(f"vocab: must be a whole number >= 0, got {self.vocab!r} (model {self.name!r})")
+            check_whole(v, f.name, 1, note=f" (model {self.name!r})")
+        check_whole(self.vocab, "vocab", 0, note=f" (model {self.name!r})")
 
 
 # -- the records ---------------------------------------------------------------------------------
@@ -249,9 +247,7 @@ def get_model(model: Any) -> ModelShape:
 
 
 def _whole(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"{name}: must be a whole number >= {lo}, got {value!r}")
-    return value
+    return check_whole(value, name, lo)
 
 
 def _mode(mode: str) -> str:

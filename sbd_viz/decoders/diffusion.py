@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from .._version import __version__
+from ..checks import check_whole
 from ..model import ModelBase
 from .recorder import CanvasRecorder
 from .registry import DecoderSpec, Knob
@@ -180,8 +181,7 @@ def _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, bloc
         raise ValueError(f"gamma: must be a number > 0 (the sampler's entropy_bound, in nats), got {gamma!r}")
     for name, value in (("max_new_tokens", max_new_tokens), ("seed", seed), ("top_n", top_n),
                         ("max_denoising_steps", 1 if max_denoising_steps is None else max_denoising_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1):
-            raise ValueError(f"{name}: must be a whole number >= {0 if name == 'seed' else 1}, got {value!r}")
+        check_whole(value, name, 0 if name == "seed" else 1)
 
 
 def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 0.1, block_size: int | None = None,

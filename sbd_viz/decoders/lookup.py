@@ -19,6 +19,7 @@ import torch
 from .ntp import _ntp_config
 from .registry import DecoderSpec, Knob, decode
 from .sbd import DecodeConfig, _Run, _trace
+from ..checks import check_whole
 from ..model import SBDModel
 from .base import Stop, StopCriterion, find_stop, generate_stops
 from .steps import checked_step
@@ -78,8 +79,7 @@ class LookupDecoding(_Run):
         for name, value in (("prompt_lookup_num_tokens", prompt_lookup_num_tokens),
                             ("max_matching_ngram_size", 1 if max_matching_ngram_size is None
                              else max_matching_ngram_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
-                raise ValueError(f"{name}: must be a whole number in [1, 64], got {value!r}")
+            check_whole(value, name, 1, 64)
         self.lookup_tokens, self.ngram = prompt_lookup_num_tokens, max_matching_ngram_size
 
     @torch.inference_mode()

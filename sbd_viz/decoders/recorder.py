@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..checks import check_whole
 from ..trace import Candidate, Commit, Draft, Pass, SlotView, Step, Trace
 
 
@@ -35,10 +36,8 @@ class CanvasRecorder:
                  text: Callable[[list[int]], str] | None = None, eos_ids: Iterable[int] = (),
                  config: dict[str, Any] | None = None, model_id: str = "", meta: dict[str, Any] | None = None,
                  top_n: int = 5):
-        if isinstance(canvas_length, bool) or not isinstance(canvas_length, int) or canvas_length < 1:
-            raise ValueError(f"canvas_length: must be a positive integer, got {canvas_length!r}")
-        if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-            raise ValueError(f"top_n: must be a positive integer, got {top_n!r}")
+        check_whole(canvas_length, "canvas_length", 1)
+        check_whole(top_n, "top_n", 1)
         self.prompt_ids = tuple(int(t) for t in prompt_ids)
         self.k, self.top_n, self.token_text = canvas_length, top_n, token_text
         self.prompt, self._text, self.eos_ids = prompt, text, {int(t) for t in eos_ids}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ..checks import check_block_size
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
 
 ENTRY_POINT_GROUP = "sbd_viz.decoders"
@@ -284,8 +285,7 @@ def config_for(spec: DecoderSpec, model, max_new_tokens=64, stop=None, top_n=5, 
     defaults; ``block_size`` None is the model's."""
     from .sbd import DecodeConfig
 
-    if shared.get("block_size") is None:
-        shared["block_size"] = model.block_size
+    shared["block_size"] = check_block_size(shared.get("block_size"), model)
     return DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n, **shared)
 
 

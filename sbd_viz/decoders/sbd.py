@@ -21,7 +21,7 @@ from .._version import __version__
 from ..checks import check_model, check_number, check_prompt, check_whole
 from ..model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, CacheCut, ModelCall, SBDModel
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, CommitRule, Interval
-from .base import Block, BlockLoop, Reply, Stop, propose
+from .base import Block, BlockLoop, Reply, propose
 from .steps import draft, slot_views
 from ..trace import Step, Trace
 from .verified import VerifiedDecode

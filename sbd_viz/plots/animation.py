@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from .blocks import block_fill_spec
+from ..checks import check_whole
 from ..trace import Trace
 
 WIDTH = 1280  # pixels: a 16:9 slide's width at 720p
@@ -263,8 +264,7 @@ def _draw_bar(draw, c: _Canvas) -> None:
 
 
 def _render(trace: Trace, width: int, max_blocks: int | None, last: bool) -> tuple[dict, list]:
-    if isinstance(width, bool) or not isinstance(width, int) or not 320 <= width <= 4096:
-        raise ValueError(f"width: must be a whole number of pixels in [320, 4096], got {width!r}")
+    check_whole(width, "width", 320, 4096, unit="pixels")
     spec = block_fill_spec(trace, max_blocks, last)  # checks trace and max_blocks
     frames = _resolved_frames(spec)
     canvas = _Canvas(spec, width, [title for title, _ in frames])
@@ -324,8 +324,7 @@ def save_animation(trace: Trace, path: str | Path, width: int = WIDTH, frame_ms:
     if path.suffix.lower() != ".gif":
         raise ValueError(f"path: must end in .gif, got {str(path)!r}")
     for name, value in (("frame_ms", frame_ms), ("last_frame_ms", last_frame_ms)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 20 <= value <= 60_000:
-            raise ValueError(f"{name}: must be a whole number of milliseconds in [20, 60000], got {value!r}")
+        check_whole(value, name, 20, 60_000, unit="milliseconds")
     spec, frames = _render(trace, width, max_blocks, last)
     indexed = _indexed(frames, _exact_colors(spec))
     durations = [frame_ms] * (len(indexed) - 1) + [last_frame_ms]

@@ -36,6 +36,7 @@ from .style import (CANVAS_STATES, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES
                          VERIFIED_STATES, Z, Z_VERIFIED, FONT, block_size_of, candidates_hover, cell_label, common_layout, entropy_bar,
                          esc, legend_html, masked_z, max_entropy, outline_spec, outline_trace, settings_line,
                          token_html, top_note)
+from ..checks import check_whole
 from ..trace import Step, Trace, mark_special, output_labels, token_label, visible
 
 
@@ -65,8 +66,7 @@ def _shown_blocks(trace: Trace, max_blocks: int | None, last: bool) -> list[int]
     blocks = sorted({s.block for s in trace.steps})
     if max_blocks is None:
         return blocks
-    if isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1:
-        raise ValueError(f"max_blocks: must be a positive integer or None, got {max_blocks!r}")
+    check_whole(max_blocks, "max_blocks", 1)
     return blocks[-max_blocks:] if last else blocks[:max_blocks]
 
 

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from .style import (CALL_SCALE, RULE_COLORS, STATE_COLORS, FONT, block_size_of, cell_label, common_layout, esc,
                          outline_trace, settings_line, token_html)
+from ..checks import check_whole
 from ..trace import Step, Trace, first_difference, output_labels
 
 
@@ -197,8 +198,7 @@ def roofline(hardware: Any = ("h100-fp8", "h100-bf16", "a100-bf16"), model: Any 
     batches = [batches] if isinstance(batches, int) else list(batches)
     if not batches:
         raise ValueError("batches: give at least one batch size")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
-        raise ValueError(f"max_tokens: must be a whole number >= 2, got {max_tokens!r}")
+    check_whole(max_tokens, "max_tokens", 2)
     tokens = sorted({max(1, round(max_tokens ** (i / 60))) for i in range(61)})  # even steps on a log axis
     dashes = ("solid", "dash", "dot", "dashdot", "longdash")
     fig = go.Figure()

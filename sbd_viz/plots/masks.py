@@ -19,6 +19,7 @@ from typing import Sequence
 import plotly.graph_objects as go
 import torch
 
+from ..checks import check_whole
 from ..model import block_call_mask
 from ..training.objective import sbd_attention_mask
 from .style import CALL_SCALE, FONT, MASK_GLYPH, STATE_COLORS
@@ -84,8 +85,7 @@ def attention_mask(kind: str = "training", *, n: int = 8, block_size: int = 4, p
 
 
 def _check_int(name: str, value, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name}: expected a whole number in [{low}, {high}], got {value!r}")
+    check_whole(value, name, low, high)
 
 
 def _labels(labels: Sequence[str] | None, count: int, prefix: str) -> list[str]:
