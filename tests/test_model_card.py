@@ -108,6 +108,8 @@ def test_every_train_command_parses_and_the_runs_chain():
             assert args.base in {f"{out}/{end}" for out in outs for end in ("final", "final_ema")}, args.base
         outs.append(args.out)
     assert _parser().parse_args(commands[0]).base is None  # the first run is from scratch
+    _, card = _card()
+    assert f"{len(commands)} `sbd-viz train` commands" in card, "the card counts the commands it links"
 
 
 def test_the_mixes_are_the_recipes_the_card_ran_and_the_default():

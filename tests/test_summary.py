@@ -101,3 +101,13 @@ def test_the_cli_summary_uses_the_same_measures_and_rollback_words():
         assert f"rollback: call {s.call}, block {s.block}: the draft '{s.rejected[0].text}' in slot" in text
     assert measures_text([Measure("a", "1", "x"), Measure("long label", "22")]) == "a           1   x\nlong label  22"
     assert "⏎" in trace_summary(hand_trace())  # the newline token, visible in the token row
+
+
+def test_a_gap_fill_left_out_of_the_output_says_why():
+    """A stop discards a gap fill; in verified decoding a check rejects it, or a rollback drops it with a rejected
+    draft to its left: the summary says which, never "after the stop" for a draft NTP's check threw out."""
+    lines = [ln for ln in trace_summary(Trace.load(VERIFIED)).splitlines() if "gap fill:" in ln]
+    assert "rejected by NTP's check in call 4" in lines[1] and "dropped in call 1" in lines[0]
+    assert not any("after the stop" in ln for ln in lines)
+    cut = hand_trace(stop_at=13)  # block 2's gap fill at slot 3 lies past the stop
+    assert [ln for ln in trace_summary(cut).splitlines() if "gap fill:" in ln][-1].endswith("(after the stop: discarded)")
