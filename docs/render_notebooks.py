@@ -66,7 +66,22 @@ def execute(path: Path):
     os.environ["PLOTLY_RENDERER"] = "plotly_mimetype"  # the kernel inherits it: figures as JSON, not inline JS
     with tempfile.TemporaryDirectory() as tmp:
         NotebookClient(nb, timeout=None, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute()
+        keep_files(nb, Path(tmp))
     return nb
+
+
+def keep_files(nb, folder: Path) -> list[Path]:
+    """The files a notebook wrote in its folder and links from its outputs (notebook 3's GIF, ``[x.gif](x.gif)``),
+    copied beside the rendered pages, so each link works there as it does beside the notebook."""
+    import shutil
+
+    text = json.dumps([c.get("outputs", []) for c in nb.cells])
+    kept = []
+    for name in sorted(set(re.findall(r"\]\(([\w.-]+\.(?:gif|png|csv|json|html))\)", text))):
+        if (folder / name).is_file():
+            OUT.mkdir(parents=True, exist_ok=True)
+            kept.append(Path(shutil.copyfile(folder / name, OUT / name)))
+    return kept
 
 
 def _figure_div(spec: dict, div_id: str) -> str:

@@ -86,3 +86,17 @@ def test_links_that_leave_the_notebooks_folder_work_from_the_rendered_pages(rend
         for target in re.findall(r"\]\((\.\./[^)#\s]+)", notebook.read_text(encoding="utf-8")):
             assert (notebook.parent / target).is_file(), f"{notebook.name}: {target}"
             assert (OUT / render.relink(f"]({target}")[2:]).resolve() == (notebook.parent / target).resolve()
+
+
+def test_a_file_a_notebook_links_is_kept_beside_the_pages(render, tmp_path, monkeypatch):
+    """Notebook 3 links its GIF instead of inlining it: the renderer copies a linked file the run wrote."""
+    import nbformat
+
+    monkeypatch.setattr(render, "OUT", tmp_path / "out")
+    (tmp_path / "worst_item.gif").write_bytes(b"GIF89a")
+    (tmp_path / "stray.gif").write_bytes(b"GIF89a")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/markdown": "[**worst_item.gif**](worst_item.gif), written beside this notebook"})])])
+    assert [p.name for p in render.keep_files(nb, tmp_path)] == ["worst_item.gif"]
+    assert (tmp_path / "out" / "worst_item.gif").read_bytes() == b"GIF89a"
+    assert "base64" not in (ROOT / "notebooks" / "03_gap_fill_failures.ipynb").read_text(encoding="utf-8")

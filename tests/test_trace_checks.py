@@ -89,6 +89,8 @@ def _assert_legal(trace: Trace) -> None:
         if key in config:
             _nonneg(config[key])
     top_n = config.get("top_n")
+    if getattr(trace, "gamma_range", None) is not None:  # a greedy decode's γ range holds its own γ
+        assert config.get("temperature", 0) == 0 and config["gamma"] in trace.gamma_range
     assert trace.stop_reason in ("stop", "eos", "length")
     for t in trace.prompt_ids + trace.output_ids:
         _id(t)
