@@ -326,7 +326,8 @@ def load_gguf(path, dtype: torch.dtype = torch.float32, device=None, name: str |
 
 
 def is_named(path) -> bool:
-    return isinstance(path, str) and path in NAMED
+    """A named model (``NAMED``), given as a string or a path of that name that is not a file or folder here."""
+    return isinstance(path, (str, os.PathLike)) and str(path) in NAMED and not Path(path).exists()
 
 
 def is_causal_source(path) -> bool:
@@ -357,7 +358,7 @@ def is_causal_source(path) -> bool:
 def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = True) -> CausalLM:
     """A ``CausalLM`` from a named model (``NAMED``), a ``.gguf`` file or a causal LM folder."""
     if is_named(path):
-        return load_gguf(named_gguf(path), dtype=dtype, device=device, name=path, cache=cache)
+        return load_gguf(named_gguf(str(path)), dtype=dtype, device=device, name=str(path), cache=cache)
     p = Path(path)
     if p.suffix == ".gguf":
         return load_gguf(p, dtype=dtype, device=device, cache=cache)

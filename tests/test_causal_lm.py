@@ -262,3 +262,47 @@ def test_the_explorer_decodes_it_with_its_exact_decoders(smol):
     assert explorer.trace.model_kind == causal_lm.KIND
     texts = [t for t, _ in _cells(explorer.figure)]
     assert [label for label, _ in output_labels(explorer.trace)] == [t for t in texts if t and t != plots.MASK_GLYPH]
+
+
+# -- the app ---------------------------------------------------------------------------------------
+def test_the_app_serves_it_with_its_chat_template_and_exact_decoders(smol):
+    """``sbd-viz app --model smollm2-135m``'s page, served: free text through the chat template (or raw), the exact
+    decoders only, NTP's ids, the kind in the header, and bad input refused by name."""
+    from gradio_client import Client
+
+    from conftest import app_server
+    from sbd_viz.app import causal as causal_app
+    from sbd_viz.app.inputs import decoder_labels
+
+    assert set(decoder_labels(smol)) == {"Jacobi", "prompt lookup"}
+    text, _, _ = causal_app.EXAMPLES[0]
+    with app_server(smol) as url:
+        client = Client(url, verbose=False)
+        page = urllib_get(url)
+        assert "not SBD-trained" in page and "sbd-viz train --base smollm2-135m" in page
+
+        def decode(prompt, decoder="prompt lookup", chat=True, n=12):
+            return client.predict(prompt, "entropy_bounded", 0.1, False, 8, n, 0.0, 0, False, False, decoder, chat,
+                                  api_name="/decode")
+
+        figure, metrics, texts, _ = decode(text)
+        trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+        assert trace.prompt == causal_app.chat_prompt(smol, text) and trace.config["decoder"] == "prompt_lookup"
+        assert trace.output_ids == sv.decode(smol, trace.prompt, decoder="ntp", max_new_tokens=12).output_ids
+        notes = " ".join(note["text"] for note in json.loads(figure)["layout"]["annotations"])
+        assert "⟨im_start⟩assistant" in notes and "not SBD-trained" in notes
+        decode(CODE, decoder="Jacobi", chat=False, n=6)
+        raw = sv.Trace.load(client.predict(api_name="/details")[-1])
+        assert raw.prompt == CODE and raw.config["decoder"] == "jacobi"
+        assert raw.output_ids == _decode(CODE, "ntp").output_ids[:6]
+        with pytest.raises(Exception, match="decoder"):
+            decode(text, decoder="SBD")
+        with pytest.raises(Exception, match="prompt"):
+            decode("   ")
+
+
+def urllib_get(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return response.read().decode()

@@ -44,6 +44,7 @@ from ..decoders.diffusion import DiffusionModel
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..analysis.incoherence import failure_events
 from ..decoders import registry
+from . import causal as causal_app  # a pretrained LM without SBD training: free text, chat template, exact decoders
 from ..rules import COMMIT_RULES, DEFAULT_RULE
 
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
@@ -172,13 +173,15 @@ class Handlers:
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
     def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-               verify, decoder=None, session=None):
+               verify, decoder=None, session=None, chat=False):
         """Decode with the chosen decoder (``sv.decoders()``; SBD by default), streaming its steps while the block
         fills; then the metrics, then the animation; then NTP on the same prompt (once per prompt and length: it does
         not depend on the other settings)."""
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
         prompt = settings.pop("prompt")
+        if chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
+            prompt = causal_app.chat_prompt(self.model, prompt)
         if self.canvas:
             yield from self._decode_canvas(prompt, settings, session)
             return
@@ -305,12 +308,14 @@ class Handlers:
             raise gr.Error(str(exc)) from None
 
     def compare(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                verify, chosen):
+                verify, chosen, chat=False):
         """The prompt through each chosen decoder, beside NTP (``app_decoders``)."""
         if self.canvas:
             raise gr.Error("decoders: a block-diffusion model decodes with its own sampler only")
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+        if chat is True:
+            settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
         try:
             figure, rows = compare_decoders(self.model, settings, chosen)
         except ValueError as exc:  # the library's checks name the argument
@@ -383,7 +388,9 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         model_dir = model_dir or sv.default_model_path()
         model = sv.load_model(model_dir)
     canvas = isinstance(model, DiffusionModel)  # block diffusion: the SBD-only controls are hidden
-    if canvas:  # the suite sweep runs SBD's rules
+    # a pretrained LM without SBD training (sbd_viz.causal_lm): free text, its chat template, the exact decoders
+    causal = registry.model_kind(model) == "causal"
+    if canvas or causal:  # the suite sweep runs SBD's rules
         curve = SpeedQualityCurve(compute=False)
     elif sweep == "auto":
         curve = SpeedQualityCurve(model, model_dir)
@@ -405,24 +412,31 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             + ("\n\n**A block-diffusion model** (DiffusionGemma): transformers' own `generate`, recorded step by "
                "step; γ is its sampler's entropy bound, the block its canvas. Accepted slots can be renoised "
                "(outlined when they turn grey again). Verified decoding, gap-free and NTP do not apply to it."
-               if canvas else ""),
+               if canvas else "") + (causal_app.header(model) if causal else ""),
             elem_id="sbd-title")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
-                prompt = gr.Textbox(EXAMPLES[0], label="prompt", lines=2, max_lines=6,
-                                    max_length=MAX_PROMPT_CHARS,
-                                    info="A suite prompt ends with '== ' (with the space); its answer is scored.")
-                examples = gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="examples",
-                                       example_labels=[example_label(model, h.suite, p) for p in EXAMPLES])
+                prompt = gr.Textbox(causal_app.EXAMPLES[0][0] if causal else EXAMPLES[0], label="prompt", lines=2,
+                                    max_lines=6, max_length=MAX_PROMPT_CHARS,
+                                    info="Free text." if causal else
+                                    "A suite prompt ends with '== ' (with the space); its answer is scored.")
+                chat = gr.Checkbox(causal, label="chat template", visible=causal, elem_id="sbd-chat",
+                                   info="the prompt as the user's turn of the model's chat template; off: raw text")
+                if causal:
+                    examples = gr.Examples([[p, c] for p, c, _ in causal_app.EXAMPLES], inputs=[prompt, chat],
+                                           label="examples", example_labels=[x[2] for x in causal_app.EXAMPLES])
+                else:
+                    examples = gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="examples",
+                                           example_labels=[example_label(model, h.suite, p) for p in EXAMPLES])
                 rule = gr.Dropdown(list(model.rules if canvas else sv.RULES), value=DEFAULTS["rule"],
                                    label="commit rule", info="which masked slots to fix after each call",
-                                   interactive=not canvas)
+                                   interactive=not canvas, visible=not causal)
                 lo, hi, step = model.gamma_slider if canvas else knob.slider
                 gamma = gr.Slider(lo, hi, value=knob.default, step=step, label=knob.label,
-                                  elem_id="sbd-gamma")
-                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free", visible=not canvas,
+                                  elem_id="sbd-gamma", visible=not causal)
+                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free", visible=not canvas and not causal,
                                        info="only commit a contiguous run from the left: no gap fills")
-                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas,
+                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas and not causal,
                                      info="check every draft against NTP in the same calls: the text is exactly "
                                           "NTP's greedy text (temperature 0)")
                 labels = decoder_labels(model)
@@ -432,9 +446,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 with gr.Accordion("more settings", open=False):
                     block_size = gr.Slider(1, max(MAX_BLOCK_SIZE, model.block_size), value=model.block_size, step=1,
                                            label="block size (slots decoded together)", interactive=not canvas)
-                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
-                                               label="max new tokens")
-                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"], label="stop at the end of the line",
+                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, step=1, label="max new tokens",
+                                               value=causal_app.MAX_NEW_TOKENS if causal else DEFAULTS["max_new_tokens"])
+                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"] and not causal,
+                                                  label="stop at the end of the line",
                                                   visible=not canvas)
                     temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05, visible=not canvas,
                                             label="temperature (0 = greedy, the paper's setting)")
@@ -470,7 +485,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             with gr.Tab("Speed vs quality (suite)"):
                 curve_status = gr.Markdown(curve.status)
                 tradeoff = gr.Plot(label="speed vs suite accuracy")
-            with gr.Tab("This prompt across γ", visible=not canvas):
+            with gr.Tab("This prompt across γ", visible=not canvas and not causal):
                 gr.Markdown("The prompt decoded at every γ of the rule's range (greedy, not verified) and once with "
                             "NTP: where its text first leaves NTP's, and the **largest safe γ**, the largest whose "
                             "text equals NTP's at it and at every smaller γ tried. Click a row to show that γ above.")
@@ -490,7 +505,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         # -- wiring -------------------------------------------------------------------------------
         controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                    verify, decoder, session]
+                    verify, decoder, session] + ([chat] if causal else [])
         # preprocess=False: the handler checks the raw values itself, so errors name the field
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
         # Every event that runs the model shares one concurrency group, so the queue's limit (2) bounds
@@ -503,7 +518,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
         for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
-                      stop_at_newline.input, temperature.release, seed.submit, verify.input):
+                      stop_at_newline.input, temperature.release, seed.submit, verify.input) + (
+                (chat.input,) if causal else ()):
             event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
         decoder.input(h.decoder_changed, inputs=[decoder, rule],
                       outputs=[rule, gamma, gap_free, verify, block_size, temperature, seed],  # CONTROLS' order
@@ -530,7 +546,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                          preprocess=False, show_progress="minimal", concurrency_id="model", api_name="ladder")
         ladder_table.select(h.ladder_pick, outputs=[gamma], api_visibility="undocumented").then(
             **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
-        compare_run.click(h.compare, inputs=settings + [chosen], outputs=[compare_plot, compare_table], preprocess=False,
+        compare_run.click(h.compare, inputs=settings + [chosen] + ([chat] if causal else []),
+                          outputs=[compare_plot, compare_table], preprocess=False,
                           show_progress="minimal", concurrency_id="model", api_name="compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], concurrency_id="model", api_name="gif")
     return demo
