@@ -16,6 +16,7 @@ from sbd_viz import plots
 from conftest import HAND_PROMPT, bench_script, hand_trace, tiny_model
 from test_engine import _scripted
 
+@pytest.mark.heavy
 def test_gap_fills_found_exactly_where_a_masked_slot_is_left_of_a_commit():
     trace = hand_trace(stop_at=13)  # the output ends at the newline
     events = sv.gap_fill_events(None, trace)
@@ -29,6 +30,7 @@ def test_gap_fills_found_exactly_where_a_masked_slot_is_left_of_a_commit():
     assert all(e["ntp_agrees"] is None and e["correct"] is None for e in events)  # no model, no item
 
 
+@pytest.mark.heavy
 def test_every_count_of_gap_fills_is_the_kept_one(tiny, monkeypatch):
     """One definition (Trace.kept_gap_fills): evaluate, sweep, the report and the calls timeline all count
     the 3 gap fills the output keeps, not the 4 the decode made (the stop discarded block 2's slot 3)."""
@@ -71,6 +73,7 @@ def test_decoded_gap_fills_match_a_replay_and_render_the_block_state():
 
 @pytest.mark.parametrize("kwargs", [dict(rule="left_to_right"), dict(gamma=0.5, gap_free=True),
                                     dict(gamma=100.0, gap_free=True), dict(rule="top_k", gamma=3, gap_free=True)])
+@pytest.mark.heavy
 def test_no_gap_fills_left_to_right_or_gap_free(kwargs):
     model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
     trace = sv.decode(model, prompt, block_size=8, max_new_tokens=16, **kwargs)
@@ -91,6 +94,7 @@ def _greedy_token_by_token(model, trace):
     return choices, logprobs
 
 
+@pytest.mark.heavy
 def test_teacher_forced_ntp_equals_token_by_token_greedy(tiny):
     trace = sv.decode(tiny, "assert 1 + 2 == ", gamma=1.0, block_size=4, max_new_tokens=10)
     tf = sv.teacher_forced_ntp(tiny, trace)
@@ -112,6 +116,7 @@ def test_teacher_forced_ntp_equals_token_by_token_greedy(tiny):
     assert vs_run["first_divergence"] == tf["first_divergence"]
 
 
+@pytest.mark.heavy
 def test_events_with_a_model_carry_ntp_outcomes_and_rank_by_suspicion(tiny):
     model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
     trace = sv.decode(model, prompt, gamma=0.5, block_size=8, max_new_tokens=16)
@@ -187,6 +192,7 @@ def swept(tiny, tmp_path_factory):
     return sv.sweep(tiny, ITEMS, cache_dir=cache, **SWEEP), cache
 
 
+@pytest.mark.heavy
 def test_sweep_frame_shape(swept):
     df, _ = swept
     assert len(df) == 4 + 1 and list(df["rule"]).count("ntp") == 1
@@ -217,6 +223,7 @@ def test_repeated_sweep_hits_the_cache(tiny, swept, counted, monkeypatch):
 
 @pytest.mark.parametrize("change", ["gamma", "block_size", "gap_free", "verify", "rule", "max_new_tokens",
                                     "items"])
+@pytest.mark.heavy
 def test_any_changed_setting_misses_the_cache(tiny, swept, counted, change):
     _, cache = swept
     kwargs = dict(SWEEP, gap_free=(False,), gammas=(0.0,))  # a subset of what is cached: a hit
@@ -242,6 +249,7 @@ def test_any_changed_setting_misses_the_cache(tiny, swept, counted, change):
     assert len(counted) == 1
 
 
+@pytest.mark.heavy
 def test_another_model_misses_the_cache(swept, counted):
     _, cache = swept
     other = tiny_model("llama", seed=1)
@@ -249,6 +257,7 @@ def test_another_model_misses_the_cache(swept, counted):
     assert len(counted) == 1
 
 
+@pytest.mark.heavy
 def test_damaged_cache_file_is_recomputed(tiny, tmp_path, counted):
     kwargs = dict(SWEEP, gap_free=(False,), gammas=(5.0,))
     first = sv.sweep(tiny, ITEMS[:1], cache_dir=tmp_path, **kwargs)
@@ -261,6 +270,7 @@ def test_damaged_cache_file_is_recomputed(tiny, tmp_path, counted):
     pd.testing.assert_frame_equal(first[cols], second[cols])
 
 
+@pytest.mark.heavy
 def test_sweep_rows_match_individual_decodes(tiny, swept):
     df, _ = swept
     for _, row in df[df["rule"] != "ntp"].iterrows():
@@ -285,6 +295,7 @@ def test_sweep_frame_has_a_verify_column(swept):
     assert df["verify"].dtype == bool and not df["verify"].any()  # the default: unverified; NTP's row too
 
 
+@pytest.mark.heavy
 def test_a_verified_sweep_row_is_ntp_exactly_on_the_shipped_model(shipped):
     """Verified SBD is lossless: on real suite items its row says the text is NTP's, with NTP's accuracy."""
     items = sv.tasks.load_suite(per_family=1, families=("add", "sorted", "range", "ctx_sorted"))
@@ -298,6 +309,7 @@ def test_a_verified_sweep_row_is_ntp_exactly_on_the_shipped_model(shipped):
     assert verified["tokens_per_call"] > 1  # several tokens per call, still exactly NTP's text
 
 
+@pytest.mark.heavy
 def test_plain_prompts_have_no_accuracy(tiny):
     df = sv.sweep(tiny, ["x = ", "print("], gammas=(5.0,), block_sizes=(4,), max_new_tokens=4, cache_dir=None,
                   progress=False)
@@ -327,6 +339,7 @@ def test_cli_gaps(tmp_path, capsys, model_dir):
     assert "not a trace" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_cli_sweep_writes_csv(tmp_path, capsys, model_dir):
     out = tmp_path / "sweep.csv"
     args = ["sweep", "--model", str(model_dir), "--families", "add", "--per-family", "1", "--gammas", "5",
@@ -339,6 +352,7 @@ def test_cli_sweep_writes_csv(tmp_path, capsys, model_dir):
     assert "gap-free ablation" in capsys.readouterr().out
 
 
+@pytest.mark.heavy
 def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
     bench = bench_script("bench_speed")
     rows = bench.latency_table(tiny, "assert 1 == ", k=4, reps=2)
@@ -354,6 +368,7 @@ def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
 VERIFIED = Path(__file__).parent / "data" / "trace_verified.json"  # how it was made: tests/test_plots.py
 
 
+@pytest.mark.heavy
 def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
     """A verified trace brings NTP's verdicts: no model, no teacher-forced pass, and the verdicts equal one."""
     from test_verify import sharp
@@ -410,6 +425,7 @@ def test_the_bar_table_judges_each_row_on_its_worst_bucket():
     assert verdicts(results) == ["**no**"] * 5
 
 
+@pytest.mark.heavy
 def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_draw():
     from sbd_viz import tasks
 

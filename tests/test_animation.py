@@ -31,6 +31,7 @@ def _frames(path) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("stop_at", [None, 13])
+@pytest.mark.heavy
 def test_a_gif_has_one_frame_per_call(tmp_path, stop_at):
     trace = hand_trace(stop_at=stop_at)
     path = save_animation(trace, tmp_path / "t.gif")
@@ -46,6 +47,7 @@ def test_a_gif_has_one_frame_per_call(tmp_path, stop_at):
     assert all((a != b).any() for a, b in zip(frames, frames[1:]))
 
 
+@pytest.mark.heavy
 def test_decoded_traces_sbd_ntp_and_verified_give_one_frame_per_call(tmp_path):
     model = sharp_model()
     prompt = "assert 12 + 7 == "
@@ -75,6 +77,7 @@ def _cell_pixels(trace, frames):
     return out
 
 
+@pytest.mark.heavy
 def test_every_cell_has_its_block_fill_colour_in_every_frame(tmp_path):
     trace = hand_trace(stop_at=13)
     for pairs in _cell_pixels(trace, animation_frames(trace)):
@@ -120,6 +123,7 @@ def test_the_markup_of_titles_and_legend_is_parsed():
                      [("■", "#56B4E9", False, 17 / 12), (" a & b", "#222222", False, 1.0)]]
 
 
+@pytest.mark.heavy
 def test_width_and_long_traces(tmp_path):
     trace = hand_trace()
     frames = animation_frames(trace, width=640)
@@ -128,6 +132,7 @@ def test_width_and_long_traces(tmp_path):
     assert len(shown) == trace.nfe and shown[0].size[1] < frames[0].size[1] * 2
 
 
+@pytest.mark.heavy
 def test_without_dejavu_it_falls_back_to_pillows_font(tmp_path, monkeypatch):
     from PIL import ImageFont
 
@@ -168,6 +173,7 @@ def test_a_non_trace_is_named(tmp_path):
         save_animation("not a trace", tmp_path / "t.gif")
 
 
+@pytest.mark.heavy
 def test_cli_trace_writes_a_gif(tmp_path, capsys):
     path = tmp_path / "t.gif"
     assert cli_main(["trace", "assert 3 + 4 == ", "--max-new-tokens", "6", "--gif", str(path)]) == 0

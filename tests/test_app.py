@@ -7,50 +7,25 @@ field and the app keeps serving; concurrent sessions get their own, correct resu
 
 import concurrent.futures
 import html
-import importlib
 import json
 import re
 import urllib.request
 from pathlib import Path
 
 import pytest
-import torch
 
 import sbd_viz as sv
 
-from conftest import free_port, tiny_model
+from conftest import SWEEP_ROWS, load_app, sharp_model, tiny_model
 from sbd_viz.app.panels import KIND_NAMES
 from sbd_viz.analysis.incoherence import incoherence_events
 
 ROOT = Path(__file__).resolve().parent.parent
 # Gradio's queue statistics trip pandas 3 deprecation warnings: not ours, and not news.
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")
+# heavy: the app served on a free port, driven over HTTP (seconds per test)
+pytestmark = [pytest.mark.heavy, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 PROMPT = "assert 48 + 37 == "
 MAX_NEW = 24  # short decodes keep the module fast
-
-
-def load_app():
-    return importlib.import_module("sbd_viz.app.page")
-
-
-def sharp_tiny_model():
-    """A tiny random model with a scaled-up head: its entropies span 0..2 nats, so gamma matters
-    (a plain random model is near-uniform, ~4.4 nats per slot: every gamma commits one slot per call)."""
-    model = tiny_model(seed=1)
-    with torch.no_grad():
-        model.model.lm_head.weight *= 32
-    return model
-
-
-# A small hand-made curve: the trade-off tab needs no sweep to be tested.
-SWEEP_ROWS = [dict(rule="entropy_bounded", gamma=g, block_size=16, gap_free=False, accuracy=a, tokens_per_call=t,
-                   calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.8 * t)
-              for g, a, t in ((0.0, 0.9, 1.0), (0.5, 0.85, 2.0), (1.0, 0.8, 3.0), (2.0, 0.6, 4.0))] + [
-    dict(rule="entropy_bounded", gamma=g, block_size=16, gap_free=False, verify=True, accuracy=0.9,
-         tokens_per_call=t, calls_per_token=1 / t, speedup_calls=t, speedup_wall=0.7 * t, same_as_ntp=1.0)
-    for g, t in ((0.0, 0.95), (0.5, 1.5), (1.0, 2.5), (2.0, 3.0))] + [
-    dict(rule="ntp", gamma=float("nan"), block_size=1, gap_free=False, accuracy=0.9, tokens_per_call=1.0,
-         calls_per_token=1.0, speedup_calls=1.0, speedup_wall=1.0)]
 
 
 @pytest.fixture(scope="module")
@@ -58,22 +33,7 @@ def app_module():
     return load_app()
 
 
-@pytest.fixture(scope="module")
-def served(app_module):
-    """(url, model): the app on a sharpened tiny model, on a free localhost port, with its queue."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as main() does: two decodes at once on two cores
-    model = sharp_tiny_model()
-    demo = app_module.build_demo(model, sweep=SWEEP_ROWS)
-    demo.queue(default_concurrency_limit=2, max_size=64)
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                css=app_module.CSS)
-    yield f"http://127.0.0.1:{port}/", model
-    demo.close()
-    torch.set_num_threads(threads)
-
-
+# ``served`` (conftest): (url, model), the app on ``sharp_model()`` with the hand-made curve ``SWEEP_ROWS``
 @pytest.fixture(scope="module")
 def client(served):
     from gradio_client import Client
@@ -232,8 +192,7 @@ def test_the_shipped_sweep_has_the_verified_line(app_module):
     """sbd_viz/models/sbd-char-5m/sweep.json: the verified entropy-bounded rule over the lossy rule's γ values, every
     one at 100% NTP agreement."""
     path = sv.default_model_path() / app_module.SWEEP_FILE
-    if not path.is_file():
-        pytest.skip(f"no {path}")
+    assert path.is_file(), f"no {path}: the shipped model carries its sweep"
     rows = json.loads(path.read_text())["rows"]
     rule = app_module.SWEEP_VERIFIED
     verified = [r for r in rows if r.get("verify")]
@@ -325,7 +284,7 @@ def test_examples_are_test_suite_items(app_module):
 
 def test_example_labels_say_what_a_decode_at_the_defaults_does(app_module):
     """Labels are measured when the page is built: here, against a decode of each example done here."""
-    model = sharp_tiny_model()
+    model = sharp_model()
     suite = {item.prompt: item for item in sv.tasks.load_suite("pyasserts", "test")}
     for prompt in app_module.EXAMPLES:
         trace = sv.decode(model, prompt, stop="\n")  # the library's defaults are the app's

@@ -5,93 +5,54 @@ moves the gamma slider, and checks that the metrics change and the figure redraw
 screenshot to test-artifacts/app.png for a human to look at.
 """
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
-import torch
 
-from conftest import free_port
-from test_app import SWEEP_ROWS, load_app, sharp_tiny_model
-
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+from conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
-
-if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-
-
-@pytest.fixture(scope="module")
-def url():
-    app = load_app()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    demo = app.build_demo(sharp_tiny_model(), sweep=SWEEP_ROWS)
-    demo.queue(default_concurrency_limit=2, max_size=64)
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, css=app.CSS)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
-    torch.set_num_threads(threads)
 
 
 def metrics_nfe(page) -> str:
     return page.locator("#sbd-metrics .cards").get_attribute("data-nfe")
 
 
-def test_page_draws_the_animation_and_follows_the_gamma_slider(url):
+def test_page_draws_the_animation_and_follows_the_gamma_slider(served, page):
+    # ``page`` (conftest): headless Chromium, its errors in page.errors, a screenshot in test-artifacts on failure
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        try:
-            errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(url, wait_until="domcontentloaded")
-            # The page decodes its first example on load: the figure is drawn with one frame per call.
-            page.wait_for_function("() => Number(document.querySelector('#sbd-anim .sbd-anim-plot')"
-                                   "?.dataset.frames) > 0", timeout=60000)
-            page.wait_for_selector("#sbd-anim .sbd-anim-plot .main-svg", timeout=10000)
-            page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=30000)
-            before = metrics_nfe(page)
-            frames_before = page.locator("#sbd-anim .sbd-anim-plot").get_attribute("data-frames")
-            assert before == frames_before  # one frame per model call
+    page.goto(served[0], wait_until="domcontentloaded")
+    # The page decodes its first example on load: the figure is drawn with one frame per call.
+    page.wait_for_function("() => Number(document.querySelector('#sbd-anim .sbd-anim-plot')"
+                           "?.dataset.frames) > 0", timeout=60000)
+    page.wait_for_selector("#sbd-anim .sbd-anim-plot .main-svg", timeout=10000)
+    page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=30000)
+    before = metrics_nfe(page)
+    frames_before = page.locator("#sbd-anim .sbd-anim-plot").get_attribute("data-frames")
+    assert before == frames_before  # one frame per model call
 
-            # Move the slider from 0.5 to its right end (2.0): a click on the track, like a user's.
-            track = page.locator("#sbd-gamma input[type=range]")
-            track.scroll_into_view_if_needed()  # a mouse click lands only inside the viewport
-            box = track.bounding_box()
-            page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
-            # (progress views while decoding carry no data-nfe: wait for the finished numbers)
-            page.wait_for_function("() => { const n = document.querySelector('#sbd-metrics .cards')?.dataset.nfe; "
-                                   f"return n !== undefined && n !== '{before}'; }}", timeout=30000)
-            after = metrics_nfe(page)
-            assert int(after) < int(before)  # a larger entropy budget commits more per call
-            page.wait_for_function(f"() => document.querySelector('#sbd-anim .sbd-anim-plot')?.dataset.frames"
-                                   f" === '{after}'", timeout=30000)
-            assert page.locator("#sbd-anim .sbd-anim-plot .main-svg").count() > 0
-            assert page.locator("#sbd-texts table").inner_text().startswith("SBD")
+    # Move the slider from 0.5 to its right end (2.0): a click on the track, like a user's.
+    track = page.locator("#sbd-gamma input[type=range]")
+    track.scroll_into_view_if_needed()  # a mouse click lands only inside the viewport
+    box = track.bounding_box()
+    page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    # (progress views while decoding carry no data-nfe: wait for the finished numbers)
+    page.wait_for_function("() => { const n = document.querySelector('#sbd-metrics .cards')?.dataset.nfe; "
+                           f"return n !== undefined && n !== '{before}'; }}", timeout=30000)
+    after = metrics_nfe(page)
+    assert int(after) < int(before)  # a larger entropy budget commits more per call
+    page.wait_for_function(f"() => document.querySelector('#sbd-anim .sbd-anim-plot')?.dataset.frames"
+                           f" === '{after}'", timeout=30000)
+    assert page.locator("#sbd-anim .sbd-anim-plot .main-svg").count() > 0
+    assert page.locator("#sbd-texts table").inner_text().startswith("SBD")
 
-            # A click on a gap-fill row shows its call: the animation jumps to that frame.
-            fills = page.locator("#sbd-metrics .card:has-text('gap fills') .value").inner_text()
-            assert int(fills) > 0
-            page.locator("#sbd-gaps").get_by_text(f"gap fills ({fills})").wait_for(timeout=30000)
-            call = int(page.locator("#sbd-gaps [data-testid='cell-0-1']").inner_text())  # kind, call, ...
-            page.locator("#sbd-gaps [data-testid='cell-0-2']").click()
-            page.wait_for_function(f"() => document.querySelector('#sbd-anim .sbd-anim-plot')?.layout"
-                                   f".sliders[0].active === {call}", timeout=30000)
-            assert page.locator("#sbd-show-call input[type=number]").input_value() == str(call)
-            page.wait_for_timeout(500)  # let the below-the-fold views settle for the picture
-            page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
-            assert not errors, errors
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "app-failure.png"), full_page=True)  # what the browser showed
-            raise
-        finally:
-            browser.close()
+    # A click on a gap-fill row shows its call: the animation jumps to that frame.
+    fills = page.locator("#sbd-metrics .card:has-text('gap fills') .value").inner_text()
+    assert int(fills) > 0
+    page.locator("#sbd-gaps").get_by_text(f"gap fills ({fills})").wait_for(timeout=30000)
+    call = int(page.locator("#sbd-gaps [data-testid='cell-0-1']").inner_text())  # kind, call, ...
+    page.locator("#sbd-gaps [data-testid='cell-0-2']").click()
+    page.wait_for_function(f"() => document.querySelector('#sbd-anim .sbd-anim-plot')?.layout"
+                           f".sliders[0].active === {call}", timeout=30000)
+    assert page.locator("#sbd-show-call input[type=number]").input_value() == str(call)
+    page.wait_for_timeout(500)  # let the below-the-fold views settle for the picture
+    page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
+    assert not page.errors, page.errors

@@ -49,6 +49,7 @@ def test_the_name_asked_for_is_on_either_setup_line(family):
     assert where == {0, 1}
 
 
+@pytest.mark.heavy
 def test_training_documents_never_contain_a_whole_test_item():
     test_items = ["\n" + i.line + "\n" for i in tasks.load_suite(split="test", per_family=40)]
     rng = random.Random(5)
@@ -73,6 +74,7 @@ def test_training_documents_refuse_bad_weights(weights):
         tasks.training_document(random.Random(0), weights, (1, 2))
 
 
+@pytest.mark.heavy
 def test_training_documents_with_the_lookup_curriculum_stay_true_and_train_only():
     """``distractors`` adds up to N assignments of other names to a context item's setup, shuffled in;
     ``ctx_get`` (training-only) asks for a name's value alone. Every item still passes its assert, and
@@ -102,6 +104,7 @@ def test_training_documents_with_the_lookup_curriculum_stay_true_and_train_only(
 _FOLLOW_UP = r"assert (?:[a-z]+ \+ \d+|[a-z]+\.upper\(\)|sorted\([a-z]+\)|list\(range\([a-z]+, [a-z]+ \+ [a-z]+\)\)) == .*\n"
 
 
+@pytest.mark.heavy
 def test_follow_ups_read_the_same_assignments_again_and_stay_train_only():
     """``follow_ups`` adds up to N more asserts after a context item, on its own assignments: every
     one holds, reads a name set above it, and none makes a held-out item with any two of them."""
@@ -207,12 +210,14 @@ def short():
     return model
 
 
+@pytest.mark.heavy
 def test_context_length_prefers_the_recorded_one(short):
     assert short.context_length == 64
     assert tiny_model().context_length == 512  # max_position_embeddings when nothing is recorded
 
 
 @pytest.mark.parametrize("run", ["decode", "decode_ntp"])
+@pytest.mark.heavy
 def test_decoders_refuse_what_does_not_fit_and_decode_what_does(short, run):
     fn = getattr(sv, run)
     with pytest.raises(ValueError, match="prompt: 71 tokens.*64"):
@@ -229,8 +234,8 @@ def test_evaluate_checks_every_item_before_decoding(short, monkeypatch):
         sv.evaluate(short, items, max_new_tokens=8)
 
 
+@pytest.mark.heavy
 def test_explorer_refuses_a_prompt_past_the_context(short):
-    pytest.importorskip("ipywidgets")
     from sbd_viz.widgets import explore
 
     with pytest.raises(ValueError, match="prompt"):

@@ -1,22 +1,14 @@
 """The app with a tiny random-init DiffusionGemma folder: its handlers (fast) and, marked slow, a real
 headless Chromium rendering a decode (Playwright + /usr/bin/chromium, as tests/test_app_browser.py)."""
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 import torch
 
 import sbd_viz as sv
-from conftest import free_port
+from conftest import ARTIFACTS, app_server, load_app
 from diffusion_folders import tiny_folder
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+pytestmark = [pytest.mark.heavy, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +23,7 @@ def model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def app():
-    gradio = pytest.importorskip("gradio")  # noqa: F841
-    from sbd_viz.app import page as app
-
-    return app
+    return load_app()
 
 
 def test_handlers_decode_draw_and_refuse_what_means_nothing(app, model):
@@ -59,45 +48,29 @@ def test_handlers_decode_draw_and_refuse_what_means_nothing(app, model):
 
 
 @pytest.mark.slow
-def test_app_renders_a_diffusion_decode_in_a_real_browser(app, model):
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    demo = app.build_demo(model)
-    demo.queue(default_concurrency_limit=2, max_size=64)
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, css=app.CSS)
-    try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
-            # the page decodes its first example on load: the block fill is drawn, one frame per call
-            page.wait_for_function("() => Number(document.querySelector('#sbd-anim .sbd-anim-plot')"
-                                   "?.dataset.frames) > 0", timeout=90000)
-            page.wait_for_selector("#sbd-anim .sbd-anim-plot .main-svg", timeout=10000)
-            page.wait_for_selector("#sbd-metrics .cards[data-ntp='none']", timeout=30000)
-            nfe = page.locator("#sbd-metrics .cards").get_attribute("data-nfe")
-            assert page.locator("#sbd-anim .sbd-anim-plot").get_attribute("data-frames") == nfe
-            assert page.locator("#sbd-texts table").inner_text().startswith("diffusion_gemma")
-            assert "block-diffusion model" in page.locator("#sbd-title").inner_text()
-            # verified and gap-free are hidden for this model
-            assert page.get_by_label("verified (lossless)").count() == 0
-            assert page.get_by_label("gap-free").count() == 0
-            # the legend names the renoised state
-            assert "renoised" in page.locator("#sbd-anim").inner_text()
-            assert not errors, errors
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.locator("#sbd-anim").screenshot(path=str(ARTIFACTS / "app_diffusion.png"))  # for a human to look at
-            browser.close()
-    finally:
-        demo.close()
+def test_app_renders_a_diffusion_decode_in_a_real_browser(model, page):
+    with app_server(model) as url:
+        page.goto(url, wait_until="domcontentloaded")
+        # the page decodes its first example on load: the block fill is drawn, one frame per call
+        page.wait_for_function("() => Number(document.querySelector('#sbd-anim .sbd-anim-plot')"
+                               "?.dataset.frames) > 0", timeout=90000)
+        page.wait_for_selector("#sbd-anim .sbd-anim-plot .main-svg", timeout=10000)
+        page.wait_for_selector("#sbd-metrics .cards[data-ntp='none']", timeout=30000)
+        nfe = page.locator("#sbd-metrics .cards").get_attribute("data-nfe")
+        assert page.locator("#sbd-anim .sbd-anim-plot").get_attribute("data-frames") == nfe
+        assert page.locator("#sbd-texts table").inner_text().startswith("diffusion_gemma")
+        assert "block-diffusion model" in page.locator("#sbd-title").inner_text()
+        # verified and gap-free are hidden for this model
+        assert page.get_by_label("verified (lossless)").count() == 0
+        assert page.get_by_label("gap-free").count() == 0
+        # the legend names the renoised state
+        assert "renoised" in page.locator("#sbd-anim").inner_text()
+        assert not page.errors, page.errors
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#sbd-anim").screenshot(path=str(ARTIFACTS / "app_diffusion.png"))  # for a human to look at
 
 
 def test_the_explorer_decodes_a_diffusion_model_and_hides_what_means_nothing(model):
-    pytest.importorskip("ipywidgets")
     explorer = sv.explore(model, "def f(x):\n", gamma=0.5, max_new_tokens=8, max_denoising_steps=4)
     trace = explorer.trace
     assert trace.has_canvas and trace.config["max_denoising_steps"] == 4 and explorer.ntp_trace is None

@@ -33,6 +33,7 @@ def _with_entropies(trace, config, entropies):
     return dataclasses.replace(trace, steps=steps, config=config)
 
 
+@pytest.mark.heavy
 def test_equal_outputs_have_no_divergence():
     assert first_divergence(hand_trace(), _reference(_text(HAND))) is None
 
@@ -91,6 +92,7 @@ def test_commits_a_stop_discarded_do_not_count():
     assert first_divergence(hand_trace(stop_at=13), _reference(_text(HAND)[:13])) is None
 
 
+@pytest.mark.heavy
 def test_bad_input_names_the_argument():
     with pytest.raises(TypeError, match="ntp_trace"):
         first_divergence(hand_trace(), "abc")
@@ -112,6 +114,7 @@ def items():
     return tasks.load_suite(per_family=2, families=("add", "sorted", "range", "ctx_upper"))
 
 
+@pytest.mark.heavy
 def test_the_report_lists_exactly_the_items_whose_outputs_differ_and_where_they_part(sharp, items):
     report = divergence_report(sharp, items, max_new_tokens=12, gamma=0.6)
     differ = 0
@@ -143,10 +146,12 @@ def test_the_report_lists_exactly_the_items_whose_outputs_differ_and_where_they_
     assert differ == len(report) > 0  # a near-random model at gamma 0.6 parts from its own NTP somewhere
 
 
+@pytest.mark.heavy
 def test_verified_sbd_never_leaves_ntps_text(sharp, items):
     assert divergence_report(sharp, items, max_new_tokens=12, gamma=0.6, verify=True).empty
 
 
+@pytest.mark.heavy
 def test_the_bench_script_reports_counts_and_the_lost_items(tmp_path, monkeypatch):
     bench = bench_script("bench_divergence")
     model = sharp_model()

@@ -19,6 +19,7 @@ def _prefill_keys(model, ids):
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "gpt_neox", "mistral"])
+@pytest.mark.heavy
 def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
     model = tiny_model(arch, seed=1)
     final: list[int] = []  # tokens that entered the cache, in order
@@ -112,6 +113,7 @@ def _scripted(script, prompt="go: "):
     return model, prompt
 
 
+@pytest.mark.heavy
 def test_decode_invariants_and_gap_fills():
     model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz0123456789")
     trace = sv.decode(model, prompt, gamma=0.5, block_size=8, max_new_tokens=20)
@@ -137,6 +139,7 @@ def test_decode_invariants_and_gap_fills():
         assert g.state.count("<m>") == g.gap
 
 
+@pytest.mark.heavy
 def test_gap_free_and_left_to_right_never_fill_gaps():
     model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
     for kwargs in (dict(gamma=0.5, gap_free=True), dict(rule="left_to_right"), dict(gamma=100.0, gap_free=True)):
@@ -174,6 +177,7 @@ def test_eos_stops():
     assert trace.stop_reason == "eos" and trace.text == "ab" and trace.n_tokens == 3
 
 
+@pytest.mark.heavy
 def test_temperature_sampling_is_seeded(tiny):
     a = sv.decode(tiny, "x = ", temperature=1.0, seed=3, max_new_tokens=12, block_size=4)
     b = sv.decode(tiny, "x = ", temperature=1.0, seed=3, max_new_tokens=12, block_size=4)
@@ -182,6 +186,7 @@ def test_temperature_sampling_is_seeded(tiny):
     assert a.output_ids != c.output_ids
 
 
+@pytest.mark.heavy
 def test_ntp_baseline_is_greedy_one_token_per_call(tiny):
     trace = sv.decode_ntp(tiny, "assert 7 == ", max_new_tokens=10)
     assert trace.nfe == trace.n_tokens == 10
@@ -205,6 +210,7 @@ def test_missing_mask_token_names_the_fix():
     assert sv.decode_ntp(bare, "hi", max_new_tokens=2).n_tokens == 2
 
 
+@pytest.mark.heavy
 def test_add_mask_token_survives_save_and_reload(tmp_path):
     model = tiny_model("qwen2")
     tok = build_char_tokenizer()

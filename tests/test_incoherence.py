@@ -22,6 +22,7 @@ BLOCKS = [("att]]", [{0}, {1, 2}, {3, 4}]),
           ("qq", [{1}, {0}])]
 
 
+@pytest.mark.heavy
 def test_repeats_and_doubled_delimiters_are_found_within_one_call():
     events = incoherence_events(None, hand_trace(BLOCKS))
     found = [(e["kind"], e["call"], e["block"], e["slot"], e["text"], e["left_text"], e["run_text"]) for e in events]
@@ -42,6 +43,7 @@ def test_commits_after_the_stop_are_listed_but_not_suspected():
     assert events[-1]["suspicion"] == 0 and events[-1]["correct"] is None
 
 
+@pytest.mark.heavy
 def test_events_rank_like_gap_fills(sharp):
     """The suspicion of an event is analysis.suspicion of its commit, with NTP's verdict, as for a gap fill."""
     trace = hand_trace(BLOCKS)
@@ -83,6 +85,7 @@ def test_ntp_verdicts_are_teacher_forced_and_ngrams_are_every_other_disagreement
             assert e["ntp_agrees"] is False and e["suspicion"] >= 2  # NTP disagreeing weighs 2
 
 
+@pytest.mark.heavy
 def test_a_verified_trace_is_judged_by_its_own_checks(sharp):
     trace = sv.decode(sharp, "assert 12 + 7 == ", gamma=3.0, max_new_tokens=16, verify=True)
     events = incoherence_events(None, trace)  # no model needed

@@ -65,6 +65,7 @@ def test_largest_safe_gamma_of_an_empty_frame_is_none():
 
 
 # -- the ladder on a tiny model ------------------------------------------------------------------
+@pytest.mark.heavy
 def test_each_row_is_an_independent_decode_at_its_gamma(sharp):
     gammas = [0.0, 0.3, 1.0, 3.0]
     df = sv.gamma_ladder(sharp, PROMPT, gammas=gammas, max_new_tokens=12, stop="\n")
@@ -91,6 +92,7 @@ def test_each_row_is_an_independent_decode_at_its_gamma(sharp):
     assert not df["same_as_ntp"].all() and df["divergence_call"].notna().any()
 
 
+@pytest.mark.heavy
 def test_default_ladder_and_other_rules(sharp):
     df = sv.gamma_ladder(sharp, PROMPT, max_new_tokens=6)
     assert list(df["gamma"]) == ladder_gammas("entropy_bounded")
@@ -101,6 +103,7 @@ def test_default_ladder_and_other_rules(sharp):
     assert list(ltr["gamma"]) == [0.0] and ltr["calls"].iloc[0] == ltr["tokens"].iloc[0]  # one slot a call
 
 
+@pytest.mark.heavy
 def test_the_generator_yields_rows_as_they_are_decoded(sharp):
     ladder = Ladder(sharp, PROMPT, gammas=[1.0, 0.0], max_new_tokens=6)
     assert ladder.gammas == [0.0, 1.0] and ladder.ntp is None
@@ -171,6 +174,7 @@ def test_figure_without_a_safe_gamma_has_no_safe_region():
     assert len(next(t for t in fig.data if t.name == "differs from NTP").x) == 1
 
 
+@pytest.mark.heavy
 def test_figure_of_a_real_ladder_and_of_its_rows(sharp):
     df = sv.gamma_ladder(sharp, PROMPT, gammas=[0.0, 1.0, 3.0], max_new_tokens=8)
     fig = gamma_ladder_figure(df)
@@ -190,6 +194,7 @@ def test_figure_errors_name_the_argument(frame, error, match):
 
 
 # -- the CLI -------------------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_cli_ladder_prints_the_rows_and_the_largest_safe_gamma(capsys, tmp_path):
     html = tmp_path / "ladder.html"
     assert cli_main(["ladder", "assert 3 + 4 == ", "--gammas", "0.1", "1.0", "--max-new-tokens", "8",

@@ -26,11 +26,13 @@ def eight(tmp_path_factory):
     return sv.load_model(folder)
 
 
+@pytest.mark.heavy
 def test_the_block_size_is_the_recorded_one_else_16(eight):
     assert eight.block_size == 8
     assert tiny_model().block_size == 16
 
 
+@pytest.mark.heavy
 def test_decode_takes_the_models_block_size_unless_told(eight):
     own = sv.decode(eight, PROMPT, max_new_tokens=20)
     assert own.config["block_size"] == 8 and max(s.block_size for s in own.steps) <= 8
@@ -44,6 +46,7 @@ def test_decode_takes_the_models_block_size_unless_told(eight):
     assert told.config["block_size"] == 16 and max(s.block_size for s in told.steps) > 8  # 20 tokens: one block of 16
 
 
+@pytest.mark.heavy
 def test_decode_batch_evaluate_and_sweep_take_it_too(eight):
     assert [t.config["block_size"] for t in sv.decode_batch(eight, [PROMPT, "assert 1 + 2 == "],
                                                              max_new_tokens=12)] == [8, 8]
@@ -56,6 +59,7 @@ def test_decode_batch_evaluate_and_sweep_take_it_too(eight):
 
 
 @pytest.mark.parametrize("bad", [0, 65, 8.0, "8", True])
+@pytest.mark.heavy
 def test_a_bad_recorded_block_size_fails_named_by_its_config_key(bad):
     model = tiny_model()
     model.model.config.sbd_block_size = bad
@@ -73,8 +77,8 @@ def test_a_folder_with_a_bad_block_size_fails_at_load(tmp_path):
         sv.load_model(tmp_path)
 
 
+@pytest.mark.heavy
 def test_the_explorer_and_the_cli_start_at_it(eight, tmp_path):
-    pytest.importorskip("ipywidgets")
     from sbd_viz import cli
     from sbd_viz.widgets import explore
 
@@ -87,6 +91,7 @@ def test_the_explorer_and_the_cli_start_at_it(eight, tmp_path):
         assert sv.Trace.load(out).config["block_size"] == expected
 
 
+@pytest.mark.heavy
 def test_the_app_starts_at_it_and_its_sweep_records_it(eight, monkeypatch):
     import pandas as pd
 

@@ -9,7 +9,6 @@ runs them slower, not wrongly. Each test prints its time; the README's "under th
 measured on an idle machine by ``python docs/render_notebooks.py``, which prints each notebook's time.
 """
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,10 +21,6 @@ from test_walkthroughs import assert_executed_notebook_shows_its_numbers
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-HAVE_MODEL = bool(os.environ.get("SBD_VIZ_MODEL")) or (ROOT / "sbd_viz" / "models" / "sbd-char-5m").is_dir()
-needs_model = pytest.mark.skipif(
-    not HAVE_MODEL, reason="the notebooks run on the shipped model: sbd_viz/models/sbd-char-5m does not exist and "
-                           "SBD_VIZ_MODEL is not set")
 
 
 def run(nb, folder: Path, timeout: int | None = None) -> float:
@@ -51,6 +46,7 @@ def test_there_are_six_notebooks_saved_without_outputs():
         assert any("sv.load_model()" in c.source for c in code), path.name
 
 
+@pytest.mark.heavy
 def test_the_kernel_is_this_python(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
     run(nb, tmp_path)
@@ -58,7 +54,6 @@ def test_the_kernel_is_this_python(tmp_path):
 
 
 @pytest.mark.slow
-@needs_model
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)

@@ -21,6 +21,7 @@ def _round_trip(trace: Trace) -> Trace:
 
 @pytest.mark.parametrize("decoder", ["jacobi", "prompt_lookup"])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.heavy
 def test_exact_decoders_write_greedy_text_in_at_most_ntp_calls(decoder, arch):
     model = sharp_model(arch) if arch == "llama" else tiny_model(arch)
     for prompt in PROMPTS:
@@ -48,6 +49,7 @@ def test_jacobi_counts_every_call_and_keeps_at_least_one_token(sharp):
     assert trace.steps[0].n_input == len(trace.prompt_ids) + 3  # the prompt and a 3-token guess
 
 
+@pytest.mark.heavy
 def test_exact_decoders_stop_where_greedy_stops(sharp):
     for decoder in ("jacobi", "prompt_lookup"):
         ntp = sv.decode_ntp(sharp, PROMPTS[1], max_new_tokens=30, stop=" ")
@@ -55,6 +57,7 @@ def test_exact_decoders_stop_where_greedy_stops(sharp):
         assert trace.text == ntp.text and trace.stop_reason == ntp.stop_reason and trace.nfe <= ntp.nfe
 
 
+@pytest.mark.heavy
 def test_remask_takes_back_low_confidence_gap_fills(sharp):
     # threshold 1: every pending gap fill is re-read below it, so each is remasked (once)
     trace = _round_trip(sv.decode(sharp, PROMPTS[0], decoder="remask", gamma=2.0, remask_threshold=1.0,
@@ -113,6 +116,7 @@ def _reference_sbd(model, prompt: str, gamma: float, block_size: int, max_new_to
     return out, calls
 
 
+@pytest.mark.heavy
 def test_the_default_decoder_and_sbd_are_plain_sbd(sharp):
     """``sv.decode``'s default and ``decoder="sbd"`` each write what SBD written out independently writes."""
     ids, calls = _reference_sbd(sharp, PROMPTS[1], gamma=2.0, block_size=4, max_new_tokens=10)
@@ -136,6 +140,7 @@ def test_exact_decoders_on_held_out_suite_items(shipped):
         assert remask.n_tokens >= 1
 
 
+@pytest.mark.heavy
 def test_compare_decoders_data(sharp):
     from sbd_viz import plots
 
@@ -174,6 +179,7 @@ def test_draft_and_check_traces_in_words(sharp):
     assert "rule" not in settings_line(trace) and "γ" not in settings_line(trace)
 
 
+@pytest.mark.heavy
 def test_sweep_decoders_frame_and_its_tradeoff(sharp):
     from sbd_viz import plots
 
@@ -207,6 +213,7 @@ def test_remask_bench_page_renders_from_its_json(tmp_path):
     assert out.read_text() == (ROOT / "bench" / "REMASK.md").read_text()
 
 
+@pytest.mark.heavy
 def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(capsys, tmp_path, shipped):
     from sbd_viz import cli
 
@@ -219,6 +226,7 @@ def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(c
     assert "verify" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_a_remask_trace_whose_last_block_is_cut_short_draws(tiny):
     """max_new_tokens 24 at block 16: the last block's canvas holds 8 slots; the other 8 are drawn as not decoded."""
     from sbd_viz import plots

@@ -20,15 +20,11 @@ QUALITY = ["rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "cal
 
 
 @pytest.fixture(scope="module")
-def shipped():
-    return sv.load_model()
-
-
-@pytest.fixture(scope="module")
 def items():
     return sv.tasks.load_suite(per_family=2)
 
 
+@pytest.mark.heavy
 def test_batched_ntp_equals_decode_ntp(shipped, items):
     prompts = [item.prompt for item in items]
     batched = sv.decode_batch(shipped, prompts, decoder="ntp", stop="\n", batch_size=8)
@@ -47,6 +43,7 @@ def test_batched_ntp_equals_decode_ntp_on_random_models(arch):
                                                for p in prompts]
 
 
+@pytest.mark.heavy
 def test_batched_sweep_equals_unbatched(shipped, items):
     one = sv.sweep(shipped, items, gammas=[0.1, 1.0], verify=(False, True), cache_dir=None, progress=False)
     many = sv.sweep(shipped, items, gammas=[0.1, 1.0], verify=(False, True), cache_dir=None, progress=False,
@@ -60,6 +57,7 @@ def test_batched_sweep_equals_unbatched(shipped, items):
     assert (timed["speed_batch_size"] == 4).all() and timed["speedup_wall"].notna().all()
 
 
+@pytest.mark.heavy
 def test_batched_evaluate_says_how_it_was_timed(shipped, items):
     result = sv.evaluate(shipped, items[:8], batch_size=4)  # quality batched, the wall clock at batch 1
     assert result["settings"]["batch_size"] == 4 and result["settings"]["speed_batch_size"] == 1

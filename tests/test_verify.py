@@ -79,6 +79,7 @@ NOISY = {g for g in range(64) if g % 7 in (2, 5)}  # where the noisy oracle draf
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("drafter", ["model", "noisy_oracle"])
+@pytest.mark.heavy
 def test_verified_text_is_ntp_greedy_text(models, arch, drafter):
     """The model's own drafts (a random model's block head mostly disagrees with its NTP head) and a noisy
     oracle's (mostly right, wrong at fixed positions): either way the text is NTP's."""
@@ -109,6 +110,7 @@ def test_verified_text_is_ntp_greedy_text(models, arch, drafter):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.heavy
 def test_cache_equals_a_fresh_prefill_after_every_call(models, arch):
     model = models[arch]
     seen = 0
@@ -158,6 +160,7 @@ def oracle_drafter(model, prompt, ntp_ids, wrong_at, soft=False):
     # the next block's first call
     ("left_to_right", 0.0, {1, 5, 7}, [(1, 1), (5, 5), (7, 7)]),
 ])
+@pytest.mark.heavy
 def test_rejections_at_the_first_a_middle_and_the_last_slot(arch, rule, gamma, wrong_at, expected):
     """Blocks of 8: slot 0 is always NTP's exact token (never drafted, so never rejected); drafts are rejected
     at slot 1 (the first drafted slot), a middle slot and slot 7 (the last), each rolled back exactly."""
@@ -199,6 +202,7 @@ def test_rejection_in_the_final_check_continues_the_decode():
     assert trace.steps[-1].commits == ()
 
 
+@pytest.mark.heavy
 def test_stop_in_the_drafts_is_checked_and_cut():
     model = sharp("llama")
     reasons = set()
@@ -212,6 +216,7 @@ def test_stop_in_the_drafts_is_checked_and_cut():
     assert reasons == {"stop", "length"}
 
 
+@pytest.mark.heavy
 def test_verdicts_are_ntp_teacher_forced_choices(models):
     """Every check records NTP's greedy token and probability at its position; the output holds only
     accepted drafts and NTP's own tokens; gap fills a rollback discarded are not kept."""
@@ -328,6 +333,7 @@ def test_version_1_traces_still_load():
     assert sv.Trace.from_json(trace.to_json()) == trace  # re-saved as the current version
 
 
+@pytest.mark.heavy
 def test_cli_trace_verify(models, tmp_path, capsys):
     from sbd_viz.cli import main as cli_main
 

@@ -3,10 +3,9 @@ and keeps its own knobs."""
 
 import pytest
 
-pytest.importorskip("ipywidgets")
+import sbd_viz as sv
 
-import sbd_viz as sv  # noqa: E402
-
+pytestmark = pytest.mark.heavy  # each choice re-decodes: seconds per test
 PROMPT = "abc abc abc "
 SMALL = dict(max_new_tokens=12)
 
