@@ -104,6 +104,13 @@ def run(args, argv) -> tuple[dict, list[dict], list[dict]]:
     return header, results, []
 
 
+def _shown(prompt: str) -> str:
+    """A prompt in a table cell: newlines as ⏎, pipes escaped."""
+    from sbd_viz.trace import visible
+
+    return visible(prompt).replace("|", "\\|")
+
+
 def _range(r: dict) -> str:
     from sbd_viz.analysis.gamma_map import format_range
 
@@ -135,7 +142,7 @@ def markdown(header: dict, results: list[dict], examples: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
-            f"| `{r['prompt']}` | {r['setting']} | {r['pieces']} | {r['step_pieces']} | {r['texts']} "
+            f"| `{_shown(r['prompt'])}` | {r['setting']} | {r['pieces']} | {r['step_pieces']} | {r['texts']} "
             f"| {r['ntp_pieces']} | {r['exact_calls']:,} / {r['exact_reuse_calls']:,} "
             f"| {r['step_calls']:,} / {r['step_reuse_calls']:,} | {r['slider_calls']:,} "
             f"| {r['exact_s']:.1f} / {r['exact_reuse_s']:.1f} | {r['step_s']:.1f} / {r['step_reuse_s']:.1f} "
@@ -161,10 +168,33 @@ def markdown(header: dict, results: list[dict], examples: list[dict]) -> str:
             f"| {med(lambda r: r['exact_s'] / r['exact_reuse_s']):.2f}x "
             f"| {med(lambda r: r['step_calls'] / r['step_reuse_calls']):.2f}x "
             f"| {med(lambda r: r['step_s'] / r['step_reuse_s']):.2f}x |")
+    if results:
+        def span(f):
+            vals = [f(r) for r in results]
+            return f"{min(vals):.2f}x to {max(vals):.2f}x"
+
+        lines += ["", "Reading it:", "",
+                  f"- **Prefix reuse** (`reuse_prefix=True`, the default) runs "
+                  f"{span(lambda r: r['exact_calls'] / r['exact_reuse_calls'])} fewer calls for the exact map and "
+                  f"is {span(lambda r: r['exact_s'] / r['exact_reuse_s'])} faster; for the step map "
+                  f"{span(lambda r: r['step_calls'] / r['step_reuse_calls'])} fewer calls, "
+                  f"{span(lambda r: r['step_s'] / r['step_reuse_s'])} faster. The same pieces with and "
+                  f"without it: {'yes' if all(r['same_with_reuse'] for r in results) else 'NO'}.",
+                  f"- **Slider against the step map**: decoding at every slider position ran "
+                  f"{span(lambda r: r['slider_calls'] / r['step_reuse_calls'])} the calls of the step map with reuse "
+                  f"and took {span(lambda r: r['slider_s'] / r['step_reuse_s'])} its time; every slider decode "
+                  f"{'equals' if not any(r['slider_wrong'] for r in results) else 'does NOT always equal'} the step "
+                  "map's trace at its position.",
+                  f"- **The exact map** holds {min(r['pieces'] for r in results)} to "
+                  f"{max(r['pieces'] for r in results)} pieces; only {min(r['step_pieces'] for r in results)} to "
+                  f"{max(r['step_pieces'] for r in results)} of them hold a slider position, and the pieces carry "
+                  f"{min(r['texts'] for r in results)} to {max(r['texts'] for r in results)} distinct texts."]
     lines += ["", "## Where the text is NTP's (exact map)", "",
+              "Exact ends (`GammaMap.text_runs`; `sv.gamma_ladder` states the same in `attrs[\"safe\"]`). A 64-token "
+              "decode runs past the answer into lines the model makes up, where SBD and NTP part at every γ.", "",
               "| prompt | setting | γ ranges whose text equals NTP's |", "|---|---|---|"]
     for r in results:
-        lines.append(f"| `{r['prompt']}` | {r['setting']} | {', '.join(_range(s) for s in r['safe']) or 'none'} |")
+        lines.append(f"| `{_shown(r['prompt'])}` | {r['setting']} | {', '.join(_range(s) for s in r['safe']) or 'none'} |")
     return "\n".join(lines) + "\n"
 
 
