@@ -324,6 +324,13 @@ def _gamma_range(v: Any, config: dict):
 
 def trace_from_dict(d: Any) -> Trace:
     """The ``Trace`` a JSON object holds, every field checked; else ``TraceFormatError`` naming the field."""
+    try:
+        return _trace_from_dict(d)
+    except RecursionError:  # free-form data (meta, settings) nested past Python's stack
+        raise TraceFormatError("not a trace: nested too deeply") from None
+
+
+def _trace_from_dict(d: Any) -> Trace:
     _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
     _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
     version = d.get("version")

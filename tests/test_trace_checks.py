@@ -267,6 +267,12 @@ def test_verified_and_canvas_facts(saved):
         Trace.from_dict(d)
 
 
-def test_deep_nesting_is_refused_not_a_crash():
+def test_deep_nesting_is_refused_not_a_crash(saved):
     with pytest.raises(TraceFormatError, match="nested too deeply"):
         Trace.from_json("[" * 100_000 + "]" * 100_000)
+    d, deep = copy.deepcopy(saved["sbd"]), []
+    for _ in range(100_000):
+        deep = [deep]
+    d["meta"]["x"] = deep  # a dict built in Python, never through JSON
+    with pytest.raises(TraceFormatError, match="nested too deeply"):
+        Trace.from_dict(d)
