@@ -311,8 +311,13 @@ def _gamma_range(v: Any, config: dict):
 
     w = "trace.gamma_range"
     _keys(v, w, ("lo", "hi", "lo_closed", "hi_closed"))
-    lo = -math.inf if v["lo"] is None else _num(v["lo"], w + ".lo", lo=None)
-    hi = math.inf if v["hi"] is None else _num(v["hi"], w + ".hi", lo=None)
+    def end(x, where, unbounded):  # null: unbounded; a whole number stays one (top_k's ends), so it saves again alike
+        if x is None:
+            return unbounded
+        number = _num(x, where, lo=None)
+        return x if isinstance(x, int) else number
+
+    lo, hi = end(v["lo"], w + ".lo", -math.inf), end(v["hi"], w + ".hi", math.inf)
     found = Interval(lo, hi, _bool(v["lo_closed"], w + ".lo_closed"), _bool(v["hi_closed"], w + ".hi_closed"),
                      _bool(v.get("whole", False), w + ".whole"))
     _need(config.get("temperature", 0) == 0, w, "belongs to a greedy decode (temperature 0); a sampled one has none")

@@ -86,6 +86,7 @@ def test_verified_ranges_cover_rejected_drafts(sharp):
 def test_top_k_ranges_are_whole_numbers(sharp):
     trace = sv.decode(sharp, PROMPT, rule="top_k", gamma=2, max_new_tokens=N)
     assert trace.gamma_range.whole and 2 in trace.gamma_range and 2.5 not in trace.gamma_range
+    assert sv.Trace.from_json(trace.to_json()).to_json() == trace.to_json()  # whole ends stay whole in the file
 
 
 def test_no_range_for_sampling_or_decoders_without_the_knob(sharp):
