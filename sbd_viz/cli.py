@@ -66,9 +66,13 @@ def _eval(args) -> int:
 
     model = sv.load_model(args.model)
     suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family)
+    from .decoders.ntp import NTP
+
+    own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
+    decoder = NTP.name if args.ntp else args.decoder  # --ntp: the reference alone, no speedup beside itself
     result = sv.evaluate(model, suite, rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
-                         gap_free=args.gap_free, decoder="ntp" if args.ntp else "sbd", progress=True,
-                         measure_speedup=not args.ntp)
+                         gap_free=args.gap_free, decoder=decoder, progress=True,
+                         measure_speedup=decoder != NTP.name, verify=args.verify, **own)
     result.pop("rows")
     print(json.dumps(result, indent=1))
     return 0
@@ -265,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_decode_args(p)
     p.add_argument("--split", default="test", choices=["test", "train"])
     p.add_argument("--per-family", type=int, default=40)
-    p.add_argument("--ntp", action="store_true")
+    p.add_argument("--ntp", action="store_true", help="score greedy NTP alone (the same as --decoder ntp)")
+    _add_decoder_args(p)
+    p.add_argument("--verify", action="store_true", help="verified SBD: every draft checked against NTP greedy")
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("sweep", help="score settings on the suite beside NTP; write a CSV (cached on disk)")

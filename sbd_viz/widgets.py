@@ -95,6 +95,7 @@ class Explorer(widgets.VBox):
         if not isinstance(model, (SBDModel, DiffusionModel)):
             raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
+        given = {k: v for k, v in decode_kwargs.items() if k != "decoder"}  # as the caller gave them
         if decode_kwargs.get("block_size") is None:  # as decode: the model's own block size
             decode_kwargs = {**decode_kwargs, "block_size": check_block_size(None, model)}
         # the dropdown: every registered decoder that serves the model; NTP is the comparison
@@ -103,7 +104,7 @@ class Explorer(widgets.VBox):
         if decoder not in self.choices:
             raise ValueError(f"decoder: choose from {', '.join(self.choices)}, got {decoder!r}")
         # bad settings (and a prompt past the context) fail here, named, before a slider clamps them silently
-        start(model, prompt, decoder, **decode_kwargs)
+        start(model, prompt, decoder, **given)
         self.model = model
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
         rule = self.extra.pop("rule", DEFAULT_RULE)

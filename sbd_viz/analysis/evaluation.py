@@ -18,7 +18,7 @@ from typing import Iterable
 from ..decoders.batch import MAX_BATCH_SIZE, BatchDecoding
 from ..checks import check_block_size, check_model, check_whole
 from ..decoders.ntp import NTP, decode_ntp
-from ..decoders.registry import check_serves, config_for, decode, get_decoder, split_settings
+from ..decoders.registry import check_serves, config_for, decode, default_decoder, get_decoder, split_settings
 from ..model import SBDModel
 from ..training.objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 from ..rules import DEFAULT_GAMMA, DEFAULT_RULE
@@ -38,11 +38,11 @@ def _summarise(rows: list[dict], prefix: str = "") -> dict:
 
 
 def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
-             block_size: int | None = None, gap_free: bool = False, decoder: str = "sbd", max_new_tokens: int = 64,
+             block_size: int | None = None, gap_free: bool = False, decoder: str | None = None, max_new_tokens: int = 64,
              measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
              stop: tuple[str, ...] = STOP, verify: bool = False, batch_size: int = 1,
              speed_batch_size: int | None = 1, **own) -> dict:
-    """Decode every suite item with ``decoder`` (any registered one, ``sv.decoders()``) and score it.
+    """Decode every suite item with ``decoder`` (any registered one, ``sv.decoders()``; None: SBD) and score it.
 
     ``rule``, ``gamma``, ``block_size``, ``gap_free`` and ``verify`` go to the decoder if it takes them (set for one
     that does not, they are refused by name); ``own``: the decoder's own settings (e.g. ``remask_threshold``).
@@ -136,7 +136,7 @@ class _Plan:
 
     def __init__(self, model, suite, *, rule, gamma, block_size, gap_free, decoder, max_new_tokens,
                  measure_speedup, stop, verify, batch_size, speed_batch_size, **own):
-        self.spec = spec = get_decoder(decoder)
+        self.spec = spec = default_decoder(model) if decoder is None else get_decoder(decoder)
         check_serves(spec, model)
         if not isinstance(verify, bool):
             raise ValueError(f"verify: must be True or False, got {verify!r}")

@@ -267,8 +267,7 @@ class Handlers:
         # the count the metrics card shows; the table lists them all
         kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
         table = gr.update(value=failure_rows(events), label=failure_label(events, kept))
-        label = session.get("label", registry.get_decoder(cfg.get("decoder", "sbd")).label)
-        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(label, "NTP")))
+        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(session["label"], "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
                 fit(tradeoff), status, self._trace_file(trace))
 
@@ -373,7 +372,7 @@ class Handlers:
     def _trace_file(self, trace) -> str:
         cfg = trace.config
         gamma = f"_g{cfg['gamma']:g}" if "gamma" in cfg else ""
-        name = f"sbd_trace_{cfg.get('decoder', 'sbd')}_{cfg['rule']}{gamma}_k{cfg['block_size']}.json"
+        name = f"sbd_trace_{cfg['decoder']}_{cfg.get('rule', 'none')}{gamma}_k{cfg.get('block_size', 0)}.json"
         return str(trace.save(self._new_folder() / name))
 
 

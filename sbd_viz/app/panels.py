@@ -94,5 +94,5 @@ def stream_ladder(model, prompt: str, settings: dict):
 def animation_file(trace, folder: Path) -> Path:
     """The trace's block-fill animation as a GIF in ``folder`` (one frame per call)."""
     cfg = trace.config
-    name = f"sbd_{cfg.get('decoder', 'sbd')}_{cfg.get('rule', 'ntp')}_g{cfg.get('gamma', 0):g}.gif"
+    name = f"sbd_{cfg['decoder']}_{cfg.get('rule', 'none')}_g{cfg.get('gamma', 0):g}.gif"
     return save_animation(trace, Path(folder) / name)

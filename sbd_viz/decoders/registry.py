@@ -213,16 +213,18 @@ def _load() -> None:
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
+    loaded: dict[str, DecoderSpec] = {}  # filled aside, so a failed import leaves the registry to try again
     for module in BUILTIN_MODULES:
         for spec in importlib.import_module(f"{__package__}.{module}").SPECS:
-            _SPECS.setdefault(spec.name, spec)
+            loaded.setdefault(spec.name, spec)
     for spec in _entry_point_specs():
-        if spec.name in _SPECS:
+        if spec.name in loaded:
             warnings.warn(f"sbd_viz.decoders: the plugin decoder {spec.name!r} has the name of one already "
                           "registered; the plugin's is ignored", RuntimeWarning, stacklevel=3)
             continue
-        _SPECS[spec.name] = spec
+        loaded[spec.name] = spec
+    _SPECS.update(loaded)
+    _LOADED = True
 
 
 def _entry_point_specs() -> list[DecoderSpec]:
