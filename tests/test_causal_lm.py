@@ -188,10 +188,10 @@ def test_block_fill_shows_a_split_character_whole_where_it_completes(smol):
     assert BYTE_PIECE in texts and "京" in texts and "␣and" in texts
     hover = next(h for t, h in cells if t == "京")
     assert "completes" in hover and "top candidates" in hover
-    # the same in the summary, the heatmap, the timeline and the side-by-side comparison
+    # the same in the summary, the heatmap and the token-by-token comparison
     assert "京" in trace.summary() and BYTE_PIECE in trace.summary()
     assert "京" in str(plots.entropy_heatmap(trace, 0).data[0].text)
-    assert "京" in " ".join(plots.calls_timeline(trace).data[2].customdata)
+    assert "京" in str(plots.compare(trace, trace).data[0].text)  # the token-by-token comparison
 
 
 def test_views_mark_leading_spaces_and_the_chat_templates_tokens(smol, tmp_path):

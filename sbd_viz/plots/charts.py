@@ -39,16 +39,6 @@ def _so_far(trace: Trace) -> list[int]:
     return totals
 
 
-def _call_tokens(trace: Trace) -> list[str]:
-    """Per call, the output tokens it wrote, as the cells show them (``output_labels``), HTML escaped."""
-    labels, n0 = output_labels(trace), len(trace.prompt_ids)
-    if trace.has_canvas:
-        calls = trace.token_calls()
-        return [" ".join(esc(labels[i][0]) for i, c in enumerate(calls) if c == call) for call in range(trace.nfe)]
-    return [" ".join(esc(labels[s.block_start + c.slot - n0][0]) for c in s.commits if trace.kept(s, c.slot))
-            for s in trace.steps]
-
-
 def _rollback_hover(step: Step) -> str:
     check = step.rejected[0] if step.rejected else None
     said = "" if check is None else (f": draft {token_html(check.text)} rejected, NTP wanted "
@@ -76,8 +66,7 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
                                  line=grey, hoverinfo="skip"), row=1, col=1)
     first = "accepted (in the output)" if trace.has_canvas else "committed in order"
     fig.add_trace(go.Bar(x=calls, y=in_order, name=first, marker=dict(color=STATE_COLORS["now"]),
-                         customdata=_call_tokens(trace),
-                         hovertemplate="call %{x}: %{y} in order<br>%{customdata}<extra></extra>"), row=2, col=1)
+                         hovertemplate="call %{x}: %{y} in order<extra></extra>"), row=2, col=1)
     # None, not 0: a zero-height bar would still draw its outline.
     fig.add_trace(go.Bar(x=calls, y=[g or None for g in gap], name="gap fills", marker=dict(
         color=STATE_COLORS["now"], line=dict(color=STATE_COLORS["gap"], width=2), pattern=dict(shape="/")),
