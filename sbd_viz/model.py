@@ -239,13 +239,11 @@ class SBDModel(ModelBase):
         value = getattr(self.model.config, "sbd_block_size", None)
         if value is None:
             return DEFAULT_BLOCK_SIZE
-        from .checks import check_block_size  # checks reads this module: imported when first needed
-
-        try:
-            return check_block_size(value)
-        except ValueError:
+        # checked here, not with checks.check_block_size: checks reads this module, and this error names the file
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BLOCK_SIZE:
             raise ValueError(f"config.sbd_block_size: model {self.name!r} records {value!r}, but a block size must "
-                             f"be a whole number in [1, {MAX_BLOCK_SIZE}]; fix its config.json or remove the key") from None
+                             f"be a whole number in [1, {MAX_BLOCK_SIZE}]; fix its config.json or remove the key")
+        return value
 
     def fingerprint(self) -> str:
         """A short hash of the config and the weights, for caching results per model."""
