@@ -75,6 +75,10 @@ class Interval:
         below = value <= self.hi if self.hi_closed else value < self.hi
         return above and below and (not self.whole or (math.isfinite(value) and value == int(value)))
 
+    def __iter__(self):
+        """``lo, hi = interval``: the ends (whether each is closed is ``lo_closed`` / ``hi_closed``)."""
+        return iter((self.lo, self.hi))
+
     def __and__(self, other: "Interval") -> "Interval":
         """The values in both (a decode's γ range is its calls' intervals intersected). At a shared end, the end
         is closed only if both are; may be empty (``lo > hi``, or ``lo == hi`` with an open end)."""

@@ -118,6 +118,8 @@ def test_interval_intersection():
     a, b = Interval(0.0, 1.0, True, False), Interval(0.5, 1.0, False, True)
     assert a & b == Interval(0.5, 1.0, False, False)
     assert (a & Interval(-1, 2)) == a and (Interval(1, 3, whole=True) & Interval(2, 5)).whole
+    lo, hi = b
+    assert (lo, hi) == (0.5, 1.0)
 
 
 # -- item 3: the map -----------------------------------------------------------------------------------------
@@ -145,6 +147,9 @@ def test_the_exact_map_equals_decodes_at_every_gamma(sharp, rule, settings):
     kw = dict(max_new_tokens=N, **settings)
     m = gamma_map(sharp, PROMPT, rule=rule, **kw)
     contiguous(m)
+    for p in m.pieces:  # the settings reach every decode
+        assert (p.trace.config["rule"], p.trace.config["decoder"], p.trace.verified) == (
+            rule, settings.get("decoder", "sbd"), settings.get("verify", False))
     assert m.exact and len(m.pieces) > 2 and m.decodes == len(m.pieces)
     for a, b in zip(m.pieces, m.pieces[1:]):
         assert not same_decode(a.trace, b.trace)  # every piece is a distinct decode
