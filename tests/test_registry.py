@@ -277,3 +277,40 @@ def test_each_built_in_decoder_is_described_in_its_own_module():
     for spec in registry.decoders():
         module = sys.modules[spec.decoding.__module__]
         assert spec in module.SPECS and spec.decoding.__module__.split(".")[-1] in registry.BUILTIN_MODULES
+
+
+# -- the app reads the registry ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def handlers(model):
+    from sbd_viz.app import Handlers, SpeedQualityCurve
+
+    return Handlers(model, SpeedQualityCurve(compute=False))
+
+
+def test_the_app_greys_out_what_the_chosen_decoder_does_not_take(handlers):
+    from sbd_viz.app.inputs import CONTROLS
+
+    for label in ("SBD", "Jacobi", "prompt lookup", "SBD + remasking"):
+        takes = sv.registry.by_label(label).takes
+        updates = handlers.decoder_changed(label, "entropy_bounded")
+        assert {c: u["interactive"] for c, u in zip(CONTROLS, updates)} == {c: c in takes for c in CONTROLS}, label
+    gamma = handlers.decoder_changed("SBD", "left_to_right")[CONTROLS.index("gamma")]  # a rule with no knob
+    assert gamma["interactive"] is False
+
+
+def test_the_app_streams_any_decoder_and_labels_it(handlers, model, monkeypatch):
+    """Jacobi's calls stream in as SBD's do; its text, its wall-clock card and its comparison say "Jacobi"."""
+    from sbd_viz.app import page
+
+    monkeypatch.setattr(page, "PROGRESS_EVERY", -1.0)  # a progress view after every step
+    out = list(handlers.decode("abc abc abc ", "entropy_bounded", 0.1, False, 4, 12, 0.0, 0, False, False,
+                               "Jacobi", None))
+    progress = [o for o in out if "data-progress" in str(o[2])]
+    result, _, metrics, texts, _ = out[-1]
+    trace = result["trace"]
+    assert trace.config["decoder"] == "jacobi" and len(progress) >= trace.nfe - 1 >= 1
+    assert "Jacobi (decoding)" in str(progress[0][3])
+    assert "Jacobi " in metrics and " ms" in metrics and "SBD" not in metrics
+    assert ">Jacobi<" in texts and "SBD" not in texts
+    assert trace.output_ids == sv.decode(model, "abc abc abc ", decoder="jacobi", block_size=4,
+                                         max_new_tokens=12).output_ids

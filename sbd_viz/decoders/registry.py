@@ -263,7 +263,7 @@ def split_settings(spec: DecoderSpec, settings: Mapping[str, Any]) -> tuple[dict
         else:
             takes = ", ".join(spec.takes + tuple(spec.own)) or "none besides max_new_tokens, stop and top_n"
             what = "not a setting of any decoder" if name not in SHARED and not _owned(name) else \
-                f"decoder {spec.name!r} does not take it"
+                f"{spec.label} (decoder {spec.name!r}) does not take it"
             raise ValueError(f"{name}: {what} (decoder {spec.name!r} takes: {takes}), got {value!r}")
     return shared, own
 
