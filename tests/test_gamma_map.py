@@ -143,6 +143,7 @@ def brute_force_points(m: GammaMap, rng: random.Random, grid: int = 60) -> list[
 @pytest.mark.parametrize("rule, settings", [("entropy_bounded", {}), ("entropy_threshold", {}),
                                             ("entropy_bounded", dict(verify=True)),
                                             ("entropy_bounded", dict(decoder="remask"))])
+@pytest.mark.heavy
 def test_the_exact_map_equals_decodes_at_every_gamma(sharp, rule, settings):
     kw = dict(max_new_tokens=N, **settings)
     m = gamma_map(sharp, PROMPT, rule=rule, **kw)
@@ -158,6 +159,7 @@ def test_the_exact_map_equals_decodes_at_every_gamma(sharp, rule, settings):
         assert g in piece and same_decode(sv.decode(sharp, PROMPT, rule=rule, gamma=g, **kw), piece.trace), (g, piece)
 
 
+@pytest.mark.heavy
 def test_prefix_reuse_gives_the_same_map_with_fewer_calls(sharp):
     plain = gamma_map(sharp, PROMPT, max_new_tokens=N, reuse_prefix=False)
     reused = gamma_map(sharp, PROMPT, max_new_tokens=N)  # the default replays shared prefixes
@@ -170,6 +172,7 @@ def test_prefix_reuse_gives_the_same_map_with_fewer_calls(sharp):
         assert same_decode(p.trace, sv.decode(sharp, PROMPT, gamma=p.lo, max_new_tokens=N, verify=True))
 
 
+@pytest.mark.heavy
 def test_the_step_map_decodes_the_pieces_holding_a_slider_position(sharp):
     exact = gamma_map(sharp, PROMPT, max_new_tokens=N)
     coarse = gamma_map(sharp, PROMPT, max_new_tokens=N, step=0.25)
@@ -200,6 +203,7 @@ def test_lo_and_hi_bound_the_map(sharp):
     assert all(same_decode(a.trace, b.trace) for a, b in zip(part.pieces, inner))
 
 
+@pytest.mark.heavy
 def test_other_knobs_and_settings_change_the_map(sharp):
     base = gamma_map(sharp, PROMPT, max_new_tokens=N)
     small = gamma_map(sharp, PROMPT, max_new_tokens=N, block_size=2)
@@ -264,6 +268,7 @@ def test_shipped_map_of_a_held_out_prompt_against_every_slider_position(shipped)
 
 
 # -- item 4: the exact ladder ----------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_the_exact_ladder_reads_the_map(sharp):
     from sbd_viz.analysis.ladder import Ladder, largest_safe_gamma
 
@@ -316,10 +321,12 @@ def test_safe_words_say_when_gamma_zero_leaves_ntp():
             dict(lo=0.05, hi=2.0, lo_closed=True, hi_closed=True, text="b", same_as_ntp=True, pieces=3)]
     words = safe_words(runs, 0.0, 2.0)
     assert "γ 0 already leaves NTP's text" in words and "surest slot" in words and "[0.05, 2]" in words
-    assert "already" not in safe_words(runs[1:], 0.05, 2.0)
+    assert safe_words(runs[1:], 0.05, 2.0) == "NTP's text at every γ in [0.05, 2]"
+    assert "at no other γ in [0, 2]" in words
     assert safe_words(runs[:1], 0.0, 0.05).startswith("no γ")
 
 
+@pytest.mark.heavy
 def test_the_app_ladder_states_the_exact_safe_ranges(sharp):
     from sbd_viz.app.panels import stream_ladder
 
