@@ -117,6 +117,11 @@ class ModelBase:
         return self.tokenizer.eos_token_id
 
     @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """Every id that ends the text (a model kind whose config lists several says so)."""
+        return () if self.eos_token_id is None else (int(self.eos_token_id),)
+
+    @property
     def mask_id(self) -> int | None:
         """The mask token's id, or None if the model has none. No decode ever writes it."""
         mask_id = getattr(self.model.config, "mask_token_id", None)
