@@ -59,8 +59,9 @@ def load_model(path=None, dtype=None, device=None):
             raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
     if path is not None and diffusion.is_diffusion_folder(path):
         return DiffusionModel.from_pretrained(path, dtype=dtype or torch.float32, device=device)
-    if path is not None and causal_lm.is_causal_source(path):  # "smollm2-135m", a .gguf file, a folder without a mask token
-        return causal_lm.load(path, dtype=dtype or torch.float32, device=device)
+    source = path if path is not None else default_model_path()  # SBD_VIZ_MODEL=smollm2-135m too (a Space)
+    if causal_lm.is_causal_source(source):  # "smollm2-135m", a .gguf file, a folder without a mask token
+        return causal_lm.load(source, dtype=dtype or torch.float32, device=device)
     return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32, device=device)
 
 
