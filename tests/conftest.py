@@ -4,6 +4,7 @@ the shipped model; the app served on a free port; a page of headless Chromium. A
 import contextlib
 import importlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -244,3 +245,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.unit)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under ``-m unit`` alone, a module whose own ``pytestmark`` is heavy or slow holds no unit test, so it is not
+    imported at all (the app's imports alone take seconds)."""
+    if config.getoption("markexpr") != "unit" or not collection_path.name.startswith("test_") \
+            or collection_path.suffix != ".py":
+        return None
+    text = collection_path.read_text(encoding="utf-8")
+    return True if re.search(r"^pytestmark = .*pytest\.mark\.(heavy|slow)\b", text, re.M) else None

@@ -58,6 +58,7 @@ def _replayed_gap_fills(trace):
     return out
 
 
+@pytest.mark.heavy
 def test_decoded_gap_fills_match_a_replay_and_render_the_block_state():
     model, prompt = _scripted("abcdefghijklmnopqrstuvwxyz")
     trace = sv.decode(model, prompt, gamma=0.5, block_size=8, max_new_tokens=16)
@@ -207,6 +208,7 @@ def test_sweep_frame_shape(swept):
         sv.gap_free_ablation(df[~df["gap_free"]])
 
 
+@pytest.mark.heavy
 def test_repeated_sweep_hits_the_cache(tiny, swept, counted, monkeypatch):
     df, cache = swept
     forwards = []
@@ -289,6 +291,7 @@ def test_sweep_rows_match_individual_decodes(tiny, swept):
         assert row["speedup_calls"] == pytest.approx(sum(t.nfe for t in ntp) / calls)
 
 
+@pytest.mark.heavy
 def test_sweep_frame_has_a_verify_column(swept):
     df, _ = swept
     assert list(df.columns) == list(gaps.SWEEP_COLUMNS)

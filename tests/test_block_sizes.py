@@ -42,6 +42,7 @@ def test_the_table_judges_each_draw_and_the_pooled_draws_on_the_worst_bucket():
     assert expected in bench.table(slow, [4], 0.1)
 
 
+@pytest.mark.heavy
 def test_the_script_counts_what_evaluate_decodes(tmp_path, monkeypatch):
     bench = bench_script("block_sizes")
     model = sharp_model()

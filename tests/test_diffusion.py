@@ -18,7 +18,8 @@ STEPS = 12  # max_denoising_steps in these tests (generate's default is 48)
 EOS, PAD = 1, 0
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny forwards: one thread is faster here
+# heavy: tiny DiffusionGemma folders built and decoded once per module; tiny forwards: one thread is faster
+pytestmark = [pytest.mark.heavy, pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")

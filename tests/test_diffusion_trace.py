@@ -60,6 +60,7 @@ def test_canvas_trace_round_trips_as_version_3(tmp_path):
     assert Trace.load(trace.save(tmp_path / "c.json")) == trace
 
 
+@pytest.mark.heavy
 def test_sbd_traces_save_as_version_2_without_the_canvas_fields(tiny):
     trace = sv.decode(tiny, "ab", gamma=0.5, block_size=4, max_new_tokens=6)
     d = trace.to_dict()
@@ -101,6 +102,7 @@ def test_recorder_checks_its_inputs():
         CanvasRecorder([1], 0)
 
 
+@pytest.mark.heavy
 def test_the_recorder_page_example_runs_and_prints_what_the_page_says(capsys):
     """docs/diffusion_recorder.md: its one code block records a toy loop; the page quotes what it prints."""
     import re

@@ -51,6 +51,7 @@ def test_each_notebook_is_rendered_from_its_current_cells(path, render, stamp):
             assert (OUT / name).is_file(), name
 
 
+@pytest.mark.heavy
 def test_rendered_with_the_shipped_model(render, stamp):
     fingerprint = render.model_fingerprint()
     stale = [name for name, entry in stamp.items() if entry["model"] != fingerprint]

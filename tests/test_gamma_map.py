@@ -51,6 +51,7 @@ def just_outside(interval: Interval, valid) -> list[float]:
 @pytest.mark.parametrize("settings", [dict(), dict(verify=True), dict(decoder="remask"), dict(gap_free=True),
                                       dict(rule="entropy_threshold"), dict(rule="confidence_threshold"),
                                       dict(rule="factor")])
+@pytest.mark.heavy
 def test_a_decode_is_the_same_across_its_range_and_changes_just_past_it(sharp, settings):
     rng = random.Random(0)
     rule = settings.get("rule", "entropy_bounded")

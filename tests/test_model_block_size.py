@@ -113,6 +113,7 @@ def test_the_app_starts_at_it_and_its_sweep_records_it(eight, monkeypatch):
     assert asked and all(b == [8] for b in asked) and json.loads(out.read_text())["block_size"] == 8
 
 
+@pytest.mark.heavy
 def test_the_app_says_when_its_precomputed_sweep_is_of_another_block_size(eight, tmp_path):
     from sbd_viz.app import page as app
     rows = [{"rule": "entropy_bounded", "gamma": 0.1, "block_size": 16, "gap_free": False, "accuracy": 0.9,

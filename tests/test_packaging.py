@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sbd_viz"
 
@@ -133,6 +135,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+@pytest.mark.heavy
 def test_no_import_circle_in_the_package():
     at_import = _graph(at_import_time=True)
     assert _cycle(at_import) is None, " -> ".join(_cycle(at_import))
@@ -145,6 +148,7 @@ def test_no_import_circle_in_the_package():
     assert "analysis.evaluation" not in _graph(False)["training.objective"]
 
 
+@pytest.mark.heavy
 def test_each_folder_imports_only_what_the_house_plan_allows():
     """The README's map of the package, checked: at import time a folder reads only the layers below it."""
     wrong = sorted(f"{name} -> {dep}" for name, deps in _graph(at_import_time=True).items()
@@ -173,6 +177,7 @@ def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
+@pytest.mark.heavy
 def test_every_module_imports_on_its_own():
     """Each module imported first, in a clean package state (one interpreter: torch loads once)."""
     code = ("import importlib, sys\n"

@@ -125,6 +125,7 @@ def cell_attr(fig, i, block, slot, attr):
 
 # -- block fill ---------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["gap_trace", "multi_trace", "gapless_trace", "ntp_trace"])
+@pytest.mark.heavy
 def test_block_fill_frames_match_trace(name, request):
     trace = request.getfixturevalue(name)
     fig = block_fill(trace)
@@ -248,6 +249,7 @@ RESULTS = [
 ]
 
 
+@pytest.mark.heavy
 def test_tradeoff_rules_and_current():
     fig = tradeoff(RESULTS, current=dict(rule="eb", gamma=0.5))
     rules = [t for t in fig.data if t.meta and t.meta["role"] == "rule"]

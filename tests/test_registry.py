@@ -109,12 +109,14 @@ def test_the_page_is_short_and_names_its_files():
     assert '"sbd_viz.decoders"' in doc_files()["pyproject.toml"]
 
 
+@pytest.mark.heavy
 def test_an_installed_decoder_is_listed_after_the_built_ins(plugin_run):
     names = plugin_run["names"]
     assert names[: len(sv.decoders())] == [s.name for s in sv.decoders()] and names[-1] == "fixed_blocks"
     assert plugin_run["module"] == "sbd_blocks"  # the installed package's class, not a copy
 
 
+@pytest.mark.heavy
 def test_an_installed_decoder_decodes_through_the_door_and_refuses_by_name(plugin_run):
     for name, message in plugin_run["refused"].items():
         assert message.startswith(f"{name}:"), message
@@ -124,27 +126,32 @@ def test_an_installed_decoder_decodes_through_the_door_and_refuses_by_name(plugi
         assert all(c == 3 for c in commits[:-1])  # three slots, all committed by the call that first sees them
 
 
+@pytest.mark.heavy
 def test_an_installed_decoder_batches_to_its_single_decodes(plugin_run):
     assert plugin_run["batch"] == plugin_run["single"]
 
 
+@pytest.mark.heavy
 def test_an_installed_decoder_traces_from_the_cli(plugin_run):
     assert plugin_run["cli"] == 0
     assert plugin_run["cli_trace"] == plugin_run["single"][0][:2]
 
 
+@pytest.mark.heavy
 def test_an_installed_decoder_climbs_a_ladder_along_its_knob(plugin_run):
     columns, slots, calls = plugin_run["ladder"]
     assert columns == ["slots", "calls"] and slots == [1, 2, 4]
     assert calls[0] > calls[1] > calls[2]  # more slots per call, fewer calls
 
 
+@pytest.mark.heavy
 def test_an_installed_decoder_shows_in_the_apps_compare_tab(plugin_run):
     labels = [row[0] for row in plugin_run["compare"]]
     assert labels == ["NTP", "SBD", "fixed blocks"]
     assert plugin_run["compare"][2][1] == plugin_run["compare_single"][0]  # its calls, as sv.decode counts them
 
 
+@pytest.mark.heavy
 def test_a_broken_plugin_is_named_in_a_warning_and_the_built_ins_stay(tmp_path):
     """An entry point whose import fails, and one that is not a DecoderSpec: each named, neither kills the rest."""
     site = tmp_path / "site"
@@ -241,6 +248,7 @@ def test_a_bad_spec_is_refused_by_field(field, value, message):
 # -- (c) every batchable decoder: the batch is the single decodes ------------------------------------------
 @pytest.mark.parametrize("spec", [s for s in registry.decoders() if s.batchable and s.model != "diffusion"],
                          ids=lambda s: s.name)
+@pytest.mark.heavy
 def test_every_batchable_decoder_batches_to_its_single_decodes(model, spec):
     settings = {"gamma": 1.0} if "gamma" in spec.takes else {}
     if "block_size" in spec.takes:
@@ -285,6 +293,7 @@ def handlers(model):
     from sbd_viz.app import Handlers, SpeedQualityCurve
 
     return Handlers(model, SpeedQualityCurve(compute=False))
+@pytest.mark.heavy
 
 
 def test_the_app_greys_out_what_the_chosen_decoder_does_not_take(handlers):
@@ -296,6 +305,7 @@ def test_the_app_greys_out_what_the_chosen_decoder_does_not_take(handlers):
         assert {c: u["interactive"] for c, u in zip(CONTROLS, updates)} == {c: c in takes for c in CONTROLS}, label
     gamma = handlers.decoder_changed("SBD", "left_to_right")[CONTROLS.index("gamma")]  # a rule with no knob
     assert gamma["interactive"] is False
+@pytest.mark.heavy
 
 
 def test_the_app_streams_any_decoder_and_labels_it(handlers, model, monkeypatch):

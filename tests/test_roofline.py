@@ -160,6 +160,7 @@ def test_lm_head_counts_only_the_rows_that_need_logits():
     assert rf.forward_time(32, 16, 16, "h100-bf16", paper, logits=1) == rf.forward_time(32, 16, 16, "h100-bf16", paper)
 
 
+@pytest.mark.heavy
 def test_shapes_from_configs(tiny):
     import transformers as tf
 
@@ -187,6 +188,7 @@ def traces(tiny):
             sv.decode_ntp(tiny, prompt, max_new_tokens=24))
 
 
+@pytest.mark.heavy
 def test_calls_of_a_real_sbd_trace(traces):
     trace, _ = traces
     calls = rf.trace_calls(trace)
@@ -201,6 +203,7 @@ def test_calls_of_a_real_sbd_trace(traces):
     assert rf.trace_calls(old) == calls
 
 
+@pytest.mark.heavy
 def test_ntp_trace_projects_to_exactly_one(traces):
     _, ntp = traces
     assert rf.trace_calls(ntp) == rf.ntp_calls(ntp)
@@ -210,6 +213,7 @@ def test_ntp_trace_projects_to_exactly_one(traces):
 
 
 @pytest.mark.parametrize("hardware", list(rf.HARDWARE))
+@pytest.mark.heavy
 def test_project_real_sbd_trace(traces, hardware):
     trace, _ = traces
     p = rf.project(trace, hardware, "paper-8b")
@@ -229,6 +233,7 @@ def test_project_real_sbd_trace(traces, hardware):
     assert two["sbd_s"] == pytest.approx(2 * p["sbd_s"]) and two["speedup"] == pytest.approx(p["speedup"])
 
 
+@pytest.mark.heavy
 def test_project_frame(traces, tiny):
     import pandas as pd
 
@@ -267,6 +272,7 @@ def test_bad_input_names_the_argument(call, match):
         call()
 
 
+@pytest.mark.heavy
 def test_bad_traces(traces):
     trace, _ = traces
     with pytest.raises(ValueError, match="trace: has no calls"):
@@ -313,6 +319,7 @@ def test_cli_prints_the_paper_tables():
     assert "| 1 | 16 | 1.000 | 1.000 | 1.001 | 1.003 | 1.007 |" in one and "→" not in one
 
 
+@pytest.mark.heavy
 def test_cli_projects_a_saved_trace(traces, tmp_path):
     trace, _ = traces
     path = trace.save(tmp_path / "t.json")
@@ -366,6 +373,7 @@ def test_the_sbd_viz_command_has_a_roofline_subcommand(capsys):
     assert "h100-fp8" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_a_verified_trace_projects_with_contiguous_calls():
     """Verified SBD feeds the last accepted token, the drafts it checks and the open block: every call
     starts where the cache ends, and its causal rows need logits."""

@@ -81,6 +81,7 @@ def _valid_gammas(rule, g):
 
 @pytest.mark.parametrize("gap_free", [False, True])
 @pytest.mark.parametrize("rule", RULES)
+@pytest.mark.heavy
 def test_every_rule_commits_at_least_one_slot_of_any_block(rule, gap_free):
     """The decoder relies on it (a step that commits nothing would repeat forever): random blocks of 1..16
     masked slots, with spread-out, tied, all-zero and all-high entropies, at valid knobs from edge to edge."""
@@ -197,6 +198,7 @@ def _gammas(rule, g):
 
 @pytest.mark.parametrize("gap_free", [False, True])
 @pytest.mark.parametrize("rule", RULES)
+@pytest.mark.heavy
 def test_knob_interval_is_where_the_choice_holds(rule, gap_free):
     """Every knob value in the interval (closed ends, just inside open ones, midpoints, random points) commits
     the same slots; the values right past each end that the rule accepts commit others. Also at the interval's

@@ -14,6 +14,8 @@ import sbd_viz as sv
 
 from conftest import free_port, tiny_model
 
+pytestmark = pytest.mark.heavy  # the shipped model's sweeps, batched and across processes: seconds per test
+
 QUALITY = ["rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
            "speedup_calls", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp", "accuracy_with_gaps",
            "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens", "max_new_tokens", "fingerprint"]
@@ -24,7 +26,6 @@ def items():
     return sv.tasks.load_suite(per_family=2)
 
 
-@pytest.mark.heavy
 def test_batched_ntp_equals_decode_ntp(shipped, items):
     prompts = [item.prompt for item in items]
     batched = sv.decode_batch(shipped, prompts, decoder="ntp", stop="\n", batch_size=8)
@@ -43,7 +44,6 @@ def test_batched_ntp_equals_decode_ntp_on_random_models(arch):
                                                for p in prompts]
 
 
-@pytest.mark.heavy
 def test_batched_sweep_equals_unbatched(shipped, items):
     one = sv.sweep(shipped, items, gammas=[0.1, 1.0], verify=(False, True), cache_dir=None, progress=False)
     many = sv.sweep(shipped, items, gammas=[0.1, 1.0], verify=(False, True), cache_dir=None, progress=False,
@@ -57,7 +57,6 @@ def test_batched_sweep_equals_unbatched(shipped, items):
     assert (timed["speed_batch_size"] == 4).all() and timed["speedup_wall"].notna().all()
 
 
-@pytest.mark.heavy
 def test_batched_evaluate_says_how_it_was_timed(shipped, items):
     result = sv.evaluate(shipped, items[:8], batch_size=4)  # quality batched, the wall clock at batch 1
     assert result["settings"]["batch_size"] == 4 and result["settings"]["speed_batch_size"] == 1

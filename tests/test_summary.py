@@ -4,6 +4,8 @@ saved traces; no model."""
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from sbd_viz.summary import Measure, fed_text, measures, measures_text, step_text, trace_summary
 from sbd_viz.trace import Trace
 
@@ -18,6 +20,7 @@ def ntp_of(text: str = TEXT) -> Trace:
     return hand_trace([(text, [{i} for i in range(len(text))])])
 
 
+@pytest.mark.heavy
 def test_measures_beside_ntp_compare_per_generated_token():
     sbd, ntp = hand_trace(), ntp_of()
     got = {m.label: m for m in measures(sbd, ntp)}

@@ -16,6 +16,7 @@ def trace(tiny):
     return sv.decode(tiny, "assert 1 + 1 == ", rule="top_k", gamma=3, block_size=6, max_new_tokens=14)
 
 
+@pytest.mark.heavy
 def test_json_round_trip_is_lossless(trace, tmp_path):
     assert sv.Trace.from_json(trace.to_json()) == trace
     path = trace.save(tmp_path / "t.json")
@@ -24,6 +25,7 @@ def test_json_round_trip_is_lossless(trace, tmp_path):
     assert again.to_json() == trace.to_json()
 
 
+@pytest.mark.heavy
 def test_ntp_trace_round_trips(tiny):
     ntp = sv.decode_ntp(tiny, "hi", max_new_tokens=4)
     assert sv.Trace.from_json(ntp.to_json()) == ntp

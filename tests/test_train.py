@@ -49,6 +49,7 @@ def test_prefix_masking_commits_a_prefix_of_each_block_and_is_off_by_default():
         train.TrainConfig(prefix_frac=1.5).validate()
 
 
+@pytest.mark.heavy
 def test_loss_parts_and_gradient_flow():
     tok = data.build_char_tokenizer()
     model, _ = train._new_model(train.TrainConfig(preset="test-1m"))
@@ -90,6 +91,7 @@ def test_answer_slots_mark_each_answer_and_its_newline():
     assert runs >= 10  # 18 answers in these four rows
 
 
+@pytest.mark.heavy
 def test_answers_only_loss_scores_only_the_marked_tokens():
     tok = data.build_char_tokenizer()
     model, _ = train._new_model(train.TrainConfig(preset="test-1m"))
@@ -109,6 +111,7 @@ def test_answers_only_loss_scores_only_the_marked_tokens():
         train.TrainConfig(answers_only=True, code_frac=0.5, code_dir=".").validate()
 
 
+@pytest.mark.heavy
 def test_masked_half_cannot_leak_into_clean_half():
     """Changing a masked-copy token must not change any clean-half logit (no NTP leak)."""
     model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
@@ -223,6 +226,7 @@ def test_weight_average_moves_by_one_minus_decay_and_round_trips(tmp_path):
         train.WeightAverage(torch.nn.Linear(3, 2), decay=0.5).load(tmp_path / "ema.safetensors")
 
 
+@pytest.mark.heavy
 def test_a_save_killed_midway_keeps_the_last_complete_checkpoint(tmp_path, monkeypatch):
     """A session's end kills a run at any moment, also while it saves: resume must find the last whole
     checkpoint, never one whose weights are a save newer than its optimizer moments and step count."""
@@ -286,6 +290,7 @@ def test_weight_average_starts_from_the_base_and_survives_a_resume(tmp_path):
     assert sv.decode(model, "assert 1 == ", max_new_tokens=4, block_size=4).n_tokens == 4
 
 
+@pytest.mark.heavy
 def test_masked_slot_probe_reads_the_right_positions():
     """An oracle that knows the clean text scores 1.0 on both halves; a random model is near chance."""
     from types import SimpleNamespace
@@ -316,6 +321,7 @@ def test_masked_slot_probe_reads_the_right_positions():
         objective.masked_slot_accuracy(tiny, block_size=0)
 
 
+@pytest.mark.heavy
 def test_decoder_state_accuracy_builds_each_state_it_names():
     """An oracle that knows a masked slot only when the slot before it is committed: right in every later call's
     state but slot 0's, wrong in every first call's; NTP right throughout."""
@@ -348,6 +354,7 @@ def test_decoder_state_accuracy_builds_each_state_it_names():
         objective.decoder_state_accuracy(tiny, n_windows=0)
 
 
+@pytest.mark.heavy
 def test_a_run_that_ends_between_log_lines_still_logs_and_saves(tmp_path):
     """A schedule (or a time budget) can end before the first log line: the log still gets the last steps."""
     out = tmp_path / "short"
@@ -371,6 +378,7 @@ def test_bf16_flag_is_automatic_unless_given():
     assert isinstance(train.bf16_is_native(), bool)
 
 
+@pytest.mark.heavy
 def test_probe_asks_only_for_what_fits_a_short_context():
     """A from-scratch run at a short window (its trained context) must still get a probe, not an error."""
     model, tok = train._new_model(train.TrainConfig(preset="test-1m"))
@@ -390,6 +398,7 @@ def _small_model_off_its_init():
     return model.eval(), tok
 
 
+@pytest.mark.heavy
 def test_a_deepened_model_computes_what_it_did_and_decodes_with_its_cache():
     """Depth upscaling: twice the layers, the same logits, and a cached decode equal to the base's."""
     import sbd_viz as sv
@@ -411,6 +420,7 @@ def test_a_deepened_model_computes_what_it_did_and_decodes_with_its_cache():
         upscale.deepen_layers(torch.nn.Linear(2, 2), 2)  # no Llama-style layers to repeat
 
 
+@pytest.mark.heavy
 def test_a_widened_model_computes_what_it_did_and_every_new_weight_learns():
     """Width upscaling: two more heads, a wider MLP, the same logits and decode, and a gradient into
     every new part (a zero block nothing reaches would never train)."""

@@ -11,6 +11,8 @@ import sbd_viz as sv
 from sbd_viz import plots, widgets as sbd_widgets
 from sbd_viz.widgets import PLOTLY_MIME, figure_at_call
 
+pytestmark = pytest.mark.heavy  # the explorer decodes again on each control: seconds per test
+
 PROMPT = "assert 4 + 5 == "
 # A random-init model is unsure everywhere (entropy ~ log V ~ 4.6 nats per slot), so gamma 50
 # commits a whole block per call and gamma 0 commits one slot per call: the two are easy to tell apart.
