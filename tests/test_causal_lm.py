@@ -255,7 +255,6 @@ def test_the_cli_summary_names_the_kind_and_reads_tokens(smol, capsys, tmp_path)
 
 
 def test_the_explorer_decodes_it_with_its_exact_decoders(smol):
-    pytest.importorskip("ipywidgets")
     explorer = sv.explore(smol, CODE, decoder="jacobi", max_new_tokens=8)
     assert "sbd" not in explorer.choices and "jacobi" in explorer.choices
     assert explorer.trace.output_ids == _decode(CODE, "ntp").output_ids[:8]
