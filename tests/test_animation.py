@@ -93,6 +93,7 @@ def test_every_cell_has_its_block_fill_colour_in_every_frame(tmp_path):
         assert all(got == want for got, want in pairs if want in states)
 
 
+@pytest.mark.heavy
 def test_frames_show_each_call_s_states():
     """Frame 0: block 0's first commit orange ("now"), blocks 1-2 not started; the last frame: every block
     started, the last call's commits orange and the earlier ones sky blue."""

@@ -71,6 +71,7 @@ def test_a_decode_is_the_same_across_its_range_and_changes_just_past_it(sharp, s
     assert changed  # some range ends inside the valid range
 
 
+@pytest.mark.heavy
 def test_verified_ranges_cover_rejected_drafts(sharp):
     """A rejected draft's choice shaped the calls after it: ranges of decodes with rollbacks are still exact."""
     seen = 0
@@ -194,6 +195,7 @@ def test_the_step_map_decodes_the_pieces_holding_a_slider_position(sharp):
     assert _slider_positions(0.0, 2.0, 0.01, False)[7] == 0.07  # the float a slider sends
 
 
+@pytest.mark.heavy
 def test_lo_and_hi_bound_the_map(sharp):
     exact = gamma_map(sharp, PROMPT, max_new_tokens=N)
     part = gamma_map(sharp, PROMPT, max_new_tokens=N, lo=0.2, hi=0.6)
@@ -217,6 +219,7 @@ def test_other_knobs_and_settings_change_the_map(sharp):
         assert same_decode(top_k.trace_at(k), sv.decode(sharp, PROMPT, rule="top_k", gamma=k, max_new_tokens=N))
 
 
+@pytest.mark.heavy
 def test_the_frame_and_lookups(sharp):
     m = gamma_map(sharp, PROMPT, max_new_tokens=N)
     ntp = sv.decode_ntp(sharp, PROMPT, max_new_tokens=N)

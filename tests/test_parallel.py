@@ -43,6 +43,7 @@ def test_exact_decoders_write_greedy_text_in_at_most_ntp_calls(decoder, arch):
                 assert c.ntp_token_id == next(t.token_id for t in s.slots[c.slot].top if t.token_id != model.mask_id)
 
 
+@pytest.mark.heavy
 def test_jacobi_counts_every_call_and_keeps_at_least_one_token(sharp):
     trace = sv.decode(sharp, PROMPTS[0], decoder="jacobi", block_size=4, max_new_tokens=20)
     assert trace.nfe == len(trace.steps) and all(1 <= len(s.commits) <= 4 for s in trace.steps)
@@ -168,6 +169,7 @@ def test_compare_decoders_data(sharp):
         plots.compare_decoders([traces[0], sv.decode(sharp, "other", max_new_tokens=4)])
 
 
+@pytest.mark.heavy
 def test_draft_and_check_traces_in_words(sharp):
     from sbd_viz import summary
     from sbd_viz.plots.style import settings_line

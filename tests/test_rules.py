@@ -220,6 +220,7 @@ def test_knob_interval_is_where_the_choice_holds(rule, gap_free):
 
 
 @pytest.mark.parametrize("rule", ["entropy_bounded", "entropy_threshold", "confidence_threshold", "factor"])
+@pytest.mark.heavy
 def test_the_interval_check_catches_an_end_one_float_off(rule):
     """The check above can fail: an interval with one end moved by one float, or one end's closedness flipped,
     is caught (on random blocks, wherever that end is not the valid range's)."""
@@ -324,6 +325,7 @@ def test_factor_commits_all_when_the_first_to_fail_is_the_last_as_fast_dllm_does
     assert CommitRule("factor", 0.01).select(ENTROPY[:2], torch.tensor([0.9, 0.01])) == [0, 1]
 
 
+@pytest.mark.heavy
 def test_factor_matches_fast_dllm_on_random_calls():
     g = torch.Generator().manual_seed(11)
     last = 0
