@@ -9,7 +9,7 @@
 from ._version import __version__
 from .decoders.sbd import DecodeConfig, Decoding, decode_steps
 from .decoders.ntp import NTPDecoding, decode_ntp
-from .decoders import registry
+from .decoders import door, registry
 from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
 from .decoders.batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
@@ -26,6 +26,7 @@ from .analysis.divergence import divergence_report, first_divergence
 from .decoders import diffusion
 from .decoders.diffusion import DiffusionModel
 from .analysis.ladder import Ladder, gamma_ladder
+from .analysis.gamma_map import GammaMap, Piece, gamma_map
 from .analysis.incoherence import failure_report, incoherence_report
 from .analysis.decoder_sweep import sweep_decoders
 
@@ -85,7 +86,7 @@ def decode(model, prompt, *args, decoder=None, **settings):
     clash = [n for n in _POSITIONAL[: len(args)] if n in settings]
     if clash:
         raise TypeError(f"decode: got multiple values for argument {clash[0]!r}")
-    return registry.decode(model, prompt, decoder, **dict(zip(_POSITIONAL, args)), **settings)
+    return door.decode(model, prompt, decoder, **dict(zip(_POSITIONAL, args)), **settings)
 
 
 def explore(model, prompt, **decode_kwargs):
@@ -100,6 +101,6 @@ __all__ = [
     "SBDModel", "CausalLM", "causal_lm", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
-    "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "failure_report",
+    "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "GammaMap", "Piece", "gamma_map", "failure_report",
     "incoherence_report", "sweep_decoders",
 ]

@@ -24,7 +24,8 @@ import plotly.io as pio
 from . import plots
 from .decoders.diffusion import DiffusionModel
 from .decoders.ntp import NTP, decode_ntp
-from .decoders.registry import decode, decoders, default_decoder, get_decoder, start
+from .decoders.door import decode, start
+from .decoders.registry import decoders, default_decoder, get_decoder
 from .model import SBDModel
 from .plots.animation import save_animation
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES

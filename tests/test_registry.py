@@ -202,6 +202,7 @@ def test_the_door_names_the_decoder_and_the_choices(model):
         sv.decode_batch(model, ["ab"], decoder="prompt_lookup")
 
 
+@pytest.mark.heavy
 def test_a_shared_setting_left_at_its_default_passes_to_any_decoder(model):
     """One set of settings for every decoder: the defaults mean "not set"; a decoder's own settings reach it."""
     plain = sv.decode(model, "abc ", decoder="jacobi", max_new_tokens=6)
@@ -211,6 +212,7 @@ def test_a_shared_setting_left_at_its_default_passes_to_any_decoder(model):
                      max_new_tokens=8).config["remask_threshold"] == 1.0
 
 
+@pytest.mark.heavy
 def test_sbd_positional_arguments_still_work(model):
     by_name = sv.decode(model, "abc ", rule="top_k", gamma=2, block_size=4, max_new_tokens=8)
     assert sv.decode(model, "abc ", "top_k", 2, 4, 8).output_ids == by_name.output_ids
@@ -218,6 +220,7 @@ def test_sbd_positional_arguments_still_work(model):
         sv.decode(model, "abc ", "top_k", 2, gamma=2)
 
 
+@pytest.mark.heavy
 def test_register_decoder_in_a_notebook(model):
     class Greedy(sv.NTPDecoding):
         pass
@@ -264,9 +267,7 @@ def test_every_batchable_decoder_batches_to_its_single_decodes(model, spec):
 
 SURFACES = ["__init__.py", "cli.py", "widgets.py", "app/page.py", "app/inputs.py", "app/decoders.py",
             "app/views.py", "app/panels.py", "analysis/evaluation.py", "analysis/decoder_sweep.py",
-            pytest.param("analysis/ladder.py", marks=pytest.mark.xfail(
-                strict=True, reason="ladder.py's MAP_DECODERS (the γ map's decoders, work in progress) lists names; "
-                                    "it belongs in their specs")),
+            "analysis/ladder.py", "analysis/gamma_map.py",
             "decoders/batch.py"]
 
 
@@ -293,9 +294,9 @@ def handlers(model):
     from sbd_viz.app import Handlers, SpeedQualityCurve
 
     return Handlers(model, SpeedQualityCurve(compute=False))
+
+
 @pytest.mark.heavy
-
-
 def test_the_app_greys_out_what_the_chosen_decoder_does_not_take(handlers):
     from sbd_viz.app.inputs import CONTROLS
 
@@ -305,9 +306,9 @@ def test_the_app_greys_out_what_the_chosen_decoder_does_not_take(handlers):
         assert {c: u["interactive"] for c, u in zip(CONTROLS, updates)} == {c: c in takes for c in CONTROLS}, label
     gamma = handlers.decoder_changed("SBD", "left_to_right")[CONTROLS.index("gamma")]  # a rule with no knob
     assert gamma["interactive"] is False
+
+
 @pytest.mark.heavy
-
-
 def test_the_app_streams_any_decoder_and_labels_it(handlers, model, monkeypatch):
     """Jacobi's calls stream in as SBD's do; its text, its wall-clock card and its comparison say "Jacobi"."""
     from sbd_viz.app import page

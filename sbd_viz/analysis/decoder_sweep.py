@@ -16,7 +16,8 @@ import itertools
 from ..checks import check_block_size, check_model
 from .evaluation import STOP
 from ..decoders.ntp import NTP
-from ..decoders.registry import check_serves, decode, decoders as registered, get_decoder
+from ..decoders.door import decode
+from ..decoders.registry import check_serves, decoders as registered, get_decoder
 from ..rules import DEFAULT_RULE
 from ..tasks import SuiteItem, score
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..checks import check_model, check_trace
-from ..decoders.sbd import decode
+from ..decoders.sbd import SBD, decode
 from ..decoders.ntp import decode_ntp
 from ..model import SBDModel
 from ..tasks import SuiteItem, score
@@ -33,7 +33,7 @@ def _budgeted(trace: Trace) -> bool:
     """Whether eq. 8 chose the trace's commits as they stand: the entropy-bounded rule, neither gap-free (which
     drops chosen slots right of a mask) nor verified (whose NTP corrections are not the rule's choices)."""
     c = trace.config
-    return (c.get("decoder") == "sbd" and c.get("rule") == "entropy_bounded" and not c.get("gap_free")
+    return (c.get("decoder") == SBD.name and c.get("rule") == "entropy_bounded" and not c.get("gap_free")
             and not c.get("verify"))
 
 

@@ -18,7 +18,8 @@ from typing import Iterable
 from ..decoders.batch import MAX_BATCH_SIZE, BatchDecoding
 from ..checks import check_block_size, check_model, check_whole
 from ..decoders.ntp import NTP, decode_ntp
-from ..decoders.registry import check_serves, config_for, decode, default_decoder, get_decoder, split_settings
+from ..decoders.door import config_for, decode
+from ..decoders.registry import check_serves, default_decoder, get_decoder, split_settings
 from ..model import SBDModel
 from ..training.objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 from ..rules import DEFAULT_GAMMA, DEFAULT_RULE

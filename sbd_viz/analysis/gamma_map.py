@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Iterable
 
 from ..checks import check_model, check_prompt
-from ..decoders.registry import get_decoder, start
+from ..decoders.door import start
+from ..decoders.registry import decoders, default_decoder, get_decoder
 from ..decoders.sbd import serve
 from ..model import CacheCut
 from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, Interval
@@ -262,6 +263,12 @@ class GammaMap:
         return df
 
 
+def walks_gamma(spec) -> bool:
+    """Whether a decoder has a γ map: its knob is the commit rule's γ and its decode is a coroutine of cache
+    requests the map can serve (SBD, verified SBD and remasking record their γ range)."""
+    return spec.knob is not None and spec.knob.name == "gamma" and spec.batchable
+
+
 def _check_end(value, name: str, rule: str):
     valid = COMMIT_RULES[rule].valid
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value not in valid:
@@ -286,7 +293,7 @@ class GammaMapWalk:
     ``map`` holds the ``GammaMap`` built so far. Arguments as ``gamma_map``'s, checked on construction."""
 
     def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None,
-                 hi: float | None = None, step: float | None = None, decoder: str = "sbd",
+                 hi: float | None = None, step: float | None = None, decoder: str | None = None,
                  reuse_prefix: bool = True, **settings):
         self.model = check_model(model)
         check_prompt(prompt)
@@ -298,10 +305,10 @@ class GammaMapWalk:
         if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature > 0:
             raise ValueError(f"temperature: the γ map needs greedy decoding (temperature 0), got {temperature!r}: a "
                              "sampled decode changes with the seed, not only with γ, so it has no γ range")
-        spec = get_decoder(decoder)
-        if spec.knob is None or spec.knob.name != "gamma" or not spec.batchable:
-            raise ValueError(f"decoder: the γ map walks a commit rule's knob γ; {spec.name!r} has none (use sbd, "
-                             "with or without verify, or remask)")
+        spec = default_decoder(model) if decoder is None else get_decoder(decoder)
+        if not walks_gamma(spec):
+            raise ValueError(f"decoder: the γ map walks a commit rule's knob γ; {spec.name!r} has none (choose one "
+                             f"of {', '.join(s.name for s in decoders(model) if walks_gamma(s))})")
         if not isinstance(reuse_prefix, bool):
             raise ValueError(f"reuse_prefix: must be True or False, got {reuse_prefix!r}")
         spec_rule = COMMIT_RULES[rule]
@@ -390,14 +397,16 @@ class GammaMapWalk:
 
 
 def gamma_map(model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None, hi: float | None = None,
-              step: float | None = None, decoder: str = "sbd", reuse_prefix: bool = True, **settings) -> GammaMap:
+              step: float | None = None, decoder: str | None = None, reuse_prefix: bool = True,
+              **settings) -> GammaMap:
     """Every distinct greedy decode of ``prompt`` over ``[lo, hi]`` of ``rule``'s knob (None: the rule's slider
     range in ``COMMIT_RULES``): a ``GammaMap`` (see the module's docstring).
 
     ``step`` None: the exact map, every piece; a number (the slider's, 0.01): only the pieces holding a multiple of
     it are decoded. ``settings``: ``sv.decode``'s (``block_size``, ``max_new_tokens``, ``stop``, ``gap_free``,
     ``verify``, ``top_n``; a decoder's own, e.g. ``remask_threshold``), the same for every piece; ``temperature``
-    above 0 is refused. ``decoder``: ``"sbd"`` or ``"remask"``. ``reuse_prefix`` (default True): replay the calls a
+    above 0 is refused. ``decoder``: a registered decoder whose knob is γ (None: the model's first; SBD, verified
+    SBD with ``verify=True``, or remasking). ``reuse_prefix`` (default True): replay the calls a
     piece shares with the piece below it instead of running them (the traces are the same; ``bench/GAMMA_MAP.md``
     measures what it saves)."""
     walk = GammaMapWalk(model, prompt, rule, lo, hi, step, decoder, reuse_prefix, **settings)

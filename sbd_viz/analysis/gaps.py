@@ -29,7 +29,7 @@ import torch
 
 from .._version import __version__
 from ..checks import check_block_size, check_model, check_trace, check_traces, check_whole
-from ..decoders.sbd import DecodeConfig
+from ..decoders.sbd import SBD, DecodeConfig
 from .evaluation import STOP, _Plan, is_main_process, main_decides, split_items
 from ..model import SBDModel
 from ..tasks import SuiteItem, score
@@ -346,7 +346,7 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
     Under ``accelerate launch`` every process decodes and teacher-forces its share of the items;
     only plain numbers are gathered."""
     plan = _Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
-                 gap_free=setting["gap_free"], decoder="sbd", max_new_tokens=max_new_tokens, measure_speedup=True,
+                 gap_free=setting["gap_free"], decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True,
                  stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
     with split_items(items) as (share, gather):
         rows = plan.rows(share, keep_traces=True, progress=progress)
@@ -452,7 +452,7 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     check_whole(max_new_tokens, "max_new_tokens", 1)
     settings = _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify)
     _Plan(model, items[:1], rule=settings[0]["rule"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
-          gap_free=False, decoder="sbd", max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,
+          gap_free=False, decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,
           batch_size=batch_size, speed_batch_size=speed_batch_size)  # batch_size / speed_batch_size checked up front
     fingerprint = model.fingerprint()
     model_id = {"fingerprint": fingerprint, "tokenizer": _tokenizer_hash(model)}

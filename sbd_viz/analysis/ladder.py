@@ -6,6 +6,16 @@ default spread over the rule's slider range in ``COMMIT_RULES``), and returns a 
 that happens to match again after a smaller one broke does not count, since a user turning the knob up passes
 through the broken one first.
 
+**Exact.** For SBD (plain, verified, remasking) the ladder reads the prompt's γ map (``sv.gamma_map``: every distinct
+greedy decode over the range, each with its exact γ range), so besides its rows it knows where the text changes
+(``attrs["breakpoints"]``, ``attrs["text_runs"]``) and every γ range whose text equals NTP's (``attrs["safe_ranges"]``),
+with exact ends, and says it in words (``attrs["safe"]``). Each row is still exactly ``sv.decode`` at its γ.
+
+**What "safe" means when γ 0 itself leaves NTP.** γ 0 is not next-token decoding: at every call the rule still
+commits the block's surest slot, not its leftmost, so a prompt can leave NTP's text at γ 0 and keep it at every
+larger γ (``assert "safe"[::-1] == `` does). The safe γ are then the ranges above it, and the largest safe γ climbs
+from the smallest γ that writes NTP's text (see ``largest_safe_gamma``).
+
 ``Ladder`` is the same work as a generator (``Ladder.rows()`` yields each row as soon as its decode is done),
 so an app can stream the rows in and keep every γ's trace (``Ladder.traces``) to show on request.
 
@@ -21,11 +31,14 @@ from typing import Generator, Iterable, Sequence
 
 from ..checks import check_model, check_prompt, check_whole
 from ..decoders.ntp import decode_ntp
-from ..decoders.registry import check_serves, decode, decoders, get_decoder, start
+from ..decoders.door import decode, start
+from ..decoders.registry import check_serves, decoders, default_decoder, get_decoder
 from .divergence import first_divergence
-from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule
+from .gamma_map import GammaMapWalk, format_end, format_range, walks_gamma
+from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule, Interval
 from ..trace import Trace
 
+REUSE_PREFIX = True  # an exact ladder's map replays shared prefixes: fewer calls, less time (bench/GAMMA_MAP.md)
 LADDER_POINTS = 9  # default γ values spread over a rule's slider range (its ends included)
 LADDER_COLUMNS = ("gamma", "calls", "tokens", "tokens_per_call", "speedup_calls", "same_as_ntp", "text",
                   "divergence_call", "divergence_block", "divergence_slot", "divergence_token",
@@ -87,14 +100,40 @@ def _check_gammas(rule: str, gammas) -> list[float]:
 
 
 def largest_safe_gamma(frame) -> float | None:
-    """The largest knob value (γ) of a ladder frame whose text equals NTP's at it and at every smaller value in the
-    frame; ``None`` if the smallest already differs (or the frame is empty)."""
-    safe = None
+    """The largest knob value (γ) of a ladder frame reached by climbing from the smallest value whose text equals
+    NTP's while the text stays NTP's: at every row on the way, and, in an exact ladder (``attrs["safe_ranges"]``),
+    at every γ between them, so a sliver between two rows that leaves NTP's text ends the climb. Rows below the
+    first that writes NTP's text are skipped: where even γ 0 leaves NTP's text (it commits each call's surest slot,
+    not its leftmost), the safe γ start above it. ``None`` if no row writes NTP's text (or the frame is empty)."""
+    ranges = [_interval(r) for r in frame.attrs.get("safe_ranges") or ()] if frame.attrs.get("exact") else None
+    safe, within = None, None
     for value, same in sorted(zip(frame[frame.attrs.get("knob", "gamma")], frame["same_as_ntp"])):
-        if not same:
+        if safe is None:
+            if same:
+                safe = value
+                within = next((r for r in ranges if value in r), None) if ranges is not None else None
+            continue
+        if not same or (within is not None and value not in within):
             break
         safe = value
     return safe
+
+
+def _interval(r: dict) -> Interval:
+    return Interval(r["lo"], r["hi"], r["lo_closed"], r["hi_closed"])
+
+
+def safe_words(runs: list[dict], lo: float, hi: float) -> str:
+    """The exact safe γ in a sentence, from a map's text runs (``GammaMap.text_runs``)."""
+    safe = [format_range(r["lo"], r["hi"], r["lo_closed"], r["hi_closed"]) for r in runs if r["same_as_ntp"]]
+    if not safe:
+        return f"no γ in [{format_end(lo)}, {format_end(hi)}] writes NTP's text"
+    head = ""
+    if not runs[0]["same_as_ntp"]:
+        head = (f"γ {format_end(lo)} already leaves NTP's text (even at its smallest γ the rule commits each call's "
+                "surest slot, not its leftmost, so it is not next-token decoding); ")
+    rest = "" if len(runs) == 1 else f", and at no other γ in [{format_end(lo)}, {format_end(hi)}]"
+    return head + f"NTP's text at every γ in {' and '.join(safe)}{rest}"
 
 
 class Ladder:
@@ -107,8 +146,9 @@ class Ladder:
 
     def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
                  block_size: int | None = None, max_new_tokens: int = 64,
-                 stop: str | Iterable[str] | None = None, gap_free: bool = False, decoder="sbd", **own):
-        self.spec = spec = get_decoder(decoder)
+                 stop: str | Iterable[str] | None = None, gap_free: bool = False, decoder=None, exact: bool = True,
+                 **own):
+        self.spec = spec = default_decoder(model) if decoder is None else get_decoder(decoder)
         self.model = check_model(model)
         check_serves(spec, model)
         if spec.knob is None:
@@ -132,18 +172,44 @@ class Ladder:
         self.ntp: Trace | None = None
         self.traces: dict[float, Trace] = {}
         self._rows: list[dict] = []
+        self.map_walk = None  # an exact ladder's γ map (``GammaMapWalk``): its rows are read off the map's pieces
+        if exact and walks_gamma(spec):  # a decoder whose traces carry a γ range: the ladder reads the exact map
+            lo, hi, _ = COMMIT_RULES[rule].slider
+            kw = {k: v for k, v in self.decode_kwargs.items() if k != "rule"}
+            self.map_walk = GammaMapWalk(self.model, prompt, rule, min(lo, self.gammas[0]), max(hi, self.gammas[-1]),
+                                         None, spec.name, REUSE_PREFIX, **kw)
+            self._pieces = self.map_walk.pieces()
 
     def rows(self) -> Generator[dict, None, None]:
         """Yield one row per γ, ascending, as each decode finishes (NTP is decoded first)."""
         kw = self.decode_kwargs
         if self.ntp is None:
             self.ntp = decode_ntp(self.model, self.prompt, max_new_tokens=kw["max_new_tokens"], stop=kw["stop"])
+        if self.map_walk is not None:
+            yield from self._map_rows()
+            return
         for value in self.gammas[len(self._rows):]:
             trace = decode(self.model, self.prompt, self.spec.name, **kw, **{self.knob: value})
             self.traces[value] = trace
             row = ladder_row(value, trace, self.ntp, self.knob)
             self._rows.append(row)
             yield row
+
+    def _map_rows(self) -> Generator[dict, None, None]:
+        """An exact ladder's rows: each γ's trace is the map piece holding it, yielded as the walk reaches it."""
+        pieces = self.map_walk.map.pieces
+        while len(self._rows) < len(self.gammas):
+            value = self.gammas[len(self._rows)]
+            piece = next((p for p in reversed(pieces) if value in p), None)
+            if piece is None:
+                next(self._pieces)  # the walk has not reached it yet
+                continue
+            self.traces[value] = piece.trace
+            row = ladder_row(value, piece.trace, self.ntp, self.knob)
+            self._rows.append(row)
+            yield row
+        for _ in self._pieces:  # the rest of the map: the exact safe ranges need every piece
+            pass
 
     def frame(self):
         """The rows decoded so far as a ``pandas.DataFrame`` (``LADDER_COLUMNS``); ``attrs`` hold ``rule``,
@@ -156,7 +222,15 @@ class Ladder:
         df["same_as_ntp"] = df["same_as_ntp"].astype(bool)
         df.attrs.update(knob=self.knob, decoder=self.spec.name)
         df.attrs.update(rule=self.rule, prompt=self.prompt, ntp_calls=self.ntp.nfe if self.ntp else None,
-                        ntp_text=self.ntp.text if self.ntp else None, largest_safe_gamma=largest_safe_gamma(df))
+                        ntp_text=self.ntp.text if self.ntp else None, exact=False)
+        m = self.map_walk.map if self.map_walk is not None else None
+        if m is not None and self.ntp is not None and m.pieces and m.pieces[-1].hi == m.hi and m.pieces[-1].hi_closed:
+            runs = m.text_runs(self.ntp)  # the whole map is known: the exact breakpoints and safe ranges
+            df.attrs.update(exact=True, pieces=len(m.pieces), map_calls=m.calls, text_runs=runs,
+                            breakpoints=[r["lo"] for r in runs[1:]], safe=safe_words(runs, m.lo, m.hi),
+                            safe_ranges=[{k: r[k] for k in ("lo", "hi", "lo_closed", "hi_closed")}
+                                         for r in runs if r["same_as_ntp"]])
+        df.attrs["largest_safe_gamma"] = largest_safe_gamma(df)
         return df
 
 
@@ -173,10 +247,10 @@ def ladder_row(gamma: float, trace: Trace, ntp: Trace, knob: str = "gamma") -> d
 
 def gamma_ladder(model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
                  block_size: int | None = None, max_new_tokens: int = 64, stop: str | Iterable[str] | None = None,
-                 gap_free: bool = False, decoder="sbd", **own):
+                 gap_free: bool = False, decoder=None, exact: bool = True, **own):
     """Decode ``prompt`` at each γ of a ladder and once with NTP; a ``pandas.DataFrame``, one row per γ, ascending.
 
-    ``decoder``: any registered decoder with a knob (``sv.decoders()``); the ladder runs along its knob, ``gammas``
+    ``decoder``: any registered decoder with a knob (``sv.decoders()``; None: SBD); the ladder runs along its knob, ``gammas``
     are that knob's values (None: spread over its range) and the first column is named after it. ``own``: the
     decoder's own settings.
 
@@ -190,8 +264,15 @@ def gamma_ladder(model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[
     token there, ``divergence_ntp_token``; ``<NA>`` / None where the text is NTP's, or where the output only
     stops early); ``gap_fills`` (kept in the output). ``frame.attrs["largest_safe_gamma"]``: see
     ``largest_safe_gamma``; the attrs also hold ``rule``, ``prompt``, ``ntp_calls`` and ``ntp_text``.
+
+    ``exact`` (SBD, verified SBD, remasking): the rows are read off the prompt's exact γ map over the rule's slider
+    range (widened to hold every γ asked for), and the attrs add what the map knows exactly: ``exact`` (True),
+    ``pieces`` (distinct decodes), ``text_runs`` (neighbouring γ ranges with one text: ``lo``, ``hi``,
+    ``lo_closed``, ``hi_closed``, ``text``, ``same_as_ntp``, ``pieces``), ``breakpoints`` (the γ where the text
+    changes), ``safe_ranges`` (every γ range whose text equals NTP's) and ``safe`` (the same in a sentence). Other
+    decoders, and ``exact=False``, decode at each γ of the ladder only (``attrs["exact"]`` False).
     """
-    ladder = Ladder(model, prompt, rule, gammas, block_size, max_new_tokens, stop, gap_free, decoder, **own)
+    ladder = Ladder(model, prompt, rule, gammas, block_size, max_new_tokens, stop, gap_free, decoder, exact, **own)
     for _ in ladder.rows():
         pass
     return ladder.frame()

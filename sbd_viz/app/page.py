@@ -43,7 +43,7 @@ from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..decoders.diffusion import DiffusionModel
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..analysis.incoherence import failure_events
-from ..decoders import registry
+from ..decoders import door, registry
 from . import causal as causal_app  # a pretrained LM without SBD training: free text, chat template, exact decoders
 from ..rules import COMMIT_RULES, DEFAULT_RULE
 
@@ -187,7 +187,7 @@ class Handlers:
             return
         spec, own = read_decoder(decoder, settings, self.model)
         try:  # the one door's checks name the argument, before any call (the trained context included)
-            spec, decoding = registry.start(self.model, prompt, spec.name, **own)
+            spec, decoding = door.start(self.model, prompt, spec.name, **own)
         except ValueError as exc:
             raise gr.Error(str(exc)) from None
         skip = gr.skip()
@@ -244,7 +244,8 @@ class Handlers:
             raise gr.Error(str(exc)) from None
         old = session if isinstance(session, dict) else {}
         result = dict(trace=trace, ntp=None, ntp_key=None, ntp_seconds=None, ntp_cached=False, no_ntp=True,
-                      sbd_seconds=time.perf_counter() - t0, label=registry.default_decoder(self.model).label, item=tasks.item_in_prompt(prompt, self.suite),
+                      sbd_seconds=time.perf_counter() - t0, label=registry.default_decoder(self.model).label,
+                      item=tasks.item_in_prompt(prompt, self.suite),
                       gap_fills=len(trace.kept_gap_fills()), projection=old.get("projection", PROJECTION))
         figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
         last_call = trace.nfe - 1

@@ -42,7 +42,8 @@ from typing import Iterable
 import torch
 
 from ..checks import check_model, check_whole
-from .registry import DecoderSpec, check_serves, decoders, default_decoder, get_decoder, prepare
+from .door import prepare
+from .registry import DecoderSpec, check_serves, decoders, default_decoder, get_decoder
 from .sbd import DecodeConfig
 from ..model import CacheCut, ModelCall, SBDModel
 from .base import Reply

@@ -51,6 +51,7 @@ class DiffusionModel(ModelBase):
     """A DiffusionGemma model and its tokenizer, with its limits as data: the canvas (``block_size``) and
     the context. It has no verified decoding and no gap-free mode (``supports_verify``, ``supports_gap_free``)."""
 
+    kind = "diffusion"  # the decoder registry's model kind: its own sampler serves it
     supports_verify = False
     supports_gap_free = False
     rules = (RULE,)

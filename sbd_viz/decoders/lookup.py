@@ -17,7 +17,8 @@ from typing import Generator, Iterable
 import torch
 
 from .ntp import _ntp_config
-from .registry import DecoderSpec, Knob, decode
+from .door import decode
+from .registry import DecoderSpec, Knob
 from .sbd import DecodeConfig, _Run, _trace
 from ..checks import check_whole
 from ..model import SBDModel

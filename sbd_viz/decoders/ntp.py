@@ -18,7 +18,8 @@ from typing import Generator, Iterable
 import torch
 
 from ..model import CacheCut, ModelCall, SBDModel
-from .registry import DecoderSpec, decode
+from .door import decode
+from .registry import DecoderSpec
 from .sbd import DecodeConfig, _Run, _trace
 from .base import Reply, Stop, StopCriterion, find_stop, generate_stops
 from .steps import ntp_step

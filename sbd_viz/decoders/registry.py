@@ -2,12 +2,13 @@
 
 A surface (``sv.decode``, ``decode_batch``, ``evaluate``, the sweeps, the ladder, the CLI, the explorer, the app)
 never names a decoder: it asks the registry which there are (``decoders()``), what each takes and what its knob is,
-and builds one with ``start``. Built-in decoders describe themselves in their own module (``SPECS``: ``sbd``,
+and builds one through the door (``sbd_viz.decoders.door``). Built-in decoders describe themselves in their own module (``SPECS``: ``sbd``,
 ``remask``, ``jacobi``, ``lookup``, ``ntp``, ``diffusion``); a package adds one for every process through the
 entry-point group ``sbd_viz.decoders`` (the object is its ``DecoderSpec``); a notebook adds one with
 ``register_decoder``.
 
-The settings the door knows (``SHARED``) are ``DecodeConfig``'s fields; a decoder reads the ones its spec ``takes``
+The door itself (``decode``, ``start``, ``prepare``) is ``sbd_viz.decoders.door``: it builds a ``DecodeConfig``,
+which lives with SBD's loop, and the registry imports no decoder. The settings the door knows (``SHARED``) are ``DecodeConfig``'s fields; a decoder reads the ones its spec ``takes``
 and gets them in the ``DecodeConfig`` it is built with. Its ``own`` settings (e.g. ``remask_threshold``) are passed
 as keyword arguments. A setting it neither takes nor owns is refused here, by name, and nowhere else.
 """
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ..checks import check_block_size
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
 
 ENTRY_POINT_GROUP = "sbd_viz.decoders"
@@ -145,11 +145,9 @@ class DecoderSpec:
 
 
 def model_kind(model) -> str:
-    from .diffusion import DiffusionModel
-
-    if isinstance(model, DiffusionModel):
-        return "diffusion"
-    return getattr(model, "kind", "sbd")  # a CausalLM (sbd_viz.causal_lm) is "causal": pretrained, not SBD-trained
+    """A model's kind (a key of ``MODEL_KINDS``): its class says it (``kind``; a CausalLM is "causal": pretrained,
+    not SBD-trained; a DiffusionModel "diffusion"); an SBDModel has none and is "sbd"."""
+    return getattr(model, "kind", "sbd")
 
 
 # -- the registry -------------------------------------------------------------------------------
@@ -258,7 +256,7 @@ def split_settings(spec: DecoderSpec, settings: Mapping[str, Any]) -> tuple[dict
             own[name] = value
         elif name in spec.takes:
             shared[name] = value
-        elif name in SHARED and _unset(name, value):
+        elif name in SHARED and is_unset(name, value):
             continue
         else:
             takes = ", ".join(spec.takes + tuple(spec.own)) or "none besides max_new_tokens, stop and top_n"
@@ -268,7 +266,7 @@ def split_settings(spec: DecoderSpec, settings: Mapping[str, Any]) -> tuple[dict
     return shared, own
 
 
-def _unset(name: str, value) -> bool:
+def is_unset(name: str, value) -> bool:
     default = SHARED[name]
     if default is None or isinstance(value, bool) != isinstance(default, bool):
         return value is default
@@ -280,15 +278,6 @@ def _unset(name: str, value) -> bool:
 
 def _owned(name: str) -> bool:
     return any(name in s.own for s in decoders())
-
-
-def config_for(spec: DecoderSpec, model, max_new_tokens=64, stop=None, top_n=5, **shared):
-    """The ``DecodeConfig`` a decode of ``spec`` is built with: the shared settings it takes, the rest at their
-    defaults; ``block_size`` None is the model's."""
-    from .sbd import DecodeConfig
-
-    shared["block_size"] = check_block_size(shared.get("block_size"), model)
-    return DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n, **shared)
 
 
 def check_serves(spec: DecoderSpec, model) -> None:
@@ -308,31 +297,3 @@ def check_serves(spec: DecoderSpec, model) -> None:
         raise ValueError(f"decoder: {spec.name!r} decodes with {MODEL_KINDS[spec.model]}; this model is "
                          f"{MODEL_KINDS[model_kind(model)].split(':')[0]} (its decoders: "
                          f"{', '.join(s.name for s in decoders(model))})")
-
-
-def prepare(model, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
-    """``(spec, config, own)`` for a decode of ``decoder`` on ``model``: the spec (None: the model's first), the
-    ``DecodeConfig`` of the settings it takes, and its own settings. Refuses what it does not take, by name."""
-    if decoder is None and model_kind(model) == "causal" and any(
-            n in SHARED and n != "block_size" and not _unset(n, v) for n, v in settings.items()):
-        decoder = "sbd"  # SBD's settings on a model without SBD training: refused by name, with the training command
-    spec = default_decoder(model) if decoder is None else get_decoder(decoder)
-    check_serves(spec, model)
-    shared, own = split_settings(spec, settings)
-    return spec, config_for(spec, model, max_new_tokens, stop, top_n, **shared), own
-
-
-def start(model, prompt: str, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
-    """``(spec, decoding)``: the decoding ``decode`` would run, built and checked but not started, for a caller
-    that streams its ``steps()`` (finish with ``spec.trace(decoding)``)."""
-    spec, config, own = prepare(model, decoder, max_new_tokens, stop, top_n, **settings)
-    return spec, spec.decoding(model, prompt, config, **own)
-
-
-def decode(model, prompt: str, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
-    """Decode ``prompt`` with ``decoder`` (a registered name; None: the model's first, SBD for an SBD model) and
-    return its ``Trace``. ``settings``: the shared ones the decoder takes and its own; any other is refused by name."""
-    spec, decoding = start(model, prompt, decoder, max_new_tokens, stop, top_n, **settings)
-    for _ in decoding.steps():
-        pass
-    return spec.trace(decoding)

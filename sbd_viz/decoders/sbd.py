@@ -18,7 +18,7 @@ from typing import Generator, Iterable
 import torch
 
 from .._version import __version__
-from ..checks import check_model, check_number, check_prompt, check_whole
+from ..checks import check_block_size, check_model, check_number, check_prompt, check_whole
 from ..model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, CacheCut, ModelCall, SBDModel
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, CommitRule, Interval
 from .base import Block, BlockLoop, Reply, propose
@@ -234,8 +234,14 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
     causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
     temperature 0.
     """
-    return registry.decode(model, prompt, SBD.name, max_new_tokens, stop, top_n, rule=rule, gamma=gamma,
-                           block_size=block_size, temperature=temperature, seed=seed, gap_free=gap_free, verify=verify)
+    # SBD's own function, with SBD's signature; sv.decode (sbd_viz.decoders.door) is the door to every decoder
+    config = DecodeConfig(rule=rule, gamma=gamma, block_size=check_block_size(block_size, check_model(model)),
+                          max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, stop=stop or (),
+                          gap_free=gap_free, top_n=top_n, verify=verify)
+    decoding = Decoding(model, prompt, config)
+    for _ in decoding.steps():
+        pass
+    return SBD.trace(decoding)
 
 
 # verified SBD is a mode of SBD's block loop, not a decoder of its own: its traces say decoder "sbd", verify true

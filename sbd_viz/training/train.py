@@ -295,6 +295,7 @@ def _probe(model, tok, per_family: int) -> dict:
     """Exact-match accuracy of NTP and SBD (gamma 0.1) on a few held-out suite items."""
     from .. import tasks
     from ..analysis.evaluation import evaluate
+    from ..decoders.ntp import NTP
     from ..model import SBDModel
 
     sbd = SBDModel(model, tok)
@@ -303,7 +304,7 @@ def _probe(model, tok, per_family: int) -> dict:
     # the probe asks for what fits (every answer in the suite is shorter than 64 characters).
     longest = max(len(sbd.encode(item.prompt)) for item in suite)
     room = min(64, (sbd.context_length or 10**9) - longest)
-    ntp = evaluate(sbd, suite, decoder="ntp", measure_speedup=False, max_new_tokens=room)
+    ntp = evaluate(sbd, suite, decoder=NTP.name, measure_speedup=False, max_new_tokens=room)
     eb = evaluate(sbd, suite, gamma=0.1, measure_speedup=False, max_new_tokens=room)
     return {"ntp_acc": ntp["accuracy"], "sbd_acc": eb["accuracy"], "sbd_calls_per_token": eb["calls_per_token"],
             "ntp_by_family": ntp["by_family"]}

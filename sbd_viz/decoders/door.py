@@ -1,0 +1,52 @@
+"""The one door: ``decode(model, prompt, decoder=NAME, **settings)`` and the pieces it is made of, which the other
+entry points (``decode_batch``, ``evaluate``, the ladder, the explorer, the app) share so they check alike.
+
+``prepare`` picks the spec (``sbd_viz.decoders.registry``), refuses by name a setting the decoder does not take,
+and builds the ``DecodeConfig`` of the ones it does; ``start`` builds the decoding, checked but not run (a UI streams
+its ``steps()``); ``decode`` runs it and returns the trace, its config naming the decoder. This is a module of its
+own because a ``DecodeConfig`` lives with SBD's loop (``sbd_viz.decoders.sbd``), which itself registers a spec: the
+registry imports no decoder, and the door imports both.
+"""
+
+from __future__ import annotations
+
+from ..checks import check_block_size
+from .registry import SHARED, DecoderSpec, is_unset, check_serves, decoders, default_decoder, get_decoder, \
+    model_kind, split_settings
+from .sbd import DecodeConfig
+
+
+def config_for(spec: DecoderSpec, model, max_new_tokens=64, stop=None, top_n=5, **shared):
+    """The ``DecodeConfig`` a decode of ``spec`` is built with: the shared settings it takes, the rest at their
+    defaults; ``block_size`` None is the model's."""
+    shared["block_size"] = check_block_size(shared.get("block_size"), model)
+    return DecodeConfig(max_new_tokens=max_new_tokens, stop=stop or (), top_n=top_n, **shared)
+
+
+def prepare(model, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
+    """``(spec, config, own)`` for a decode of ``decoder`` on ``model``: the spec (None: the model's first), the
+    ``DecodeConfig`` of the settings it takes, and its own settings. Refuses what it does not take, by name."""
+    if decoder is None and model_kind(model) == "causal" and any(
+            n in SHARED and n != "block_size" and not is_unset(n, v) for n, v in settings.items()):
+        # SBD's settings on a model without SBD training: refused by name, with the training command
+        decoder = next(s for s in decoders() if s.model == "sbd")
+    spec = default_decoder(model) if decoder is None else get_decoder(decoder)
+    check_serves(spec, model)
+    shared, own = split_settings(spec, settings)
+    return spec, config_for(spec, model, max_new_tokens, stop, top_n, **shared), own
+
+
+def start(model, prompt: str, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
+    """``(spec, decoding)``: the decoding ``decode`` would run, built and checked but not started, for a caller
+    that streams its ``steps()`` (finish with ``spec.trace(decoding)``)."""
+    spec, config, own = prepare(model, decoder, max_new_tokens, stop, top_n, **settings)
+    return spec, spec.decoding(model, prompt, config, **own)
+
+
+def decode(model, prompt: str, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
+    """Decode ``prompt`` with ``decoder`` (a registered name; None: the model's first, SBD for an SBD model) and
+    return its ``Trace``. ``settings``: the shared ones the decoder takes and its own; any other is refused by name."""
+    spec, decoding = start(model, prompt, decoder, max_new_tokens, stop, top_n, **settings)
+    for _ in decoding.steps():
+        pass
+    return spec.trace(decoding)
