@@ -51,7 +51,8 @@ def test_ladder_gammas_errors_name_the_argument(kwargs, match):
 @pytest.mark.parametrize("same, safe", [
     ([True, True, False, True], 0.5),  # a match after a break does not count
     ([True, True, True, True], 2.0),
-    ([False, True, True, True], None),
+    ([False, True, True, True], 2.0),  # γ 0 leaves NTP's text: the climb starts at the first γ that keeps it
+    ([False, False, False, False], None),
     ([True, False, False, False], 0.0),
 ])
 def test_largest_safe_gamma_follows_the_definition(same, safe):
@@ -169,9 +170,9 @@ def test_figure_draws_calls_the_safe_region_and_each_divergence():
 
 
 def test_figure_without_a_safe_gamma_has_no_safe_region():
-    fig = gamma_ladder_figure(_frame([False, True, True, True]))
+    fig = gamma_ladder_figure(_frame([False, False, False, False]))
     assert not [s for s in fig.layout.shapes if s.name == "safe"] and fig.layout.meta["largest_safe_gamma"] is None
-    assert len(next(t for t in fig.data if t.name == "differs from NTP").x) == 1
+    assert len(next(t for t in fig.data if t.name == "differs from NTP").x) == 4
 
 
 @pytest.mark.heavy
@@ -220,6 +221,15 @@ def test_shipped_model_ladders_match_independent_decodes_on_held_out_prompts(shi
             trace = sv.decode(model, item.prompt, gamma=row.gamma, stop=["\n"])
             assert (row.calls, row.text) == (trace.nfe, trace.text), (item.prompt, row.gamma)
             same.append(trace.text == ntp.text)
-        # the definition, from the independent decodes: the last γ of the leading run that equals NTP's text
-        run = next((i for i, ok in enumerate(same) if not ok), len(same))
-        assert df.attrs["largest_safe_gamma"] == (gammas[run - 1] if run else None), item.prompt
+        # the definition, from the independent decodes: from the first γ that keeps NTP's text, the last of the run
+        # that keeps it; the exact map may end the climb earlier, at a γ between two rows that leaves NTP's text
+        first = next((i for i, ok in enumerate(same) if ok), None)
+        end = next((i for i in range(first, len(same)) if not same[i]), len(same)) if first is not None else None
+        safe = df.attrs["largest_safe_gamma"]
+        if first is None:
+            assert safe is None, item.prompt
+        elif safe != gammas[end - 1]:
+            nxt = gammas[gammas.index(safe) + 1]
+            ranges = [sv.rules.Interval(r["lo"], r["hi"], r["lo_closed"], r["hi_closed"])
+                      for r in df.attrs["safe_ranges"]]
+            assert safe in gammas[first:end] and not any(safe in r and nxt in r for r in ranges), item.prompt
