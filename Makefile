@@ -14,6 +14,7 @@ run: setup
 #   heavy  whole decodes on the shipped model, a served app, several architectures: seconds each
 #   slow   notebooks, training runs, the browser, the wheel: minutes
 # make test: all three tiers; make test-quick: unit + heavy; make test-unit: unit alone.
+# A new test that takes more than about half a second under load is marked heavy, to keep the unit tier in a minute.
 test: setup-dev
 	$(PY) -m pytest -q
 
