@@ -35,18 +35,22 @@ def _ladder(args) -> int:
     import sbd_viz as sv
 
     model = sv.load_model(args.model)
+    own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
     df = sv.gamma_ladder(model, args.prompt, rule=args.rule, gammas=args.gammas, block_size=args.block_size,
-                         max_new_tokens=args.max_new_tokens, stop=args.stop, gap_free=args.gap_free)
-    print(f"{args.prompt!r} across γ, rule {args.rule}; NTP: {df.attrs['ntp_calls']} calls, "
-          f"{df.attrs['ntp_text']!r}")
-    shown = df[["gamma", "calls", "tokens_per_call", "same_as_ntp", "divergence_call", "divergence_block",
+                         max_new_tokens=args.max_new_tokens, stop=args.stop, gap_free=args.gap_free,
+                         decoder=args.decoder, **own)
+    knob = df.attrs["knob"]  # γ, or the chosen decoder's knob (Jacobi's block_size, ...)
+    print(f"{args.prompt!r} across {knob}, decoder {df.attrs['decoder']}, rule {args.rule}; NTP: "
+          f"{df.attrs['ntp_calls']} calls, {df.attrs['ntp_text']!r}")
+    shown = df[[knob, "calls", "tokens_per_call", "same_as_ntp", "divergence_call", "divergence_block",
                 "divergence_slot", "divergence_token", "divergence_ntp_token", "gap_fills", "text"]].copy()
     for col in ("divergence_token", "divergence_ntp_token", "text"):
         shown[col] = shown[col].map(lambda t: "" if t is None else repr(t))
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     safe = df.attrs["largest_safe_gamma"]
-    print(f"largest safe γ: {safe:g} (the text is NTP's from the smallest γ that keeps it up to this one)"
-          if safe is not None else "largest safe γ: none (no γ tried writes NTP's text)")
+    name = "γ" if knob == "gamma" else knob
+    print(f"largest safe {name}: {safe:g} (the text is NTP's from the smallest {name} that keeps it up to this one)"
+          if safe is not None else f"largest safe {name}: none (no {name} tried writes NTP's text)")
     if df.attrs.get("exact"):  # the ladder read the exact γ map: every safe γ range, exact ends
         print(f"exactly: {df.attrs['safe']}; the text changes at γ "
               f"{', '.join(repr(b) for b in df.attrs['breakpoints']) or 'no γ'}")
@@ -263,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
     p.add_argument("--html", help="also write the ladder figure here")
+    _add_decoder_args(p)  # any decoder with a knob climbs its own ladder; --gammas are then its knob's values
     p.set_defaults(func=_ladder)
 
     p = sub.add_parser("eval", help="score a decoder on the verifiable suite")

@@ -68,6 +68,8 @@ PLUGIN_CHECKS = textwrap.dedent('''
                            "--max-new-tokens", "12", "--out", path])
     trace = sv.Trace.load(path)
     out["cli_trace"] = [trace.config["decoder"], list(trace.output_ids)]
+    out["cli_ladder"] = cli.main(["ladder", prompts[0], "--decoder", "fixed_blocks", "--gammas", "1", "3",
+                                  "--max-new-tokens", "8"])
     ladder = sv.gamma_ladder(model, prompts[0], decoder="fixed_blocks", gammas=[1, 2, 4], max_new_tokens=8)
     out["ladder"] = [list(ladder.columns)[:2], list(ladder["slots"]), list(ladder["calls"])]
     handlers = Handlers(model, SpeedQualityCurve(compute=False))
@@ -139,6 +141,7 @@ def test_an_installed_decoder_traces_from_the_cli(plugin_run):
 
 @pytest.mark.heavy
 def test_an_installed_decoder_climbs_a_ladder_along_its_knob(plugin_run):
+    assert plugin_run["cli_ladder"] == 0  # sbd-viz ladder --decoder fixed_blocks: its knob's values, whole numbers
     columns, slots, calls = plugin_run["ladder"]
     assert columns == ["slots", "calls"] and slots == [1, 2, 4]
     assert calls[0] > calls[1] > calls[2]  # more slots per call, fewer calls

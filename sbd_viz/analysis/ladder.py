@@ -162,8 +162,10 @@ class Ladder:
         if self.knob == "gamma":
             self.gammas = _check_gammas(rule, gammas)
         else:
+            whole = all(float(v).is_integer() for v in spec.knob.slider(rule))  # a whole-number knob, e.g. a block
             self.gammas = spec.knob.values(rule) if gammas is None else sorted(set(
-                int(g) if isinstance(g, numbers.Integral) else g for g in _as_list(gammas)))
+                int(g) if isinstance(g, numbers.Integral) or (whole and isinstance(g, float) and g.is_integer())
+                else g for g in _as_list(gammas)))
         settings = dict(rule=rule, block_size=block_size, gap_free=gap_free, **own)
         self.decode_kwargs = dict(max_new_tokens=max_new_tokens, stop=stop, **{
             k: v for k, v in settings.items() if k != self.knob})
@@ -176,9 +178,11 @@ class Ladder:
         if exact and walks_gamma(spec):  # a decoder whose traces carry a γ range: the ladder reads the exact map
             lo, hi, _ = COMMIT_RULES[rule].slider
             kw = {k: v for k, v in self.decode_kwargs.items() if k != "rule"}
+            # the pieces holding the ladder's γ first (one decode each at most, so the rows come as fast as before),
+            # then the stretches between them, until the map is exact
             self.map_walk = GammaMapWalk(self.model, prompt, rule, min(lo, self.gammas[0]), max(hi, self.gammas[-1]),
-                                         None, spec.name, REUSE_PREFIX, **kw)
-            self._pieces = self.map_walk.pieces()
+                                         None, spec.name, REUSE_PREFIX, points=self.gammas, **kw)
+            self._pieces = self.map_walk.walk()
 
     def rows(self) -> Generator[dict, None, None]:
         """Yield one row per γ, ascending, as each decode finishes (NTP is decoded first)."""
@@ -196,14 +200,18 @@ class Ladder:
             yield row
 
     def _map_rows(self) -> Generator[dict, None, None]:
-        """An exact ladder's rows: each γ's trace is the map piece holding it, yielded as the walk reaches it."""
+        """An exact ladder's rows: each γ's trace is the map piece holding it, yielded as the walk reaches it. The
+        last row waits until the map is exact, so the frame a consumer reads with it states the exact safe ranges."""
         pieces = self.map_walk.map.pieces
         while len(self._rows) < len(self.gammas):
             value = self.gammas[len(self._rows)]
-            piece = next((p for p in reversed(pieces) if value in p), None)
+            piece = next((p for p in reversed(pieces) if p.decoded and value in p), None)
             if piece is None:
                 next(self._pieces)  # the walk has not reached it yet
                 continue
+            if len(self._rows) == len(self.gammas) - 1:
+                for _ in self._pieces:  # the stretches between the rows' pieces, decoded exactly
+                    pass
             self.traces[value] = piece.trace
             row = ladder_row(value, piece.trace, self.ntp, self.knob)
             self._rows.append(row)
@@ -224,7 +232,8 @@ class Ladder:
         df.attrs.update(rule=self.rule, prompt=self.prompt, ntp_calls=self.ntp.nfe if self.ntp else None,
                         ntp_text=self.ntp.text if self.ntp else None, exact=False)
         m = self.map_walk.map if self.map_walk is not None else None
-        if m is not None and self.ntp is not None and m.pieces and m.pieces[-1].hi == m.hi and m.pieces[-1].hi_closed:
+        if m is not None and self.ntp is not None and m.pieces and m.exact and m.pieces[-1].hi == m.hi \
+                and m.pieces[-1].hi_closed:
             runs = m.text_runs(self.ntp)  # the whole map is known: the exact breakpoints and safe ranges
             df.attrs.update(exact=True, pieces=len(m.pieces), map_calls=m.calls, text_runs=runs,
                             breakpoints=[r["lo"] for r in runs[1:]], safe=safe_words(runs, m.lo, m.hi),
