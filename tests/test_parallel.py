@@ -1,4 +1,5 @@
-"""Decoders as a choice (sbd_viz.decoders.parallel): remask, Jacobi and prompt lookup recorded into the same trace."""
+"""Decoders as a choice (sv.decode(..., decoder=NAME), sbd_viz.decoders.registry): remask, Jacobi and prompt lookup recorded
+into the same trace."""
 
 import html
 
