@@ -352,3 +352,37 @@ def test_shipped_safe_reversal_is_safe_above_gamma_zero(shipped):
     top = df.attrs["safe_ranges"][-1]
     assert top["hi"] == 2.0 and top["lo"] <= 0.1
     assert sv.decode(shipped, prompt, gamma=top["lo"], stop="\n").text == ntp.text
+
+
+def test_refining_a_partial_map_gives_the_exact_map(sharp):
+    from sbd_viz.analysis.gamma_map import GammaMapWalk
+
+    exact = gamma_map(sharp, PROMPT, max_new_tokens=N)
+    for kw in (dict(step=0.25), dict(points=[0.0, 0.1, 0.5, 2.0]), dict(points=[1.0])):
+        walk = GammaMapWalk(sharp, PROMPT, max_new_tokens=N, **kw)
+        first = list(walk.pieces())
+        assert walk.map.decodes <= 9 and not walk.map.exact  # one decode at most per point
+        assert walk.map.decodes < len(exact.pieces)
+        list(walk.refine())
+        m = walk.map
+        assert m.exact and m.step is None and len(first) < len(m.pieces)
+        assert [str(p) for p in m.pieces] == [str(p) for p in exact.pieces], kw
+        assert all(same_decode(a.trace, b.trace) for a, b in zip(m.pieces, exact.pieces))
+    top_k = GammaMapWalk(sharp, PROMPT, rule="top_k", max_new_tokens=N, points=[1, 4])  # the stretch reaches inf
+    list(top_k.walk())
+    assert [str(p) for p in top_k.map.pieces] == [str(p) for p in gamma_map(sharp, PROMPT, rule="top_k",
+                                                                              max_new_tokens=N).pieces]
+
+
+def test_the_ladder_rows_come_before_the_map_is_refined(sharp):
+    from sbd_viz.analysis.ladder import Ladder
+
+    gammas = [0.0, 0.1, 0.5, 1.0, 2.0]
+    ladder = Ladder(sharp, PROMPT, gammas=gammas, max_new_tokens=N)
+    rows = ladder.rows()
+    for _ in gammas[:-1]:
+        next(rows)
+    assert ladder.map_walk.map.decodes <= len(gammas) - 1 and not ladder.frame().attrs["exact"]
+    next(rows)  # the last row waits for the exact map
+    assert ladder.frame().attrs["exact"] and ladder.map_walk.map.exact
+    assert ladder.frame().attrs["pieces"] == len(gamma_map(sharp, PROMPT, max_new_tokens=N).pieces)

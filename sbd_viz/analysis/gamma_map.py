@@ -290,11 +290,15 @@ def _slider_positions(lo: float, hi: float, step: float, whole: bool) -> list[fl
 
 class GammaMapWalk:
     """``gamma_map``'s work as a generator: ``pieces()`` yields each ``Piece`` (ascending) as soon as it is known;
-    ``map`` holds the ``GammaMap`` built so far. Arguments as ``gamma_map``'s, checked on construction."""
+    ``map`` holds the ``GammaMap`` built so far. Arguments as ``gamma_map``'s, checked on construction.
+
+    ``points``: instead of a ``step``, the knob values whose pieces to decode (a ladder's γ values): each costs at
+    most one decode. ``refine()`` then decodes every stretch left undecoded, exactly, so the map becomes the exact
+    map (the same pieces as ``step=None``), with the pieces holding the points known first."""
 
     def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None,
                  hi: float | None = None, step: float | None = None, decoder: str | None = None,
-                 reuse_prefix: bool = True, **settings):
+                 reuse_prefix: bool = True, points=None, **settings):
         self.model = check_model(model)
         check_prompt(prompt)
         if not isinstance(rule, str) or rule not in COMMIT_RULES:
@@ -318,7 +322,14 @@ class GammaMapWalk:
         if self.lo > self.hi:
             raise ValueError(f"hi: must be >= lo ({self.lo!r}), got {self.hi!r}")
         self.whole = spec_rule.valid.whole
-        if step is not None:
+        self.positions = None  # the knob values whose pieces are decoded; None: every piece
+        if points is not None:
+            if step is not None:
+                raise ValueError("points: give points or a step, not both")
+            self.positions = sorted({_check_end(g, "points", rule) for g in points if self.lo <= g <= self.hi})
+            if not self.positions:
+                raise ValueError(f"points: none lies in [{self.lo!r}, {self.hi!r}]")
+        elif step is not None:
             if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step <= 0 \
                     or (self.whole and step != int(step)):
                 raise ValueError(f"step: must be a positive {'whole ' if self.whole else ''}number or None, got "
@@ -330,7 +341,7 @@ class GammaMapWalk:
         self.settings = dict(settings)
         self.map = GammaMap(prompt, rule, self.lo, self.hi, step, {"decoder": spec.name, **settings}, _model=model)
         self._server = _Replayer(self.model, reuse_prefix)
-        self._decode(self.lo if step is None else self.positions[0], dry=True)  # every setting checked up front
+        self._decode(self.lo if self.positions is None else self.positions[0], dry=True)  # settings checked up front
 
     def _decode(self, gamma, dry: bool = False) -> Trace | None:
         spec, decoding = start(self.model, self.prompt, self.decoder, rule=self.rule, gamma=gamma, **self.settings)
@@ -366,14 +377,14 @@ class GammaMapWalk:
     def pieces(self) -> Generator[Piece, None, None]:
         started = time.perf_counter()
         last: Piece | None = None
-        gamma = self.lo if self.step is None else self.positions[0]
+        gamma = self.lo if self.positions is None else self.positions[0]
         while True:
             trace = self._decode(gamma)
             r = trace.gamma_range
             piece = self._clip(r, trace)
             gap = self._gap(last, piece.lo, piece.lo_closed)
             if gap is not None:
-                if self.step is None or gap.lo > gap.hi or (gap.lo == gap.hi and not (gap.lo_closed and gap.hi_closed)):
+                if self.positions is None or gap.lo > gap.hi or (gap.lo == gap.hi and not (gap.lo_closed and gap.hi_closed)):
                     raise RuntimeError(f"γ map: the decode at {gamma!r} holds {piece}, which does not start where the "
                                        f"last piece ({last}) ends; decodes at the same γ are not repeatable here")
                 self.map.pieces.append(gap)
@@ -385,7 +396,7 @@ class GammaMapWalk:
             if self._ends_map(r):
                 break
             nxt = _after(r)
-            if self.step is not None:
+            if self.positions is not None:
                 nxt = next((g for g in self.positions if g >= nxt), None)
                 if nxt is None:  # no slider position left above: the rest of the range is not decoded
                     gap = Piece(last.hi, self.hi, None, not last.hi_closed, True, self.whole)
@@ -394,6 +405,52 @@ class GammaMapWalk:
                     break
             gamma = nxt
         self.map.seconds = time.perf_counter() - started
+
+
+    def walk(self) -> Generator[Piece, None, None]:
+        """``pieces()``, then ``refine()``: the pieces holding the points (or the step's multiples) first, then the
+        rest, until the map is exact."""
+        yield from self.pieces()
+        yield from self.refine()
+
+    def refine(self) -> Generator[Piece, None, None]:
+        """Decode every stretch ``pieces()`` left undecoded, walking it exactly as the exact map walks; yield each
+        new piece. Afterwards ``map`` is the exact map."""
+        started = time.perf_counter() - self.map.seconds
+        pieces, i = self.map.pieces, 0
+        while i < len(pieces):
+            stretch = pieces[i]
+            if stretch.decoded:
+                i += 1
+                continue
+            before = pieces[i - 1] if i else None
+            new: list[Piece] = []
+            gamma = stretch.lo if stretch.lo_closed else _after(Interval(stretch.lo, stretch.lo, True, True,
+                                                                            self.whole))
+            while True:
+                trace = self._decode(gamma)
+                piece = self._clip(trace.gamma_range, trace)
+                last = new[-1] if new else before
+                if not (_meets(last, piece.lo, piece.lo_closed, self.whole) if last is not None
+                        else piece.lo == self.lo and piece.lo_closed):
+                    raise RuntimeError(f"γ map: the decode at {gamma!r} holds {piece}, which does not start where "
+                                       f"the last piece ({last}) ends; decodes at the same γ are not repeatable here")
+                new.append(piece)
+                yield piece
+                if self._ends_map(trace.gamma_range):
+                    break
+                gamma = _after(trace.gamma_range)
+                if gamma not in stretch.interval:
+                    break
+            after = pieces[i + 1] if i + 1 < len(pieces) else None
+            if not (_meets(new[-1], after.lo, after.lo_closed, self.whole) if after is not None
+                    else new[-1].hi == self.hi and new[-1].hi_closed):
+                raise RuntimeError(f"γ map: the stretch {stretch} walked to {new[-1]}, which does not end where the "
+                                   f"next piece ({after}) starts")
+            pieces[i:i + 1] = new
+            i += len(new)
+            self.map.seconds = time.perf_counter() - started
+        self.map.step = None  # every piece decoded: the exact map
 
 
 def gamma_map(model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None, hi: float | None = None,
