@@ -15,9 +15,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .trace import DRAFT_AND_CHECK, Commit, Step, Trace, mark_special, output_labels, render_state, visible
+from .trace import Commit, Step, Trace, drafts_checked, mark_special, output_labels, render_state, visible
 
 PENDING = "…"  # a number still being measured (the app decodes NTP after SBD)
+# why a decode ended (``Trace.stop_reason``), in words
+STOP_WORDS = {"stop": "ended at a stop string", "eos": "ended at end-of-text", "length": "ended at max new tokens"}
 
 
 class Measure(NamedTuple):
@@ -66,7 +68,7 @@ def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = Non
         speed = [Measure("wall clock", f"{1000 * seconds:.0f} ms", "the model calls, summed")]
     out = [Measure("model calls", f"{trace.nfe}", calls_note),
            Measure("tokens per call", f"{trace.tokens_per_call:.2f}",
-                   f"{trace.n_tokens} tokens · stop: {trace.stop_reason}"),
+                   f"{trace.n_tokens} tokens · {STOP_WORDS.get(trace.stop_reason, trace.stop_reason)}"),
            *speed]
     if trace.verified:
         out.append(_verified(trace, ntp, pending))
@@ -110,7 +112,7 @@ def fed_text(trace: Trace, step: Step) -> str:
     k = step.block_size
     if trace.verified:
         return _fed_verified(trace, step)
-    if trace.config.get("decoder") in DRAFT_AND_CHECK:  # the text so far's tail, then the drafts, all causal; no masked slot
+    if drafts_checked(trace.config):  # the text so far's tail, then the drafts, all causal; no masked slot
         before = f"the prompt's {step.n_input - k + 1} tokens" if step.call == 0 else "the last accepted token"
         return (f"{before} and {k - 1} draft(s) causally, each checked against NTP "
                 f"({len(step.accepted)}/{len(step.checks)} accepted)")
@@ -144,8 +146,11 @@ def step_text(trace: Trace, step: Step) -> str:
     """One call in words, as lines: a head line (the call, its block and step, what it fed), what it committed,
     its rollback if it made one, and its block before and after it (``render_state``)."""
     prefix = trace.text_before(step)
-    lines = [f"call {step.call} · block {step.block}, step {step.step} · fed {step.n_input} tokens: "
-             f"{fed_text(trace, step)}",
+    head = (f"call {step.call} · block {step.block}, step {step.step} · fed {step.n_input} tokens: "
+            f"{fed_text(trace, step)}")
+    if drafts_checked(trace.config) and not trace.verified:
+        return _drafts_step_text(trace, step, head, prefix)
+    lines = [head,
              f"{_count(len(step.masked), 'slot')} masked before the call; committed "
              + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
     if step.rollback is not None:
@@ -155,6 +160,25 @@ def step_text(trace: Trace, step: Step) -> str:
                      + ", ".join(map(str, step.renoised)))
     lines += [f"before: {render_state(trace.block_state(step, after=False), prefix)}",
               f"after:  {render_state(trace.block_state(step, after=True), prefix)}"]
+    return "\n".join(lines)
+
+
+def _drafts_step_text(trace: Trace, step: Step, head: str, prefix: str) -> str:
+    """A call of a decoder that checks drafts (Jacobi, prompt lookup): no slot is masked; the call checked its
+    drafts against NTP and kept the accepted ones, then NTP's own token after them."""
+    checks = step.checks
+    drafts = " ".join(f"{_quoted(c.text)} {'✓' if c.accepted else '✗'}" for c in checks)
+    kept = "".join(c.text for c in step.commits)
+    lines = [head,
+             (f"drafts against NTP's choice, left to right to the first it rejects: {drafts}"
+              if checks else "no draft to check: the call wrote NTP's next token"),
+             f"kept {_count(len(step.commits), 'token')}: " + (", ".join(commit_text(c) for c in step.commits)
+                                                               or "nothing")]
+    if step.rollback is not None:
+        lines.append(f"rollback: {rollback_text(step)}")
+    before = "".join(t for t in trace.block_state(step, after=False) if t is not None)
+    lines += [f"text before: {visible(prefix[-24:] + before)}",
+              f"text after:  {visible(prefix[-24:] + before + kept)}"]
     return "\n".join(lines)
 
 
@@ -171,7 +195,7 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     cfg = trace.config
     if cfg.get("decoder") == "ntp":
         head = "NTP greedy (HF generate)"
-    elif cfg.get("decoder") in DRAFT_AND_CHECK:
+    elif drafts_checked(cfg):
         head = f"{cfg.get('decoder')} (drafts checked by NTP: greedy's text) block_size={cfg.get('block_size')}"
     elif trace.has_canvas:  # a block decoder whose accepted slots can be renoised (e.g. DiffusionGemma)
         head = (f"{cfg.get('decoder')} {cfg.get('rule')} gamma={cfg.get('gamma')} canvas={cfg.get('block_size')}, "

@@ -43,7 +43,12 @@ SCHEMA_VERSION = 3  # 2: verified decoding (Commit.ntp, Step.checks / ...); 3: S
 READS_VERSIONS = (1, 2, 3)  # older traces load with the newer fields at their defaults
 CANVAS_FIELDS = ("canvas", "renoised", "passes")  # version 3's step fields, left out of files that do not use them
 MASK_TEXT = "<m>"
-DRAFT_AND_CHECK = ("jacobi", "prompt_lookup")  # decoders whose calls feed drafts that NTP checks: greedy's text
+DRAFTS_CHECKED = {"drafts": "checked"}  # in a config: each call fed drafts causally and NTP checked them (greedy's text)
+
+
+def drafts_checked(config: dict) -> bool:
+    """Whether a trace's decoder fed drafts causally and kept what greedy NTP accepted (Jacobi, prompt lookup, ...)."""
+    return config.get("drafts") == "checked"
 
 
 class TraceFormatError(ValueError):

@@ -26,8 +26,8 @@ DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # 'sbd', 'prompt_looku
 # settings every decoder writes as a DecodeConfig field (sv.decode's arguments); the SBD family writes all of them
 DECODE_FIELDS = ("rule", "gamma", "gap_free", "block_size", "max_new_tokens", "temperature", "seed", "stop", "top_n",
                  "verify")
-SBD_FAMILY = ("sbd", "remask")  # their rule is a commit rule and γ its knob
-NTP_FAMILY = ("ntp", "jacobi", "prompt_lookup")  # greedy NTP's settings (rule names the decoder; no γ)
+# Files saved before decoders wrote ``drafts: checked`` name the draft-and-check decoders only by their names.
+LEGACY_DRAFT_AND_CHECK = ("jacobi", "prompt_lookup")
 MAX_BLOCK = 4096  # no block or canvas is longer than the longest decode (DecodeConfig's max_new_tokens)
 
 
@@ -243,19 +243,21 @@ def _steps_facts(steps: tuple[Step, ...], n_prompt: int) -> None:
         previous = s
 
 
-def _config(config: Any, where: str = "trace.config") -> dict:
+def _config(config: Any, where: str = "trace.config", canvas: bool = False) -> dict:
     """A trace's settings, checked as ``sv.decode`` checks its arguments; files saved before the commit rule was
     called ``rule`` name it ``solver``."""
     _need(isinstance(config, dict), where, "must be an object")
     _plain(config, where)
     if "solver" in config and "rule" not in config:
         config = {("rule" if key == "solver" else key): value for key, value in config.items()}
+    if "drafts" not in config and config.get("decoder") in LEGACY_DRAFT_AND_CHECK:
+        config = {**config, "drafts": "checked"}
     decoder = config.get("decoder", "sbd")
     _need(isinstance(decoder, str) and bool(DECODER_NAME.match(decoder)), where + ".decoder",
           f"must be a decoder's name, got {decoder!r}")
     for key, value in config.items():  # the settings any decoder may write, by what they are
         w = f"{where}.{key}"
-        if key in ("rule", "entropy_of"):
+        if key in ("rule", "entropy_of", "drafts"):
             _need(isinstance(value, str) and bool(value), w, f"must be a non-empty string, got {value!r}")
         elif key in ("gap_free", "verify", "exact", "adaptive_stopping"):
             _bool(value, w)
@@ -275,10 +277,11 @@ def _config(config: Any, where: str = "trace.config") -> dict:
         elif key in ("max_denoising_steps", "t_min", "t_max", "stability_threshold", "confidence_threshold"):
             if value is not None:  # DiffusionGemma's sampler settings, as its generation config resolved them
                 _num(value, w)
-    if decoder in SBD_FAMILY or decoder in NTP_FAMILY:
+    if not canvas:  # a canvas decoder's block is its model's canvas, past sv.decode's block sizes: checked above
         from .decoders.sbd import DecodeConfig  # sv.decode's own checks (rule and γ, ranges, verify at temperature 0)
-
-        own = DECODE_FIELDS if decoder in SBD_FAMILY else DECODE_FIELDS[3:]
+        # a decoder with a γ decodes with a commit rule: its name, γ and gap-free are checked with it; NTP and the
+        # draft-and-check decoders write no γ and name themselves as the rule
+        own = DECODE_FIELDS if "gamma" in config else DECODE_FIELDS[3:]
         try:
             DecodeConfig(**{key: config[key] for key in own if key in config})
         except (TypeError, ValueError) as exc:
@@ -343,7 +346,8 @@ def _trace_from_dict(d: Any) -> Trace:
           f"has version {version!r}; this sbd_viz reads versions {', '.join(map(str, READS_VERSIONS))}")
     _keys(d, "trace", ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts",
                        "text", "stop_reason"))
-    config = _config(d["config"])
+    raw_steps = d["steps"] if isinstance(d["steps"], list) else []
+    config = _config(d["config"], canvas=any(isinstance(s, dict) and s.get("canvas") for s in raw_steps))
     meta = d.get("meta", {})
     _need(isinstance(meta, dict), "trace.meta", "must be an object")
     _plain(meta, "trace.meta")

@@ -24,7 +24,7 @@ from .sbd import Decoding, _trace
 from ..model import CacheCut, ModelCall
 from .base import Stop, find_stop, greedy
 from .steps import checked_step
-from ..trace import Trace
+from ..trace import DRAFTS_CHECKED, Trace
 
 
 class JacobiDecoding(Decoding):
@@ -70,7 +70,7 @@ class JacobiDecoding(Decoding):
     def trace(self) -> Trace:
         self._finished()
         config = {**_ntp_config(self.config), "decoder": "jacobi", "rule": "jacobi",
-                  "block_size": self.config.block_size, "exact": True}
+                  "block_size": self.config.block_size, "exact": True, **DRAFTS_CHECKED}
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
                       config)
 

@@ -24,7 +24,7 @@ from ..checks import check_whole
 from ..model import SBDModel
 from .base import Stop, StopCriterion, find_stop, generate_stops
 from .steps import checked_step
-from ..trace import Step, Trace
+from ..trace import DRAFTS_CHECKED, Step, Trace
 
 DEFAULT_LOOKUP_TOKENS = 10  # drafts per call, the value HF's documentation uses
 # the recording wraps a method of the model itself, so two recorded decodes (the app runs two at a time) take turns
@@ -120,7 +120,7 @@ class LookupDecoding(_Run):
         self._finished()
         config = {**_ntp_config(self.config), "decoder": "prompt_lookup", "rule": "prompt_lookup",
                   "block_size": self.lookup_tokens + 1, "prompt_lookup_num_tokens": self.lookup_tokens,
-                  "max_matching_ngram_size": self.ngram, "exact": True}
+                  "max_matching_ngram_size": self.ngram, "exact": True, **DRAFTS_CHECKED}
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
                       config)
 
