@@ -323,9 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("app", help="start the Gradio app")
-    p.add_argument("--model", default=None)
-    p.add_argument("--port", type=int, default=7860)
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--model", default=None, metavar="DIR",
+                   help="model folder to serve (default: $SBD_VIZ_MODEL, else the shipped sbd-char-5m)")
+    p.add_argument("--port", type=int, default=7860, help="TCP port to serve on (default: %(default)s)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: %(default)s, this machine only; 0.0.0.0 for every interface)")
     _add_load_args(p)
     p.set_defaults(func=_app)
     return parser

@@ -180,7 +180,7 @@ def app_server(model, **kwargs):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     demo = app.build_demo(model, **kwargs)
-    demo.queue(default_concurrency_limit=2, max_size=64)
+    app.queue(demo)  # as main() serves it: its own line for the heavy jobs
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, css=app.CSS)
     try:

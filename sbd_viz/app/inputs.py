@@ -4,6 +4,7 @@ arguments, or a ``gr.Error`` that names the field. One place, so every handler s
 
 from __future__ import annotations
 
+import logging
 import math
 
 import gradio as gr
@@ -24,75 +25,97 @@ MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
 # The main view's controls that a decoder may not take (its spec's ``takes``): greyed out when it is chosen, and
 # refused by name if an API call sets them anyway
 CONTROLS = ("rule", "gamma", "gap_free", "verify", "block_size", "temperature", "seed")
+LOG = logging.getLogger("sbd_viz.app")
+# characters a prompt may not hold: C0 controls but tab and line breaks, and DEL (a NUL reaches the tokenizer as text)
+CONTROL_CHARS = frozenset(map(chr, [*range(0, 9), 11, 12, *range(14, 32), 127]))
+
+
+def refused(message: str) -> gr.Error:
+    """The error a refused input raises: the user sees ``message``; the server log gets one line, not Gradio's
+    traceback (a bad input is the user's to fix, not a fault of the server)."""
+    LOG.warning("refused: %s", message)
+    return gr.Error(message, print_exception=False)
 
 
 def read_number(value, field: str) -> float:
     if isinstance(value, bool) or value is None or value == "":
-        raise gr.Error(f"{field}: must be a number, got {value!r}")
+        raise refused(f"{field}: must be a number, got {value!r}")
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise gr.Error(f"{field}: must be a number, got {value!r}") from None
+        raise refused(f"{field}: must be a number, got {value!r}") from None
     if not math.isfinite(x):
-        raise gr.Error(f"{field}: must be a finite number, got {value!r}")
+        raise refused(f"{field}: must be a finite number, got {value!r}")
     return x
 
 
 def _whole(value, field: str, lo: int, hi: int) -> int:
     x = read_number(value, field)
     if x != int(x) or not lo <= x <= hi:
-        raise gr.Error(f"{field}: must be a whole number from {lo} to {hi}, got {value!r}")
+        raise refused(f"{field}: must be a whole number from {lo} to {hi}, got {value!r}")
     return int(x)
 
 
 def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                   stop_at_newline, verify=False, max_block_size: int = MAX_BLOCK_SIZE) -> dict:
     """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise gr.Error("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
+    if not isinstance(prompt, str):
+        raise refused(f"prompt: must be text, got {type(prompt).__name__} {prompt!r}")
+    if not prompt.strip():
+        raise refused("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
+    control = next((c for c in prompt if c in CONTROL_CHARS), None)
+    if control is not None:
+        raise refused(f"prompt: holds the control character {control!r} at position {prompt.index(control)}; "
+                      "only tabs and line breaks are taken")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise gr.Error(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
+        raise refused(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
     if rule not in COMMIT_RULES:
-        raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+        raise refused(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
     knob = COMMIT_RULES[rule]
     lo, hi, _ = knob.slider  # the app takes what its slider offers
     g = read_number(gamma, "gamma")
     if not lo <= g <= hi:
-        raise gr.Error(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
+        raise refused(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
     if knob.valid.whole:
         g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
-    return dict(prompt=prompt, rule=rule, gamma=g, gap_free=bool(gap_free),
+    return dict(prompt=prompt, rule=rule, gamma=g, gap_free=_flag(gap_free, "gap-free"),
                 block_size=_whole(block_size, "block size", 1, max_block_size),
                 max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
                 temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
-                stop=STOP if stop_at_newline else None, verify=_flag(verify, "verified"))
+                stop=STOP if _flag(stop_at_newline, "stop at the end of the line") else None,
+                verify=_flag(verify, "verified"))
 
 
 def _flag(value, field: str) -> bool:
     if not isinstance(value, bool):  # a raw API call can send anything
-        raise gr.Error(f"{field}: must be true or false, got {value!r}")
+        raise refused(f"{field}: must be true or false, got {value!r}")
     return value
+
+
+def read_call(value, nfe: int) -> int:
+    """The "show call" slider's raw value: a whole number from 0 to the decode's last call, or a ``gr.Error``."""
+    return _whole(value, "show call", 0, nfe - 1)
 
 
 def _temperature(value) -> float:
     t = read_number(value, "temperature")
     if not 0 <= t <= 2:
-        raise gr.Error(f"temperature: must be from 0 (greedy) to 2, got {value!r}")
+        raise refused(f"temperature: must be from 0 (greedy) to 2, got {value!r}")
     return t
 
 
 def read_projection(hardware, model, batch) -> dict:
     """The projection dropdowns' raw values, or a ``gr.Error`` naming the bad one."""
     if hardware not in roofline.HARDWARE:  # the measured "this-cpu" entry is for bench/, not the demo
-        raise gr.Error(f"hardware: unknown {hardware!r}; choose from {', '.join(roofline.HARDWARE)}")
+        raise refused(f"hardware: unknown {hardware!r}; choose from {', '.join(roofline.HARDWARE)}")
     if model not in roofline.MODELS:
-        raise gr.Error(f"model: unknown {model!r}; choose from {', '.join(roofline.MODELS)}")
+        raise refused(f"model: unknown {model!r}; choose from {', '.join(roofline.MODELS)}")
     try:
         batch = int(batch)
     except (TypeError, ValueError):
-        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}") from None
+        raise refused(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}") from None
     if batch not in PROJECTION_BATCHES:
-        raise gr.Error(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
+        raise refused(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
     return dict(hardware=hardware, model=model, batch=batch)
 
 
@@ -114,11 +137,11 @@ def read_decoder(label, settings: dict, model):
 
     label = default_decoder(model).label if label is None else label  # an API call that leaves it out: SBD
     if label not in decoder_labels(model):
-        raise gr.Error(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(model))}")
+        raise refused(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(model))}")
     spec = by_label(label)
     for field, set_ in (("gap_free", settings["gap_free"]), ("verify", settings["verify"]),
                         ("temperature", settings["temperature"] > 0)):
         if set_ and field not in spec.takes:
-            raise gr.Error(f"{field.replace('_', '-')}: does not apply to the {label} decoder; switch it off or "
+            raise refused(f"{field.replace('_', '-')}: does not apply to the {label} decoder; switch it off or "
                            f"choose one that takes it")
     return spec, {k: v for k, v in settings.items() if k in spec.settings}

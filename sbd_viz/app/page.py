@@ -30,8 +30,8 @@ import gradio as gr
 import sbd_viz as sv
 from ..analysis import roofline
 from .. import tasks
-from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, read_decoder,
-                     read_number, read_projection, read_settings)
+from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, read_call, read_decoder,
+                     read_projection, read_settings, refused)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
                                 failure_rows, stream_ladder)
 from .decoders import compare as compare_decoders, decoders_tab
@@ -51,6 +51,12 @@ __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "Sp
            "compute_sweep", "example_label", "main", "precompute_sweep", "read_projection", "read_settings"]
 
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
+
+# The queue's two lines (see the wiring in ``build_demo``). On 2 cores with one torch thread per job: at most one
+# heavy job (one core) beside two control moves. ``QUEUE_SIZE`` bounds what waits, over both lines.
+MODEL_LIMIT, HEAVY_LIMIT, QUEUE_SIZE = 2, 1, 64
+MODEL_QUEUE = dict(concurrency_id="model", concurrency_limit=MODEL_LIMIT)
+HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=HEAVY_LIMIT)
 
 # Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
 # scores them), picked with `python tools/pick_examples.py` (candidates per behaviour at the app's default
@@ -125,6 +131,20 @@ async function draw() {
 draw();
 watch('value', draw);
 """
+# The prompt box: Enter decodes (a click on Decode), Shift+Enter starts a new line. Gradio's multi-line textbox does
+# the opposite (Enter: a newline, which changed a suite prompt unseen; Shift+Enter: submit), so its own key handler
+# never sees Enter: this listener runs first, in the capture phase.
+PROMPT_KEYS_JS = """
+() => {
+  document.addEventListener('keydown', (e) => {
+    if (e.key !== 'Enter' || e.isComposing || !e.target.closest || !e.target.closest('#sbd-prompt')) return;
+    e.stopPropagation();  // Gradio's handler would submit on Shift+Enter
+    if (e.shiftKey) return;  // the browser inserts the newline
+    e.preventDefault();
+    document.querySelector('#sbd-run')?.click();
+  }, true);
+}
+"""
 # "show call N": jump the animation to a frame in the browser, no round trip.
 SHOW_CALL_JS = """
 (n) => {
@@ -189,7 +209,7 @@ class Handlers:
         try:  # the one door's checks name the argument, before any call (the trained context included)
             spec, decoding = door.start(self.model, prompt, spec.name, **own)
         except ValueError as exc:
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc)) from None
         skip = gr.skip()
         steps, paused = [], 0.0
         t0 = last = time.perf_counter()
@@ -241,7 +261,7 @@ class Handlers:
         try:
             trace = sv.decode(self.model, prompt, **settings)  # refuses verify and gap-free, naming them
         except ValueError as exc:
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc)) from None
         old = session if isinstance(session, dict) else {}
         result = dict(trace=trace, ntp=None, ntp_key=None, ntp_seconds=None, ntp_cached=False, no_ntp=True,
                       sbd_seconds=time.perf_counter() - t0, label=registry.default_decoder(self.model).label,
@@ -257,7 +277,7 @@ class Handlers:
         from .. import plots
 
         if not _decoded(session):
-            raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
+            raise refused("prompt: nothing decoded yet; decode a prompt first")
         trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
         # the table's NTP column is the model's own causal prediction (teacher forced on the final prefix): a
         # block-diffusion model has none
@@ -279,8 +299,7 @@ class Handlers:
         if not _decoded(session):
             return None, ""
         trace = session["trace"]
-        # Clamped, not refused: the slider can briefly hold the previous decode's range.
-        step = trace.steps[min(max(0, int(read_number(call, "show call"))), trace.nfe - 1)]
+        step = trace.steps[read_call(call, trace.nfe)]
         return fit(plots.entropy_heatmap(trace, step.block)), step_markdown(trace, step)
 
     def select_failure(self, session, evt: gr.SelectData):
@@ -298,20 +317,20 @@ class Handlers:
                verify):
         """This prompt across γ: NTP once, then every γ of the rule's ladder, each row streamed as it is decoded."""
         if self.canvas:
-            raise gr.Error("ladder: a block-diffusion model has no NTP to compare each γ with")
+            raise refused("ladder: a block-diffusion model has no NTP to compare each γ with")
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
         try:
             for rows, figure, status, _ in stream_ladder(self.model, settings.pop("prompt"), settings):
                 yield rows, fit(figure), status
         except ValueError as exc:  # the library's checks name the argument
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc)) from None
 
     def compare(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
                 verify, chosen, chat=False):
         """The prompt through each chosen decoder, beside NTP (``app_decoders``)."""
         if self.canvas:
-            raise gr.Error("decoders: a block-diffusion model decodes with its own sampler only")
+            raise refused("decoders: a block-diffusion model decodes with its own sampler only")
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
         if chat is True:
@@ -319,7 +338,7 @@ class Handlers:
         try:
             figure, rows = compare_decoders(self.model, settings, chosen)
         except ValueError as exc:  # the library's checks name the argument
-            raise gr.Error(str(exc)) from None
+            raise refused(str(exc)) from None
         return fit(figure), rows
 
     def ladder_pick(self, evt: gr.SelectData):
@@ -333,7 +352,7 @@ class Handlers:
     def gif(self, session):
         """The current decode's block-fill animation as a GIF, one frame per call."""
         if not _decoded(session):
-            raise gr.Error("prompt: nothing decoded yet; decode a prompt first")
+            raise refused("prompt: nothing decoded yet; decode a prompt first")
         return str(animation_file(session["trace"], self._new_folder()))
 
     def project(self, hardware, model, batch, session):
@@ -346,7 +365,7 @@ class Handlers:
     def decoder_changed(self, label, rule):
         """Grey out the controls the chosen decoder does not take (its spec's ``takes``), so they cannot re-decode."""
         if label not in decoder_labels(self.model):
-            raise gr.Error(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(self.model))}")
+            raise refused(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(self.model))}")
         takes = registry.by_label(label).takes
         tunable = rule in COMMIT_RULES and COMMIT_RULES[rule].tunable
         return tuple(gr.update(interactive=name in takes and (name != "gamma" or tunable)) for name in CONTROLS)
@@ -354,7 +373,7 @@ class Handlers:
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""
         if rule not in COMMIT_RULES:
-            raise gr.Error(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+            raise refused(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
         knob = COMMIT_RULES[rule]
         lo, hi, step = knob.slider
         return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
@@ -417,9 +436,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
                 prompt = gr.Textbox(causal_app.EXAMPLES[0][0] if causal else EXAMPLES[0], label="prompt", lines=2,
-                                    max_lines=6, max_length=MAX_PROMPT_CHARS,
-                                    info="Free text." if causal else
-                                    "A suite prompt ends with '== ' (with the space); its answer is scored.")
+                                    max_lines=6, max_length=MAX_PROMPT_CHARS, elem_id="sbd-prompt",
+                                    info=("Free text." if causal else
+                                          "A suite prompt ends with '== ' (with the space); its answer is scored.")
+                                    + " Enter decodes; Shift+Enter starts a new line.")
                 chat = gr.Checkbox(causal, label="chat template", visible=causal, elem_id="sbd-chat",
                                    info="the prompt as the user's turn of the model's chat template; off: raw text")
                 if causal:
@@ -461,7 +481,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                     hardware = gr.Dropdown(list(roofline.HARDWARE), value=PROJECTION["hardware"], label="hardware")
                     shape = gr.Dropdown(list(roofline.MODELS), value=PROJECTION["model"], label="model shape")
                     batch = gr.Dropdown(list(PROJECTION_BATCHES), value=PROJECTION["batch"], label="batch")
-                run = gr.Button("Decode", variant="primary")
+                run = gr.Button("Decode", variant="primary", elem_id="sbd-run")
             with gr.Column(scale=3, min_width=600):
                 metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
                 animation = gr.HTML(None, html_template=ANIM_TEMPLATE, js_on_load=ANIM_JS, elem_id="sbd-anim",
@@ -474,7 +494,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             with gr.Tab("Gap fills and incoherent commits"):
                 gaps = gr.Dataframe(
                     headers=FAILURE_COLUMNS, datatype=FAILURE_TYPES, interactive=False, max_height=300,
-                    elem_id="sbd-gaps", label=failure_label([], 0),
+                    # a short first label: API clients name the output by it; each decode's label counts and explains
+                    elem_id="sbd-gaps", label="gap fills and incoherent commits",
                     column_widths=["10%", "5%", "5%", "5%", "5%", "6%", "7%", "6%", "6%", "7%", "8%", "30%"])
                 with gr.Row():
                     call_info = gr.Markdown(elem_id="sbd-call-info")
@@ -508,28 +529,31 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                     verify, decoder, session] + ([chat] if causal else [])
         # preprocess=False: the handler checks the raw values itself, so errors name the field
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
-        # Every event that runs the model shares one concurrency group, so the queue's limit (2) bounds
-        # the model work on the machine, not each event type separately.
+        # Two concurrency groups, each with its own line in the queue (Gradio takes the next event from any group
+        # with room, not first-in-first-out across groups): "model" for what a control move runs (a decode and its
+        # details, MODEL_LIMIT at a time), "heavy" for the many-decode jobs (ladder, compare, GIF), HEAVY_LIMIT at
+        # a time. So a slider move never waits behind a heavy job, and heavy jobs take at most one core.
         decode_kw = dict(fn=h.decode, inputs=controls, outputs=[session, animation, metrics, texts, show_call],
-                         preprocess=False, show_progress="minimal", concurrency_id="model")
+                         preprocess=False, show_progress="minimal", **MODEL_QUEUE)
         details_kw = dict(fn=h.details, inputs=[session],
                           outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
-                          show_progress="hidden", concurrency_id="model")
+                          show_progress="hidden", **MODEL_QUEUE)
 
         gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
-        for event in (run.click, prompt.submit, gap_free.input, block_size.release, max_new_tokens.release,
+        for event in (run.click, gap_free.input, block_size.release, max_new_tokens.release,
                       stop_at_newline.input, temperature.release, seed.submit, verify.input) + (
                 (chat.input,) if causal else ()):
             event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
-        decoder.input(h.decoder_changed, inputs=[decoder, rule],
+        decoder.select(h.decoder_changed, inputs=[decoder, rule],
                       outputs=[rule, gamma, gap_free, verify, block_size, temperature, seed],  # CONTROLS' order
                       api_visibility="undocumented").then(**decode_kw, api_visibility="undocumented").then(
             **details_kw, api_visibility="undocumented")
-        rule.input(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
+        rule.select(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
             **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
         examples.load_input_event.then(**decode_kw, api_visibility="undocumented").then(
             **details_kw, api_visibility="undocumented")
         demo.load(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        demo.load(None, js=PROMPT_KEYS_JS)  # Enter decodes, Shift+Enter a new line (in the browser, no request)
 
         project_kw = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
                           preprocess=False, show_progress="hidden")
@@ -538,30 +562,36 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             control.input(**project_kw, api_visibility="undocumented")
         show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
-                         api_name="show_call", show_progress="hidden")
+                         api_name="show_call", show_progress="hidden", preprocess=False)  # read_call checks it
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
         settings = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
                     verify]
         ladder_run.click(h.ladder, inputs=settings, outputs=[ladder_table, ladder_plot, ladder_status],
-                         preprocess=False, show_progress="minimal", concurrency_id="model", api_name="ladder")
+                         preprocess=False, show_progress="minimal", **HEAVY_QUEUE, api_name="ladder")
         ladder_table.select(h.ladder_pick, outputs=[gamma], api_visibility="undocumented").then(
             **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
         compare_run.click(h.compare, inputs=settings + [chosen] + ([chat] if causal else []),
                           outputs=[compare_plot, compare_table], preprocess=False,
-                          show_progress="minimal", concurrency_id="model", api_name="compare")
-        gif_run.click(h.gif, inputs=[session], outputs=[gif_file], concurrency_id="model", api_name="gif")
+                          show_progress="minimal", **HEAVY_QUEUE, api_name="compare")
+        gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
     return demo
+
+
+def queue(demo: gr.Blocks) -> gr.Blocks:
+    """Serve ``demo``'s events through Gradio's queue: each event's line and limit are set where it is wired
+    (``MODEL_QUEUE``, ``HEAVY_QUEUE``); an event wired without one (the projection, show call) runs beside them."""
+    return demo.queue(default_concurrency_limit=MODEL_LIMIT, max_size=QUEUE_SIZE)
 
 
 def main(model_path=None, host: str = "127.0.0.1", port: int = 7860, dtype=None, device=None) -> None:
     """Load the model (``dtype`` and ``device`` as ``sv.load_model``'s), build the page, serve it with a queue
-    (2 decodes at a time)."""
+    (``queue``: two control moves and one heavy job at a time)."""
     import torch
 
     # Two decodes run at once on a 2-core machine: one thread each beats two oversubscribed ones.
     torch.set_num_threads(int(os.environ.get("SBD_VIZ_THREADS", max(1, (os.cpu_count() or 2) // 2))))
     model_dir = Path(model_path) if model_path else sv.default_model_path()
     demo = build_demo(sv.load_model(model_dir, dtype=dtype, device=device), model_dir=model_dir)
-    demo.queue(default_concurrency_limit=2, max_size=64)
+    queue(demo)
     demo.launch(server_name=host, server_port=port, state_session_capacity=500, css=CSS)
 
