@@ -41,28 +41,27 @@ def _quoted(text: str) -> str:
 
 
 def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = None,
-             ntp_seconds: float | None = None, pending: bool = False, label: str = "SBD") -> list[Measure]:
+             ntp_seconds: float | None = None, pending: bool = False, label: str = "SBD",
+             timing=None) -> list[Measure]:
     """The headline numbers of ``trace``, beside ``ntp`` (NTP's decode of the same prompt) when given.
 
     ``pending``: NTP is still running, so its numbers show as "…". ``seconds`` / ``ntp_seconds``: measured
     wall times of the two decodes (default: the traces' own ``wall_time``); ``label``: what the decoder is called
-    (its spec's label). Speedups are per generated
-    token, so a run that stops earlier or later than NTP is compared fairly.
+    (its spec's label). Speedups are per generated token, so a run that stops earlier or later than NTP is compared
+    fairly. A speedup in seconds is shown only from ``timing`` (``analysis.timing.side_by_side``: both timed in the
+    same rounds, the median and range of the rounds' ratios); two decodes timed apart show their seconds, no ratio.
     """
     seconds = trace.wall_time if seconds is None else seconds
-    sbd_ms = f"{label} {1000 * seconds:.0f} ms"  # label: the decoder's (its spec's), e.g. "Jacobi"
     if ntp is not None:
         ntp_seconds = ntp.wall_time if ntp_seconds is None else ntp_seconds
-        per_sbd, per_ntp = seconds / max(1, trace.n_tokens), ntp_seconds / max(1, ntp.n_tokens)
         calls_note = f"NTP: {ntp.nfe} for {ntp.n_tokens} tokens"
         in_calls = f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×" if ntp.n_tokens and trace.n_tokens else "—"
         speed = [Measure("speedup · calls", in_calls, "vs NTP, per generated token"),
-                 Measure("speedup · wall clock", f"{per_ntp / per_sbd:.2f}×" if per_sbd > 0 else "—",
-                         f"{sbd_ms} · NTP {1000 * ntp_seconds:.0f} ms")]
+                 _wall_clock(trace, ntp, seconds, ntp_seconds, label, timing)]
     elif pending:
         calls_note = "NTP: running…"
         speed = [Measure("speedup · calls", PENDING, "vs NTP, per generated token"),
-                 Measure("speedup · wall clock", PENDING, sbd_ms)]
+                 Measure("wall clock", f"{1000 * seconds:.0f} ms", f"{label}, this decode · NTP: running…")]
     else:
         calls_note = f"over {_count(trace.n_blocks, 'block')}"
         speed = [Measure("wall clock", f"{1000 * seconds:.0f} ms", "the model calls, summed")]
@@ -75,6 +74,19 @@ def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = Non
     out.append(Measure("gap fills", f"{len(trace.kept_gap_fills())}",
                        "commits with masked slots to their left, kept in the output"))
     return out
+
+
+def _wall_clock(trace: Trace, ntp: Trace, seconds: float, ntp_seconds: float, label: str, timing) -> Measure:
+    """The speedup in seconds from side-by-side rounds; without them, the two decodes' seconds and no ratio."""
+    if timing is None:
+        return Measure("wall clock", f"{1000 * seconds:.0f} ms",
+                       f"{label}, this decode · NTP {1000 * ntp_seconds:.0f} ms, timed apart: no speedup in seconds "
+                       "without side-by-side runs")
+    mid, lo, hi = timing.speedup(trace.n_tokens, ntp.n_tokens)
+    ms, ntp_ms = (1000 * x for x in timing.median_seconds())
+    return Measure("speedup · wall clock", f"{mid:.2f}×",
+                   f"median of {timing.rounds} side-by-side runs, {lo:.2f}–{hi:.2f}× · {label} {ms:.0f} ms · "
+                   f"NTP {ntp_ms:.0f} ms")
 
 
 def _verified(trace: Trace, ntp: Trace | None, pending: bool) -> Measure:

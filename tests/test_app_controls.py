@@ -56,7 +56,7 @@ def test_heavy_jobs_have_their_own_line_of_the_queue(app):
     page = load_app()
     demo, _ = app
     fns = _fns(demo)
-    for name in ("ladder", "compare", "gif"):
+    for name in ("ladder", "compare", "gif", "time_it"):
         assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("heavy", page.HEAVY_LIMIT), name
     for name in ("decode", "details"):
         assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("model", page.MODEL_LIMIT), name
@@ -64,7 +64,7 @@ def test_heavy_jobs_have_their_own_line_of_the_queue(app):
     lines = {fn.concurrency_id for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") in ("decode", "details")}
     assert lines == {"model"}
     heavy = {getattr(fn.fn, "__name__", "") for fn in demo.fns.values() if fn.concurrency_id == "heavy"}
-    assert heavy == {"ladder", "compare", "gif"}
+    assert heavy == {"ladder", "compare", "gif", "time_it"}
     assert demo._queue.max_size == page.QUEUE_SIZE
 
 
@@ -155,3 +155,26 @@ def test_the_card_says_why_the_decode_ended_in_words():
     for stop_at, words in ((13, "ended at a stop string"), (None, "ended at max new tokens")):
         note = next(m.note for m in measures(hand_trace(stop_at=stop_at)) if m.label == "tokens per call")
         assert words in note and "stop: " not in note
+
+
+def test_time_it_gives_a_speedup_in_seconds_from_side_by_side_rounds(app, client):
+    page = load_app()
+    _, metrics, _, _ = client.predict(*SETTINGS, api_name="/decode")
+    assert "speedup · wall clock" not in metrics and "timed apart" in metrics  # one run each: seconds, no ratio
+    fns = _fns(app[0])
+    assert fns["time_it"].concurrency_id == "heavy"
+    metrics = client.predict(api_name="/time_it")
+    assert "speedup · wall clock" in metrics
+    assert f"median of {page.TIMING_ROUNDS} side-by-side runs" in metrics
+
+
+@pytest.mark.parametrize("decoder", ["jacobi", "prompt_lookup"])
+def test_a_draft_checking_call_is_described_by_its_drafts_not_masks(decoder):
+    import sbd_viz as sv
+    from sbd_viz.summary import step_text
+
+    trace = sv.decode(sharp_model(), "ab ab ab ", decoder=decoder, max_new_tokens=12)
+    for step in trace.steps:
+        words = step_text(trace, step)
+        assert "masked" not in words and "<m>" not in words, words
+        assert "kept " in words and ("drafts against NTP" in words or "no draft to check" in words)

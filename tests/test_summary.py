@@ -24,22 +24,24 @@ def ntp_of(text: str = TEXT) -> Trace:
 def test_measures_beside_ntp_compare_per_generated_token():
     sbd, ntp = hand_trace(), ntp_of()
     got = {m.label: m for m in measures(sbd, ntp)}
-    assert list(got) == ["model calls", "tokens per call", "speedup · calls", "speedup · wall clock", "gap fills"]
+    assert list(got) == ["model calls", "tokens per call", "speedup · calls", "wall clock", "gap fills"]
     assert got["model calls"] == Measure("model calls", "9", "NTP: 14 for 14 tokens")
-    assert got["tokens per call"] == Measure("tokens per call", f"{14 / 9:.2f}", "14 tokens · stop: length")
+    assert got["tokens per call"] == Measure("tokens per call", f"{14 / 9:.2f}",
+                                             "14 tokens · ended at max new tokens")
     assert got["speedup · calls"].value == f"{14 / 9:.2f}×"
-    assert got["speedup · wall clock"] == Measure("speedup · wall clock", f"{14 / 9:.2f}×", "SBD 9 ms · NTP 14 ms")
+    # two decodes timed apart: their seconds, no ratio (a speedup in seconds needs side-by-side runs)
+    assert got["wall clock"].value == "9 ms" and "NTP 14 ms, timed apart" in got["wall clock"].note
     assert got["gap fills"].value == str(len(sbd.kept_gap_fills())) == "4"
     # measured seconds (the app times the whole decode) replace the traces' own
     timed = {m.label: m for m in measures(sbd, ntp, seconds=0.1, ntp_seconds=0.4)}
-    assert timed["speedup · wall clock"] == Measure("speedup · wall clock", "4.00×", "SBD 100 ms · NTP 400 ms")
+    assert timed["wall clock"].value == "100 ms" and "NTP 400 ms" in timed["wall clock"].note
 
 
 def test_measures_while_ntp_runs_and_without_ntp():
     sbd = hand_trace()
     pending = {m.label: m for m in measures(sbd, pending=True)}
     assert pending["model calls"].note == "NTP: running…"
-    assert pending["speedup · calls"].value == pending["speedup · wall clock"].value == "…"
+    assert pending["speedup · calls"].value == "…" and "NTP: running" in pending["wall clock"].note
     alone = measures(sbd)
     assert [m.label for m in alone] == ["model calls", "tokens per call", "wall clock", "gap fills"]
     assert alone[0].note == "over 3 blocks" and alone[2].value == "9 ms"

@@ -43,6 +43,7 @@ from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..decoders.diffusion import DiffusionModel
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..analysis.incoherence import failure_events
+from ..analysis.timing import ROUNDS as TIMING_ROUNDS
 from ..decoders import door, registry
 from . import causal as causal_app  # a pretrained LM without SBD training: free text, chat template, exact decoders
 from ..rules import COMMIT_RULES, DEFAULT_RULE
@@ -222,9 +223,9 @@ class Handlers:
                 paused += last - now  # time spent showing progress is not decoding time
         trace = spec.trace(decoding)
         yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, settings["max_new_tokens"],
-                               tuple(settings["stop"] or ()), session, spec.label)
+                               tuple(settings["stop"] or ()), session, spec.label, rerun=(spec.name, own))
 
-    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session, label):
+    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session, label, rerun=None):
         """A finished decode's views: the metrics and texts, then the animation, then NTP beside it."""
         from .. import plots
 
@@ -235,7 +236,7 @@ class Handlers:
         result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
                       ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
                       sbd_seconds=seconds, label=label, item=tasks.item_in_prompt(prompt, self.suite),
-                      gap_fills=len(trace.kept_gap_fills()),
+                      gap_fills=len(trace.kept_gap_fills()), rerun=rerun, prompt=prompt,
                       projection=old.get("projection", PROJECTION))
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
         yield result, skip, metrics_html(result), texts_html(result), skip
@@ -354,6 +355,20 @@ class Handlers:
         if not _decoded(session):
             raise refused("prompt: nothing decoded yet; decode a prompt first")
         return str(animation_file(session["trace"], self._new_folder()))
+
+    def time_it(self, session):
+        """The current decode and NTP timed side by side (``analysis.timing``): a speedup in seconds, as a median of
+        rounds with its range, on the metrics card."""
+        from ..analysis.timing import side_by_side
+
+        if not _decoded(session) or session.get("ntp") is None or session.get("rerun") is None:
+            raise refused("prompt: nothing decoded beside NTP yet; decode a prompt first")
+        name, own = session["rerun"]
+        prompt, max_new_tokens, stop = session["ntp_key"]
+        timing = side_by_side(lambda: door.decode(self.model, session["prompt"], name, **own),
+                              lambda: sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop))
+        session = {**session, "timing": timing}
+        return session, metrics_html(session)
 
     def project(self, hardware, model, batch, session):
         """A projection dropdown changed: re-cost the current decode's calls (no re-decode)."""
@@ -484,6 +499,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 run = gr.Button("Decode", variant="primary", elem_id="sbd-run")
             with gr.Column(scale=3, min_width=600):
                 metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
+                time_run = gr.Button(f"Time it: this decode and NTP side by side, {TIMING_ROUNDS} rounds (a speedup in "
+                                     "seconds)", size="sm", elem_id="sbd-time", visible=not canvas)
                 animation = gr.HTML(None, html_template=ANIM_TEMPLATE, js_on_load=ANIM_JS, elem_id="sbd-anim",
                                     head=f"<script src='gradio_api/file={PLOTLY_JS}'></script>",
                                     min_height=420)
@@ -574,6 +591,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                           outputs=[compare_plot, compare_table], preprocess=False,
                           show_progress="minimal", **HEAVY_QUEUE, api_name="compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
+        time_run.click(h.time_it, inputs=[session], outputs=[session, metrics], **HEAVY_QUEUE, api_name="time_it")
     return demo
 
 

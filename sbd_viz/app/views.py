@@ -16,6 +16,7 @@ from ..trace import first_difference, visible
 # The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
 PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)
 PROJECTION_BATCHES = (1, 4, 16, 64)
+WALL_CLOCK = ("speedup · wall clock", "wall clock")  # the seconds' card: the projection goes after it
 
 
 def _esc(text: str) -> str:
@@ -44,13 +45,15 @@ def metrics_html(result: dict) -> str:
     """The headline numbers of one decode beside NTP on the same prompt (NTP may still be running): the
     library's measures, the roofline projection after the speedups, and the suite's verdict on the answer."""
     trace, ntp = result["trace"], result["ntp"]
+    # a speedup in seconds only from side-by-side runs (the "time it" button: result["timing"]); else the seconds
     shown = measures(trace, ntp, seconds=result["sbd_seconds"], ntp_seconds=result["ntp_seconds"],
-                     pending=ntp is None and not result.get("no_ntp"), label=result.get("label", "SBD"))  # no_ntp: a model without NTP
-    if ntp is not None and result["ntp_cached"]:  # NTP is decoded once per prompt and length
-        shown = [m._replace(note=m.note + " (timed on the first decode of this prompt)")
-                 if m.label == "speedup · wall clock" else m for m in shown]
+                     pending=ntp is None and not result.get("no_ntp"), label=result.get("label", "SBD"),
+                     timing=result.get("timing"))  # no_ntp: a model without NTP
+    if ntp is not None and result["ntp_cached"] and result.get("timing") is None:  # NTP: once per prompt and length
+        shown = [m._replace(note=m.note.replace("timed apart", "timed apart, on the first decode of this prompt"))
+                 if m.label == "wall clock" else m for m in shown]
     cards = [measure_card(m) for m in shown]
-    after_speed = next((i + 1 for i, m in enumerate(shown) if m.label == "speedup · wall clock"), len(cards))
+    after_speed = next((i + 1 for i, m in enumerate(shown) if m.label in WALL_CLOCK), len(cards))
     cards.insert(after_speed, projection_card(trace, result.get("projection", PROJECTION)))
     item = result["item"]
     if item is None:
