@@ -137,13 +137,16 @@ watch('value', draw);
 # never sees Enter: this listener runs first, in the capture phase.
 PROMPT_KEYS_JS = """
 () => {
+  const inPrompt = (e) => e.key === 'Enter' && !e.isComposing && e.target.closest && e.target.closest('#sbd-prompt');
   document.addEventListener('keydown', (e) => {
-    if (e.key !== 'Enter' || e.isComposing || !e.target.closest || !e.target.closest('#sbd-prompt')) return;
-    e.stopPropagation();  // Gradio's handler would submit on Shift+Enter
+    if (!inPrompt(e)) return;
+    e.stopPropagation();
     if (e.shiftKey) return;  // the browser inserts the newline
-    e.preventDefault();
+    e.preventDefault();  // no newline, and no keypress
     document.querySelector('#sbd-run')?.click();
   }, true);
+  // Gradio's textbox submits on Shift+Enter's keypress (and would keep the newline out): it never sees one
+  document.addEventListener('keypress', (e) => { if (inPrompt(e)) e.stopPropagation(); }, true);
 }
 """
 # "show call N": jump the animation to a frame in the browser, no round trip.
