@@ -65,5 +65,6 @@ def decoders_tab(model):
     run = gr.Button("Run this prompt through each decoder")
     table = gr.Dataframe(headers=COMPARE_HEADERS, datatype=["str", "number", "number", "number", "str", "number",
                                                             "number"], interactive=False, elem_id="sbd-compare-table")
-    figure = gr.Plot(label="one block-fill panel per decoder; calls side by side", elem_id="sbd-compare")
+    figure = gr.Plot(label="each decoder's output token by token, shaded by call; calls side by side",
+                     elem_id="sbd-compare")
     return chosen, run, table, figure

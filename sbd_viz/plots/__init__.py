@@ -5,7 +5,7 @@ The figures live in sibling modules and are all reached from here:
 - ``block_fill`` / ``block_fill_spec`` (the signature animation, one frame per model call) and
   ``entropy_heatmap``: ``plot_blocks``, whose docstring says how to read cells without a browser;
 - ``calls_timeline``, ``compare`` (with ``first_difference``) and ``roofline``: ``plot_charts``;
-- ``compare_decoders`` (one prompt through several decoders: a block-fill panel each, calls, tokens per call,
+- ``compare_decoders`` (one prompt through several decoders: a row of tokens each, shaded by call, calls, tokens per call,
   equals greedy?) and ``decoder_rows``: ``plot_decoders``; ``decoder_tradeoff`` (a ``sweep_decoders`` frame,
   one line per decoder): ``decoder_sweep``;
 - ``tradeoff`` (the speed/quality curve) and ``sweep_frame`` (the one loader of sweep rows): ``plot_tradeoff``;

@@ -1,10 +1,11 @@
-"""Several decoders on one prompt, side by side: ``compare_decoders`` (a block-fill panel per decoder, then their
-calls, tokens per call and whether each wrote greedy NTP's text) and ``decoder_rows``, its numbers as plain rows.
+"""Several decoders on one prompt, side by side: ``compare_decoders`` (one row per decoder, its output token by
+token in the same columns for every decoder, each cell shaded by the call that wrote it; calls, tokens per call and
+whether each wrote greedy NTP's text at the row's end) and ``decoder_rows``, its numbers as plain rows.
 
-A panel is the decode's blocks after its last call: one row per block, one column per slot, each cell the token
-the output holds there, shaded by the step of its block that wrote it (first call of the block darkest). Rows
-with many blocks show the first ``max_blocks``. Reading the figure without a browser: ``fig.layout.meta["rows"]``
-is ``decoder_rows``' output, and ``fig.data[i]`` (i < number of decoders) is panel i's heatmap.
+Every output token is drawn, in lines of ``line`` tokens (each line stacks the decoders' rows). Reading the figure
+without a browser: ``fig.layout.meta["rows"]`` is ``decoder_rows``' output, ``fig.layout.meta["calls"]`` each
+decoder's call per output token, and ``fig.data[i]`` (i < number of decoders) is decoder i's heatmap (its cells'
+texts, read row by row, spell its output).
 """
 
 from __future__ import annotations
@@ -41,70 +42,89 @@ def decoder_rows(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | Non
     if ntp is None:
         ntp = next((t for _, t in pairs if t.config.get("decoder") == "ntp"), None)
     return [{"label": label, "decoder": t.config.get("decoder", "sbd"), "calls": t.nfe, "tokens": t.n_tokens,
-             "tokens_per_call": round(t.tokens_per_call, 4),
+             "tokens_per_call": round(t.tokens_per_call, 2),
              "equals_greedy": None if ntp is None else t.text == ntp.text,
              "renoised": sum(len(s.renoised) for s in t.steps), "rollbacks": len(t.rollbacks())}
             for label, t in pairs]
 
 
-def _panel(trace: Trace, max_blocks: int):
-    """(z, text, hover) of the blocks after the last call: z = the block's step that wrote the output's token."""
-    blocks = sorted({s.block for s in trace.steps})[:max_blocks]
-    width = max(s.block_size for s in trace.steps)
-    start, labels = len(trace.prompt_ids), output_labels(trace)
-    z, text, hover = [], [], []
-    for b in blocks:
-        steps = trace.block_steps(b)
-        written: dict[int, int] = {}
-        for s in steps:
-            for c in s.commits:
-                written[c.slot] = s.step
-            for slot in s.renoised:
-                written.pop(slot, None)
-        row_z, row_t, row_h = [], [], []
-        for slot in range(width):
-            pos = steps[0].block_start + slot - start
-            inside = slot < steps[0].block_size and 0 <= pos < trace.n_tokens and slot in written
-            row_z.append(written[slot] if inside else None)
-            label, note = labels[pos] if inside else ("", "")
-            row_t.append(cell_label(label, 6) if inside else "")
-            row_h.append(f"block {b} slot {slot}: {esc(label)}" + (f" ({esc(note)})" if note else "")
-                         + f", written at step {written[slot]} of its block" if inside else "")
-        z.append(row_z), text.append(row_t), hover.append(row_h)
+# a decoder's calls take these shades in turn: a run of one shade is one call, and neighbouring calls always differ
+# (dark and light alternate, blue, orange and green: Okabe-Ito, readable without colour vision)
+CALL_SHADES = ("#0072B2", "#A6CEE3", "#D55E00", "#F6C9A9", "#009E73", "#B3E2CD")
+LINE = 20  # output tokens per line of the comparison
+
+
+def _row(trace: Trace, label: str, line: int, lines: int, decoders: int, index: int):
+    """(z, text, hover) of one decoder's heatmap: its output token i in column i % LINE of the line i // LINE, on
+    the line's row for this decoder; every other row None (transparent), so the decoders' heatmaps overlay."""
+    labels, calls = output_labels(trace), trace.token_calls()
+    n_rows = lines * (decoders + 1)
+    z = [[None] * line for _ in range(n_rows)]
+    text = [[""] * line for _ in range(n_rows)]
+    hover = [[""] * line for _ in range(n_rows)]
+    blocks = {s.call: s.block for s in trace.steps}
+    for i, ((shown, note), call) in enumerate(zip(labels, calls)):
+        r, c = (i // line) * (decoders + 1) + index, i % line
+        z[r][c] = call % len(CALL_SHADES)
+        text[r][c] = cell_label(shown, 5)
+        hover[r][c] = (f"{esc(label)} · output token {i}: {esc(shown)}" + (f" ({esc(note)})" if note else "")
+                       + f"<br>written by call {call} (block {blocks.get(call, '?')})")
     return z, text, hover
 
 
 def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | None = None,
-                     max_blocks: int = 12) -> go.Figure:
-    """One prompt through several decoders: a block-fill panel per decoder, then calls, tokens per call and
-    "equals greedy?" side by side (``decoder_rows``). ``traces``: a list (labelled by ``label_of``) or a dict."""
+                     line: int = LINE) -> go.Figure:
+    """One prompt through several decoders, compared at a glance: one row per decoder, output token i in column i
+    for every decoder (lines of ``line`` tokens, the decoders' rows stacked in each), each cell shaded by the call
+    that wrote it (a run of one shade is one call; the hover names the call), calls, tokens per call and "equals
+    greedy?" at the row's end; below, the calls side by side. Every token is drawn. ``traces``: a list (labelled
+    by ``label_of``) or a dict. ``fig.layout.meta``: ``rows`` (``decoder_rows``), ``line``, and ``calls`` (label ->
+    the call that wrote each output token, ``Trace.token_calls``)."""
+    if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+        raise ValueError(f"line: must be a whole number of at least 1, got {line!r}")
     pairs = _labelled(traces)
     rows = decoder_rows(dict(pairs), ntp)
-    heights = [min(max_blocks, t.n_blocks) + 1 for _, t in pairs] + [max(4, len(pairs) + 1)]
-    fig = make_subplots(rows=len(pairs) + 1, cols=1, row_heights=heights, vertical_spacing=0.25 / len(heights),
-                        subplot_titles=[f"{esc(r['label'])}: {r['calls']} calls · {r['tokens']} tokens · "
-                                        f"{r['tokens_per_call']:.2f} per call"
-                                        + (f" · {r['renoised']} remasked" if r["renoised"] else "")
-                                        for r in rows] + ["calls (fewer is faster); tokens per call; equals greedy?"])
-    width = max(s.block_size for _, t in pairs for s in t.steps)  # one cell size in every panel
-    for i, (label, t) in enumerate(pairs, start=1):
-        z, text, hover = _panel(t, max_blocks)
-        fig.add_trace(go.Heatmap(z=z, text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
-                                 coloraxis="coloraxis", xgap=2, ygap=2, name=label), row=i, col=1)
-        fig.update_yaxes(autorange="reversed", showticklabels=False, fixedrange=True, row=i, col=1)
-        fig.update_xaxes(showticklabels=False, fixedrange=True, range=[-0.5, width - 0.5], row=i, col=1)
+    n = len(pairs)
+    lines = max(1, -(-max(t.n_tokens for _, t in pairs) // line))
+    grid_rows = lines * (n + 1)
+    fig = make_subplots(rows=2, cols=1, row_heights=[grid_rows, n + 1], vertical_spacing=0.3 / (grid_rows + n),
+                        subplot_titles=["each decoder's output, token by token; a run of one shade = one call",
+                                        "calls (fewer is faster)"])
     marks = {True: "= greedy", False: "≠ greedy", None: ""}
+    for i, (label, t) in enumerate(pairs):
+        z, text, hover = _row(t, label, line, lines, n, i)
+        fig.add_trace(go.Heatmap(z=z, text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
+                                 colorscale=[[k / (len(CALL_SHADES) - 1), c] for k, c in enumerate(CALL_SHADES)],
+                                 zmin=0, zmax=len(CALL_SHADES) - 1, showscale=False, xgap=1, ygap=1, name=label,
+                                 textfont=dict(size=11)), row=1, col=1)
+    # each line's rows: the decoders' labels at the left, their numbers at the row's end (right of the grid)
+    tickvals = [k * (n + 1) + i for k in range(lines) for i in range(n)]
+    ticktext = [esc(rows[i]["label"]) if k == 0 else "" for k in range(lines) for i in range(n)]
+    fig.update_yaxes(autorange="reversed", tickvals=tickvals, ticktext=ticktext, fixedrange=True,
+                     range=[grid_rows - 1.5, -0.5], row=1, col=1)
+    fig.update_xaxes(range=[-0.5, line - 0.5], fixedrange=True, showticklabels=False, row=1, col=1)
+    notes = [dict(x=line - 0.5, y=i, xref="x", yref="y", xanchor="left", showarrow=False, xshift=6,
+                  text=f"{r['calls']} calls · {r['tokens_per_call']:.2f}/call" + (f" · {marks[r['equals_greedy']]}"
+                                                                                   if marks[r["equals_greedy"]] else ""),
+                  font=dict(size=11, color="#009E73" if r["equals_greedy"] else
+                            "#D55E00" if r["equals_greedy"] is False else "#444"))
+             for i, r in enumerate(rows)]
+    notes += [dict(x=-0.5, y=k * (n + 1) - 0.5, xref="x", yref="y", xanchor="left", yanchor="bottom",
+                   showarrow=False, text=f"tokens {k * line}–{min((k + 1) * line, max(t.n_tokens for _, t in pairs)) - 1}",
+                   font=dict(size=10, color="#666")) for k in range(1, lines)]
     fig.add_trace(go.Bar(y=[r["label"] for r in rows], x=[r["calls"] for r in rows], orientation="h",
-                         text=[f"{r['calls']} calls · {r['tokens_per_call']:.2f} tok/call · "
-                               f"{marks[r['equals_greedy']]}" for r in rows], textposition="auto", marker_color="#4C78A8", showlegend=False),
-                  row=len(pairs) + 1, col=1)
-    fig.update_yaxes(autorange="reversed", row=len(pairs) + 1, col=1)
+                         text=[f"{r['calls']} calls · {r['tokens_per_call']:.2f} tok/call"
+                               + (f" · {marks[r['equals_greedy']]}" if marks[r["equals_greedy"]] else "")
+                               for r in rows], textposition="auto", marker_color="#4C78A8", showlegend=False),
+                  row=2, col=1)
+    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    cell = 24  # pixels per grid row
     fig.update_layout(**common_layout(
-        title=dict(text=f"one prompt, {len(pairs)} decoders", font=dict(size=14)), width=760,
-        height=140 + 26 * sum(heights), margin=dict(l=120, r=30, t=80, b=40),
-        coloraxis=dict(colorscale="Blues_r", cmin=0, colorbar=dict(title=dict(text="step of<br>its block"),
-                                                                   thickness=12, len=0.5)),
-        meta=dict(rows=rows)))
-    for note in fig.layout.annotations:
+        title=dict(text=f"one prompt, {n} decoders", font=dict(size=14)), width=max(600, 40 * line + 380),
+        height=150 + cell * (grid_rows + n + 1), margin=dict(l=130, r=250, t=80, b=40),
+        meta=dict(rows=rows, line=line, calls={label: t.token_calls() for label, t in pairs})))
+    for note in fig.layout.annotations:  # the subplot titles
         note.update(x=0, xanchor="left", font=dict(size=12))
+    for note in notes:
+        fig.add_annotation(**note, row=1, col=1)
     return fig
