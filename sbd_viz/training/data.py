@@ -119,8 +119,13 @@ class TrainingStream:
         self.doc_lines = tuple(doc_lines)
         self.distractors, self.follow_ups = distractors, follow_ups  # see tasks.training_document
         vocab = tokenizer.get_vocab()
-        self.eos_id = vocab[EOS]
-        self._ids = {ch: vocab[ch] for ch in CHARS}
+        if all(ch in vocab for ch in CHARS) and EOS in vocab:  # the character-level tokenizer
+            self.eos_id, self._encode = vocab[EOS], None
+            self._ids = {ch: vocab[ch] for ch in CHARS}
+        else:  # a base model's own tokenizer (e.g. byte-level BPE): documents encoded by it, joined by its EOS
+            self.eos_id = tokenizer.eos_token_id
+            self._encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
+            self._ids = {ch: ids[0] for ch in CHARS if len(ids := self._encode(ch)) == 1}
 
     def _document(self, rng: random.Random) -> list[int]:
         if self.code_frac and rng.random() < self.code_frac:
@@ -129,7 +134,7 @@ class TrainingStream:
             text = text[start:start + 4 * self.seq_len]
         else:
             text = tasks.training_document(rng, self.weights, self.doc_lines, self.distractors, self.follow_ups)
-        return [self.eos_id] + [self._ids[ch] for ch in text]
+        return [self.eos_id] + (self._encode(text) if self._encode else [self._ids[ch] for ch in text])
 
     def row(self, step: int, r: int) -> list[int]:
         rng = random.Random(f"{self.seed}-{self.rank}-{step}-{r}")

@@ -149,8 +149,14 @@ def _base_model(cfg: TrainConfig):
 
     from ..model import add_mask_token
 
-    tok = AutoTokenizer.from_pretrained(cfg.base)
-    model = AutoModelForCausalLM.from_pretrained(cfg.base, dtype=torch.float32, attn_implementation="sdpa")
+    from .. import causal_lm
+
+    if causal_lm.is_named(cfg.base) or str(cfg.base).endswith(".gguf"):  # e.g. smollm2-135m: its converted copy
+        loaded = causal_lm.load(cfg.base)
+        model, tok = loaded.model, loaded.tokenizer
+    else:
+        tok = AutoTokenizer.from_pretrained(cfg.base)
+        model = AutoModelForCausalLM.from_pretrained(cfg.base, dtype=torch.float32, attn_implementation="sdpa")
     add_mask_token(model, tok)
     return model, tok
 
