@@ -1,6 +1,11 @@
 """How fast the app answers a gamma-slider move: p50 / p95 latency, request to finished response.
 
     python bench/bench_app.py [--model DIR] [--n 30] [--max-new-tokens 64]
+    python bench/bench_app.py --load 8 [--n 20]     # the slider while 8 heavy requests (ladders) run
+
+``--load H``: H ladders of 128 tokens (each NTP and a decode per γ of the rule's ladder) are sent first, from
+their own sessions; then ``/decode`` is sent one request at a time, and only the requests answered while at least one
+ladder is still unfinished count. The app serves heavy jobs on their own line of the queue (``app.page.HEAVY_QUEUE``).
 
 Starts the app (``sbd-viz app``) on a free localhost port in a subprocess, drives the slider's API
 endpoint (``/decode``, what the slider's release event calls) with ``gradio_client``, one request
@@ -153,12 +158,49 @@ def bench(client, polling: _Polling, label: str, prompt: str, n: int, max_new_to
           f"(min {min(r['nfe'] for r in runs)}, max {max(r['nfe'] for r in runs)})")
 
 
+def under_load(client_factory, heavy: int, n: int, prompt: str, block_size: int) -> None:
+    """``heavy`` ladders of 128 tokens, then /decode one request at a time while they run: p50 / p95 latency."""
+    ladders = []
+    for _ in range(heavy):  # each from its own session, as 8 users would
+        ladders.append(client_factory().submit(prompt, "entropy_bounded", 0.1, False, block_size, 128, 0.0, 0, False,
+                                               False, api_name="/ladder"))
+    time.sleep(1.0)  # let the queue take them
+    client = client_factory()
+    lat, running_at = [], []
+    rng = random.Random(0)
+    t_start = time.perf_counter()
+    while len(lat) < n:
+        running = sum(not job.done() for job in ladders)
+        if running == 0:
+            break
+        t0 = time.perf_counter()
+        client.predict(prompt, "entropy_bounded", round(rng.uniform(0.0, 2.0), 2), False, block_size, 64, 0.0, 0,
+                       True, False, api_name="/decode")
+        lat.append(time.perf_counter() - t0)
+        running_at.append(sum(not job.done() for job in ladders))
+        time.sleep(0.3)  # a user's pace between slider moves
+    print(f"\nunder load: {heavy} ladders of 128 tokens sent first ({prompt!r}, block {block_size}), then /decode "
+          f"(stop at the newline, max 64 tokens, gamma ~ U[0, 2]) one at a time while they run")
+    if lat:
+        print("  " + summary(f"/decode while ladders run ({len(lat)} requests)", lat))
+        print(f"  ladders still unfinished when each answer came: max {max(running_at)}, min {min(running_at)}; "
+              f"load average {os.getloadavg()[0]:.1f}")
+    done_at = time.perf_counter()
+    for job in ladders:
+        job.result(timeout=3600)
+    print(f"  the {heavy} ladders all finished {time.perf_counter() - t_start:.0f} s after the first /decode "
+          f"(the last {time.perf_counter() - done_at:.0f} s after the sampling ended)")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
     p.add_argument("--n", type=int, default=30, help="slider moves per scenario")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--prompt", default="assert 48 + 37 == ")
+    p.add_argument("--load", type=int, default=0, metavar="H",
+                   help="measure /decode while H heavy requests (ladders of 128 tokens) run, instead")
+    p.add_argument("--block-size", type=int, default=16)
     args = p.parse_args(argv)
 
     from gradio_client import Client
@@ -172,6 +214,11 @@ def main(argv=None) -> None:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
         polling = _Polling()
         run(client, args.prompt, 0.5, 8, True)  # warm up: first-call costs (imports, allocator) are not latency
+        if args.load:
+            under_load(lambda: Client(f"http://127.0.0.1:{port}/", verbose=False), args.load, args.n, args.prompt,
+                       args.block_size)
+            print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+            return
         bench(client, polling, "full length", args.prompt, args.n, args.max_new_tokens, stop=False)
         bench(client, polling, "answer only (stops at the newline)", args.prompt, args.n, args.max_new_tokens,
               stop=True)
