@@ -163,19 +163,8 @@ class CausalLM(SBDModel):
     def from_pretrained(cls, path, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False,
                         device=None, name: str | None = None, source: str | None = None) -> "CausalLM":
         """A Hugging Face causal LM folder (``config.json``, weights, tokenizer files)."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        path = Path(path)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"path: {path} is not a model folder (no config.json)")
-        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa",
-                                                     trust_remote_code=trust_remote_code)
-        if device is not None:
-            model = model.to(device)
-        return cls(model, tok, name=name or path.name, source=source or str(path))
+        model, tok = cls.load_folder(path, dtype, trust_remote_code, device)
+        return cls(model, tok, name=name or Path(path).name, source=source or str(path))
 
 
 # -- where models come from ------------------------------------------------------------------------

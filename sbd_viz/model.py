@@ -206,9 +206,11 @@ class SBDModel(ModelBase):
         super().__init__(model, tokenizer, name)
         self._eager = getattr(model.config, "_attn_implementation", "sdpa") == "eager"
 
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
-                        trust_remote_code: bool = False, device: str | torch.device | None = None) -> "SBDModel":
+    @staticmethod
+    def load_folder(path: str | os.PathLike, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False,
+                    device: str | torch.device | None = None):
+        """(transformers model, tokenizer) of a Hugging Face causal LM folder, with SDPA attention (the exact
+        block masks need it; see ``_mask``)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -219,9 +221,12 @@ class SBDModel(ModelBase):
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa",
                                                      trust_remote_code=trust_remote_code)
-        if device is not None:
-            model = model.to(device)
-        loaded = cls(model, tok, name=path.name)
+        return (model if device is None else model.to(device)), tok
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
+                        trust_remote_code: bool = False, device: str | torch.device | None = None) -> "SBDModel":
+        loaded = cls(*cls.load_folder(path, dtype, trust_remote_code, device), name=Path(path).name)
         loaded.block_size  # noqa: B018 -- a bad recorded block size fails here, at load, not mid-decode
         return loaded
 
