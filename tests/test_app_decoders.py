@@ -49,7 +49,7 @@ def test_compare_tab_renders_in_a_browser(served, page):
     table.get_by_text("prompt lookup").first.wait_for(timeout=30000)
     for label in ("NTP", "verified SBD", "SBD + remasking", "Jacobi"):
         assert table.get_by_text(label, exact=True).count() >= 1, label
-    # one heatmap panel per decoder (NTP and the five chosen) and the bar of calls
-    assert page.locator("#sbd-compare .heatmaplayer").count() == 6
+    # one heatmap per decoder (NTP and the five chosen) and the bar of calls
+    assert page.locator("#sbd-compare .heatmaplayer .hm").count() == 6  # one row of tokens each, in one grid
     page.screenshot(path=str(ARTIFACTS / "app-compare.png"), full_page=True)
     assert not page.errors, page.errors
