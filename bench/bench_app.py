@@ -114,9 +114,9 @@ def run(client, prompt: str, gamma: float, max_new_tokens: int, stop: bool) -> d
 
 
 def decode_ms(metrics: str) -> float:
-    """The server's decode time on the wall-clock card: "416 ms" over "SBD, this decode · NTP ..." (one run each,
+    """The server's decode time on the wall-clock card: "416 ms" over "SBD decode, one run · NTP ..." (one run each,
     timed apart), or "SBD 416 ms" in the note while NTP runs."""
-    found = re.search(r"(\d+) ms</div><div class='sub'>SBD, this decode", metrics) or \
+    found = re.search(r"(\d+) ms</div><div class='sub'>SBD decode, one run", metrics) or \
         re.search(r"SBD (\d+) ms", metrics)
     return float(found.group(1))
 

@@ -61,7 +61,7 @@ def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = Non
     elif pending:
         calls_note = "NTP: running…"
         speed = [Measure("speedup · calls", PENDING, "vs NTP, per generated token"),
-                 Measure("wall clock", f"{1000 * seconds:.0f} ms", f"{label}, this decode · NTP: running…")]
+                 Measure("wall clock", f"{1000 * seconds:.0f} ms", f"{label} decode, one run · NTP: running…")]
     else:
         calls_note = f"over {_count(trace.n_blocks, 'block')}"
         speed = [Measure("wall clock", f"{1000 * seconds:.0f} ms", "the model calls, summed")]
@@ -80,7 +80,7 @@ def _wall_clock(trace: Trace, ntp: Trace, seconds: float, ntp_seconds: float, la
     """The speedup in seconds from side-by-side rounds; without them, the two decodes' seconds and no ratio."""
     if timing is None:
         return Measure("wall clock", f"{1000 * seconds:.0f} ms",
-                       f"{label}, this decode · NTP {1000 * ntp_seconds:.0f} ms, timed apart: no speedup in seconds "
+                       f"{label} decode, one run · NTP {1000 * ntp_seconds:.0f} ms, timed apart: no speedup in seconds "
                        "without side-by-side runs")
     mid, lo, hi = timing.speedup(trace.n_tokens, ntp.n_tokens)
     ms, ntp_ms = (1000 * x for x in timing.median_seconds())

@@ -364,7 +364,7 @@ class Handlers:
         rounds with its range, on the metrics card."""
         from ..analysis.timing import side_by_side
 
-        if not _decoded(session) or session.get("ntp") is None or session.get("rerun") is None:
+        if not _decoded(session) or session["ntp"] is None or session.get("rerun") is None:
             raise refused("prompt: nothing decoded beside NTP yet; decode a prompt first")
         name, own = session["rerun"]
         prompt, max_new_tokens, stop = session["ntp_key"]
