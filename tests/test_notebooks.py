@@ -32,10 +32,11 @@ def run(nb, folder: Path, timeout: int | None = None) -> float:
     return time.perf_counter() - start
 
 
-def test_there_are_six_notebooks_saved_without_outputs():
+def test_there_are_seven_notebooks_saved_without_outputs():
     assert [p.name for p in NOTEBOOKS] == ["01_what_is_sbd.ipynb", "02_gamma_tradeoff.ipynb",
                                            "03_gap_fill_failures.ipynb", "04_train_your_own.ipynb",
-                                           "05_verified_sbd.ipynb", "06_parallel_decoders.ipynb"]
+                                           "05_verified_sbd.ipynb", "06_parallel_decoders.ipynb",
+                                           "07_real_lm.ipynb"]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
