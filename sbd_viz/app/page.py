@@ -30,6 +30,7 @@ import gradio as gr
 import sbd_viz as sv
 from ..analysis import roofline
 from .. import tasks
+from .serving import HEAVY_LIMIT, HEAVY_QUEUE, MODEL_LIMIT, MODEL_QUEUE, PROMPT_KEYS_JS, QUEUE_SIZE, queue
 from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, read_call, read_decoder,
                      read_projection, read_settings, refused)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
@@ -53,11 +54,6 @@ __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "Sp
 
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
 
-# The queue's two lines (see the wiring in ``build_demo``). On 2 cores with one torch thread per job: at most one
-# heavy job (one core) beside two control moves. ``QUEUE_SIZE`` bounds what waits, over both lines.
-MODEL_LIMIT, HEAVY_LIMIT, QUEUE_SIZE = 2, 1, 64
-MODEL_QUEUE = dict(concurrency_id="model", concurrency_limit=MODEL_LIMIT)
-HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=HEAVY_LIMIT)
 
 # Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
 # scores them), picked with `python tools/pick_examples.py` (candidates per behaviour at the app's default
@@ -131,23 +127,6 @@ async function draw() {
 }
 draw();
 watch('value', draw);
-"""
-# The prompt box: Enter decodes (a click on Decode), Shift+Enter starts a new line. Gradio's multi-line textbox does
-# the opposite (Enter: a newline, which changed a suite prompt unseen; Shift+Enter: submit), so its own key handler
-# never sees Enter: this listener runs first, in the capture phase.
-PROMPT_KEYS_JS = """
-() => {
-  const inPrompt = (e) => e.key === 'Enter' && !e.isComposing && e.target.closest && e.target.closest('#sbd-prompt');
-  document.addEventListener('keydown', (e) => {
-    if (!inPrompt(e)) return;
-    e.stopPropagation();
-    if (e.shiftKey) return;  // the browser inserts the newline
-    e.preventDefault();  // no newline, and no keypress
-    document.querySelector('#sbd-run')?.click();
-  }, true);
-  // Gradio's textbox submits on Shift+Enter's keypress (and would keep the newline out): it never sees one
-  document.addEventListener('keypress', (e) => { if (inPrompt(e)) e.stopPropagation(); }, true);
-}
 """
 # "show call N": jump the animation to a frame in the browser, no round trip.
 SHOW_CALL_JS = """
@@ -596,12 +575,6 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
         time_run.click(h.time_it, inputs=[session], outputs=[session, metrics], **HEAVY_QUEUE, api_name="time_it")
     return demo
-
-
-def queue(demo: gr.Blocks) -> gr.Blocks:
-    """Serve ``demo``'s events through Gradio's queue: each event's line and limit are set where it is wired
-    (``MODEL_QUEUE``, ``HEAVY_QUEUE``); an event wired without one (the projection, show call) runs beside them."""
-    return demo.queue(default_concurrency_limit=MODEL_LIMIT, max_size=QUEUE_SIZE)
 
 
 def main(model_path=None, host: str = "127.0.0.1", port: int = 7860, dtype=None, device=None) -> None:
