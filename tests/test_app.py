@@ -386,13 +386,11 @@ def test_gif_download_has_one_frame_per_call(client):
 def test_the_decoder_selector_decodes_with_that_decoder(client, served, decoder):
     """The main view's decoder: the slider's endpoint returns the library's decode with that decoder, and the
     details (failure table, curve, trace file) follow it."""
-    from sbd_viz.app.inputs import DECODERS
-
     _, model = served
     _, metrics, _, _ = client.predict(PROMPT, "entropy_bounded", 1.0, False, 16, MAX_NEW, 0.0, 0, False, False,
                                       decoder, api_name="/decode")
     trace = trace_of(client)
-    name = DECODERS[decoder]
+    name = sv.registry.by_label(decoder).name  # the app's choices are the registry's labels
     own = dict(rule="entropy_bounded", gamma=1.0, block_size=16) if name == "remask" else \
         dict(block_size=16) if name == "jacobi" else {}
     expected = sv.decode(model, PROMPT, decoder=name, max_new_tokens=MAX_NEW, **own)

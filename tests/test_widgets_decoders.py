@@ -18,7 +18,7 @@ def test_the_decoder_selector_redecodes_with_each_decoder(tiny):
         assert explorer.trace.config["decoder"] == name
         expected = sv.decode(tiny, PROMPT, **explorer.settings())
         assert explorer.trace.output_ids == expected.output_ids and explorer.trace.nfe == expected.nfe
-        assert f"{name} text" in explorer.metrics.value
+        assert f"{sv.registry.get_decoder(name).label} text" in explorer.metrics.value  # the spec's label
     assert explorer.rule.disabled and explorer.gamma.disabled and explorer.block_size.disabled  # prompt lookup
     explorer.decoder.value = "jacobi"
     assert explorer.rule.disabled and not explorer.block_size.disabled and explorer.verify.disabled
