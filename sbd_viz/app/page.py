@@ -270,7 +270,10 @@ class Handlers:
                                              cfg.get("verify", False))
         # the count the metrics card shows; the table lists them all
         kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
-        table = gr.update(value=failure_rows(events), label=failure_label(events, kept))
+        label = failure_label(events, kept) if not self.canvas else (
+            f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: a block-diffusion model has "
+            "no causal prediction to judge them against")
+        table = gr.update(value=failure_rows(events), label=label)
         comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(session["label"], "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
                 fit(tradeoff), status, self._trace_file(trace))
@@ -470,7 +473,9 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                                                   visible=not canvas)
                     temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05, visible=not canvas,
                                             label="temperature (0 = greedy, the paper's setting)")
-                    seed = gr.Number(DEFAULTS["seed"], label="seed (for temperature > 0)", precision=0,
+                    # a block-diffusion sampler renoises with random tokens at any temperature: the seed always counts
+                    seed = gr.Number(DEFAULTS["seed"], label="seed (the sampler's random renoising)" if canvas else
+                                     "seed (for temperature > 0)", precision=0,
                                      minimum=0, maximum=MAX_SEED)
                 with gr.Accordion("projected on a GPU (roofline model)", open=False):
                     gr.Markdown("What this decode's calls would cost for a large model on a GPU, against the "
@@ -499,10 +504,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 with gr.Row():
                     call_info = gr.Markdown(elem_id="sbd-call-info")
                     heatmap = gr.Plot(label="entropy of the shown call's block", show_label=True)
-            with gr.Tab("Calls vs NTP"):
+            with gr.Tab("Tokens per call" if canvas else "Calls vs NTP"):  # a block-diffusion model has no NTP
                 timeline = gr.Plot(label="tokens per call")
-                comparison = gr.Plot(label="SBD vs NTP, token by token")
-            with gr.Tab("Speed vs quality (suite)"):
+                comparison = gr.Plot(label="this decode vs NTP, token by token", visible=not canvas)
+            with gr.Tab("Speed vs quality (suite)", visible=not canvas and not causal):  # the suite sweeps SBD's rules
                 curve_status = gr.Markdown(curve.status)
                 tradeoff = gr.Plot(label="speed vs suite accuracy")
             with gr.Tab("This prompt across γ", visible=not canvas and not causal):

@@ -171,6 +171,7 @@ class _Canvas:
         self.rows = layout["meta"]["rows"]
         self.cols = len(layout["xaxis"]["tickvals"])
         self.row_labels = layout["yaxis"]["ticktext"]
+        self.titles = titles
         self.slot_title = layout["xaxis"].get("title", {}).get("text", "slot")
         self.notes = [a["text"] for a in layout.get("annotations", [])]  # settings, prompt, legend
         self.bar = spec["data"][-1]["marker"]  # the entropy colour bar
@@ -196,14 +197,15 @@ class _Canvas:
         return self.top + (row + 0.5) * self.row_h
 
 
-def _draw_frame(canvas: _Canvas, title: str, rows: list) -> "Image.Image":
+def _draw_base(c: _Canvas, rows: list) -> "Image.Image":
+    """What every frame shares: the notes, the slot numbers, the row labels and the colour bar (the call counter
+    above them and the cells are each frame's own)."""
     from PIL import Image, ImageDraw
 
-    c, s = canvas, canvas.s
+    s = c.s
     image = Image.new("RGB", (c.width, c.height), "white")
     draw = ImageDraw.Draw(image)
-    y = 22 * s
-    y += _draw_markup(draw, (24 * s, y), title, 30 * s, c.text_width, TEXT) + 10 * s  # the call counter
+    y = 22 * s + max(_markup_height(t, 30 * s, c.text_width) for t in c.titles) + 10 * s
     for note in c.notes:
         y += _draw_markup(draw, (24 * s, y), note, c.font, c.text_width, NOTE_TEXT)
     # slot numbers above the grid, the axis title to their left
@@ -213,28 +215,56 @@ def _draw_frame(canvas: _Canvas, title: str, rows: list) -> "Image.Image":
     draw.text((c.left - 14 * s, tick_y), c.slot_title, font=_font(round(size)), fill=NOTE_TEXT, anchor="rs")
     for col in range(c.cols):
         draw.text((c.x(col), tick_y), str(col), font=small, fill=NOTE_TEXT, anchor="ms")
-    heatmaps = [d for d in rows if d.get("type") == "heatmap"]
-    outlines = [d for d in rows if d.get("type") == "scatter"]
-    gap_x, gap_y = 3 * s, 10 * s
-    for hm in heatmaps:
-        row = hm["y"][0]
+    for row in sorted({d["y"][0] for d in rows if d.get("type") == "heatmap"}):
         draw.text((c.left - 14 * s, c.y(row)), c.row_labels[row], font=small, fill=NOTE_TEXT, anchor="rm")
-        zmin, zmax, scale = hm["zmin"], hm["zmax"], hm["colorscale"]
-        for col, (z, text) in enumerate(zip(hm["z"][0], hm["text"][0])):
-            if z is None:  # padding right of a row's last block
-                continue
-            fill = _scale_color(scale, (z - zmin) / (zmax - zmin))
-            x0, y0 = c.left + col * c.cell_w + gap_x / 2, c.top + row * c.row_h + gap_y / 2
-            draw.rectangle((x0, y0, x0 + c.cell_w - gap_x, y0 + c.row_h - gap_y), fill=fill)
-            label = html.unescape(text or "")
-            if label:
-                size = min(34 * s, c.row_h * 0.5)
-                while size > 8 and draw.textlength(label, font=_font(round(size))) > c.cell_w - 10 * s:
-                    size -= 1
-                draw.text((c.x(col), c.y(row)), label, font=_font(round(size)), fill=_ink(fill), anchor="mm")
+    _draw_bar(draw, c)
+    return image
+
+
+def _draw_row(c: _Canvas, hm: dict) -> "Image.Image":
+    """One heatmap row's cells on a transparent strip as wide as the grid (blocks sharing a row each leave the
+    others' cells clear)."""
+    from PIL import Image, ImageDraw
+
+    s = c.s
+    strip = Image.new("RGBA", (int(c.cols * c.cell_w + 1), int(c.row_h + 1)), (255, 255, 255, 0))
+    draw = ImageDraw.Draw(strip)
+    zmin, zmax, scale = hm["zmin"], hm["zmax"], hm["colorscale"]
+    gap_x, gap_y = 3 * s, 10 * s
+    for col, (z, text) in enumerate(zip(hm["z"][0], hm["text"][0])):
+        if z is None:  # padding right of a row's last block
+            continue
+        fill = _scale_color(scale, (z - zmin) / (zmax - zmin))
+        x0, y0 = col * c.cell_w + gap_x / 2, gap_y / 2
+        draw.rectangle((x0, y0, x0 + c.cell_w - gap_x, y0 + c.row_h - gap_y), fill=fill)
+        label = html.unescape(text or "")
+        if label:
+            size = min(34 * s, c.row_h * 0.5)
+            while size > 8 and draw.textlength(label, font=_font(round(size))) > c.cell_w - 10 * s:
+                size -= 1
+            draw.text(((col + 0.5) * c.cell_w, c.row_h / 2), label, font=_font(round(size)), fill=_ink(fill),
+                      anchor="mm")
+    return strip
+
+
+def _draw_frame(canvas: _Canvas, title: str, rows: list, base, strips: dict) -> "Image.Image":
+    """One call's frame: the shared ``base``, the counter, each row's strip (``strips`` keeps a row drawn once
+    while no call changes it: a call redraws only its own block's row), then the block boundaries and gap-fill
+    outlines over the cells."""
+    from PIL import ImageDraw
+
+    c, s = canvas, canvas.s
+    image = base.copy()
+    draw = ImageDraw.Draw(image)
+    _draw_markup(draw, (24 * s, 22 * s), title, 30 * s, c.text_width, TEXT)  # the call counter
+    for hm in (d for d in rows if d.get("type") == "heatmap"):
+        if id(hm) not in strips:
+            strips[id(hm)] = (hm, _draw_row(c, hm))  # the row itself is kept too, so its id is not reused
+        strip = strips[id(hm)][1]
+        image.paste(strip, (round(c.left), round(c.top + hm["y"][0] * c.row_h)), strip)
     for x in c.boundaries:  # white bars between blocks that share a row
         draw.line((c.x(x), c.top, c.x(x), c.top + c.rows * c.row_h), fill="white", width=max(2, round(6 * s)))
-    for line in outlines:  # gap fills: rectangles in data units, paths split by None
+    for line in (d for d in rows if d.get("type") == "scatter"):  # gap fills: rectangles in data units, paths split by None
         color, points = line["line"]["color"], []
         for x, y_ in list(zip(line["x"], line["y"])) + [(None, None)]:
             if x is None:
@@ -243,7 +273,6 @@ def _draw_frame(canvas: _Canvas, title: str, rows: list) -> "Image.Image":
                 points = []
             else:
                 points.append((c.x(x), c.y(y_)))
-    _draw_bar(draw, c)
     return image
 
 
@@ -268,7 +297,8 @@ def _render(trace: Trace, width: int, max_blocks: int | None, last: bool) -> tup
     spec = block_fill_spec(trace, max_blocks, last)  # checks trace and max_blocks
     frames = _resolved_frames(spec)
     canvas = _Canvas(spec, width, [title for title, _ in frames])
-    return spec, [_draw_frame(canvas, title, rows) for title, rows in frames]
+    base, strips = _draw_base(canvas, frames[0][1]), {}
+    return spec, [_draw_frame(canvas, title, rows, base, strips) for title, rows in frames]
 
 
 def animation_frames(trace: Trace, width: int = WIDTH, max_blocks: int | None = None, last: bool = False) -> list:
@@ -300,13 +330,29 @@ def _indexed(frames: list, exact: list[tuple[int, int, int]]) -> list:
     flat = rest.getpalette()[: 3 * (256 - len(exact))]
     palette = np.array(exact + [tuple(flat[i: i + 3]) for i in range(0, len(flat) - 2, 3)], dtype=np.int64)
     out = []
+    known, known_index = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint8)  # packed colour -> palette entry
+    previous, indices = None, None
     for frame in frames:
-        rgb = np.asarray(frame, dtype=np.int64)  # (height, width, 3)
-        packed = (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
-        colors, inverse = np.unique(packed, return_inverse=True)
-        colors_rgb = np.stack([colors >> 16, (colors >> 8) & 255, colors & 255], 1)  # (n_colors, 3)
-        nearest = ((colors_rgb[:, None, :] - palette[None]) ** 2).sum(-1).argmin(1)  # exact colours: distance 0
-        image = Image.frombytes("P", frame.size, nearest[inverse].astype(np.uint8).tobytes())
+        rgb = np.asarray(frame, dtype=np.int32)  # (height, width, 3)
+        packed = ((rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]).ravel()
+        # a call changes a few cells: only the pixels that differ from the previous frame are looked up, and only
+        # colours never seen before are matched to the palette
+        changed = np.arange(len(packed)) if previous is None else np.flatnonzero(packed != previous)
+        pixels = packed[changed]
+        at = np.minimum(np.searchsorted(known, pixels), max(len(known) - 1, 0))
+        new = np.unique(pixels[known[at] != pixels]) if len(known) else np.unique(pixels)
+        if len(new):
+            new_rgb = np.stack([new >> 16, (new >> 8) & 255, new & 255], 1).astype(np.int64)  # (n_new, 3)
+            nearest = ((new_rgb[:, None, :] - palette[None]) ** 2).sum(-1).argmin(1)  # exact colours: distance 0
+            known = np.concatenate([known, new.astype(np.int32)])
+            known_index = np.concatenate([known_index, nearest.astype(np.uint8)])
+            order = np.argsort(known, kind="stable")
+            known, known_index = known[order], known_index[order]
+            at = np.searchsorted(known, pixels)
+        indices = np.empty(len(packed), dtype=np.uint8) if indices is None else indices.copy()
+        indices[changed] = known_index[at]
+        previous = packed
+        image = Image.frombytes("P", frame.size, indices.tobytes())
         image.putpalette([int(v) for v in palette.flatten()])
         out.append(image)
     return out
