@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Iterable
 
 from ..decoders.batch import MAX_BATCH_SIZE, BatchDecoding
-from ..checks import check_block_size, check_model, check_whole
+from ..checks import check_model, check_whole
 from ..decoders.ntp import NTP, decode_ntp
 from ..decoders.door import config_for, decode
 from ..decoders.registry import check_serves, default_decoder, get_decoder, split_settings
@@ -69,7 +69,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     ``measure_speedup``, ``ntp`` (NTP's measures on the same items), ``speedup_calls`` (NTP
     calls / the decoder's calls) and ``speedup_wall`` (NTP seconds / the decoder's seconds).
     """
-    block_size = check_block_size(block_size, check_model(model))
+    check_model(model)  # block_size None stays unset here: the door resolves it for a decoder that takes it
     plan = _Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
                  decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
                  verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size, **own)
@@ -165,7 +165,7 @@ class _Plan:
         self.paired = measure_speedup and spec is not NTP
         self.speed_batch_size = speed_batch_size  # the main decode is timed even with no NTP beside it
         self.settings = {"decoder": spec.name, "rule": rule if "rule" in spec.takes else spec.name, "gamma": gamma,
-                         "block_size": block_size, "gap_free": gap_free and "gap_free" in spec.takes,
+                         "block_size": self.config.block_size, "gap_free": gap_free and "gap_free" in spec.takes,
                          "verify": verify and "verify" in spec.takes, **self.own,
                          "max_new_tokens": max_new_tokens, "n_items": len(self.items), "batch_size": batch_size,
                          "speed_batch_size": self.speed_batch_size}

@@ -9,7 +9,6 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..rules import COMMIT_RULES
 from ..trace import REPLACEMENT, Step, Trace, token_label, visible
 
 STATES = ("done", "now", "masked", "future")
@@ -81,7 +80,7 @@ def cell_label(text: str, n: int) -> str:
 def settings_line(trace: Trace) -> str:
     c = trace.config
     parts = [c.get("decoder", "?")]
-    if c.get("rule") in COMMIT_RULES:  # a commit rule and its knob; NTP and draft-and-check decoders have none
+    if "gamma" in c:  # a commit rule and its knob; NTP and the draft-and-check decoders write no γ
         parts += [f"rule {c.get('rule', '?')}", f"γ = {c.get('gamma', '?')}"]
     model = trace.model_id + (f" ({trace.model_kind})" if trace.model_kind else "")
     return " · ".join(str(p) for p in parts + [f"k = {c.get('block_size', block_size_of(trace))}", model])
