@@ -1,4 +1,4 @@
-"""The app's controls do what they say (issue 69, items 2, 3 and 5), driven over HTTP with gradio_client.
+"""The app's controls do what they say, driven over HTTP with gradio_client.
 
 - Heavy jobs (ladder, compare, GIF) wait in their own line of the queue: a /decode sent after several of them is
   answered before they have all finished (an ordering, never a wall-clock bound: the tests run on a busy machine).

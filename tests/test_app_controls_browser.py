@@ -1,4 +1,4 @@
-"""The app's controls in a real headless Chromium (issue 69, item 3): a pick in the decoder or rule menu sends its
+"""The app's controls in a real headless Chromium: a pick in the decoder or rule menu sends its
 event once (one decode, never two identical error toasts); Enter in the prompt decodes it unchanged, Shift+Enter
 starts a new line and decodes nothing. Requests are counted on the page (Gradio's /queue/join posts)."""
 
