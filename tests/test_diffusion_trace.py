@@ -21,10 +21,11 @@ def logits_for(drafts: list[int], vocab: int = 6, sharp: float = 4.0) -> torch.T
     return scores
 
 
-def canvas_trace() -> Trace:
+def canvas_trace(top_n: int = 5) -> Trace:
     """Two blocks of 3 slots: block 0 accepts slot 2, then slots 0 and 1 while slot 2 is renoised, then all;
     block 1 accepts everything at once. Token 1 is the end of text."""
-    rec = CanvasRecorder([5, 5], 3, token_text=lambda t: "abcdef"[t], eos_ids=[1], config={"gamma": 0.5})
+    rec = CanvasRecorder([5, 5], 3, token_text=lambda t: "abcdef"[t], eos_ids=[1], config={"gamma": 0.5},
+                         top_n=top_n)
     rec.encoder(2, wall_time=0.5)
     rec.step(logits_for([3, 4, 2]), [False, False, True], held=[0, 0, 2], wall_time=0.1)
     rec.step(logits_for([3, 4, 2]), [True, True, False], held=[3, 5, 0], wall_time=0.1)

@@ -8,11 +8,10 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 
 import sbd_viz as sv
-from sbd_viz.decoders.recorder import CanvasRecorder
 from sbd_viz.trace import Trace, TraceFormatError
+from test_diffusion_trace import canvas_trace
 
 pytestmark = pytest.mark.heavy  # 300 mutants of each kind of saved trace: seconds per test
 DATA = Path(__file__).parent / "data"
@@ -22,22 +21,8 @@ MUTATIONS = 300  # per source trace
 
 
 def _canvas_trace() -> Trace:
-    """Two canvas blocks of 3 slots, one slot renoised, encoder passes (the recorder's own test builds the same)."""
-    def logits(ids):
-        out = torch.full((len(ids), 6), -4.0)
-        out[torch.arange(len(ids)), torch.tensor(ids)] = 4.0
-        return out
-
-    rec = CanvasRecorder([5, 5], 3, token_text=lambda t: "abcdef"[t], eos_ids=[1], config={"gamma": 0.5}, top_n=3)
-    rec.encoder(2, wall_time=0.5)
-    rec.step(logits([3, 4, 2]), [False, False, True], held=[0, 0, 2], wall_time=0.1)
-    rec.step(logits([3, 4, 2]), [True, True, False], held=[3, 5, 0], wall_time=0.1)
-    rec.step(logits([3, 4, 2]), [True, True, True], held=[3, 4, 2], wall_time=0.1)
-    rec.end_block([3, 4, 2])
-    rec.encoder(3, wall_time=0.2)
-    rec.step(logits([0, 1, 5]), [True, True, True], wall_time=0.1)
-    rec.end_block([0, 1, 5])
-    return rec.trace()
+    """Two canvas blocks of 3 slots, one slot renoised, encoder passes: the recorder's own test trace."""
+    return canvas_trace(top_n=3)
 
 
 @pytest.fixture(scope="module")
