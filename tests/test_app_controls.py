@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from conftest import SWEEP_ROWS, free_port, hand_trace, load_app, sharp_model
+from sbd_viz.app import serving
 
 # heavy: the app served on a free port, driven over HTTP (seconds per test)
 pytestmark = [pytest.mark.heavy, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
@@ -57,15 +58,15 @@ def test_heavy_jobs_have_their_own_line_of_the_queue(app):
     demo, _ = app
     fns = _fns(demo)
     for name in ("ladder", "compare", "gif", "time_it"):
-        assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("heavy", page.HEAVY_LIMIT), name
+        assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("heavy", serving.HEAVY_LIMIT), name
     for name in ("decode", "details"):
-        assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("model", page.MODEL_LIMIT), name
+        assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("model", serving.MODEL_LIMIT), name
     # every event that decodes from a control (its chains included) is on the model line, none on the heavy one
     lines = {fn.concurrency_id for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") in ("decode", "details")}
     assert lines == {"model"}
     heavy = {getattr(fn.fn, "__name__", "") for fn in demo.fns.values() if fn.concurrency_id == "heavy"}
     assert heavy == {"ladder", "compare", "gif", "time_it"}
-    assert demo._queue.max_size == page.QUEUE_SIZE
+    assert demo._queue.max_size == serving.QUEUE_SIZE
 
 
 def test_a_decode_sent_after_heavy_jobs_is_answered_before_they_all_finish(client):
@@ -77,7 +78,7 @@ def test_a_decode_sent_after_heavy_jobs_is_answered_before_they_all_finish(clien
     decode = client.submit(*SETTINGS, api_name="/decode")
     decode.result(timeout=600)
     finished = sum(job.done() for job in heavy)
-    assert finished <= page.HEAVY_LIMIT, f"the decode waited for {finished} heavy jobs"
+    assert finished <= serving.HEAVY_LIMIT, f"the decode waited for {finished} heavy jobs"
     for job in heavy:  # they all still finish
         job.result(timeout=600)
 

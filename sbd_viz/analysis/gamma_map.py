@@ -38,7 +38,7 @@ import math
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Generator, Iterable
+from typing import Any, Generator
 
 from ..checks import check_model, check_prompt
 from ..decoders.door import start

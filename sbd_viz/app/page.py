@@ -30,7 +30,7 @@ import gradio as gr
 import sbd_viz as sv
 from ..analysis import roofline
 from .. import tasks
-from .serving import HEAVY_LIMIT, HEAVY_QUEUE, MODEL_LIMIT, MODEL_QUEUE, PROMPT_KEYS_JS, QUEUE_SIZE, queue
+from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS, queue
 from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, read_call, read_decoder,
                      read_projection, read_settings, refused)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
