@@ -386,3 +386,42 @@ def test_the_ladder_rows_come_before_the_map_is_refined(sharp):
     next(rows)  # the last row waits for the exact map
     assert ladder.frame().attrs["exact"] and ladder.map_walk.map.exact
     assert ladder.frame().attrs["pieces"] == len(gamma_map(sharp, PROMPT, max_new_tokens=N).pieces)
+
+
+def test_a_gate_goes_around_each_call_the_walk_runs_and_can_stop_it(sharp):
+    """``GammaMapWalk(gate=...)``: entered around every request the walk serves itself (its model calls counted in
+    ``map.calls``); the map is the same; an exception raised in it stops the walk there. (The app's background
+    builder waits for interactive decodes in it.)"""
+    import contextlib
+
+    from sbd_viz.analysis.gamma_map import GammaMapWalk
+
+    entered = []
+
+    @contextlib.contextmanager
+    def gate():
+        entered.append(1)
+        yield
+
+    walk = GammaMapWalk(sharp, PROMPT, step=0.01, max_new_tokens=N, gate=gate)
+    built = list(walk.pieces())
+    plain = gamma_map(sharp, PROMPT, step=0.01, max_new_tokens=N)
+    assert [str(p) for p in built] == [str(p) for p in plain.pieces]  # the same map with a gate
+    assert len(entered) >= walk.map.calls > 0  # every model call (and cache cut) it ran went through the gate
+
+    class Stop(Exception):
+        pass
+
+    @contextlib.contextmanager
+    def stop_after_five():
+        if len(entered) >= 5:
+            raise Stop
+        entered.append(1)
+        yield
+
+    entered.clear()
+    with pytest.raises(Stop):
+        list(GammaMapWalk(sharp, PROMPT, step=0.01, max_new_tokens=N, gate=stop_after_five).pieces())
+    assert len(entered) == 5
+    with pytest.raises(ValueError, match="gate"):
+        GammaMapWalk(sharp, PROMPT, gate="yes")

@@ -33,6 +33,7 @@ piece from scratch.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -118,10 +119,11 @@ class _Replayer:
     Every request of the previous decode is kept with its reply and the KV cache as it stood after it (a shallow
     copy: ``DynamicLayer.update`` concatenates and ``crop`` slices, so an old layer's tensors are never written
     again). While a new decode asks exactly what the previous one asked, the old reply is its answer; at the first
-    difference the cache is restored from the snapshot before it and the model runs from there."""
+    difference the cache is restored from the snapshot before it and the model runs from there. ``gate``: a context
+    manager factory entered around each request it serves itself (``GammaMapWalk``'s)."""
 
-    def __init__(self, model, reuse: bool):
-        self.model, self.reuse = model, reuse
+    def __init__(self, model, reuse: bool, gate=None):
+        self.model, self.reuse, self.gate = model, reuse, gate or contextlib.nullcontext
         self.previous: list[tuple[Any, Any, Any]] = []  # (request, reply, cache after it)
         self.calls = self.replayed = 0  # forwards run, and forwards answered from the previous decode
 
@@ -149,7 +151,8 @@ class _Replayer:
             if cache is None:  # the first request this decode asks of the model itself
                 cache = self._snapshot(record[-1][2]) if record else self.model.new_cache()
                 matching = False
-            reply = serve(self.model, cache, request)
+            with self.gate():
+                reply = serve(self.model, cache, request)
             if not isinstance(request, CacheCut):
                 self.calls += 1
             if self.reuse:
@@ -294,11 +297,16 @@ class GammaMapWalk:
 
     ``points``: instead of a ``step``, the knob values whose pieces to decode (a ladder's γ values): each costs at
     most one decode. ``refine()`` then decodes every stretch left undecoded, exactly, so the map becomes the exact
-    map (the same pieces as ``step=None``), with the pieces holding the points known first."""
+    map (the same pieces as ``step=None``), with the pieces holding the points known first.
+
+    ``gate``: a function returning a context manager, entered around each request the walk serves itself (a model
+    call or a cache cut; replayed calls need none). A server that builds maps in the background passes one that
+    waits while interactive decodes run, so they wait for at most one call; an exception raised in it stops the
+    walk (a map no longer wanted)."""
 
     def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None,
                  hi: float | None = None, step: float | None = None, decoder: str | None = None,
-                 reuse_prefix: bool = True, points=None, **settings):
+                 reuse_prefix: bool = True, points=None, gate=None, **settings):
         self.model = check_model(model)
         check_prompt(prompt)
         if not isinstance(rule, str) or rule not in COMMIT_RULES:
@@ -340,7 +348,9 @@ class GammaMapWalk:
         self.step, self.rule, self.prompt, self.decoder = step, rule, prompt, spec.name
         self.settings = dict(settings)
         self.map = GammaMap(prompt, rule, self.lo, self.hi, step, {"decoder": spec.name, **settings}, _model=model)
-        self._server = _Replayer(self.model, reuse_prefix)
+        if gate is not None and not callable(gate):
+            raise ValueError(f"gate: must be a function returning a context manager, or None, got {gate!r}")
+        self._server = _Replayer(self.model, reuse_prefix, gate)
         self._decode(self.lo if self.positions is None else self.positions[0], dry=True)  # settings checked up front
 
     def _decode(self, gamma, dry: bool = False) -> Trace | None:
