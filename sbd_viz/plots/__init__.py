@@ -10,7 +10,8 @@ The figures live in sibling modules and are all reached from here:
   one line per decoder): ``decoder_sweep``;
 - ``tradeoff`` (the speed/quality curve) and ``sweep_frame`` (the one loader of sweep rows): ``plot_tradeoff``;
 - ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plot_masks``;
-- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plot_ladder``;
+- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plot_ladder``; ``gamma_strip`` (a γ map
+  as an HTML strip of its pieces, the app's strip under the slider): ``gamma_strip``;
 - ``save_animation`` (the block-fill animation as a GIF, one frame per call, from ``block_fill_spec``'s data):
   ``plot_animation``;
 - the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plot_style``.
@@ -29,6 +30,7 @@ from .decoders import compare_decoders, decoder_rows
 from .charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
 from .animation import save_animation
 from .ladder import gamma_ladder_figure as gamma_ladder
+from .gamma_strip import gamma_strip
 from .masks import attention_mask
 from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS,
                          STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc,
@@ -40,7 +42,7 @@ from ..trace import Trace, first_difference
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
            "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference",
-           "gamma_ladder", "roofline", "save_animation", "save_html", "sweep_frame", "trace_html", "tradeoff"]
+           "gamma_ladder", "gamma_strip", "roofline", "save_animation", "save_html", "sweep_frame", "trace_html", "tradeoff"]
 
 
 # -- HTML export ------------------------------------------------------------------------

@@ -1,0 +1,90 @@
+"""``plots.gamma_strip``: a γ map as an HTML strip, read back from its data attributes (a pure function of the map).
+
+On a hand-made map: each piece where its ends lie on the knob, shaded darker with more tokens per call, a text change
+marked on the piece after it (never across a stretch not decoded), NTP's text marked, stretches not decoded hatched
+and not clickable, the part not walked yet drawn as pending, the current γ marked, and a click position inside each
+decoded piece on the slider's step.
+"""
+
+import re
+
+from conftest import hand_trace
+from sbd_viz import plots
+from sbd_viz.analysis.gamma_map import GammaMap, Piece
+
+ONE_CALL = hand_trace([("abcd", [{0, 1, 2, 3}])])  # 4 tokens per call
+TWO_CALLS = hand_trace([("abcd", [{0, 1}, {2, 3}])])  # the same text, 2 per call
+FOUR_CALLS = hand_trace([("abcd", [{0}, {1}, {2}, {3}])])  # the same text, 1 per call
+OTHER = hand_trace([("abce", [{0, 1}, {2, 3}])])  # another text
+
+
+def _map(pieces) -> GammaMap:
+    """A step map over the entropy-bounded slider's [0, 2] holding ``pieces``."""
+    return GammaMap("go: ", "entropy_bounded", 0.0, 2.0, 0.01, {}, pieces=list(pieces), seconds=1.5, calls=9)
+
+
+PIECES = [Piece(0.0, 0.5, FOUR_CALLS), Piece(0.5, 0.8, TWO_CALLS), Piece(0.8, 0.805, None, True, False),
+          Piece(0.805, 1.2, OTHER), Piece(1.2, 2.0, ONE_CALL, True, True)]
+
+
+def _pieces(strip: str) -> list[dict]:
+    return [dict(re.findall(r"data-([a-z-]+)='([^']*)'", m), style=re.search(r"style='([^']*)'", m).group(1))
+            for m in re.findall(r"<div class='piece' ([^>]*)>", strip)]
+
+
+def _darkness(style: str) -> int:
+    colour = re.search(r"background:#([0-9A-F]{6})", style).group(1)
+    return -sum(int(colour[i:i + 2], 16) for i in (0, 2, 4))
+
+
+def test_each_piece_is_drawn_where_it_lies_and_shaded_by_tokens_per_call():
+    strip = plots.gamma_strip(_map(PIECES), current_gamma=1.0, ntp_text="abcd")
+    pieces = _pieces(strip)
+    assert [p["kind"] for p in pieces] == ["decoded", "decoded", "gap", "decoded", "decoded"]
+    assert [float(p["lo"]) for p in pieces] == [p.lo for p in PIECES]
+    lefts = [float(re.search(r"left:([0-9.]+)%", p["style"]).group(1)) for p in pieces]
+    assert lefts == [0.0, 25.0, 40.0, 40.25, 60.0]  # (lo - 0) / 2 of the width
+    assert "data-complete='true'" in strip and "data-decoded='4'" in strip
+    dark = {p["tpc"]: _darkness(p["style"]) for p in pieces if p["kind"] == "decoded"}
+    assert dark["1.0000"] < dark["2.0000"] < dark["4.0000"]  # more tokens per call: darker
+
+
+def test_text_changes_ntps_text_and_stretches_not_decoded_are_marked():
+    pieces = _pieces(plots.gamma_strip(_map(PIECES), ntp_text="abcd"))
+    assert [p.get("text-change") for p in pieces] == ["0", "0", None, "0", "1"]  # not across the stretch
+    assert [p.get("ntp") for p in pieces] == ["same", "same", None, "differs", "same"]
+    gap = pieces[2]
+    assert "gamma" not in gap and "repeating-linear-gradient" in gap["style"]  # not clickable, hatched
+    without = _pieces(plots.gamma_strip(_map(PIECES)))
+    assert {p.get("ntp") for p in without} == {"unknown", None}  # no NTP given: nothing claimed
+
+
+def test_a_click_position_is_a_slider_step_inside_each_decoded_piece_and_the_current_one_is_marked():
+    strip = plots.gamma_strip(_map(PIECES), current_gamma=1.0)
+    pieces = _pieces(strip)
+    for piece, drawn in zip(PIECES, pieces):
+        if piece.decoded:
+            g = float(drawn["gamma"])
+            assert g in piece and abs(g * 100 - round(g * 100)) < 1e-9
+    assert [p["current"] for p in pieces] == ["0", "0", "0", "1", "0"]
+    assert "class='now' data-gamma='1.0'" in strip and "left:calc(50.0000% - 1px)" in strip
+    moved = _pieces(plots.gamma_strip(_map(PIECES), current_gamma=0.2))
+    assert [p["current"] for p in moved] == ["1", "0", "0", "0", "0"]
+
+
+def test_a_map_still_building_shows_the_rest_as_pending():
+    strip = plots.gamma_strip(_map(PIECES[:2]))
+    pieces = _pieces(strip)
+    assert [p["kind"] for p in pieces] == ["decoded", "decoded", "pending"]
+    assert float(pieces[-1]["lo"]) == 0.8 and float(pieces[-1]["hi"]) == 2.0 and "gamma" not in pieces[-1]
+    assert "data-complete='false'" in strip and "building" in strip
+    assert [p["kind"] for p in _pieces(plots.gamma_strip(_map([])))] == ["pending"]  # nothing walked yet
+
+
+def test_the_slider_position_of_a_piece():
+    from sbd_viz.plots.gamma_strip import slider_position
+
+    assert slider_position(Piece(0.3, 0.47, ONE_CALL), 0.01) == 0.38  # the step nearest the middle, as sent
+    assert slider_position(Piece(0.301, 0.309, None), 0.01) is None  # no step inside
+    assert slider_position(Piece(0.3, 0.31, ONE_CALL, False, True), 0.01) == 0.31  # an open bottom is not in it
+    assert slider_position(Piece(3, 5, ONE_CALL, True, True, whole=True), 1) == 4
