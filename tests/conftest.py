@@ -186,8 +186,14 @@ def app_server(model, **kwargs):
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
+        handlers_of(demo).maps.close()  # its background γ maps stop with it
         demo.close()
         torch.set_num_threads(threads)
+
+
+def handlers_of(demo):
+    """A built page's ``Handlers`` (its decode event's owner): the tests reach the γ maps' worker through it."""
+    return next(fn.fn.__self__ for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "decode")
 
 
 @pytest.fixture(scope="module")

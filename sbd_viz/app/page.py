@@ -10,14 +10,17 @@ A thin UI over the library: handlers validate the inputs, then call ``sv.Decodin
 streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis.incoherence``; what the
 page shows is rendered by ``app_views`` (markup around ``sbd_viz.summary``'s words); the
 rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own results in
-``gr.State``; nothing mutable is shared between requests except the read-only model (and the
-speed/quality curve, written once by a background thread, read-only afterwards).
+``gr.State``; nothing mutable is shared between requests except the read-only model, the
+speed/quality curve (written once by a background thread, read-only afterwards) and the γ maps
+(``gamma_maps``: one background thread builds each session's map after its first decode of a prompt,
+and a slider release inside a decoded piece shows that piece's decode without calling the model).
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -31,6 +34,8 @@ import sbd_viz as sv
 from ..analysis import roofline
 from .. import tasks
 from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS, queue
+from .assets import ANIM_JS, ANIM_TEMPLATE, CSS, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
+from .gamma_maps import GammaMaps, map_key
 from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, read_call, read_decoder,
                      read_projection, read_settings, refused)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
@@ -77,69 +82,6 @@ EXAMPLES = [
 DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
                 stop_at_newline=True, verify=False)
 
-PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
-
-CSS = """
-#sbd-title h1 {margin-bottom: 0}
-#sbd-metrics .cards {display: grid; grid-template-columns: repeat(auto-fit, minmax(130px, 1fr)); gap: 8px}
-#sbd-metrics .card {border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 8px 10px;
-                    background: var(--block-background-fill)}
-#sbd-metrics .label {font-size: 12px; color: var(--body-text-color-subdued)}
-#sbd-metrics .value {font-size: 24px; font-weight: 700; line-height: 1.25; font-variant-numeric: tabular-nums}
-#sbd-metrics .sub {font-size: 12px; color: var(--body-text-color-subdued)}
-#sbd-metrics .good {color: #009E73} #sbd-metrics .bad {color: #D55E00}
-#sbd-texts table, #sbd-texts td, #sbd-texts tr {border: none !important; background: none !important}
-#sbd-texts table {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 15px;
-                  border-collapse: collapse}
-#sbd-texts td {padding: 3px 10px 3px 0; vertical-align: top; border: none}
-#sbd-texts .who {font-family: var(--font); font-size: 13px; font-weight: 600; white-space: nowrap}
-#sbd-texts mark {background: #F6C9A9; color: inherit; border-bottom: 2px solid #D55E00; padding: 0}
-#sbd-texts .note {font-family: var(--font); font-size: 13px; color: var(--body-text-color-subdued)}
-#sbd-anim {overflow-x: auto}
-#sbd-anim .sbd-empty {padding: 40px; color: var(--body-text-color-subdued)}
-"""
-
-# The block-fill animation needs Plotly *frames* (play button, call slider). gr.Plot hands only
-# data + layout to Plotly.react and drops frames, so the figure is drawn by this small renderer
-# inside a gr.HTML component instead; plotly.js is served from the installed plotly package
-# (works offline, same version as the Python figure).
-ANIM_TEMPLATE = "<div class='sbd-anim-plot'></div>"
-ANIM_JS = """
-const box = element.querySelector('.sbd-anim-plot');
-let drawn = 0;
-async function draw() {
-  const my = ++drawn;
-  if (!props.value) {
-    box.innerHTML = "<div class='sbd-empty'>Decode a prompt to watch its blocks fill.</div>";
-    return;
-  }
-  const fig = JSON.parse(props.value);
-  box.innerHTML = '';
-  // The figure is laid out for a wide screen; narrower containers get narrower cells, not a scrollbar.
-  const room = element.clientWidth;
-  if (room > 300 && fig.layout.width > room) fig.layout.width = room;
-  await Plotly.newPlot(box, fig.data, fig.layout, {displaylogo: false, responsive: false,
-                                                     modeBarButtonsToRemove: ['select2d', 'lasso2d']});
-  if (my !== drawn) return;
-  if (fig.frames && fig.frames.length) await Plotly.addFrames(box, fig.frames);
-  box.dataset.frames = String((fig.frames || []).length);
-  box.dataset.drawn = String(my);
-}
-draw();
-watch('value', draw);
-"""
-# "show call N": jump the animation to a frame in the browser, no round trip.
-SHOW_CALL_JS = """
-(n) => {
-  const box = document.querySelector('#sbd-anim .sbd-anim-plot');
-  if (box && window.Plotly && box._transitionData && box._transitionData._frames.length) {
-    Plotly.animate(box, [String(n)], {mode: 'immediate', frame: {duration: 0, redraw: true},
-                                      transition: {duration: 0}});
-  }
-  return n;
-}
-"""
-
 
 def example_label(model, suite: dict, prompt: str) -> str:
     """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
@@ -165,10 +107,12 @@ def _decoded(session) -> bool:
 
 # -- handlers ---------------------------------------------------------------------------------
 class Handlers:
-    """The event handlers. They hold only read-only things: the model, the suite lookup, the curve."""
+    """The event handlers. They hold read-only things (the model, the suite lookup, the curve) and the γ maps, which
+    one background thread builds (``gamma_maps``)."""
 
     def __init__(self, model, curve: SpeedQualityCurve):
         self.model, self.curve = model, curve
+        self.maps = GammaMaps(model)
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: no NTP, verify or gap-free
         items = tasks.load_suite("pyasserts", "test")
         # recognise suite prompts, alone or at the end of a document, to score them
@@ -189,26 +133,37 @@ class Handlers:
             yield from self._decode_canvas(prompt, settings, session)
             return
         spec, own = read_decoder(decoder, settings, self.model)
+        map_id = (session.get("map_id") if isinstance(session, dict) else None) or uuid.uuid4().hex
+        key = map_key(prompt, spec, own)
+        answered = self.maps.answer(map_id, key, own.get("gamma"))
+        stop = tuple(settings["stop"] or ())
+        if answered is not None:  # a piece of this session's γ map holds γ: its decode, no model call
+            yield from self._views(prompt, answered, None, settings["max_new_tokens"], stop, session, spec.label,
+                                   rerun=(spec.name, own), map_id=map_id)
+            return
         try:  # the one door's checks name the argument, before any call (the trained context included)
             spec, decoding = door.start(self.model, prompt, spec.name, **own)
         except ValueError as exc:
             raise refused(str(exc)) from None
         skip = gr.skip()
         steps, paused = [], 0.0
-        t0 = last = time.perf_counter()
-        for step in decoding.steps():
-            steps.append(step)
-            now = time.perf_counter()
-            if now - last > PROGRESS_EVERY:  # a progress view now and then; the finished views cost more
-                yield skip, skip, progress_html(steps), filling_html(prompt, steps, spec.label), skip
-                last = time.perf_counter()
-                paused += last - now  # time spent showing progress is not decoding time
-        trace = spec.trace(decoding)
-        yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, settings["max_new_tokens"],
-                               tuple(settings["stop"] or ()), session, spec.label, rerun=(spec.name, own))
+        with self.maps.gate.interactive():  # the background map waits (its call in flight ends first)
+            t0 = last = time.perf_counter()
+            for step in decoding.steps():
+                steps.append(step)
+                now = time.perf_counter()
+                if now - last > PROGRESS_EVERY:  # a progress view now and then; the finished views cost more
+                    yield skip, skip, progress_html(steps), filling_html(prompt, steps, spec.label), skip
+                    last = time.perf_counter()
+                    paused += last - now  # time spent showing progress is not decoding time
+            trace = spec.trace(decoding)
+            self.maps.want(map_id, key, prompt, spec, own)  # this prompt's map, built once this decode is shown
+            yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, settings["max_new_tokens"],
+                                   stop, session, spec.label, rerun=(spec.name, own), map_id=map_id)
 
-    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session, label, rerun=None):
-        """A finished decode's views: the metrics and texts, then the animation, then NTP beside it."""
+    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session, label, rerun=None, map_id=None):
+        """A finished decode's views: the metrics and texts, then the animation, then NTP beside it. ``seconds``
+        None: the trace was answered from the session's γ map (``map_id``), not decoded."""
         from .. import plots
 
         skip = gr.skip()
@@ -219,7 +174,7 @@ class Handlers:
                       ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
                       sbd_seconds=seconds, label=label, item=tasks.item_in_prompt(prompt, self.suite),
                       gap_fills=len(trace.kept_gap_fills()), rerun=rerun, prompt=prompt,
-                      projection=old.get("projection", PROJECTION))
+                      projection=old.get("projection", PROJECTION), map_id=map_id, from_map=seconds is None)
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
         yield result, skip, metrics_html(result), texts_html(result), skip
         # plain data, not graph objects: validating every frame's properties cost as much as the decode
@@ -264,7 +219,8 @@ class Handlers:
         trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
         # the table's NTP column is the model's own causal prediction (teacher forced on the final prefix): a
         # block-diffusion model has none
-        events = [] if self.canvas else failure_events(self.model, trace, session["item"])
+        with self.maps.gate.interactive():  # its teacher-forced calls go before the background map's
+            events = [] if self.canvas else failure_events(self.model, trace, session["item"])
         # the curve is the commit rules' sweep: Jacobi's and prompt lookup's traces name no rule there, and say so
         tradeoff, status = self.curve.figure(cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False),
                                              cfg.get("verify", False))
@@ -327,6 +283,29 @@ class Handlers:
             raise refused(str(exc)) from None
         return fit(figure), rows
 
+    def strip(self, session):
+        """The γ strip under the slider (the session's map as built so far), and its timer: on while it builds."""
+        from .. import plots
+
+        found = self.maps.current(session.get("map_id")) if _decoded(session) else None
+        if found is None:  # no map for this decode (another decoder, sampling) or none yet
+            return "", gr.Timer(active=False)
+        gamma_map, state = found
+        if state == "failed":
+            return ("<div class='sbd-strip' data-failed='1'>This prompt's γ map failed (the server log says why); "
+                    "each release decodes.</div>", gr.Timer(active=False))
+        ntp = session.get("ntp")
+        strip = plots.gamma_strip(gamma_map, session["trace"].config.get("gamma"), None if ntp is None else ntp.text)
+        return strip, gr.Timer(active=state in ("waiting", "building"))
+
+    def strip_pick(self, evt: gr.EventData):
+        """A click on a piece of the γ strip: its slider position goes to the slider, which shows that piece."""
+        try:
+            gamma = float(evt.gamma)
+        except (AttributeError, TypeError, ValueError):  # a raw API call can send anything: no move
+            return gr.update()
+        return gr.update(value=gamma) if math.isfinite(gamma) else gr.update()
+
     def ladder_pick(self, evt: gr.SelectData):
         """A click on a ladder row: that γ goes to the slider, and the main view decodes it (the same decode)."""
         row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
@@ -350,8 +329,9 @@ class Handlers:
             raise refused("prompt: nothing decoded beside NTP yet; decode a prompt first")
         name, own = session["rerun"]
         prompt, max_new_tokens, stop = session["ntp_key"]
-        timing = side_by_side(lambda: door.decode(self.model, session["prompt"], name, **own),
-                              lambda: sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop))
+        with self.maps.gate.interactive():  # no background map call runs beside the timed rounds
+            timing = side_by_side(lambda: door.decode(self.model, session["prompt"], name, **own),
+                                  lambda: sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop))
         session = {**session, "timing": timing}
         return session, metrics_html(session)
 
@@ -454,6 +434,9 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 lo, hi, step = model.gamma_slider if canvas else knob.slider
                 gamma = gr.Slider(lo, hi, value=knob.default, step=step, label=knob.label,
                                   elem_id="sbd-gamma", visible=not causal)
+                # this prompt's γ map, drawn as it builds: each piece one decode; a click shows it
+                strip = gr.HTML("", js_on_load=STRIP_JS, elem_id="sbd-gamma-strip", visible=not canvas and not causal)
+                strip_timer = gr.Timer(1.0, active=False)
                 gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free", visible=not canvas and not causal,
                                        info="only commit a contiguous run from the left: no gap fills")
                 verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas and not causal,
@@ -543,20 +526,26 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                           outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
                           show_progress="hidden", **MODEL_QUEUE)
 
-        gamma.release(**decode_kw, api_name="decode").then(**details_kw, api_name="details")
+        # after every decode: the γ strip (its timer polls while the map builds), then the views below the fold
+        strip_kw = dict(fn=h.strip, inputs=[session], outputs=[strip, strip_timer], show_progress="hidden")
+        hidden = dict(api_visibility="undocumented")
+
+        def views(event, **api):
+            return event.then(**strip_kw, **hidden).then(**details_kw, **(api or hidden))
+
+        views(gamma.release(**decode_kw, api_name="decode"), api_name="details")
         for event in (run.click, gap_free.input, block_size.release, max_new_tokens.release,
                       stop_at_newline.input, temperature.release, seed.submit, verify.input) + (
                 (chat.input,) if causal else ()):
-            event(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
-        decoder.select(h.decoder_changed, inputs=[decoder, rule],
-                      outputs=[rule, gamma, gap_free, verify, block_size, temperature, seed],  # CONTROLS' order
-                      api_visibility="undocumented").then(**decode_kw, api_visibility="undocumented").then(
-            **details_kw, api_visibility="undocumented")
-        rule.select(h.rule_changed, inputs=[rule], outputs=[gamma], api_visibility="undocumented").then(
-            **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
-        examples.load_input_event.then(**decode_kw, api_visibility="undocumented").then(
-            **details_kw, api_visibility="undocumented")
-        demo.load(**decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+            views(event(**decode_kw, **hidden))
+        views(decoder.select(h.decoder_changed, inputs=[decoder, rule],
+                             outputs=[rule, gamma, gap_free, verify, block_size, temperature, seed],  # CONTROLS' order
+                             **hidden).then(**decode_kw, **hidden))
+        views(rule.select(h.rule_changed, inputs=[rule], outputs=[gamma], **hidden).then(**decode_kw, **hidden))
+        views(examples.load_input_event.then(**decode_kw, **hidden))
+        views(demo.load(**decode_kw, **hidden))
+        strip_timer.tick(**strip_kw, api_name="gamma_strip")
+        views(strip.click(h.strip_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         demo.load(None, js=PROMPT_KEYS_JS)  # Enter decodes, Shift+Enter a new line (in the browser, no request)
 
         project_kw = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
@@ -572,8 +561,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                     verify]
         ladder_run.click(h.ladder, inputs=settings, outputs=[ladder_table, ladder_plot, ladder_status],
                          preprocess=False, show_progress="minimal", **HEAVY_QUEUE, api_name="ladder")
-        ladder_table.select(h.ladder_pick, outputs=[gamma], api_visibility="undocumented").then(
-            **decode_kw, api_visibility="undocumented").then(**details_kw, api_visibility="undocumented")
+        views(ladder_table.select(h.ladder_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         compare_run.click(h.compare, inputs=settings + [chosen] + ([chat] if causal else []),
                           outputs=[compare_plot, compare_table], preprocess=False,
                           show_progress="minimal", **HEAVY_QUEUE, api_name="compare")

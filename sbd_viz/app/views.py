@@ -9,6 +9,7 @@ import html
 from pathlib import Path
 
 from ..analysis import roofline
+from ..analysis.gamma_map import format_range
 from .. import tasks
 from ..summary import Measure, measures, step_text
 from ..trace import first_difference, visible
@@ -41,6 +42,16 @@ def projection_card(trace, projection: dict) -> str:
                  f"{p['ntp_calls']} one token per call (roofline)")
 
 
+def range_card(trace) -> str:
+    """A greedy decode's γ range (``Trace.gamma_range``): every γ in it gives this exact decode. The card rounds the
+    ends (``Interval``'s own text); its hover shows them exactly (``gamma_map.format_range``)."""
+    r = trace.gamma_range
+    exact = format_range(r.lo, r.hi, r.lo_closed, r.hi_closed)
+    return (f"<div class='card' title='{html.escape(exact, quote=True)}'><div class='label'>γ range</div>"
+            f"<div class='value range'>{html.escape(str(r))}</div>"
+            f"<div class='sub'>this exact decode for every γ in {html.escape(str(r))}</div></div>")
+
+
 def metrics_html(result: dict) -> str:
     """The headline numbers of one decode beside NTP on the same prompt (NTP may still be running): the
     library's measures, the roofline projection after the speedups, and the suite's verdict on the answer."""
@@ -52,9 +63,15 @@ def metrics_html(result: dict) -> str:
     if ntp is not None and result["ntp_cached"] and result.get("timing") is None:  # NTP: once per prompt and length
         shown = [m._replace(note=m.note.replace("timed apart", "timed apart, on the first decode of this prompt"))
                  if m.label == "wall clock" else m for m in shown]
+    from_map = result.get("from_map") and result.get("timing") is None
+    if from_map:  # nothing was decoded for this move: its seconds would be another decode's
+        shown = [m._replace(value="γ map", note="answered from this prompt's γ map: no model call for this move")
+                 if m.label == "wall clock" else m for m in shown]
     cards = [measure_card(m) for m in shown]
     after_speed = next((i + 1 for i, m in enumerate(shown) if m.label in WALL_CLOCK), len(cards))
     cards.insert(after_speed, projection_card(trace, result.get("projection", PROJECTION)))
+    if trace.gamma_range is not None:
+        cards.insert(after_speed + 1, range_card(trace))
     item = result["item"]
     if item is None:
         cards.append(_card("answer", "—", "not a suite prompt: unscored"))
@@ -63,6 +80,7 @@ def metrics_html(result: dict) -> str:
     else:
         cards.append(_card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad"))
     return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
+            f"data-from-map='{int(bool(from_map))}' "
             f"data-ntp='{'none' if result.get('no_ntp') else 'pending' if ntp is None else ntp.nfe}'>"
             f"{''.join(cards)}</div>")
 

@@ -1,0 +1,218 @@
+"""The app's γ maps: after a prompt's first decode its slider-step map builds in the background, and a slider release
+inside a decoded piece answers from it, without calling the model.
+
+One worker thread builds every session's map (``GammaMapWalk`` at the slider's step, one piece after another), and
+each of its model calls goes through ``Gate``: a call waits while any interactive decode runs, and an interactive
+decode waits for at most the one call in flight. A session keeps one map, keyed by its prompt, decoder and every
+setting but γ (``map_key``): a decode with another key drops it, and a decode that has no γ map (a decoder without
+the commit rule's γ, e.g. Jacobi, prompt lookup or NTP; sampling; a rule that ignores its knob) leaves none. At most
+``MAP_SESSIONS`` maps are kept, the least recently used dropped first; the worker builds the most recently wanted
+waiting map first (its user is likely still at the slider).
+
+A map's traces are decodes at some γ of their piece; the answer carries the slider's γ in its config. By the map's
+construction (``sbd_viz.analysis.gamma_map``) it has the same text, calls and commits per call as a decode at that γ.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..analysis.gamma_map import GammaMap, GammaMapWalk, walks_gamma
+from ..rules import COMMIT_RULES
+
+MAP_SESSIONS = 32  # maps kept (one per session), the least recently used dropped first
+LOG = logging.getLogger("sbd_viz.app")
+
+
+class Gate:
+    """Interactive decodes before the background maps. ``interactive()`` goes around a decode a user waits for (any
+    number at once); ``background()`` around one model call of the worker, which starts only while no interactive
+    decode runs. An interactive decode that arrives during a background call waits for that call alone."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._interactive = 0
+        self._busy = False  # a background call in flight
+
+    @contextlib.contextmanager
+    def interactive(self):
+        with self._cond:
+            self._interactive += 1
+            self._cond.wait_for(lambda: not self._busy)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._interactive -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def background(self):
+        with self._cond:
+            self._cond.wait_for(lambda: not self._interactive)
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+def map_key(prompt: str, spec, own: dict) -> tuple | None:
+    """What a session's map is built for: the prompt, the decoder and every setting in ``own`` (``read_decoder``'s)
+    but γ; None where there is no γ map (``walks_gamma`` false, temperature above 0, a rule that ignores its knob)."""
+    rule = own.get("rule")
+    if not walks_gamma(spec) or own.get("temperature", 0) > 0 or rule not in COMMIT_RULES \
+            or not COMMIT_RULES[rule].tunable:
+        return None
+    settings = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in own.items() if k != "gamma"))
+    return prompt, spec.name, settings
+
+
+class _Dropped(Exception):
+    """Raised inside a background call whose map is no longer wanted: the walk stops there."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Entry:
+    key: tuple
+    walk: Any  # the GammaMapWalk, until it ends
+    map: GammaMap
+    state: str = "waiting"  # waiting, building, done, failed, dropped
+    error: str = ""
+
+
+class GammaMaps:
+    """Every session's γ map and the one worker thread that builds them (see the module's docstring).
+
+    ``want(session, key, prompt, spec, own)`` after a decode; ``answer(session, key, gamma)`` before one (a trace,
+    or None: decode); ``current(session)`` for the strip; ``wait()`` blocks until no map is waiting or building (the
+    tests wait for a map this way, never by time)."""
+
+    def __init__(self, model, capacity: int = MAP_SESSIONS):
+        self.model, self.capacity = model, capacity
+        self.gate = Gate()
+        self._cond = threading.Condition()
+        self._maps: OrderedDict[str, _Entry] = OrderedDict()  # session id -> its map, least recently used first
+        self._building: _Entry | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def want(self, session: str, key: tuple | None, prompt: str, spec, own: dict) -> None:
+        """A session decoded with ``key``: keep its map if it has this key, else drop it and queue this one (None:
+        drop it, and queue nothing)."""
+        with self._cond:
+            old = self._maps.get(session)
+            if old is not None and old.key == key:
+                self._maps.move_to_end(session)
+                return
+            if old is not None:
+                self._drop(session)
+        if key is None:
+            return
+        entry = _Entry(key, None, None)
+        settings = {k: v for k, v in own.items() if k not in ("gamma", "rule")}
+        lo, hi, step = COMMIT_RULES[own["rule"]].slider
+        try:  # checks its settings and tokenizes: no model call
+            entry.walk = GammaMapWalk(self.model, prompt, own["rule"], lo, hi, step, spec.name,
+                                      gate=lambda: self._call(entry), **settings)
+        except Exception as exc:  # the decode just ran with these settings; the log says why, and releases decode
+            LOG.warning("γ map refused: %s", exc)
+            return
+        entry.map = entry.walk.map
+        with self._cond:
+            if session in self._maps:  # another request of the session got here first
+                self._drop(session)
+            self._maps[session] = entry
+            while len(self._maps) > self.capacity:
+                self._drop(next(iter(self._maps)))
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="sbd-viz-gamma-maps", daemon=True)
+                self._thread.start()
+                atexit.register(self.close)  # stop between calls: a thread killed inside torch aborts the exit
+            self._cond.notify_all()
+
+    def answer(self, session: str | None, key: tuple | None, gamma):
+        """The session's map's trace at ``gamma``, its config's γ set to ``gamma``, if the map has ``key`` and has
+        decoded the piece holding ``gamma``; else None (decode)."""
+        if session is None or key is None:
+            return None
+        with self._cond:
+            entry = self._maps.get(session)
+            if entry is None or entry.key != key or entry.state == "failed":
+                return None
+            self._maps.move_to_end(session)
+            pieces = list(entry.map.pieces)  # a snapshot: the worker may be appending
+        piece = next((p for p in pieces if p.decoded and gamma in p), None)
+        if piece is None:
+            return None
+        return dataclasses.replace(piece.trace, config={**piece.trace.config, "gamma": gamma})
+
+    def current(self, session: str | None) -> tuple[GammaMap, str] | None:
+        """The session's map (as built so far) and its state, or None."""
+        with self._cond:
+            entry = self._maps.get(session) if session is not None else None
+            return None if entry is None else (entry.map, entry.state)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until no map is waiting or building; False if ``timeout`` seconds passed first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._building is None and self._next() is None, timeout)
+
+    def close(self) -> None:
+        """Stop the worker (a map being built stops at its next call); the maps go."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            for session in list(self._maps):
+                self._drop(session)
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    # -- the worker -------------------------------------------------------------------------------------------------
+    def _drop(self, session: str) -> None:
+        entry = self._maps.pop(session)
+        entry.state, entry.walk = "dropped", None  # a walk in progress stops at its next call (``_call``)
+
+    def _next(self) -> _Entry | None:
+        return next((e for e in reversed(self._maps.values()) if e.state == "waiting"), None)
+
+    @contextlib.contextmanager
+    def _call(self, entry: _Entry):
+        """One model call of ``entry``'s walk: after every interactive decode, and only while the map is wanted."""
+        with self.gate.background():
+            if entry.state == "dropped" or self._closed:
+                raise _Dropped
+            yield
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed or self._next() is not None)
+                if self._closed:
+                    return
+                entry = self._building = self._next()
+                entry.state, walk = "building", entry.walk
+            state = "done"
+            try:
+                for _ in walk.pieces():
+                    pass
+            except _Dropped:
+                state = "dropped"
+            except Exception as exc:  # the app keeps serving; this session decodes on every release instead
+                LOG.warning("γ map failed: %s", exc)
+                state, entry.error = "failed", str(exc)
+            with self._cond:
+                if entry.state != "dropped":
+                    entry.state = state
+                entry.walk, self._building = None, None  # the walk's cache snapshots go with it
+                self._cond.notify_all()
