@@ -268,7 +268,7 @@ def test_every_batchable_decoder_batches_to_its_single_decodes(model, spec):
         assert [len(s.commits) for s in row.steps] == [len(s.commits) for s in one.steps]
 
 
-SURFACES = ["__init__.py", "cli.py", "widgets.py", "app/page.py", "app/inputs.py", "app/decoders.py",
+SURFACES = ["__init__.py", "cli.py", "widgets.py", "app/page.py", "app/inputs.py", "app/decoders.py", "app/gamma_maps.py",
             "app/views.py", "app/panels.py", "analysis/evaluation.py", "analysis/decoder_sweep.py",
             "analysis/ladder.py", "analysis/gamma_map.py",
             "decoders/batch.py"]

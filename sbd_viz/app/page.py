@@ -294,7 +294,7 @@ class Handlers:
         if state == "failed":
             return ("<div class='sbd-strip' data-failed='1'>This prompt's γ map failed (the server log says why); "
                     "each release decodes.</div>", gr.Timer(active=False))
-        ntp = session.get("ntp")
+        ntp = session["ntp"]  # None until NTP has run (or for a model without one)
         strip = plots.gamma_strip(gamma_map, session["trace"].config.get("gamma"), None if ntp is None else ntp.text)
         return strip, gr.Timer(active=state in ("waiting", "building"))
 
