@@ -128,6 +128,8 @@ class GammaMaps:
             return
         entry.map = entry.walk.map
         with self._cond:
+            if self._closed:  # the app is stopping: no new maps
+                return
             if session in self._maps:  # another request of the session got here first
                 self._drop(session)
             self._maps[session] = entry
