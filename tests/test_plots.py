@@ -575,3 +575,20 @@ def test_verified_page_header_counts_the_verdicts(verified, gap_trace):
     page = trace_html(verified)
     assert f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP" in page
     assert f"{len(verified.rollbacks())} rollbacks" in page and "drafts accepted" not in trace_html(gap_trace)
+
+
+def test_a_decoder_without_masks_shows_its_open_slots_as_not_written_yet(gap_trace):
+    """Jacobi and prompt lookup feed drafts causally (the config says ``drafts: checked``): their open slots hold no
+    mask token, so the block fill and the heatmap say "not written yet" where SBD's say "still masked"."""
+    from dataclasses import replace
+
+    drafts = replace(gap_trace, config={**gap_trace.config, "drafts": "checked"})
+    for trace, word, other in ((gap_trace, "still masked", "not written yet"),
+                               (drafts, "not written yet", "still masked")):
+        fig = block_fill(trace)
+        hover = cell_attr(fig, 0, 0, 2, "hovertext")
+        legend = " ".join(a.text for a in fig.layout.annotations)
+        assert word in hover and other not in hover
+        assert word in legend and other not in legend
+        heat = " ".join(a.text for a in entropy_heatmap(trace, block=0).layout.annotations)
+        assert word in heat and other not in heat

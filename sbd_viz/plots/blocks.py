@@ -34,7 +34,7 @@ import plotly.graph_objects as go
 
 from .style import (CANVAS_STATES, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES, VERIFIED_SCALE,
                          VERIFIED_STATES, Z, Z_VERIFIED, FONT, block_size_of, candidates_hover, cell_label, common_layout, entropy_bar,
-                         esc, legend_html, masked_z, max_entropy, outline_spec, outline_trace, settings_line,
+                         esc, legend_html, masked_z, open_slot_label, max_entropy, outline_spec, outline_trace, settings_line,
                          token_html, top_note)
 from ..checks import check_whole
 from ..trace import Step, Trace, mark_special, output_labels, token_label, visible
@@ -151,7 +151,8 @@ def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot
             f"so its position is decoded again after the correction"
             + (f"<br>still masked · entropy {entropy:.3f} nats" + candidates_hover(latest, slot, special=special)
                if view else ""))
-    hover = f"{head}<br>still masked · entropy {entropy:.3f} nats" + candidates_hover(latest, slot, special=special)
+    hover = (f"{head}<br>{open_slot_label(trace)} · entropy {entropy:.3f} nats"
+             + candidates_hover(latest, slot, special=special))
     return "masked", MASK_GLYPH, masked_z(entropy, emax), hover
 
 
@@ -310,7 +311,7 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
                    range=[grid.rows - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False),
         annotations=[top_note(esc(settings_line(trace) + shown), top - 58, left),
                      top_note("prompt: " + esc(prompt), top - 80, left),
-                     top_note(legend_html(states), top - 124, left)],
+                     top_note(legend_html(states, open_slot_label(trace)), top - 124, left)],
         updatemenus=[_play_buttons()], sliders=[_slider(trace, max(1.0, 360 / plot_w))],
         meta=dict(rows=grid.rows, states=list(states), cells="fig.data[row].customdata[0][col] = (state, block, "
                   "slot); fig.data[rows + row] = gap outlines; frames incremental via baseframe (sbd_viz.plots)"))
@@ -407,8 +408,8 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
                    font=dict(size=13)),
         width=max(560, 140 + k * int(min(52, max(34, 960 / k))) + 120), height=170 + max(n * 36, 120),
         margin=dict(l=140, r=120, t=130, b=40), showlegend=False,
-        annotations=[top_note(legend_html(("done", "now", "masked") + (("renoised",) if trace.has_canvas else ())),
-                              8, 140)],
+        annotations=[top_note(legend_html(("done", "now", "masked") + (("renoised",) if trace.has_canvas else ()),
+                                          open_slot_label(trace)), 8, 140)],
         xaxis=dict(title="slot", tickvals=list(range(k)), range=[-0.5, k - 0.5], fixedrange=True),
         yaxis=dict(tickvals=list(range(n)), ticktext=[f"step {s.step} (call {s.call})" for s in steps],
                    range=[n - 0.5, -0.5], fixedrange=True)))

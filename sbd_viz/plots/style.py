@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..trace import REPLACEMENT, Step, Trace, token_label, visible
+from ..trace import REPLACEMENT, Step, Trace, drafts_checked, token_label, visible
 
 STATES = ("done", "now", "masked", "future")
 STATE_COLORS = {
@@ -122,14 +122,22 @@ def outline_spec(cells: list, color: str, **kw: Any) -> dict:
                 line=dict(color=color, width=3), **{"showlegend": False, **kw})
 
 
-def legend_html(states: tuple[str, ...] = STATES) -> str:
+def open_slot_label(trace: Trace) -> str:
+    """What an open slot is: a mask for SBD, a position not written yet for a decoder that feeds drafts causally
+    (Jacobi, prompt lookup), whose input holds no mask token."""
+    return "not written yet" if drafts_checked(trace.config) else STATE_LABELS["masked"]
+
+
+def legend_html(states: tuple[str, ...] = STATES, masked: str = STATE_LABELS["masked"]) -> str:
     """The state legend as two lines of coloured squares. Drawn as text, not a plotly legend: heatmap
-    cells have no legend entries, and a wrapping legend pushes the margins and squashes small grids."""
+    cells have no legend entries, and a wrapping legend pushes the margins and squashes small grids.
+    ``masked``: the open slots' label (``open_slot_label``)."""
     def item(state: str) -> str:
         glyph = "□" if state == "future" else "■"
         color = "#999999" if state == "future" else STATE_COLORS[state]
+        label = masked if state == "masked" else STATE_LABELS[state]
         extra = " (darker = higher entropy)" if state == "masked" else ""
-        return f"<span style='color:{color};font-size:17px'>{glyph}</span> {STATE_LABELS[state]}{extra}"
+        return f"<span style='color:{color};font-size:17px'>{glyph}</span> {label}{extra}"
 
     gap = "<span style='font-size:17px'><b>□</b></span> gap fill (outlined)"
     first = [item(s) for s in ("done", "now") if s in states] + [gap]
