@@ -6,7 +6,8 @@
 Thin wiring over the library: every control change re-decodes with ``sv.decode``; the picture is
 ``plots.block_fill`` shown at the call the scrubber points to (the ▶ button steps the scrubber, so
 it is the animation); NTP (``sv.decode_ntp``) is decoded once per prompt and length for the
-comparison. The decoder dropdown lists the registry's decoders that serve the model (``sv.decoders(model)``), NTP
+comparison; "time it" times this decode and NTP side by side (``analysis.timing``), the only speedup in seconds
+it shows. The decoder dropdown lists the registry's decoders that serve the model (``sv.decoders(model)``), NTP
 aside; a control the chosen one does not take greys out. A block-diffusion model (``sbd_viz.decoders.diffusion.DiffusionModel``) decodes with its own ``generate``,
 recorded; its controls that mean nothing (rule, gap-free, verified, block size) are fixed or hidden, and it has no
 NTP comparison. Nothing here computes a measure the library does not already give.
@@ -22,6 +23,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import plots
+from .analysis.timing import ROUNDS, side_by_side
 from .decoders.diffusion import DiffusionModel
 from .decoders.ntp import NTP, decode_ntp
 from .decoders.door import decode, start
@@ -146,6 +148,12 @@ class Explorer(widgets.VBox):
         self.save = widgets.Button(description="save GIF", tooltip="write the animation here, one frame per call")
         self.saved = widgets.HTML()
         self.save.on_click(lambda _: self.save_gif(self.gif_path.value))
+        # a speedup in seconds needs both decodes timed in the same rounds; one decode's own clock gives none
+        self.time_button = widgets.Button(description="time it", layout=widgets.Layout(display=shown),
+                                          tooltip=f"this decode and NTP side by side, {ROUNDS} rounds: the speedup in "
+                                                  "seconds as a median with its range")
+        self.time_button.on_click(lambda _: self.time_it())
+        self.timing = None  # analysis.timing.Timing of the current decode, once timed
         self.trace: Trace | None = None
         self.ntp_trace: Trace | None = None
         self.figure: go.Figure | None = None
@@ -165,7 +173,7 @@ class Explorer(widgets.VBox):
             widgets.HBox([self.play, self.call]),
             self.step_info,
             self.view,
-            widgets.HBox([self.gif_path, self.save, self.saved]),
+            widgets.HBox([self.time_button, self.gif_path, self.save, self.saved]),
         ])
         self._grey_out()
         self.redecode()
@@ -192,7 +200,7 @@ class Explorer(widgets.VBox):
         except (ValueError, TypeError) as exc:
             self.metrics.value = f"<p style='color:#D55E00'><b>error:</b> {html.escape(str(exc))}</p>"
             return
-        self.trace, self.figure = trace, plots.block_fill(trace)
+        self.trace, self.figure, self.timing = trace, plots.block_fill(trace), None
         self.metrics.value = self._metrics_html()
         last = trace.nfe - 1
         self._quiet = True  # moving the scrubber's range must not redraw a stale call
@@ -214,6 +222,17 @@ class Explorer(widgets.VBox):
             return None
         self.saved.value = f"saved {self.trace.nfe} frames to <code>{html.escape(str(written))}</code>"
         return written
+
+    def time_it(self, rounds: int = ROUNDS) -> None:
+        """Time the current settings' decode and NTP side by side (``analysis.timing.side_by_side``) and show the
+        speedup in seconds, a median of ``rounds`` with its range, in the measures."""
+        if self.trace is None or self.ntp_trace is None:  # nothing decoded, or a model without NTP
+            return
+        settings, prompt = self.settings(), self.prompt.value
+        ntp = dict(max_new_tokens=self.max_new_tokens.value, stop=self.extra.get("stop"))
+        self.timing = side_by_side(lambda: decode(self.model, prompt, **settings),
+                                   lambda: decode_ntp(self.model, prompt, **ntp), rounds)
+        self.metrics.value = self._metrics_html()
 
     def _redecode(self, change) -> None:
         if not self._quiet:
@@ -259,7 +278,8 @@ class Explorer(widgets.VBox):
 
     def _metrics_html(self) -> str:
         t, n = self.trace, self.ntp_trace
-        rows = [(m.label, _value_html(m) + (f" · {_esc(m.note)}" if m.note else "")) for m in measures(t, n)]
+        rows = [(m.label, _value_html(m) + (f" · {_esc(m.note)}" if m.note else ""))
+                for m in measures(t, n, label=get_decoder(self.decoder.value).label, timing=self.timing)]
         if n is None:  # a block-diffusion model: no NTP to compare with
             rows.append((_esc(t.config.get("decoder", "text")), f"<code>{_esc(visible(t.text))}</code>"))
             body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)

@@ -159,3 +159,19 @@ def test_the_save_button_writes_the_animation_as_a_gif(explorer, tmp_path):
     explorer.gif_path.value = str(tmp_path / "t.png")  # a bad name is said, not raised
     explorer.save.click()
     assert "error" in explorer.saved.value and "path" in explorer.saved.value
+
+
+def test_time_it_shows_a_side_by_side_speedup_until_the_next_decode(explorer, monkeypatch):
+    """Without "time it" the measures show the two decodes' seconds and no ratio; the button times both in the same
+    rounds (each round runs this decode and NTP) and shows the median with its range; a new decode drops it."""
+    assert "no speedup in seconds" in explorer.metrics.value and "side-by-side runs," not in explorer.metrics.value
+    seen = []
+    real = sbd_widgets.decode
+    monkeypatch.setattr(sbd_widgets, "decode", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    explorer.time_button.click()
+    assert len(seen) == sbd_widgets.ROUNDS and all(kw["gamma"] == 50.0 for kw in seen)  # the shown settings
+    assert explorer.timing.rounds == sbd_widgets.ROUNDS
+    assert f"median of {sbd_widgets.ROUNDS} side-by-side runs," in explorer.metrics.value
+    assert "speedup · wall clock" in explorer.metrics.value
+    explorer.gamma.value = 0.0
+    assert explorer.timing is None and "no speedup in seconds" in explorer.metrics.value
