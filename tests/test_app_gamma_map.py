@@ -219,6 +219,34 @@ def test_at_most_capacity_maps_are_kept_the_least_recently_used_dropped_first(ap
         maps.close()
 
 
+def test_the_most_recently_wanted_map_is_built_first_and_an_earlier_one_resumes_after(app):
+    """The worker takes one piece at a time from the most recently wanted unfinished map: a map wanted while another
+    is being built is built next (after the piece in progress), then the first one resumes."""
+    _, model, _ = app
+    maps, order = GammaMaps(model), []
+    sbd = registry.get_decoder("sbd")
+    own = dict(rule="entropy_bounded", gamma=0.5, block_size=8, max_new_tokens=12, temperature=0.0, seed=0)
+    first, second = "assert 5 + 6 == ", "assert 7 + 8 == "
+    call = maps._call
+
+    def recording(entry):  # each model call of the worker, by prompt; the second map is wanted at the third call
+        order.append(entry.map.prompt)
+        if len(order) == 3:
+            maps.want("b", map_key(second, sbd, own), second, sbd, own)
+        return call(entry)
+
+    maps._call = recording
+    try:
+        maps.want("a", map_key(first, sbd, own), first, sbd, own)
+        maps.wait()
+        assert maps.current("a")[1] == maps.current("b")[1] == "done"
+    finally:
+        maps.close()
+    seconds = [i for i, p in enumerate(order) if p == second]
+    assert seconds == list(range(seconds[0], seconds[-1] + 1))  # the second map's calls in one run
+    assert order[:3] == [first] * 3 and first in order[seconds[-1]:]  # the first map resumed after it
+
+
 def test_the_gate_lets_an_interactive_decode_wait_for_one_background_call_only():
     """While an interactive decode runs no background call starts; an interactive decode that comes during a
     background call waits for that call, and the next background call waits for the decode."""

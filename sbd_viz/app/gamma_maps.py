@@ -1,13 +1,14 @@
 """The app's γ maps: after a prompt's first decode its slider-step map builds in the background, and a slider release
 inside a decoded piece answers from it, without calling the model.
 
-One worker thread builds every session's map (``GammaMapWalk`` at the slider's step, one piece after another), and
-each of its model calls goes through ``Gate``: a call waits while any interactive decode runs, and an interactive
-decode waits for at most the one call in flight. A session keeps one map, keyed by its prompt, decoder and every
-setting but γ (``map_key``): a decode with another key drops it, and a decode that has no γ map (a decoder without
-the commit rule's γ, e.g. Jacobi, prompt lookup or NTP; sampling; a rule that ignores its knob) leaves none. At most
-``MAP_SESSIONS`` maps are kept, the least recently used dropped first; the worker builds the most recently wanted
-waiting map first (its user is likely still at the slider).
+One worker thread builds every session's map (``GammaMapWalk`` at the slider's step), one piece at a time, always
+a piece of the most recently wanted unfinished map (its user is likely still at the slider; a map wanted earlier
+resumes after it). Each of its model calls goes through ``Gate``: a call waits while any interactive request runs
+and for ``QUIET`` seconds after, and an interactive decode waits for at most the one call in flight. A session keeps
+one map, keyed by its prompt, decoder and every setting but γ (``map_key``): a decode with another key drops it, and
+a decode that has no γ map (a decoder without the commit rule's γ, e.g. Jacobi, prompt lookup or NTP; sampling; a
+rule that ignores its knob) leaves none. At most ``MAP_SESSIONS`` maps are kept, the least recently used dropped
+first.
 
 A map's traces are decodes at some γ of their piece; the answer carries the slider's γ in its config. By the map's
 construction (``sbd_viz.analysis.gamma_map``) it has the same text, calls and commits per call as a decode at that γ.
@@ -19,7 +20,9 @@ import atexit
 import contextlib
 import dataclasses
 import logging
+import math
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -27,35 +30,49 @@ from ..analysis.gamma_map import GammaMap, GammaMapWalk, walks_gamma
 from ..rules import COMMIT_RULES
 
 MAP_SESSIONS = 32  # maps kept (one per session), the least recently used dropped first
+# Seconds the worker stays off after an interactive request ends: Gradio builds and ships the response meanwhile, and
+# the worker's Python (between torch's ops) would hold the GIL against it. Measured in bench/APP.md.
+QUIET = 0.3
 LOG = logging.getLogger("sbd_viz.app")
 
 
 class Gate:
-    """Interactive decodes before the background maps. ``interactive()`` goes around a decode a user waits for (any
-    number at once); ``background()`` around one model call of the worker, which starts only while no interactive
-    decode runs. An interactive decode that arrives during a background call waits for that call alone."""
+    """Interactive requests before the background maps. ``interactive()`` goes around a request a user waits for
+    (any number at once); ``background()`` around one model call of the worker, which starts only when no
+    interactive request has run for ``quiet`` seconds. An interactive decode that arrives during a background call
+    waits for that call alone; ``interactive(wait=False)`` (a request that calls no model) does not wait for it."""
 
-    def __init__(self):
+    def __init__(self, quiet: float = QUIET):
         self._cond = threading.Condition()
         self._interactive = 0
         self._busy = False  # a background call in flight
+        self._quiet, self._last = quiet, -math.inf  # when the last interactive request ended
 
     @contextlib.contextmanager
-    def interactive(self):
+    def interactive(self, wait: bool = True):
         with self._cond:
             self._interactive += 1
-            self._cond.wait_for(lambda: not self._busy)
+            if wait:
+                self._cond.wait_for(lambda: not self._busy)
         try:
             yield
         finally:
             with self._cond:
                 self._interactive -= 1
+                self._last = time.monotonic()
                 self._cond.notify_all()
 
     @contextlib.contextmanager
     def background(self):
         with self._cond:
-            self._cond.wait_for(lambda: not self._interactive)
+            while True:
+                if self._interactive:
+                    self._cond.wait()
+                    continue
+                left = self._last + self._quiet - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
             self._busy = True
         try:
             yield
@@ -85,7 +102,8 @@ class _Entry:
     key: tuple
     walk: Any  # the GammaMapWalk, until it ends
     map: GammaMap
-    state: str = "waiting"  # waiting, building, done, failed, dropped
+    state: str = "queued"  # queued (unfinished), building (a piece in progress), done, failed, dropped
+    pieces: Any = None  # walk.pieces(), once started: the worker takes one piece at a time from it
     error: str = ""
 
 
@@ -93,8 +111,8 @@ class GammaMaps:
     """Every session's γ map and the one worker thread that builds them (see the module's docstring).
 
     ``want(session, key, prompt, spec, own)`` after a decode; ``answer(session, key, gamma)`` before one (a trace,
-    or None: decode); ``current(session)`` for the strip; ``wait()`` blocks until no map is waiting or building (the
-    tests wait for a map this way, never by time)."""
+    or None: decode); ``current(session)`` for the strip; ``wait()`` blocks until every map is built (the tests wait
+    for a map this way, never by time)."""
 
     def __init__(self, model, capacity: int = MAP_SESSIONS):
         self.model, self.capacity = model, capacity
@@ -164,7 +182,7 @@ class GammaMaps:
             return None if entry is None else (entry.map, entry.state)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until no map is waiting or building; False if ``timeout`` seconds passed first."""
+        """Block until no map is queued or building; False if ``timeout`` seconds passed first."""
         with self._cond:
             return self._cond.wait_for(lambda: self._building is None and self._next() is None, timeout)
 
@@ -183,10 +201,13 @@ class GammaMaps:
     # -- the worker -------------------------------------------------------------------------------------------------
     def _drop(self, session: str) -> None:
         entry = self._maps.pop(session)
-        entry.state, entry.walk = "dropped", None  # a walk in progress stops at its next call (``_call``)
+        entry.state = "dropped"  # a piece in progress stops at its next call (``_call``)
+        if entry is not self._building:
+            entry.walk = entry.pieces = None
 
     def _next(self) -> _Entry | None:
-        return next((e for e in reversed(self._maps.values()) if e.state == "waiting"), None)
+        """The most recently used unfinished map."""
+        return next((e for e in reversed(self._maps.values()) if e.state == "queued"), None)
 
     @contextlib.contextmanager
     def _call(self, entry: _Entry):
@@ -203,11 +224,14 @@ class GammaMaps:
                 if self._closed:
                     return
                 entry = self._building = self._next()
-                entry.state, walk = "building", entry.walk
-            state = "done"
+                entry.state = "building"
+                if entry.pieces is None:
+                    entry.pieces = entry.walk.pieces()
+            state = "queued"  # one piece, then look again: a map wanted meanwhile goes first
             try:
-                for _ in walk.pieces():
-                    pass
+                next(entry.pieces)
+            except StopIteration:
+                state = "done"
             except _Dropped:
                 state = "dropped"
             except Exception as exc:  # the app keeps serving; this session decodes on every release instead
@@ -216,5 +240,7 @@ class GammaMaps:
             with self._cond:
                 if entry.state != "dropped":
                     entry.state = state
-                entry.walk, self._building = None, None  # the walk's cache snapshots go with it
+                if entry.state != "queued":
+                    entry.walk = entry.pieces = None  # the walk's cache snapshots go with it
+                self._building = None
                 self._cond.notify_all()

@@ -138,8 +138,9 @@ class Handlers:
         answered = self.maps.answer(map_id, key, own.get("gamma"))
         stop = tuple(settings["stop"] or ())
         if answered is not None:  # a piece of this session's γ map holds γ: its decode, no model call
-            yield from self._views(prompt, answered, None, settings["max_new_tokens"], stop, session, spec.label,
-                                   rerun=(spec.name, own), map_id=map_id)
+            with self.maps.gate.interactive(wait=False):  # no call to wait for; the worker stays off meanwhile
+                yield from self._views(prompt, answered, None, settings["max_new_tokens"], stop, session, spec.label,
+                                       rerun=(spec.name, own), map_id=map_id)
             return
         try:  # the one door's checks name the argument, before any call (the trained context included)
             spec, decoding = door.start(self.model, prompt, spec.name, **own)
@@ -296,7 +297,7 @@ class Handlers:
                     "each release decodes.</div>", gr.Timer(active=False))
         ntp = session["ntp"]  # None until NTP has run (or for a model without one)
         strip = plots.gamma_strip(gamma_map, session["trace"].config.get("gamma"), None if ntp is None else ntp.text)
-        return strip, gr.Timer(active=state in ("waiting", "building"))
+        return strip, gr.Timer(active=state in ("queued", "building"))
 
     def strip_pick(self, evt: gr.EventData):
         """A click on a piece of the γ strip: its slider position goes to the slider, which shows that piece."""
