@@ -127,28 +127,36 @@ def masked_slot_accuracy(model: SBDModel, n_windows: int = 96, seq_len: int = 12
     train_rows = TrainingStream(model.tokenizer, seq_len, seed=seed + 1, weights=DEFAULT_WEIGHTS).batch(0, 256)
     top_token = Counter(train_rows[:, 1:].flatten().tolist()).most_common(1)[0][0]
 
-    n = seq_len
-    # masked exactly as in training: one rate per window, the Fig. 9 mask, shared position ids
+    hits = masked_slot_hits(model, x, block_size, seed)
+    uni_hits = int((x[hits.pop("scored")] == top_token).sum())
+    total = hits["n_slots"]
+    return {"matp_accuracy": hits["matp_hits"] / max(1, total), "unigram_accuracy": uni_hits / max(1, total),
+            "ntp_accuracy": hits["ntp_hits"] / max(1, hits["ntp_slots"]), "n_slots": total,
+            "unigram_token": model.token_text(top_token), "block_size": block_size, "n_windows": n_windows}
+
+
+def masked_slot_hits(model: SBDModel, x: torch.Tensor, block_size: int = 16, seed: int = 0) -> dict:
+    """Windows ``x`` (W, n) of any held-out text, masked exactly as in training (one rate per window, the Fig. 9
+    mask, shared position ids) and fed as ``[clean ; masked]``, one window a call. Returns ``matp_hits`` (argmax
+    right at the masked slots), ``n_slots``, ``ntp_hits`` (the causal half's argmax right for the same tokens;
+    slot 0 has no context inside its window, so ``ntp_slots`` may be fewer) and ``scored`` (W, n) bool."""
+    n = x.shape[1]
     inputs, attn, pos, scored = sbd_inputs(x, model.mask_token_id, block_size, torch.Generator().manual_seed(seed))
-    hits = ntp_hits = ntp_total = uni_hits = total = 0
+    hits = ntp_hits = ntp_total = total = 0
     with torch.inference_mode():
-        for w in range(n_windows):
+        for w in range(x.shape[0]):
             logits = model.model(input_ids=inputs[w:w + 1].to(model.device),
                                  attention_mask=attn[w:w + 1].to(model.device),
                                  position_ids=pos[w:w + 1].to(model.device)).logits[0].float().cpu()  # (2n, V)
             m = scored[w]
-            target = x[w][m]
-            hits += (logits[n:][m].argmax(-1) == target).sum().item()
-            uni_hits += (target == top_token).sum().item()
+            hits += (logits[n:][m].argmax(-1) == x[w][m]).sum().item()
             total += int(m.sum())
-            # NTP for x_i is read at clean position i-1; slot 0 has no context inside the window
+            # NTP for x_i is read at clean position i-1
             at = torch.nonzero(m).flatten()
             at = at[at > 0]
             ntp_hits += (logits[at - 1].argmax(-1) == x[w][at]).sum().item()
             ntp_total += len(at)
-    return {"matp_accuracy": hits / max(1, total), "unigram_accuracy": uni_hits / max(1, total),
-            "ntp_accuracy": ntp_hits / max(1, ntp_total), "n_slots": total,
-            "unigram_token": model.token_text(top_token), "block_size": block_size, "n_windows": n_windows}
+    return {"matp_hits": hits, "n_slots": total, "ntp_hits": ntp_hits, "ntp_slots": ntp_total, "scored": scored}
 
 
 def _check_windows(n_windows: int, seq_len: int, block_size: int) -> None:
