@@ -28,12 +28,14 @@ import sys
 from pathlib import Path
 
 import torch
+import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
 from sbd_viz.model import SBDModel, add_mask_token  # noqa: E402
+from sbd_viz.trace import first_difference  # noqa: E402
 from sbd_viz.training.data import code_documents  # noqa: E402
 from sbd_viz.training.objective import masked_slot_hits  # noqa: E402
 
@@ -43,14 +45,11 @@ PLAIN = (8, 0.1)
 
 
 def held_out_folder() -> Path:
-    import transformers
-
     return Path(transformers.__file__).parent / "generation"
 
 
-def held_out_prompts(tokenizer, n: int, seed: int, prompt_tokens: int = 96) -> list[str]:
-    """``n`` prompts of whole lines (at least ``prompt_tokens`` tokens, ending with a newline) from held-out files."""
-    docs = code_documents(held_out_folder(), min_chars=2000)
+def held_out_prompts(docs: list[str], tokenizer, n: int, seed: int, prompt_tokens: int = 96) -> list[str]:
+    """``n`` prompts of whole lines (at least ``prompt_tokens`` tokens, ending with a newline) from ``docs``."""
     rng = random.Random(seed)
     prompts = []
     while len(prompts) < n:
@@ -66,9 +65,8 @@ def held_out_prompts(tokenizer, n: int, seed: int, prompt_tokens: int = 96) -> l
     return prompts
 
 
-def held_out_windows(tokenizer, n: int, length: int, seed: int) -> torch.Tensor:
-    """(n, length) ids: windows at random offsets into held-out files."""
-    docs = code_documents(held_out_folder(), min_chars=2000)
+def held_out_windows(docs: list[str], tokenizer, n: int, length: int, seed: int) -> torch.Tensor:
+    """(n, length) ids: windows at random offsets into ``docs``."""
     rng = random.Random(seed + 1)
     rows = []
     while len(rows) < n:
@@ -80,12 +78,9 @@ def held_out_windows(tokenizer, n: int, length: int, seed: int) -> torch.Tensor:
 
 
 def agree_before_first_difference(a, b) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    """Tokens two id sequences share before they first differ (all of them if equal)."""
+    at = first_difference(list(a), list(b))
+    return len(a) if at is None else at
 
 
 def measure(model, prompts, new) -> dict:
@@ -146,18 +141,19 @@ def run(args, argv):
     add_mask_token(base.model, base.tokenizer)  # what training starts from: the new row is the mean embedding
     before = SBDModel(base.model, base.tokenizer, name="smollm2-135m + untrained mask token")
     tuned = sv.load_model(args.tuned)
-    prompts = held_out_prompts(tuned.tokenizer, args.items, args.seed)
-    windows = held_out_windows(tuned.tokenizer, args.windows, 128, args.seed)
+    docs = code_documents(held_out_folder(), min_chars=2000)
+    prompts = held_out_prompts(docs, tuned.tokenizer, args.items, args.seed)
+    windows = held_out_windows(docs, tuned.tokenizer, args.windows, 128, args.seed)
     header = {"date": run_info.utc_now(), "machine": run_info.machine(args.threads), "cpu": run_info.cpu_name(),
               "command": "python bench/bench_sbd_finetune.py " + shlex.join(argv), "tuned": str(args.tuned),
-              "held_out": f"transformers {__import__('transformers').__version__} generation/*.py",
+              "held_out": f"transformers {transformers.__version__} generation/*.py",
               "items": len(prompts), "new": args.new, "windows": args.windows, "training": training_summary(
                   Path(args.tuned))}
     results = {}
     for name, model in (("before", before), ("after", tuned)):
         print(f"{name}: decoding", file=sys.stderr, flush=True)
         results[name] = measure(model, prompts, args.new)
-        results[name]["probe"] = {k: probe(model, windows, k) for k in (4, 16)}
+        results[name]["probe"] = {str(k): probe(model, windows, k) for k in (4, 16)}  # JSON's keys are text
     results["ntp_same_text"] = sum(a == b for a, b in zip(results["before"]["ntp_ids"], results["after"]["ntp_ids"]))
     results["ntp_agree"] = statistics.mean(agree_before_first_difference(a, b) for a, b in
                                            zip(results["before"]["ntp_ids"], results["after"]["ntp_ids"]))
@@ -249,8 +245,7 @@ def reading(results) -> list[str]:
     n = len(results["after"]["ntp_ids"])
     lookup = aft["prompt lookup"]["tokens_per_call"]
     exact = all(aft[name]["equal"] == n and bef[name]["equal"] == n for name in verified)
-    probe = {side: results[side]["probe"]["4"] if "4" in results[side]["probe"] else results[side]["probe"][4]
-             for side in ("before", "after")}
+    probe = {side: results[side]["probe"]["4"] for side in ("before", "after")}
     return [
         f"- The masked slots: at block 4, MATP's argmax is right on "
         f"{probe['before']['matp_accuracy']:.1%} of held-out masked slots before the run and "
