@@ -425,3 +425,17 @@ def test_a_gate_goes_around_each_call_the_walk_runs_and_can_stop_it(sharp):
     assert len(entered) == 5
     with pytest.raises(ValueError, match="gate"):
         GammaMapWalk(sharp, PROMPT, gate="yes")
+
+
+def test_decoded_trace_at_answers_a_partial_map_without_raising():
+    """What the app and the exact ladder ask of a map still being built: the decode where a decoded piece holds γ,
+    None in a stretch not decoded and past the pieces built so far (``piece_at`` raises there)."""
+    a, b = object(), object()  # stand-ins for the pieces' traces
+    m = GammaMap("p", "entropy_bounded", 0.0, 2.0, 0.01, {},
+                 pieces=[Piece(0.0, 0.3, a), Piece(0.3, 0.5, None), Piece(0.5, 0.8, b)])
+    assert m.decoded_trace_at(0.0) is a and m.decoded_trace_at(0.29) is a
+    assert m.decoded_trace_at(0.3) is None and m.decoded_trace_at(0.45) is None  # the undecoded stretch
+    assert m.decoded_trace_at(0.5) is b and m.decoded_trace_at(0.8) is None  # b's top is open
+    assert m.decoded_trace_at(1.5) is None  # not built yet
+    with pytest.raises(ValueError, match="no piece"):
+        m.piece_at(1.5)

@@ -208,6 +208,12 @@ class GammaMap:
         """The decode at ``gamma``, without decoding; None where a step map did not decode."""
         return self.piece_at(gamma).trace
 
+    def decoded_trace_at(self, gamma: float) -> Trace | None:
+        """The decode at ``gamma`` if a decoded piece holds it, else None, never raising: for a map still being built
+        (its pieces so far need not cover the range) or a stretch a step map left undecoded. It reads a copy of the
+        pieces, so a map another thread is building can be asked."""
+        return next((p.trace for p in list(self.pieces) if p.decoded and gamma in p), None)
+
     def ntp_trace(self) -> Trace:
         """NTP's greedy decode of the prompt with the map's length and stop (decoded once, on first use)."""
         if self.ntp is None:
@@ -415,7 +421,6 @@ class GammaMapWalk:
                     break
             gamma = nxt
         self.map.seconds = time.perf_counter() - started
-
 
     def walk(self) -> Generator[Piece, None, None]:
         """``pieces()``, then ``refine()``: the pieces holding the points (or the step's multiples) first, then the

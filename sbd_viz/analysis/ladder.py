@@ -202,18 +202,17 @@ class Ladder:
     def _map_rows(self) -> Generator[dict, None, None]:
         """An exact ladder's rows: each γ's trace is the map piece holding it, yielded as the walk reaches it. The
         last row waits until the map is exact, so the frame a consumer reads with it states the exact safe ranges."""
-        pieces = self.map_walk.map.pieces
         while len(self._rows) < len(self.gammas):
             value = self.gammas[len(self._rows)]
-            piece = next((p for p in reversed(pieces) if p.decoded and value in p), None)
-            if piece is None:
+            trace = self.map_walk.map.decoded_trace_at(value)
+            if trace is None:
                 next(self._pieces)  # the walk has not reached it yet
                 continue
             if len(self._rows) == len(self.gammas) - 1:
                 for _ in self._pieces:  # the stretches between the rows' pieces, decoded exactly
                     pass
-            self.traces[value] = piece.trace
-            row = ladder_row(value, piece.trace, self.ntp, self.knob)
+            self.traces[value] = trace
+            row = ladder_row(value, trace, self.ntp, self.knob)
             self._rows.append(row)
             yield row
         for _ in self._pieces:  # the rest of the map: the exact safe ranges need every piece

@@ -169,11 +169,11 @@ class GammaMaps:
             if entry is None or entry.key != key or entry.state == "failed":
                 return None
             self._maps.move_to_end(session)
-            pieces = list(entry.map.pieces)  # a snapshot: the worker may be appending
-        piece = next((p for p in pieces if p.decoded and gamma in p), None)
-        if piece is None:
+            gamma_map = entry.map
+        trace = gamma_map.decoded_trace_at(gamma)  # the worker may be appending: it reads a copy of the pieces
+        if trace is None:
             return None
-        return dataclasses.replace(piece.trace, config={**piece.trace.config, "gamma": gamma})
+        return dataclasses.replace(trace, config={**trace.config, "gamma": gamma})
 
     def current(self, session: str | None) -> tuple[GammaMap, str] | None:
         """The session's map (as built so far) and its state, or None."""
