@@ -192,10 +192,10 @@ class Explorer(widgets.VBox):
         """Decode with the current settings and redraw everything; a bad setting shows its error."""
         try:
             trace = decode(self.model, self.prompt.value, **self.settings())
-            key = (self.prompt.value, self.max_new_tokens.value, self.extra.get("stop"))
+            ntp = self._ntp_settings()
+            key = (self.prompt.value, ntp["max_new_tokens"], ntp["stop"])
             if key != self._ntp_key and not self.canvas:  # NTP does not depend on the rule, gamma or k
-                self.ntp_trace = decode_ntp(self.model, self.prompt.value, max_new_tokens=self.max_new_tokens.value,
-                                            stop=self.extra.get("stop"))
+                self.ntp_trace = decode_ntp(self.model, self.prompt.value, **ntp)
                 self._ntp_key = key
         except (ValueError, TypeError) as exc:
             self.metrics.value = f"<p style='color:#D55E00'><b>error:</b> {html.escape(str(exc))}</p>"
@@ -228,11 +228,14 @@ class Explorer(widgets.VBox):
         speedup in seconds, a median of ``rounds`` with its range, in the measures."""
         if self.trace is None or self.ntp_trace is None:  # nothing decoded, or a model without NTP
             return
-        settings, prompt = self.settings(), self.prompt.value
-        ntp = dict(max_new_tokens=self.max_new_tokens.value, stop=self.extra.get("stop"))
+        settings, prompt, ntp = self.settings(), self.prompt.value, self._ntp_settings()
         self.timing = side_by_side(lambda: decode(self.model, prompt, **settings),
                                    lambda: decode_ntp(self.model, prompt, **ntp), rounds)
         self.metrics.value = self._metrics_html()
+
+    def _ntp_settings(self) -> dict:
+        """``decode_ntp``'s keyword arguments for the comparison: the decode's length and stop."""
+        return dict(max_new_tokens=self.max_new_tokens.value, stop=self.extra.get("stop"))
 
     def _redecode(self, change) -> None:
         if not self._quiet:

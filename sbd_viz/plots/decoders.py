@@ -84,8 +84,8 @@ def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace |
         raise ValueError(f"line: must be a whole number of at least 1, got {line!r}")
     pairs = _labelled(traces)
     rows = decoder_rows(dict(pairs), ntp)
-    n = len(pairs)
-    lines = max(1, -(-max(t.n_tokens for _, t in pairs) // line))
+    n, longest = len(pairs), max(t.n_tokens for _, t in pairs)
+    lines = max(1, -(-longest // line))
     grid_rows = lines * (n + 1)
     fig = make_subplots(rows=2, cols=1, row_heights=[grid_rows, n + 1], vertical_spacing=0.3 / (grid_rows + n),
                         subplot_titles=["each decoder's output, token by token; a run of one shade = one call",
@@ -110,7 +110,7 @@ def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace |
                             "#D55E00" if r["equals_greedy"] is False else "#444"))
              for i, r in enumerate(rows)]
     notes += [dict(x=-0.5, y=k * (n + 1) - 0.5, xref="x", yref="y", xanchor="left", yanchor="bottom",
-                   showarrow=False, text=f"tokens {k * line}–{min((k + 1) * line, max(t.n_tokens for _, t in pairs)) - 1}",
+                   showarrow=False, text=f"tokens {k * line}–{min((k + 1) * line, longest) - 1}",
                    font=dict(size=10, color="#666")) for k in range(1, lines)]
     fig.add_trace(go.Bar(y=[r["label"] for r in rows], x=[r["calls"] for r in rows], orientation="h",
                          text=[f"{r['calls']} calls · {r['tokens_per_call']:.2f} tok/call"
