@@ -1,4 +1,4 @@
-"""The compare view (plots.compare_decoders, issue 69 item 8): one row per decoder, output token i in column i for
+"""The compare view (plots.compare_decoders): one row per decoder, output token i in column i for
 every decoder, each cell shaded by the call that wrote it, calls and "equals greedy?" at the row's end; every token
 drawn (no cut at 12 blocks), spaces as the main view shows them (␣), no colour bar, two-decimal numbers. Hand-made
 traces, no model."""

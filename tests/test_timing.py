@@ -1,4 +1,4 @@
-"""Speedups in seconds timed honestly (sbd_viz.analysis.timing, issue 69 item 4): both sides in every round, in
+"""Speedups in seconds timed honestly (sbd_viz.analysis.timing): both sides in every round, in
 alternating order, reported as the median of the rounds' ratios with their range; two decodes timed apart show
 seconds and no ratio. No model: callables stand in for decodes."""
 

@@ -174,7 +174,7 @@ def test_loaded_mutants_still_draw(saved):
         drawn += 1
 
 
-# -- the cases issue 69 found loading and drawing ------------------------------------------------------
+# -- out-of-range values and broken cross-field facts a file can hold: refused on load, naming the field ----
 def _set(*path_and_value):
     *path, value = path_and_value
 

@@ -354,7 +354,7 @@ def test_cli_trace_verify(models, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_shipped_model_verified_equals_ntp_on_the_whole_suite(shipped):
-    """Issue 9: on the shipped model, verified SBD writes greedy NTP's exact ids on every test-suite item, for
+    """On the shipped model, verified SBD writes greedy NTP's exact ids on every test-suite item, for
     several γ and block sizes, and the drafts really were checked (some rejected, most accepted)."""
     model = shipped
     items = sv.tasks.load_suite("pyasserts", "test")
