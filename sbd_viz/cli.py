@@ -318,8 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_bench)
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
-    p = sub.add_parser("train", help="train an SBD model (see sbd_viz/training/train.py)", add_help=False)
-    p.set_defaults(func=lambda a: _forward("sbd_viz.training.train", a.rest))
+    p = sub.add_parser("train", add_help=False,
+                       help="train an SBD model (sbd_viz/training/train.py), or with --adapter a gated SBD adapter on "
+                            "a frozen causal LM (sbd_viz/training/adapter_train.py); --help lists either's options")
+    p.set_defaults(func=_train)
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("app", help="start the Gradio app")
@@ -338,6 +340,12 @@ def _forward(module: str, rest: list[str]) -> int:
 
     importlib.import_module(module).main(rest)
     return 0
+
+
+def _train(args) -> int:
+    if "--adapter" in args.rest:
+        return _forward("sbd_viz.training.adapter_train", [w for w in args.rest if w != "--adapter"])
+    return _forward("sbd_viz.training.train", args.rest)
 
 
 def _app(args) -> int:

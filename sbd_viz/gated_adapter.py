@@ -1,0 +1,193 @@
+"""A gated SBD adapter: low-rank updates that act only on the rows of the block being filled.
+
+A causal LM trained on next-token prediction alone never learned to predict a masked slot. The adapter teaches it
+without touching what it already does: every adapted linear layer computes ``W x + g * (B A x) * alpha / r``, where
+the gate ``g`` is 1 on the block's rows and 0 on every other row (Samragh et al., "Your LLM Knows the Future",
+arXiv 2507.11851; Activated LoRA is the same idea with another gate). On a row with the gate at 0 the added term
+is not even computed, so the prefix's keys and values, and the next-token logits that check drafts, are the base
+model's bit for bit: verified SBD on an adapted model writes the base's greedy text.
+
+The mask token is a vector of the adapter's (``MaskEmbedding``), fed where the ids hold ``mask_id`` (one past the
+base's vocabulary): the base's embedding table, and the output head tied to it, stay as they were.
+
+``Gate`` holds which rows are on for the forward under way; ``attach`` puts the adapter into a model;
+``save``/``load`` read and write its weights (safetensors) and settings (JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+WEIGHTS = "adapter.safetensors"
+SETTINGS = "adapter.json"
+
+
+@dataclass
+class AdapterConfig:
+    """What an adapter is: its rank and scale, the linear layers it adapts (their names' last part), the base it was
+    trained on, and ``extra`` (what training records: block sizes, data, steps)."""
+
+    rank: int = 16
+    alpha: float = 32.0
+    targets: tuple[str, ...] = TARGETS
+    base: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
+            raise ValueError(f"rank: must be a whole number >= 1, got {self.rank!r}")
+        unknown = sorted(set(self.targets) - set(TARGETS))
+        if unknown or not self.targets:
+            raise ValueError(f"targets: must be a non-empty subset of {TARGETS}, got {list(self.targets)}")
+        self.targets = tuple(self.targets)
+
+
+class Gate:
+    """Which rows of the forward under way carry the adapter: ``None`` (none: the base model), or a bool tensor
+    (batch, seq) with True on the block's rows. ``suffix`` is set when the on rows are the last ``suffix`` of
+    every sequence (the block call), so a layer computes the update on those rows only."""
+
+    def __init__(self):
+        self.rows: torch.Tensor | None = None
+        self.suffix: int | None = None
+
+    @contextlib.contextmanager
+    def on(self, rows: torch.Tensor | None = None, suffix: int | None = None):
+        """Within the block: the adapter on for ``rows`` (bool, (batch, seq)) or for the last ``suffix`` rows."""
+        if (rows is None) == (suffix is None):
+            raise ValueError("rows, suffix: give exactly one")
+        saved = self.rows, self.suffix
+        self.rows, self.suffix = rows, suffix
+        try:
+            yield self
+        finally:
+            self.rows, self.suffix = saved
+
+
+class GatedLoRALinear(nn.Module):
+    """``base(x)`` plus a rank-``r`` update on the rows the gate holds. ``B`` starts at zero, so a new adapter
+    changes nothing until trained."""
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, gate: Gate):
+        super().__init__()
+        self.base, self.gate, self.scale = base, gate, alpha / rank
+        self.A = nn.Parameter(torch.empty(rank, base.in_features, dtype=torch.float32))
+        self.B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=torch.float32))
+        nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))  # as nn.Linear (and LoRA) initialise a weight
+
+    def delta(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.to(self.A.dtype) @ self.A.T @ self.B.T * self.scale).to(x.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (batch, seq, in)
+        y = self.base(x)
+        if self.gate.suffix is not None:
+            k = self.gate.suffix
+            if k == 0:
+                return y
+            return torch.cat([y[:, :-k], y[:, -k:] + self.delta(x[:, -k:])], dim=1)
+        if self.gate.rows is None:
+            return y
+        return y + self.gate.rows[..., None].to(y.dtype) * self.delta(x)
+
+
+class MaskEmbedding(nn.Module):
+    """The base's embedding table, plus one learned vector for the mask id (one past the table's last row)."""
+
+    def __init__(self, base: nn.Embedding):
+        super().__init__()
+        self.base = base
+        self.mask_id = base.num_embeddings
+        with torch.no_grad():  # start at the mean embedding: a neutral token
+            self.vector = nn.Parameter(base.weight.float().mean(0).clone())
+
+    @property
+    def weight(self) -> torch.Tensor:  # what code reading ``get_input_embeddings().weight`` expects
+        return self.base.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # ids: (batch, seq) -> (batch, seq, hidden)
+        is_mask = ids == self.mask_id
+        out = self.base(ids.masked_fill(is_mask, 0))
+        if not bool(is_mask.any()):
+            return out
+        return torch.where(is_mask[..., None], self.vector.to(out.dtype), out)
+
+
+def attach(model, config: AdapterConfig) -> Gate:
+    """Put a fresh adapter (``B`` at zero) into ``model`` in place; the base's own weights are frozen. Returns the
+    gate every adapted layer reads. ``model.config.mask_token_id`` is set to the mask id."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    gate = Gate()
+    targets = [(name, module) for name, module in model.named_modules()
+               if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in config.targets]
+    if not targets:
+        raise ValueError(f"targets: model {type(model).__name__} has no linear layer named {list(config.targets)}")
+    for name, module in targets:
+        parent_name, child = name.rsplit(".", 1)
+        parent = model.get_submodule(parent_name)
+        setattr(parent, child, GatedLoRALinear(module, config.rank, config.alpha, gate))
+    embedding = MaskEmbedding(model.get_input_embeddings())
+    model.set_input_embeddings(embedding)
+    model.config.mask_token_id = embedding.mask_id
+    return gate
+
+
+def adapter_state(model) -> dict[str, torch.Tensor]:
+    """The adapter's own tensors (the LoRA factors and the mask vector), by name."""
+    return {name: p for name, p in model.named_parameters() if name.endswith((".A", ".B", "vector"))}
+
+
+def parameter_count(model) -> int:
+    return sum(p.numel() for p in adapter_state(model).values())
+
+
+def save(model, config: AdapterConfig, folder, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Write the adapter's tensors (in ``dtype``) and its settings to ``folder``; the base is not written."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {name: t.detach().to(dtype).contiguous() for name, t in adapter_state(model).items()}
+    save_file(tensors, str(folder / WEIGHTS))
+    (folder / SETTINGS).write_text(json.dumps(asdict(config), indent=2, sort_keys=True) + "\n")
+    return folder
+
+
+def read_config(folder) -> AdapterConfig:
+    folder = Path(folder)
+    try:
+        raw = json.loads((folder / SETTINGS).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"path: {folder} holds no adapter ({SETTINGS} is missing)") from None
+    return AdapterConfig(rank=raw["rank"], alpha=raw["alpha"], targets=tuple(raw["targets"]),
+                         base=raw.get("base", ""), extra=raw.get("extra", {}))
+
+
+def load(model, folder) -> tuple[AdapterConfig, Gate]:
+    """Attach the adapter saved in ``folder`` to ``model`` (in place, weights in float32). Returns its config and
+    gate. Refuses a file whose tensors do not match the model's layers, naming what differs."""
+    from safetensors.torch import load_file
+
+    config = read_config(folder)
+    gate = attach(model, config)
+    saved = load_file(str(Path(folder) / WEIGHTS))
+    own = adapter_state(model)
+    missing, extra = sorted(set(own) - set(saved)), sorted(set(saved) - set(own))
+    if missing or extra:
+        raise ValueError(f"path: the adapter in {folder} does not fit this model "
+                         f"(missing {missing[:3]}, unexpected {extra[:3]})")
+    with torch.no_grad():
+        for name, p in own.items():
+            if saved[name].shape != p.shape:
+                raise ValueError(f"path: adapter tensor {name} has shape {tuple(saved[name].shape)}, the model's "
+                                 f"layer needs {tuple(p.shape)}")
+            p.copy_(saved[name].float())
+    return config, gate

@@ -1,0 +1,427 @@
+"""Train a gated SBD adapter (``sbd_viz.gated_adapter``) on a frozen causal LM, by self-distillation.
+
+``sbd-viz train --adapter --out runs/sbd-adapter`` (options: ``--help``). The run:
+
+1. builds the prompts (``distill``: chat questions through the chat template, standard-library code) and the base's
+   greedy continuation of each, generated once and cached in ``OUT/data/`` (a stopped generation resumes);
+2. trains the adapter: each step takes a batch of prompt + continuation, runs the frozen base over it once without
+   gradient (the clean rows: their keys and values are the base's, exactly as at decoding time), then one forward
+   of masked blocks on top of that cache with the adapter on, and cross-entropy at the masked slots against the
+   base's greedy ids (a masked row at position j predicts token j). Every position of a continuation lies in one
+   block; a block is masked as a decode leaves it (its first ``c`` slots written, the rest masked; ``c`` = 0 half
+   the time) or as the paper trains (each slot masked at one rate drawn per block);
+3. logs loss and masked-slot accuracy, and every ``--probe-every`` steps the held-out probe (prompts of the same
+   kinds, never trained on): per-slot argmax accuracy of a fully masked block against the base's greedy ids, and
+   the tokens per call that verified SBD would reach with those drafts (``probe``);
+4. checkpoints the adapter and AdamW's moments (safetensors, counters in JSON) every ``--save-every`` steps into
+   ``OUT/checkpoint``, swapped in whole; a new run with the same ``--out`` resumes there. ``OUT/final`` is the
+   adapter in bf16, as ``sv.load_model(OUT/final)`` reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+
+from .. import gated_adapter
+from . import distill
+
+
+@dataclass
+class AdapterTrainConfig:
+    base: str = "smollm2-135m"
+    out: str = "runs/sbd-adapter"
+    rank: int = 16
+    alpha: float = 32.0
+    targets: str = ",".join(gated_adapter.TARGETS)
+    block_sizes: str = "4,8"
+    decode_block_size: int = 4
+    chat_prompts: int = 1500
+    code_prompts: int = 2500
+    probe_prompts: int = 24
+    new_tokens: int = 64
+    max_prompt_tokens: int = 256
+    data_seed: int = 0
+    batch_size: int = 8
+    lr: float = 1e-3
+    warmup: int = 20
+    decode_like: float = 0.5
+    bf16: bool = False
+    max_steps: int = 100000
+    time_budget_min: float = 0.0
+    save_every: int = 25
+    probe_every: int = 100
+    threads: int = 2
+    seed: int = 0
+
+    def validate(self):
+        if not self.ks():
+            raise ValueError("block_sizes: give at least one block size, e.g. 4,8")
+        if any(k < 2 or k > 64 for k in self.ks()):
+            raise ValueError(f"block_sizes: each must be in [2, 64], got {self.block_sizes!r}")
+        if not 0 <= self.decode_like <= 1:
+            raise ValueError(f"decode_like: must be in [0, 1], got {self.decode_like}")
+        for name in ("batch_size", "new_tokens", "save_every", "probe_every", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        gated_adapter.AdapterConfig(rank=self.rank, targets=tuple(self.targets.split(",")))
+
+    def ks(self) -> list[int]:
+        return [int(k) for k in str(self.block_sizes).split(",") if k.strip()]
+
+
+HELP = {
+    "base": "the frozen base: a named model (smollm2-135m) or a causal LM folder",
+    "out": "run folder: data/ (cached continuations), checkpoint/ (resumed from), final/ (the adapter), log.jsonl",
+    "rank": "LoRA rank of every adapted layer",
+    "alpha": "LoRA scale numerator (the update is multiplied by alpha / rank)",
+    "targets": "comma-separated linear layers to adapt (last part of their names)",
+    "block_sizes": "comma-separated block sizes to train on; each sequence draws one",
+    "decode_block_size": "the block size the adapter's model decodes with by default (recorded in its settings)",
+    "chat_prompts": "chat questions in the data (templates x topics, through the chat template)",
+    "code_prompts": "standard-library signatures + docstrings in the data",
+    "probe_prompts": "held-out prompts of each kind for the probe (never trained on)",
+    "new_tokens": "greedy tokens generated per prompt (the training targets)",
+    "max_prompt_tokens": "prompts longer than this are cut from the left for training",
+    "data_seed": "seed that draws the prompts",
+    "batch_size": "sequences per step",
+    "lr": "AdamW learning rate (after warm-up; constant)",
+    "warmup": "steps of linear warm-up (also after a resume: the optimizer's moments restart warm)",
+    "decode_like": "share of blocks masked as a decode leaves them (a written prefix), the rest as the paper trains",
+    "bf16": "run the forwards in bfloat16 autocast (measured slower than float32 on this CPU: 12.5 s vs 5 s a step)",
+    "max_steps": "stop after this many steps in all (resumed runs count from the checkpoint)",
+    "time_budget_min": "stop after this many minutes of this run (0: no limit)",
+    "save_every": "steps between checkpoints",
+    "probe_every": "steps between held-out probes",
+    "threads": "torch threads",
+    "seed": "seed of the data order and the masks",
+}
+
+
+# -- data ---------------------------------------------------------------------------------------------
+def prompt_sets(cfg: AdapterTrainConfig, tokenizer) -> dict[str, list[str]]:
+    """Training and probe prompts of each kind, templated; the probe's are drawn past the training ones."""
+    chat = [distill.as_chat(tokenizer, q) for q in distill.chat_prompts(cfg.chat_prompts + cfg.probe_prompts,
+                                                                         cfg.data_seed)]
+    code = distill.code_prompts(cfg.code_prompts + cfg.probe_prompts, cfg.data_seed)
+    if len(code) < cfg.code_prompts + cfg.probe_prompts:
+        raise ValueError(f"code_prompts: this interpreter's standard library has {len(code)} documented functions, "
+                         f"fewer than {cfg.code_prompts} + {cfg.probe_prompts}")
+    sets = {"chat": chat[:cfg.chat_prompts], "code": code[:cfg.code_prompts],
+            "probe_chat": chat[cfg.chat_prompts:], "probe_code": code[cfg.code_prompts:]}
+    distill.check_held_out(sets["chat"], [distill.as_chat(tokenizer, q) for q in distill.HELDOUT_CHAT])
+    distill.check_held_out(sets["chat"] + sets["code"], sets["probe_chat"] + sets["probe_code"], topics=False)
+    return sets
+
+
+def load_data(cfg: AdapterTrainConfig, model, tokenizer, log) -> dict[str, list[dict]]:
+    """Each set's rows (prompt ids, greedy continuation ids), generated where the cache lacks them."""
+    folder = Path(cfg.out) / "data"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {}
+    for name, prompts in prompt_sets(cfg, tokenizer).items():
+        data[name] = distill.generate_continuations(model, tokenizer, prompts, folder / f"{name}.jsonl",
+                                                    cfg.new_tokens, 32, log=lambda s, n=name: log(f"{n}: {s}"))
+    return data
+
+
+# -- one batch of masked blocks -------------------------------------------------------------------------
+@dataclass
+class Batch:
+    ids: torch.Tensor  # (B, L) clean sequences, right-padded
+    lengths: list[int]
+    block_ids: torch.Tensor  # (B, Q) the blocks' slots: mask id or the revealed token
+    positions: torch.Tensor  # (B, Q)
+    mask: torch.Tensor  # (B, 1, Q, L + Q) bool: what each block row attends to
+    gate: torch.Tensor  # (B, Q) bool: rows of a real block
+    targets: torch.Tensor  # (B, Q) the greedy id a masked slot must predict, -100 elsewhere
+    slot: torch.Tensor  # (B, Q) each row's slot index in its block
+
+
+def block_masks(k: int, rng: random.Random, decode_like: float) -> list[bool]:
+    """Which of a block's k slots are masked: as a decode leaves a block (a written prefix of c slots, c = 0 half
+    the time), or as the paper trains (each slot masked at one rate drawn for the block). At least one."""
+    if rng.random() < decode_like:
+        c = 0 if rng.random() < 0.5 else rng.randrange(1, k)
+        return [i >= c for i in range(k)]
+    rate = rng.random()
+    masked = [rng.random() < rate for _ in range(k)]
+    if not any(masked):
+        masked[rng.randrange(k)] = True
+    return masked
+
+
+def make_batch(rows: list[dict], k_choices: list[int], mask_id: int, rng: random.Random, decode_like: float,
+               max_prompt_tokens: int, full_blocks: int | None = None) -> Batch:
+    """Tile each row's continuation with blocks (a random offset, so blocks start anywhere) and mask them.
+    ``full_blocks``: every block of that size fully masked (the probe)."""
+    seqs, starts_of, masks_of, ks = [], [], [], []
+    for row in rows:
+        prompt = row["prompt_ids"][-max_prompt_tokens:]
+        seq = prompt + row["ids"]
+        k = full_blocks or rng.choice(k_choices)
+        P, n = len(prompt), len(seq)
+        first = max(0, P + rng.randrange(k) - k + 1) if full_blocks is None else P
+        starts = list(range(first, n, k))
+        masks = [[True] * k if full_blocks else block_masks(k, rng, decode_like) for _ in starts]
+        seqs.append(seq), starts_of.append(starts), masks_of.append(masks), ks.append(k)
+    B, L = len(seqs), max(len(s) for s in seqs)
+    Q = max(len(st) * k for st, k in zip(starts_of, ks))
+    ids = torch.zeros(B, L, dtype=torch.long)
+    block_ids = torch.full((B, Q), mask_id, dtype=torch.long)
+    positions = torch.zeros(B, Q, dtype=torch.long)
+    mask = torch.zeros(B, 1, Q, L + Q, dtype=torch.bool)
+    mask[:, 0, :, 0] = True  # padding rows see the first token (a row that sees nothing gives NaN)
+    gate = torch.zeros(B, Q, dtype=torch.bool)
+    targets = torch.full((B, Q), -100, dtype=torch.long)
+    slot = torch.full((B, Q), -1, dtype=torch.long)
+    for b, (seq, starts, masks, k) in enumerate(zip(seqs, starts_of, masks_of, ks)):
+        ids[b, :len(seq)] = torch.tensor(seq)
+        P = len(seq) - len(rows[b]["ids"])
+        for j, (s, masked) in enumerate(zip(starts, masks)):
+            r0 = j * k
+            for i in range(k):
+                pos, r = s + i, r0 + i
+                positions[b, r] = pos
+                gate[b, r] = True
+                slot[b, r] = i
+                mask[b, 0, r, :max(0, min(s, len(seq)))] = True  # the clean prefix before the block
+                mask[b, 0, r, L + r0:L + r0 + k] = True  # the block's own slots
+                in_text = 0 <= pos < len(seq)
+                if pos < P:  # a prompt position inside the first block: written, never a target
+                    block_ids[b, r] = seq[pos]
+                elif in_text and not masked[i]:
+                    block_ids[b, r] = seq[pos]
+                elif in_text:
+                    targets[b, r] = seq[pos]
+    return Batch(ids, [len(s) for s in seqs], block_ids, positions, mask, gate, targets, slot)
+
+
+def block_logits(model, gate: gated_adapter.Gate, batch: Batch, bf16: bool) -> torch.Tensor:
+    """(B, Q, V) logits of the batch's block rows: the clean sequences run once through the base (no gradient),
+    then the blocks on top of their cache with the adapter on."""
+    from transformers import DynamicCache
+
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad(), autocast:
+        model(input_ids=batch.ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    with autocast, gate.on(rows=batch.gate):
+        out = model(input_ids=batch.block_ids, attention_mask=batch.mask, position_ids=batch.positions,
+                    past_key_values=cache, use_cache=True)
+    return out.logits.float()
+
+
+# -- the probe ------------------------------------------------------------------------------------------
+@torch.no_grad()
+def probe(model, gate, rows: list[dict], k: int, mask_id: int, bf16: bool, batch_size: int = 8) -> dict:
+    """Fully masked blocks of ``k`` tiling each held-out continuation from its first token: per-slot argmax
+    accuracy against the base's greedy ids, and ``single_tpc``: verified SBD's tokens per call if each call's
+    first slot is NTP's own token and the drafts after it are kept up to the first wrong one."""
+    hits = torch.zeros(k)
+    seen = torch.zeros(k)
+    runs = []
+    rng = random.Random(0)
+    for i in range(0, len(rows), batch_size):
+        batch = make_batch(rows[i:i + batch_size], [k], mask_id, rng, 1.0, 10 ** 9, full_blocks=k)
+        logits = block_logits(model, gate, batch, bf16)
+        right = (logits.argmax(-1) == batch.targets) & (batch.targets >= 0)
+        valid = batch.targets >= 0
+        for s in range(k):
+            hits[s] += right[batch.slot == s].sum()
+            seen[s] += valid[batch.slot == s].sum()
+        B, Q = right.shape
+        for b in range(B):
+            for r0 in range(0, Q, k):
+                if not bool(valid[b, r0:r0 + k].all()):
+                    continue
+                run = 1
+                for s in range(1, k):
+                    if not bool(right[b, r0 + s]):
+                        break
+                    run += 1
+                runs.append(run)
+    acc = (hits / seen.clamp(min=1)).tolist()
+    return {"slot_accuracy": [round(a, 4) for a in acc], "single_tpc": round(sum(runs) / max(1, len(runs)), 4),
+            "blocks": len(runs)}
+
+
+# -- checkpoints -----------------------------------------------------------------------------------------
+def save_checkpoint(folder: Path, model, config, optimizer, state: dict):
+    """The adapter (float32), AdamW's moments and the counters, written beside and swapped in whole."""
+    from safetensors.torch import save_file
+
+    tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    gated_adapter.save(model, config, tmp, dtype=torch.float32)
+    names = {id(p): n for n, p in gated_adapter.adapter_state(model).items()}
+    moments = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            st = optimizer.state.get(p)
+            if st:
+                moments[names[id(p)] + ".exp_avg"] = st["exp_avg"].contiguous()
+                moments[names[id(p)] + ".exp_avg_sq"] = st["exp_avg_sq"].contiguous()
+                state["adam_step"] = float(st["step"])
+    save_file(moments, str(tmp / "optimizer.safetensors"))
+    (tmp / "state.json").write_text(json.dumps(state, indent=1))
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    tmp.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def restore(folder: Path, model, optimizer) -> dict:
+    """Load a checkpoint (or a resume point with the adapter alone: its moments then restart, with the warm-up)."""
+    from safetensors.torch import load_file
+
+    old = folder.with_name(folder.name + ".old")
+    if not (folder / "state.json").exists() and (old / "state.json").exists():
+        old.rename(folder)  # a run killed between a save's two renames
+    saved = load_file(str(folder / gated_adapter.WEIGHTS))
+    own = gated_adapter.adapter_state(model)
+    with torch.no_grad():
+        for name, p in own.items():
+            p.copy_(saved[name].float())
+    state = json.loads((folder / "state.json").read_text()) if (folder / "state.json").exists() else {}
+    moments_file = folder / "optimizer.safetensors"
+    if moments_file.exists() and "adam_step" in state:
+        moments = load_file(str(moments_file))
+        for name, p in own.items():
+            if name + ".exp_avg" in moments:
+                optimizer.state[p] = {"step": torch.tensor(state["adam_step"]),
+                                      "exp_avg": moments[name + ".exp_avg"],
+                                      "exp_avg_sq": moments[name + ".exp_avg_sq"]}
+        state["warm"] = True
+    return state
+
+
+# -- the run ---------------------------------------------------------------------------------------------
+def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
+    from .. import causal_lm
+
+    cfg.validate()
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "log.jsonl"
+
+    def log(message):
+        print(message, flush=True)
+
+    base = causal_lm.load(cfg.base)
+    model, tok = base.model, base.tokenizer
+    data = load_data(cfg, model, tok, log)
+    train_rows = data["chat"] + data["code"]
+    probe_rows = {"chat": data["probe_chat"], "code": data["probe_code"]}
+
+    config = gated_adapter.AdapterConfig(rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets.split(",")),
+                                         base=cfg.base)
+    gate = gated_adapter.attach(model, config)
+    mask_id = model.config.mask_token_id
+    params = list(gated_adapter.adapter_state(model).values())
+    for p in params:
+        p.requires_grad_(True)
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    ckpt = out / "checkpoint"
+    state = {"step": 0, "tokens": 0, "epoch": 0, "position": 0, "seconds": 0.0}
+    source = ckpt if (ckpt / gated_adapter.WEIGHTS).exists() else (Path(resume_from) if resume_from else None)
+    if source is not None:
+        state.update(restore(source, model, optimizer))
+        log(f"resumed from {source} at step {state['step']}")
+    warm_from = None if state.pop("warm", False) else state["step"]  # moments rebuilt: warm up again
+    rng = random.Random(cfg.seed + 1000 * state["step"])
+
+    def order(epoch):
+        idx = list(range(len(train_rows)))
+        random.Random(cfg.seed + epoch).shuffle(idx)
+        return idx
+
+    idx = order(state["epoch"])
+    t_run = time.perf_counter()
+    model.train(False)  # no dropout in the base; the adapter has none
+    while state["step"] < cfg.max_steps:
+        if cfg.time_budget_min and time.perf_counter() - t_run > 60 * cfg.time_budget_min:
+            break
+        t0 = time.perf_counter()
+        if state["position"] + cfg.batch_size > len(idx):
+            state["epoch"] += 1
+            state["position"] = 0
+            idx = order(state["epoch"])
+        rows = [train_rows[i] for i in idx[state["position"]:state["position"] + cfg.batch_size]]
+        state["position"] += cfg.batch_size
+        batch = make_batch(rows, cfg.ks(), mask_id, rng, cfg.decode_like, cfg.max_prompt_tokens)
+        logits = block_logits(model, gate, batch, cfg.bf16)
+        scored = batch.targets >= 0
+        loss = torch.nn.functional.cross_entropy(logits[scored], batch.targets[scored])
+        factor = 1.0 if warm_from is None else min(1.0, (state["step"] - warm_from + 1) / cfg.warmup)
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * factor
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        acc = float((logits[scored].argmax(-1) == batch.targets[scored]).float().mean())
+        state["step"] += 1
+        state["tokens"] += int(scored.sum())
+        state["seconds"] += time.perf_counter() - t0
+        entry = {"step": state["step"], "loss": round(float(loss.detach()), 4), "acc": round(acc, 4),
+                 "scored": state["tokens"], "step_s": round(time.perf_counter() - t0, 2), "lr": cfg.lr * factor}
+        if state["step"] % cfg.probe_every == 0:
+            entry["probe"] = {name: probe(model, gate, rows_, cfg.decode_block_size, mask_id, cfg.bf16)
+                              for name, rows_ in probe_rows.items()}
+        with log_path.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+        log(json.dumps(entry))
+        if state["step"] % cfg.save_every == 0:
+            save_checkpoint(ckpt, model, _final_config(config, cfg, state), optimizer, state)
+    save_checkpoint(ckpt, model, _final_config(config, cfg, state), optimizer, state)
+    final = gated_adapter.save(model, _final_config(config, cfg, state), out / "final")
+    log(f"saved {final}")
+    return final
+
+
+def _final_config(config, cfg: AdapterTrainConfig, state: dict) -> gated_adapter.AdapterConfig:
+    extra = {"block_size": cfg.decode_block_size, "trained_block_sizes": cfg.ks(), "steps": state["step"],
+             "scored_tokens": state["tokens"], "train_seconds": round(state["seconds"], 1),
+             "data": {"chat_prompts": cfg.chat_prompts, "code_prompts": cfg.code_prompts,
+                      "new_tokens": cfg.new_tokens, "data_seed": cfg.data_seed},
+             "command": "sbd-viz train --adapter " + " ".join(
+                 f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}" for f in fields(cfg)
+                 if getattr(cfg, f.name) != f.default and f.name not in ("out", "time_budget_min", "threads"))}
+    return gated_adapter.AdapterConfig(rank=config.rank, alpha=config.alpha, targets=config.targets,
+                                       base=config.base, extra=extra)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    for f in fields(AdapterTrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in (bool, "bool"):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=HELP[f.name])
+        else:
+            kind = {"int": int, "float": float, "str": str}.get(f.type if isinstance(f.type, str) else f.type.__name__)
+            p.add_argument(flag, type=kind, default=f.default, help=f"{HELP[f.name]} (default: %(default)s)")
+    p.add_argument("--resume-from", default=None,
+                   help="an adapter folder to start from when OUT has no checkpoint (e.g. a committed resume point)")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="sbd-viz train --adapter", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    resume = args.resume_from
+    cfg = AdapterTrainConfig(**{f.name: getattr(args, f.name) for f in fields(AdapterTrainConfig)})
+    train(cfg, resume_from=resume)
+
+
+if __name__ == "__main__":
+    main()

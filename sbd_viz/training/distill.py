@@ -1,0 +1,176 @@
+"""The data an SBD adapter learns from: prompts, and the base model's own greedy continuations of them.
+
+Verified SBD keeps a draft only where it equals the base's greedy token. On text the base wrote greedily every
+token *is* that greedy token, so the masked slots learn exactly what checking accepts (self-distillation).
+
+- ``chat_prompts``: questions and instructions built from ``TEMPLATES`` x ``TOPICS`` with a seed, sent through
+  the model's chat template;
+- ``code_prompts``: signatures and docstrings of functions in the running interpreter's standard library (``ast``),
+  as plain code to complete;
+- ``HELDOUT_CHAT``: questions kept out of training (other topics, other wording); ``check_held_out`` proves it on
+  the prompt lists;
+- ``generate_continuations``: batched greedy ``generate`` (left padding), cached as JSON lines of ids, resumable.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+import sysconfig
+from pathlib import Path
+
+TEMPLATES = [
+    "What is {t}?", "Explain {t} in simple terms.", "Give me three facts about {t}.",
+    "Why does {t} matter?", "Write a short paragraph about {t}.", "How would you describe {t} to a child?",
+    "What are the main ideas behind {t}?", "List the pros and cons of {t}.", "Summarize the history of {t}.",
+    "What is a common misconception about {t}?", "How do people use {t} in everyday life?",
+    "Write a haiku about {t}.", "Give me a tip for learning about {t}.", "What questions should I ask about {t}?",
+    "Compare {t} with something similar.", "Write two sentences that define {t}.",
+    "What would happen without {t}?", "Tell me something surprising about {t}.",
+    "How can I get started with {t}?", "Write a short story that involves {t}.",
+]
+TOPICS = [
+    "photosynthesis", "the water cycle", "gravity", "volcanoes", "the moon", "electricity", "magnets",
+    "the human heart", "vaccines", "climate", "recycling", "bees", "rainbows", "earthquakes", "the ocean tides",
+    "the internet", "a database", "a compiler", "recursion", "sorting algorithms", "binary numbers",
+    "encryption", "open source software", "version control", "unit tests", "a hash table", "machine learning",
+    "neural networks", "probability", "prime numbers", "fractions", "the Pythagorean theorem", "statistics",
+    "budgeting", "saving money", "inflation", "a job interview", "public speaking", "time management",
+    "healthy sleep", "drinking water", "running", "yoga", "cooking pasta", "baking bread", "coffee", "tea",
+    "gardening", "houseplants", "dogs", "cats", "birds", "the Roman Empire", "ancient Egypt", "the printing press",
+    "democracy", "libraries", "museums", "poetry", "jazz music", "the piano", "painting", "photography",
+    "chess", "football", "the Olympic Games", "mountains", "deserts", "rivers", "rain forests", "friendship",
+    "kindness", "learning a language", "writing an essay", "reading books", "maps", "trains", "bicycles",
+    "airplanes", "electric cars", "solar panels", "wind power", "batteries", "smartphones", "email",
+]
+# Held out: questions on topics absent from TOPICS, in wording absent from TEMPLATES (check_held_out).
+HELDOUT_CHAT = [
+    "Can you tell me how glaciers form?", "Describe the life cycle of a butterfly.",
+    "What makes the sky look blue during the day?", "How do submarines dive and surface?",
+    "Suggest a name for a small bakery and explain it.", "What should I pack for a weekend camping trip?",
+    "How does a refrigerator keep food cold?", "Describe a calm morning by a lake.",
+    "What is the difference between weather and a season?", "How do I politely decline an invitation?",
+    "Why do hedgehogs roll into a ball?", "Write a thank-you note to a teacher.", "How does a thermometer work?",
+    "What are good habits for studying math?", "Describe how a bill becomes a law.",
+    "How do owls hunt at night?", "What is a good way to start a conversation with a stranger?",
+    "Why is the Dead Sea so salty?", "Give advice to someone moving to a new city.",
+    "How does a lighthouse help ships?", "Explain how a bicycle gear system changes effort.",
+    "What does a linked list do that an array cannot?", "How would you plan a birthday party for ten kids?",
+    "Why do leaves change colour in autumn?", "Describe the taste of a lemon to someone who never had one.",
+    "How does a microwave oven heat food?", "What are the rules of tic-tac-toe?",
+    "How can a small team keep meetings short?", "Why do we have leap years?", "How do penguins stay warm in winter?",
+    "What is a stack in programming, and when is it useful?", "Write a limerick about a forgetful robot.",
+]
+
+
+def chat_prompts(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct user messages from ``TEMPLATES`` x ``TOPICS``, drawn with ``seed``."""
+    pairs = [(tpl, topic) for tpl in TEMPLATES for topic in TOPICS]
+    random.Random(seed).shuffle(pairs)
+    if n > len(pairs):
+        raise ValueError(f"n: at most {len(pairs)} chat prompts exist, got {n}")
+    return [tpl.format(t=topic) for tpl, topic in pairs[:n]]
+
+
+def as_chat(tokenizer, message: str) -> str:
+    """A user message as the model's chat template writes it, ready for the assistant's answer."""
+    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False,
+                                         add_generation_prompt=True)
+
+
+def _functions(path: Path):
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and ast.get_docstring(node):
+            yield node
+
+
+def code_prompt(node: ast.FunctionDef) -> str | None:
+    """A function's signature and docstring as code to complete (HumanEval's shape), or None if too long."""
+    doc = ast.get_docstring(node)
+    if not doc or len(doc) > 600 or "\n\n\n" in doc:
+        return None
+    args = ast.unparse(node.args)
+    returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+    body = "\n    ".join(doc.splitlines())
+    return f'def {node.name}({args}){returns}:\n    """{body}\n    """\n'
+
+
+def code_prompts(n: int, seed: int = 0, root: Path | None = None) -> list[str]:
+    """``n`` distinct code prompts from the standard library's public, documented functions, drawn with ``seed``."""
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    prompts = []
+    for path in sorted(root.rglob("*.py")):
+        if any(part in ("test", "tests", "idlelib", "site-packages", "lib2to3") for part in path.parts):
+            continue
+        for node in _functions(path):
+            text = code_prompt(node)
+            if text:
+                prompts.append(text)
+    prompts = sorted(set(prompts))
+    random.Random(seed).shuffle(prompts)
+    return prompts[:n]
+
+
+def check_held_out(train: list[str], held_out: list[str], topics: bool = True) -> None:
+    """Raise ``ValueError`` if a held-out prompt occurs in training, or (``topics``) names a training topic."""
+    train_set = set(train)
+    for prompt in held_out:
+        if prompt in train_set:
+            raise ValueError(f"held_out: {prompt!r} is also a training prompt")
+    for topic in TOPICS if topics else ():
+        word = re.compile(rf"\b{re.escape(topic)}\b", re.IGNORECASE)
+        hits = [p for p in held_out if word.search(p)]
+        if hits:
+            raise ValueError(f"held_out: {hits[0]!r} names the training topic {topic!r}")
+
+
+def generate_continuations(model, tokenizer, prompts: list[str], out: Path, max_new_tokens: int = 64,
+                           batch_size: int = 16, log=print) -> list[dict]:
+    """Greedy continuations of ``prompts`` (already templated text), cached in ``out`` (JSON lines of
+    ``{"prompt", "prompt_ids", "ids"}``). Prompts already in the file are skipped, so a stopped run resumes."""
+    import torch
+
+    out = Path(out)
+    done = {}
+    if out.is_file():
+        for line in out.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:  # the last line of a generation killed while writing
+                continue
+            done[row["prompt"]] = row
+    todo = [p for p in prompts if p not in done]
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, (list, tuple)) else [eos])
+    # longest first: batches of similar length waste less on padding
+    todo.sort(key=lambda p: -len(p))
+    with out.open("a") as f:
+        for i in range(0, len(todo), batch_size):
+            chunk = todo[i:i + batch_size]
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
+            with torch.inference_mode():
+                gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id)
+            width = enc.input_ids.shape[1]
+            for j, prompt in enumerate(chunk):
+                prompt_ids = enc.input_ids[j][enc.attention_mask[j].bool()].tolist()
+                ids = []
+                for t in gen[j, width:].tolist():
+                    ids.append(t)
+                    if t in eos:
+                        break
+                row = {"prompt": prompt, "prompt_ids": prompt_ids, "ids": ids}
+                done[prompt] = row
+                f.write(json.dumps(row) + "\n")
+            f.flush()
+            log(f"generated {min(i + batch_size, len(todo))}/{len(todo)}")
+    return [done[p] for p in prompts]

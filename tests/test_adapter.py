@@ -1,0 +1,236 @@
+"""The gated SBD adapter: its layers act only on the gate's rows, the model it makes writes its base's text under
+NTP and verified SBD, training sees what decoding sees, and checkpoints round-trip. On tiny random models; the
+shipped SmolLM2 adapter has its own heavy tests (test_adapter_smollm2.py)."""
+
+import random
+
+import pytest
+import torch
+import transformers as tf
+
+import sbd_viz as sv
+from sbd_viz import gated_adapter
+from sbd_viz.adapted_lm import AdaptedLM
+from sbd_viz.training import adapter_train
+from sbd_viz.training.data import build_char_tokenizer
+
+
+def plain_llama(seed=0):
+    """A tiny random Llama with no mask token (a base as a user has it), and the char tokenizer."""
+    tok = build_char_tokenizer()
+    config = tf.LlamaConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=128, max_position_embeddings=512, bos_token_id=tok.bos_token_id,
+                            eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+    torch.manual_seed(seed)
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    with torch.no_grad():  # a sharper head: drafts both agree and disagree with NTP
+        model.get_output_embeddings().weight *= 8
+    return model, tok
+
+
+def adapted(seed=0, scale=0.3, rank=4):
+    """A tiny base with a random, non-zero adapter attached."""
+    model, tok = plain_llama(seed)
+    config = gated_adapter.AdapterConfig(rank=rank, alpha=2 * rank, base="tiny")
+    gate = gated_adapter.attach(model, config)
+    torch.manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in gated_adapter.adapter_state(model).items():
+            if name.endswith(".B"):
+                p.normal_(0, scale)
+    return AdaptedLM(model, tok, config, gate, name="tiny-adapted", base_name="tiny")
+
+
+# -- the layer ----------------------------------------------------------------------------------------------
+def lora_reference(linear, A, B, scale, x):
+    """A LoRA layer written as its users write it: W x + b + (B (A x)) * alpha / r."""
+    return torch.nn.functional.linear(x, linear.weight, linear.bias) + \
+        torch.nn.functional.linear(torch.nn.functional.linear(x, A), B) * scale
+
+
+def test_a_gated_layer_is_its_base_off_the_gate_and_a_lora_on_it():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(16, 8)
+    gate = gated_adapter.Gate()
+    layer = gated_adapter.GatedLoRALinear(linear, rank=4, alpha=8.0, gate=gate)
+    with torch.no_grad():
+        layer.B.normal_()
+    x = torch.randn(2, 5, 16)
+    plain = linear(x)
+    assert torch.equal(layer(x), plain)  # no gate: the base, bit for bit
+    full = lora_reference(linear, layer.A, layer.B, 2.0, x)
+    with gate.on(suffix=2):
+        y = layer(x)
+    assert torch.equal(y[:, :3], plain[:, :3])
+    torch.testing.assert_close(y[:, 3:], full[:, 3:])
+    rows = torch.tensor([[True, False, False, True, False], [False, False, True, False, False]])
+    with gate.on(rows=rows):
+        y = layer(x)
+    torch.testing.assert_close(y[rows], full[rows])
+    assert torch.equal(y[~rows], plain[~rows])
+    assert gate.rows is None and gate.suffix is None  # the context restores the gate
+
+
+def test_the_gate_takes_exactly_one_of_rows_and_suffix():
+    gate = gated_adapter.Gate()
+    with pytest.raises(ValueError, match="rows, suffix"):
+        with gate.on():
+            pass
+    with pytest.raises(ValueError, match="rows, suffix"):
+        with gate.on(rows=torch.ones(1, 2, dtype=torch.bool), suffix=1):
+            pass
+
+
+def test_a_new_adapter_changes_nothing_and_the_mask_has_its_own_vector():
+    model, tok = plain_llama()
+    table = model.get_input_embeddings().weight.detach().clone()
+    ids = torch.tensor([[5, 9, 11, 3]])
+    before = model(input_ids=ids).logits
+    gate = gated_adapter.attach(model, gated_adapter.AdapterConfig(rank=4, base="tiny"))
+    mask_id = model.config.mask_token_id
+    assert mask_id == table.shape[0]  # one past the base's vocabulary: no row of the base is taken
+    with gate.on(suffix=4):
+        after = model(input_ids=ids).logits
+    assert torch.equal(before, after)  # B starts at zero
+    emb = model.get_input_embeddings()
+    out = emb(torch.tensor([[5, mask_id]]))
+    assert torch.equal(out[0, 0], table[5]) and torch.equal(out[0, 1], emb.vector)
+    assert torch.equal(model.get_output_embeddings().weight, table)  # the tied head is untouched
+
+
+def test_adapter_config_refuses_bad_settings_by_name():
+    with pytest.raises(ValueError, match="rank"):
+        gated_adapter.AdapterConfig(rank=0)
+    with pytest.raises(ValueError, match="targets"):
+        gated_adapter.AdapterConfig(targets=("q_proj", "lm_head"))
+
+
+# -- the model: the base's text -----------------------------------------------------------------------------
+def generate_reference(seed, prompt_ids, n):
+    """HF's own greedy ``generate`` on a fresh copy of the base, never adapted."""
+    model, tok = plain_llama(seed)
+    out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=n, do_sample=False, min_new_tokens=n,
+                         pad_token_id=tok.pad_token_id, eos_token_id=None)
+    return out[0, len(prompt_ids):].tolist()
+
+
+@pytest.mark.parametrize("block_size,gamma", [(4, 0.1), (4, 2.0), (8, 0.5), (8, 4.0)])
+def test_verified_sbd_and_ntp_on_an_adapted_model_write_the_bases_generate(block_size, gamma):
+    model = adapted()
+    prompt = "assert sorted([3, 1, 2]) == "
+    ref = generate_reference(0, model.encode(prompt), 20)
+    ntp = sv.decode(model, prompt, decoder="ntp", max_new_tokens=20)
+    verified = sv.decode(model, prompt, decoder="sbd", verify=True, block_size=block_size, gamma=gamma,
+                         max_new_tokens=20)
+    assert list(ntp.output_ids) == ref
+    assert list(verified.output_ids) == ref
+    assert verified.nfe < 21  # it did draft: some drafts were kept (a control on the adapter's reach)
+
+
+def test_the_adapter_drives_the_blocks_so_moving_it_changes_plain_sbd():
+    prompt = "assert sorted([3, 1, 2]) == "
+    outs = {scale: sv.decode(adapted(scale=scale), prompt, decoder="sbd", block_size=8, gamma=4.0,
+                             max_new_tokens=16).output_ids for scale in (0.0, 0.3)}
+    assert outs[0.0] != outs[0.3]
+
+
+def test_an_adapted_model_says_what_it_is():
+    model = adapted()
+    assert model.kind == "sbd"
+    assert "SBD adapter on tiny, base frozen" in model.description
+    assert model.token_text(model.mask_token_id) == "<|mask|>"
+    assert "sbd" in [spec.name for spec in sv.decoders(model)]
+
+
+def test_an_adapter_folder_round_trips_and_a_wrong_one_is_refused(tmp_path):
+    model = adapted()
+    gated_adapter.save(model.model, model.adapter, tmp_path / "a")
+    fresh, _ = plain_llama()
+    config, gate = gated_adapter.load(fresh, tmp_path / "a")
+    assert config.rank == 4 and config.base == "tiny"
+    saved = gated_adapter.adapter_state(model.model)
+    for name, p in gated_adapter.adapter_state(fresh).items():
+        assert torch.equal(p, saved[name].to(torch.bfloat16).float())
+    other, _ = plain_llama()
+    other_cfg = gated_adapter.AdapterConfig(rank=2, base="tiny")
+    gated_adapter.attach(other, other_cfg)
+    gated_adapter.save(other, gated_adapter.AdapterConfig(rank=4, base="tiny"), tmp_path / "b")  # settings lie
+    with pytest.raises(ValueError, match="path: adapter tensor"):
+        gated_adapter.load(plain_llama()[0], tmp_path / "b")
+    with pytest.raises(FileNotFoundError, match="path"):
+        gated_adapter.read_config(tmp_path / "missing")
+
+
+# -- training sees what decoding sees -----------------------------------------------------------------------
+def rows_of(model, n=3, seed=0):
+    rng = random.Random(seed)
+    return [{"prompt_ids": [rng.randrange(3, 90) for _ in range(rng.randrange(5, 9))],
+             "ids": [rng.randrange(3, 90) for _ in range(rng.randrange(10, 14))]} for _ in range(n)]
+
+
+def test_a_training_block_row_gets_the_logits_a_decoding_block_call_gets():
+    model = adapted()
+    mask_id = model.mask_token_id
+    rows = rows_of(model)
+    batch = adapter_train.make_batch(rows, [4], mask_id, random.Random(3), 0.5, 10 ** 9)
+    logits = adapter_train.block_logits(model.model, model.gate, batch, bf16=False)
+    checked = 0
+    for b, row in enumerate(rows):
+        seq = row["prompt_ids"] + row["ids"]
+        for r0 in range(0, int(batch.gate[b].sum()), 4):
+            start = int(batch.positions[b, r0])
+            cache = model.new_cache()
+            _, block = model.fused_call(cache, seq[:start], batch.block_ids[b, r0:r0 + 4].tolist())
+            torch.testing.assert_close(logits[b, r0:r0 + 4], block, atol=2e-4, rtol=1e-4)
+            checked += 1
+    assert checked >= 6
+
+
+def test_every_continuation_token_is_a_slot_of_exactly_one_block():
+    model = adapted()
+    rows = rows_of(model, n=4, seed=1)
+    for k in (2, 4, 8):
+        batch = adapter_train.make_batch(rows, [k], model.mask_token_id, random.Random(k), 1.0, 10 ** 9)
+        for b, row in enumerate(rows):
+            P, n = len(row["prompt_ids"]), len(row["prompt_ids"]) + len(row["ids"])
+            covered = sorted(int(p) for p, on in zip(batch.positions[b], batch.gate[b]) if on and P <= p < n)
+            assert covered == list(range(P, n))
+            targets = batch.targets[b][batch.targets[b] >= 0]
+            assert len(targets) >= 1
+
+
+def test_block_masks_follow_the_two_schemes():
+    rng = random.Random(0)
+    decode_like = [adapter_train.block_masks(8, rng, 1.0) for _ in range(200)]
+    assert all(m == sorted(m) for m in decode_like)  # written prefix, then masks
+    assert any(all(m) for m in decode_like) and any(not m[0] for m in decode_like)
+    paper = [adapter_train.block_masks(8, rng, 0.0) for _ in range(200)]
+    assert all(any(m) for m in paper) and any(m != sorted(m) for m in paper)
+
+
+def test_training_steps_lower_the_loss_and_a_checkpoint_resumes_them(tmp_path):
+    model = adapted(scale=0.0)
+    params = list(gated_adapter.adapter_state(model.model).values())
+    for p in params:
+        p.requires_grad_(True)
+    optimizer = torch.optim.AdamW(params, lr=3e-3)
+    batch = adapter_train.make_batch(rows_of(model), [4], model.mask_token_id, random.Random(0), 0.5, 10 ** 9)
+    scored = batch.targets >= 0
+    losses = []
+    for _ in range(12):
+        logits = adapter_train.block_logits(model.model, model.gate, batch, bf16=False)
+        loss = torch.nn.functional.cross_entropy(logits[scored], batch.targets[scored])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < losses[0] - 0.1
+    adapter_train.save_checkpoint(tmp_path / "ckpt", model.model, model.adapter, optimizer, {"step": 12})
+    other = adapted(scale=0.0)
+    other_params = list(gated_adapter.adapter_state(other.model).values())
+    other_opt = torch.optim.AdamW(other_params, lr=3e-3)
+    state = adapter_train.restore(tmp_path / "ckpt", other.model, other_opt)
+    assert state["step"] == 12 and state["warm"]
+    for (name, p), q in zip(gated_adapter.adapter_state(model.model).items(), other_params):
+        assert torch.equal(p, q), name
+        assert torch.equal(optimizer.state[p]["exp_avg_sq"], other_opt.state[q]["exp_avg_sq"])
