@@ -79,10 +79,9 @@ class AdaptedLM(CausalLM):
             return "<|mask|>"
         return super().token_text(token_id)
 
-    def fused_call(self, cache, new_ids, block_ids, n_causal: int = 0):
-        """``SBDModel.fused_call`` with the adapter on for the block's rows only."""
-        with self.gate.on(suffix=len(block_ids)):
-            return super().fused_call(cache, new_ids, block_ids, n_causal)
+    def block_rows(self, rows: torch.Tensor | None = None, suffix: int | None = None):
+        """The adapter on for the block's rows of the forward (``rows`` or the last ``suffix``), off elsewhere."""
+        return self.gate.on(rows=rows, suffix=suffix)
 
 
 def is_adapter_source(path) -> bool:

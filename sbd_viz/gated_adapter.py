@@ -93,9 +93,12 @@ class GatedLoRALinear(nn.Module):
             if k == 0:
                 return y
             return torch.cat([y[:, :-k], y[:, -k:] + self.delta(x[:, -k:])], dim=1)
-        if self.gate.rows is None:
+        rows = self.gate.rows
+        if rows is None or not bool(rows.any()):
             return y
-        return y + self.gate.rows[..., None].to(y.dtype) * self.delta(x)
+        out = y.clone()  # the rows off the gate are copied, not recomputed: the base's values bit for bit
+        out[rows] = y[rows] + self.delta(x[rows])
+        return out
 
 
 class MaskEmbedding(nn.Module):

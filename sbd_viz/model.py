@@ -9,6 +9,7 @@ causal prefill of the committed text (exact KV cache).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
@@ -265,6 +266,12 @@ class SBDModel(ModelBase):
         return h.hexdigest()[:16]
 
     # -- the block call -------------------------------------------------------------------
+    def block_rows(self, rows: torch.Tensor | None = None, suffix: int | None = None):
+        """A context for one forward whose block rows are ``rows`` (bool, (batch, seq)) or its last ``suffix``
+        rows. A model that treats block rows apart (an SBD adapter, ``sbd_viz.adapted_lm.AdaptedLM``, switches on
+        there and only there) overrides it; a plain SBD model treats every row alike, so nothing changes."""
+        return contextlib.nullcontext()
+
     def new_cache(self):
         from transformers import DynamicCache
 
@@ -314,8 +321,9 @@ class SBDModel(ModelBase):
         # is enough to restore the cache if the forward fails partway through the layers.
         saved = [(layer.keys, layer.values) for layer in getattr(cache, "layers", [])]
         try:
-            out = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=positions,
-                             past_key_values=cache, use_cache=True, logits_to_keep=n_causal + k)
+            with self.block_rows(suffix=k):
+                out = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=positions,
+                                 past_key_values=cache, use_cache=True, logits_to_keep=n_causal + k)
         except BaseException:
             for layer, (keys, values) in zip(cache.layers, saved):
                 layer.keys, layer.values = keys, values

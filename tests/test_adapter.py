@@ -15,7 +15,7 @@ from sbd_viz.training import adapter_train
 from sbd_viz.training.data import build_char_tokenizer
 
 
-def plain_llama(seed=0):
+def plain_llama(seed=0, head=8):
     """A tiny random Llama with no mask token (a base as a user has it), and the char tokenizer."""
     tok = build_char_tokenizer()
     config = tf.LlamaConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -24,13 +24,13 @@ def plain_llama(seed=0):
     torch.manual_seed(seed)
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
     with torch.no_grad():  # a sharper head: drafts both agree and disagree with NTP
-        model.get_output_embeddings().weight *= 8
+        model.get_output_embeddings().weight *= head
     return model, tok
 
 
-def adapted(seed=0, scale=0.3, rank=4):
-    """A tiny base with a random, non-zero adapter attached."""
-    model, tok = plain_llama(seed)
+def adapted(seed=0, scale=0.3, rank=4, head=8):
+    """A tiny base with a random, non-zero adapter attached (``head``: how sharp the base's head is)."""
+    model, tok = plain_llama(seed, head)
     config = gated_adapter.AdapterConfig(rank=rank, alpha=2 * rank, base="tiny")
     gate = gated_adapter.attach(model, config)
     torch.manual_seed(seed + 1)
@@ -106,9 +106,9 @@ def test_adapter_config_refuses_bad_settings_by_name():
 
 
 # -- the model: the base's text -----------------------------------------------------------------------------
-def generate_reference(seed, prompt_ids, n):
+def generate_reference(seed, prompt_ids, n, head=8):
     """HF's own greedy ``generate`` on a fresh copy of the base, never adapted."""
-    model, tok = plain_llama(seed)
+    model, tok = plain_llama(seed, head)
     out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=n, do_sample=False, min_new_tokens=n,
                          pad_token_id=tok.pad_token_id, eos_token_id=None)
     return out[0, len(prompt_ids):].tolist()
@@ -234,3 +234,18 @@ def test_training_steps_lower_the_loss_and_a_checkpoint_resumes_them(tmp_path):
     for (name, p), q in zip(gated_adapter.adapter_state(model.model).items(), other_params):
         assert torch.equal(p, q), name
         assert torch.equal(optimizer.state[p]["exp_avg_sq"], other_opt.state[q]["exp_avg_sq"])
+
+
+def test_batched_decoding_carries_the_adapter_on_the_block_rows_as_one_decode_does():
+    model = adapted()
+    prompts = ["assert sorted([3, 1, 2]) == ", "assert 4 + 5 == ", "x = 1"]
+    single = [sv.decode(model, p, decoder="sbd", block_size=4, gamma=1.0, max_new_tokens=12) for p in prompts]
+    batched = sv.decode_batch(model, prompts, decoder="sbd", block_size=4, gamma=1.0, max_new_tokens=12,
+                              batch_size=3)
+    for one, many in zip(single, batched):
+        assert list(many.output_ids) == list(one.output_ids)
+        assert many.nfe == one.nfe
+    # the control: the same batch without the adapter's rows decodes otherwise
+    plain = sv.decode_batch(adapted(scale=0.0), prompts, decoder="sbd", block_size=4, gamma=1.0,
+                            max_new_tokens=12, batch_size=3)
+    assert [t.output_ids for t in plain] != [t.output_ids for t in batched]

@@ -1,7 +1,8 @@
-"""The app on a pretrained LM without SBD training (``sbd_viz.causal_lm.CausalLM``): free-text prompts, the chat
-template applied unless switched off, the exact decoders only (Jacobi, prompt lookup; NTP beside them), and examples
-of both kinds: where drafting pays (quoting or editing a given text, repeating code) and where it does not (open
-questions, whose next tokens no draft can guess)."""
+"""The app on a pretrained LM (``sbd_viz.causal_lm.CausalLM``): free-text prompts, the chat template applied unless
+switched off, and examples. Without SBD training it decodes with the exact decoders only (Jacobi, prompt lookup; NTP
+beside them), and its examples show where drafting pays (quoting or editing a given text, repeating code) and where
+it does not (open questions). With an SBD adapter (``sbd_viz.adapted_lm.AdaptedLM``) every SBD view works on it,
+and its examples are the kinds of text the adapter was trained to draft (chat answers, code from a docstring)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ EXAMPLES = [
     ("What is the capital of France? Answer in one sentence.", True, "an open question: little to draft from"),
     ("Write a short poem about the sea.", True, "open writing: little to draft from"),
 ]
+# An SBD adapter's examples: a chat answer and code, the two kinds of text it learned to draft, and a quote
+ADAPTER_EXAMPLES = [
+    ("Explain how rainbows form in simple terms.", True, "a chat answer"),
+    ('def is_palindrome(text: str) -> bool:\n    """Return True if text reads the same forwards and backwards, '
+     'ignoring case."""\n', False, "code from a docstring (raw text)"),
+    ("Give me three tips for learning to cook.", True, "a list in a chat answer"),
+    ("Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.", True,
+     "quoting a given sentence"),
+]
 MAX_NEW_TOKENS = 48  # a CPU writes a few tokens a second with this model; NTP runs beside each decode
 
 
@@ -32,9 +42,21 @@ def chat_prompt(model, text: str) -> str:
                                          add_generation_prompt=True)
 
 
+def examples(model) -> list[tuple[str, bool, str]]:
+    """The page's examples for ``model``: (prompt, apply the chat template, label)."""
+    return ADAPTER_EXAMPLES if getattr(model, "adapter", None) is not None else EXAMPLES
+
+
 def header(model) -> str:
     """The page's note on the model: what kind it is, and what it can and cannot do here."""
     from ..causal_lm import KIND, train_hint
+
+    if getattr(model, "adapter", None) is not None:  # an SBD adapter on a frozen base (sbd_viz.adapted_lm)
+        return (f"\n\n**`{html.escape(model.name)}`: an SBD adapter on `{html.escape(model.base_name)}`, base "
+                "frozen.** The adapter is on only for the rows of the block being filled, so SBD, verified SBD and "
+                "remasking fill blocks with it while NTP, Jacobi and prompt lookup run the base's own weights; "
+                "verified SBD's text is exactly the base's greedy text. The chat template is applied to the prompt "
+                "unless switched off.")
 
     return (f"\n\n**`{html.escape(model.name)}`: {KIND}.** It decodes with the exact decoders, which read its "
             "next-token predictions only: **Jacobi** and **prompt lookup** draft several tokens per call and keep "

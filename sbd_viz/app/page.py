@@ -51,7 +51,8 @@ from ..analysis.evaluation import STOP  # an assert's answer ends at the end of 
 from ..analysis.incoherence import failure_events
 from ..analysis.timing import ROUNDS as TIMING_ROUNDS
 from ..decoders import door, registry
-from . import causal as causal_app  # a pretrained LM without SBD training: free text, chat template, exact decoders
+from . import causal as causal_app  # a pretrained LM (with or without an SBD adapter): free text, chat template
+from ..causal_lm import CausalLM
 from ..rules import COMMIT_RULES, DEFAULT_RULE
 
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
@@ -257,12 +258,14 @@ class Handlers:
         return gr.update(value=call) if 0 <= call < session["trace"].nfe else gr.update()
 
     def ladder(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-               verify):
+               verify, chat=False):
         """This prompt across γ: NTP once, then every γ of the rule's ladder, each row streamed as it is decoded."""
         if self.canvas:
             raise refused("ladder: a block-diffusion model has no NTP to compare each γ with")
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
                                  stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+        if chat is True:
+            settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
         try:
             for rows, figure, status, _ in stream_ladder(self.model, settings.pop("prompt"), settings):
                 yield rows, fit(figure), status
@@ -388,9 +391,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         model_dir = model_dir or sv.default_model_path()
         model = sv.load_model(model_dir)
     canvas = isinstance(model, DiffusionModel)  # block diffusion: the SBD-only controls are hidden
-    # a pretrained LM without SBD training (sbd_viz.causal_lm): free text, its chat template, the exact decoders
-    causal = registry.model_kind(model) == "causal"
-    if canvas or causal:  # the suite sweep runs SBD's rules
+    # a pretrained LM (sbd_viz.causal_lm, or with an SBD adapter: sbd_viz.adapted_lm): free text, its chat template
+    text_lm = isinstance(model, CausalLM)
+    causal = registry.model_kind(model) == "causal"  # without SBD training: the exact decoders only
+    if canvas or text_lm:  # the suite sweep runs SBD's rules on the pyassert suite: a text LM is not scored on it
         curve = SpeedQualityCurve(compute=False)
     elif sweep == "auto":
         curve = SpeedQualityCurve(model, model_dir)
@@ -412,20 +416,21 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             + ("\n\n**A block-diffusion model** (DiffusionGemma): transformers' own `generate`, recorded step by "
                "step; γ is its sampler's entropy bound, the block its canvas. Accepted slots can be renoised "
                "(outlined when they turn grey again). Verified decoding, gap-free and NTP do not apply to it."
-               if canvas else "") + (causal_app.header(model) if causal else ""),
+               if canvas else "") + (causal_app.header(model) if text_lm else ""),
             elem_id="sbd-title")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
-                prompt = gr.Textbox(causal_app.EXAMPLES[0][0] if causal else EXAMPLES[0], label="prompt", lines=2,
+                text_examples = causal_app.examples(model) if text_lm else []
+                prompt = gr.Textbox(text_examples[0][0] if text_lm else EXAMPLES[0], label="prompt", lines=2,
                                     max_lines=6, max_length=MAX_PROMPT_CHARS, elem_id="sbd-prompt",
-                                    info=("Free text." if causal else
+                                    info=("Free text." if text_lm else
                                           "A suite prompt ends with '== ' (with the space); its answer is scored.")
                                     + " Enter decodes; Shift+Enter starts a new line.")
-                chat = gr.Checkbox(causal, label="chat template", visible=causal, elem_id="sbd-chat",
+                chat = gr.Checkbox(text_lm, label="chat template", visible=text_lm, elem_id="sbd-chat",
                                    info="the prompt as the user's turn of the model's chat template; off: raw text")
-                if causal:
-                    examples = gr.Examples([[p, c] for p, c, _ in causal_app.EXAMPLES], inputs=[prompt, chat],
-                                           label="examples", example_labels=[x[2] for x in causal_app.EXAMPLES])
+                if text_lm:
+                    examples = gr.Examples([[p, c] for p, c, _ in text_examples], inputs=[prompt, chat],
+                                           label="examples", example_labels=[x[2] for x in text_examples])
                 else:
                     examples = gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="examples",
                                            example_labels=[example_label(model, h.suite, p) for p in EXAMPLES])
@@ -451,8 +456,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                     block_size = gr.Slider(1, max(MAX_BLOCK_SIZE, model.block_size), value=model.block_size, step=1,
                                            label="block size (slots decoded together)", interactive=not canvas)
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, step=1, label="max new tokens",
-                                               value=causal_app.MAX_NEW_TOKENS if causal else DEFAULTS["max_new_tokens"])
-                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"] and not causal,
+                                               value=causal_app.MAX_NEW_TOKENS if text_lm else DEFAULTS["max_new_tokens"])
+                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"] and not text_lm,
                                                   label="stop at the end of the line",
                                                   visible=not canvas)
                     temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05, visible=not canvas,
@@ -491,7 +496,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             with gr.Tab("Tokens per call" if canvas else "Calls vs NTP"):  # a block-diffusion model has no NTP
                 timeline = gr.Plot(label="tokens per call")
                 comparison = gr.Plot(label="this decode vs NTP, token by token", visible=not canvas)
-            with gr.Tab("Speed vs quality (suite)", visible=not canvas and not causal):  # the suite sweeps SBD's rules
+            with gr.Tab("Speed vs quality (suite)", visible=not canvas and not text_lm):  # the suite sweeps SBD's rules
                 curve_status = gr.Markdown(curve.status)
                 tradeoff = gr.Plot(label="speed vs suite accuracy")
             with gr.Tab("This prompt across γ", visible=not canvas and not causal):
@@ -514,7 +519,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
 
         # -- wiring -------------------------------------------------------------------------------
         controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                    verify, decoder, session] + ([chat] if causal else [])
+                    verify, decoder, session] + ([chat] if text_lm else [])
         # preprocess=False: the handler checks the raw values itself, so errors name the field
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
         # Two concurrency groups, each with its own line in the queue (Gradio takes the next event from any group
@@ -537,7 +542,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         views(gamma.release(**decode_kw, api_name="decode"), api_name="details")
         for event in (run.click, gap_free.input, block_size.release, max_new_tokens.release,
                       stop_at_newline.input, temperature.release, seed.submit, verify.input) + (
-                (chat.input,) if causal else ()):
+                (chat.input,) if text_lm else ()):
             views(event(**decode_kw, **hidden))
         views(decoder.select(h.decoder_changed, inputs=[decoder, rule],
                              outputs=[rule, gamma, gap_free, verify, block_size, temperature, seed],  # CONTROLS' order
@@ -560,10 +565,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
         settings = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
                     verify]
-        ladder_run.click(h.ladder, inputs=settings, outputs=[ladder_table, ladder_plot, ladder_status],
+        ladder_run.click(h.ladder, inputs=settings + ([chat] if text_lm else []), outputs=[ladder_table, ladder_plot, ladder_status],
                          preprocess=False, show_progress="minimal", **HEAVY_QUEUE, api_name="ladder")
         views(ladder_table.select(h.ladder_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
-        compare_run.click(h.compare, inputs=settings + [chosen] + ([chat] if causal else []),
+        compare_run.click(h.compare, inputs=settings + [chosen] + ([chat] if text_lm else []),
                           outputs=[compare_plot, compare_table], preprocess=False,
                           show_progress="minimal", **HEAVY_QUEUE, api_name="compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")

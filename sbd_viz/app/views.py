@@ -68,6 +68,9 @@ def metrics_html(result: dict) -> str:
         shown = [m._replace(value="γ map", note="answered from this prompt's γ map: no model call for this move")
                  if m.label == "wall clock" else m for m in shown]
     cards = [measure_card(m) for m in shown]
+    weights = weights_card(trace)
+    if weights:
+        cards.append(weights)
     after_speed = next((i + 1 for i, m in enumerate(shown) if m.label in WALL_CLOCK), len(cards))
     cards.insert(after_speed, projection_card(trace, result.get("projection", PROJECTION)))
     if trace.gamma_range is not None:
@@ -83,6 +86,25 @@ def metrics_html(result: dict) -> str:
             f"data-from-map='{int(bool(from_map))}' "
             f"data-ntp='{'none' if result.get('no_ntp') else 'pending' if ntp is None else ntp.nfe}'>"
             f"{''.join(cards)}</div>")
+
+
+def weights_card(trace) -> str:
+    """Which weights wrote the decode, for a model with an SBD adapter on a frozen base (``trace.meta["base_model"]``):
+    a decoder that reads causal logits only ran the base (the adapter is off on causal rows); an SBD decoder drafted
+    with the adapter on the block's rows (verified SBD: checked by the base, so its text is the base's)."""
+    from ..decoders.registry import get_decoder
+
+    base = trace.meta.get("base_model")
+    if not base:
+        return ""
+    try:
+        spec = get_decoder(trace.config.get("decoder"))
+    except ValueError:
+        return ""
+    if spec.model == "causal":
+        return _card("weights", html.escape(base), "the base alone: the adapter is off on causal rows")
+    checked = "; the base checked every draft" if trace.config.get("verify") else ""
+    return _card("weights", f"{html.escape(base)} + adapter", f"the adapter on the block's rows only{checked}")
 
 
 def progress_html(steps) -> str:

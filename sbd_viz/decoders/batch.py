@@ -343,10 +343,13 @@ class BatchDecoding:
         layers = getattr(cache.cache, "layers", [])
         saved = [(layer.keys, layer.values) for layer in layers]
         t0 = time.perf_counter()
+        block_rows = real.clone()
+        block_rows[:, :n_max] = False  # every row's block sits at [n_max, n_max + its size)
         try:
-            out = model.model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                              position_ids=positions.to(device), past_key_values=cache.cache, use_cache=True,
-                              logits_to_keep=keep.to(device))
+            with model.block_rows(rows=block_rows.to(device)):
+                out = model.model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                  position_ids=positions.to(device), past_key_values=cache.cache, use_cache=True,
+                                  logits_to_keep=keep.to(device))
         except BaseException:  # leave the cache as it was, as the single-row engine does
             for layer, (keys, values) in zip(cache.cache.layers, saved):
                 layer.keys, layer.values = keys, values

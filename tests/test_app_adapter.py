@@ -1,0 +1,59 @@
+"""The app on a model with an SBD adapter (``AdaptedLM``): free text and every SBD control, verified SBD writes the
+base's text, the card says which weights ran, and the ladder decodes the prompt as the main view sends it."""
+
+import pytest
+
+import sbd_viz as sv
+from conftest import app_server
+from test_adapter import adapted
+
+pytestmark = [pytest.mark.heavy, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+PROMPT = "assert sorted([3, 1, 2]) == "
+
+
+@pytest.fixture(scope="module")
+def client_model():
+    from gradio_client import Client
+
+    model = adapted(head=32)  # sharp enough that γ in the slider's range commits several slots per call
+    with app_server(model) as url:
+        yield Client(url, verbose=False), model
+
+
+def decode(client, decoder="SBD", verify=False, gamma=1.0, block_size=4, n=12, chat=False):
+    return client.predict(PROMPT, "entropy_bounded", gamma, False, block_size, n, 0.0, 0, False, verify, decoder,
+                          chat, api_name="/decode")
+
+
+def test_the_page_offers_sbd_and_says_what_the_model_is(client_model):
+    from sbd_viz.app.inputs import decoder_labels
+
+    client, model = client_model
+    assert {"SBD", "Jacobi", "prompt lookup"} <= set(decoder_labels(model))
+    _, metrics, _, _ = decode(client)
+    trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+    assert trace.output_ids == sv.decode(model, PROMPT, decoder="sbd", gamma=1.0, block_size=4,
+                                         max_new_tokens=12).output_ids
+    assert "tiny + adapter" in metrics and "the adapter on the block's rows only" in metrics
+
+
+def test_verified_sbd_in_the_app_writes_the_bases_text_and_the_card_says_the_base_checked(client_model):
+    from test_adapter import generate_reference
+
+    client, model = client_model
+    _, metrics, _, _ = decode(client, verify=True, gamma=2.0)
+    trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+    assert list(trace.output_ids) == generate_reference(0, model.encode(PROMPT), 12, head=32)
+    assert "the base checked every draft" in metrics
+    _, metrics, _, _ = decode(client, decoder="prompt lookup")
+    assert "the base alone: the adapter is off on causal rows" in metrics
+
+
+def test_moving_gamma_in_the_app_changes_what_sbd_writes(client_model):
+    client, model = client_model
+    seen = set()
+    for gamma in (0.0, 0.5, 2.0):
+        decode(client, gamma=gamma, block_size=8)
+        trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+        seen.add((trace.nfe, tuple(trace.output_ids)))
+    assert len(seen) > 1
