@@ -325,8 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("app", help="start the Gradio app")
-    p.add_argument("--model", default=None, metavar="DIR",
-                   help="model folder to serve (default: $SBD_VIZ_MODEL, else the shipped sbd-char-5m)")
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help="model to serve: a folder, or a name (smollm2-135m-sbd: SmolLM2 with the shipped SBD adapter; "
+                        "smollm2-135m: the base alone) (default: $SBD_VIZ_MODEL, else the shipped sbd-char-5m)")
     p.add_argument("--port", type=int, default=7860, help="TCP port to serve on (default: %(default)s)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: %(default)s, this machine only; 0.0.0.0 for every interface)")

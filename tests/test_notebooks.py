@@ -32,19 +32,21 @@ def run(nb, folder: Path, timeout: int | None = None) -> float:
     return time.perf_counter() - start
 
 
-def test_there_are_seven_notebooks_saved_without_outputs():
+def test_there_are_eight_notebooks_saved_without_outputs():
     assert [p.name for p in NOTEBOOKS] == ["01_what_is_sbd.ipynb", "02_gamma_tradeoff.ipynb",
                                            "03_gap_fill_failures.ipynb", "04_train_your_own.ipynb",
                                            "05_verified_sbd.ipynb", "06_parallel_decoders.ipynb",
-                                           "07_real_lm.ipynb"]
+                                           "07_real_lm.ipynb", "08_real_text_sbd.ipynb"]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
         assert nb.cells[0].cell_type == "markdown", f"{path.name}: a tutorial starts with prose"
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name}: clear the outputs"
-        # the shipped model, never a path: the notebooks must run wherever the package is installed
-        assert any("sv.load_model()" in c.source for c in code), path.name
+        # a shipped model (the character model, or the SBD adapter on SmolLM2), never a path: the notebooks must
+        # run wherever the package is installed
+        assert any("sv.load_model()" in c.source or 'sv.load_model("smollm2-135m-sbd")' in c.source
+                   for c in code), path.name
 
 
 @pytest.mark.heavy

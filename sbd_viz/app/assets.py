@@ -21,6 +21,7 @@ CSS = """
 #sbd-texts table {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 15px;
                   border-collapse: collapse}
 #sbd-texts td {padding: 3px 10px 3px 0; vertical-align: top; border: none}
+#sbd-texts td.text {white-space: pre-wrap; overflow-wrap: anywhere}
 #sbd-texts .who {font-family: var(--font); font-size: 13px; font-weight: 600; white-space: nowrap}
 #sbd-texts mark {background: #F6C9A9; color: inherit; border-bottom: 2px solid #D55E00; padding: 0}
 #sbd-texts .note {font-family: var(--font); font-size: 13px; color: var(--body-text-color-subdued)}

