@@ -5,6 +5,9 @@ newly final tokens to the KV cache causally and predicts a block of slots that a
 the whole prefix and bidirectionally to each other (the paper's Fig. 10 inference mask).
 Keys/values of the block's slots are dropped after the call, so the cache always equals a
 causal prefill of the committed text (exact KV cache).
+
+Verified SBD's tree drafting calls ``tree_call`` instead: the same causal feed, then one block per possible
+accepted length, each seeing the fed text up to its own root only (``tree_call_mask``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,31 @@ def block_call_mask(past: int, n_causal: int, n_block: int) -> torch.Tensor:
     return (cols <= past + rows) | (rows >= n_causal)
 
 
+def tree_call_mask(past: int, n_causal: int, n_branches: int, k: int) -> torch.Tensor:
+    """The mask of one tree call: (q, past + q) bool, True = attend, q = n_causal + n_branches * k.
+
+    Rows are the call's inputs: ``n_causal`` tokens fed causally (each sees the ``past`` cached positions and the
+    fed tokens up to itself), whose last ``n_branches`` are the branches' roots; then ``n_branches`` blocks of ``k``
+    slots. Block j sees the cache, the fed tokens up to root j (fed row ``n_causal - n_branches + j``) and its own
+    slots, both ways: not the fed drafts after its root (it drafts as if they were rejected) nor another block."""
+    q = n_causal + n_branches * k
+    rows = torch.arange(q)[:, None]
+    cols = torch.arange(past + q)[None, :]
+    causal = (rows < n_causal) & (cols <= past + rows)
+    branch = torch.div(rows - n_causal, k, rounding_mode="floor")  # a block row's branch (unused on fed rows)
+    own_start = past + n_causal + branch * k
+    sees = (cols <= past + n_causal - n_branches + branch) | ((cols >= own_start) & (cols < own_start + k))
+    return causal | ((rows >= n_causal) & sees)
+
+
+def _as_attention(allowed: torch.Tensor, eager_dtype: torch.dtype | None) -> torch.Tensor:
+    """A (q, past + q) bool mask as a model's attention takes it: (1, 1, q, past + q); ``eager_dtype``: the dtype
+    of an eager-attention model, which adds the mask to its scores (0 / -inf, not bools), else None."""
+    if eager_dtype is None:
+        return allowed[None, None]
+    return torch.zeros(allowed.shape, dtype=eager_dtype).masked_fill(~allowed, torch.finfo(eager_dtype).min)[None, None]
+
+
 @dataclass(frozen=True)
 class ModelCall:
     """A forward a decode asks for: ``fused_call`` feeding ``new_ids`` causally and predicting the block ``block_ids``.
@@ -71,6 +99,19 @@ class ModelCall:
     new_ids: list[int]
     block_ids: list[int]
     n_causal: int = 0
+
+
+@dataclass(frozen=True)
+class TreeCall:
+    """A forward tree drafting asks for: ``tree_call`` feeding ``new_ids`` causally, the last ``n_branches`` of
+    them the roots of ``n_branches`` blocks of ``block_size`` mask slots.
+
+    The reply is a ``Reply`` whose ``causal`` holds the roots' logits (n_branches, V) and whose ``block`` holds
+    every block's (n_branches, block_size, V), float32."""
+
+    new_ids: list[int]
+    n_branches: int
+    block_size: int
 
 
 @dataclass(frozen=True)
@@ -279,11 +320,34 @@ class SBDModel(ModelBase):
 
     def _mask(self, past: int, n_causal: int, n_block: int) -> torch.Tensor:
         """(1, 1, q, past + q) mask: the new final tokens causal, the block sees everything."""
-        allowed = block_call_mask(past, n_causal, n_block)  # (q, past + q)
-        if self._eager:  # eager adds the mask to the scores: it needs 0 / -inf, not bools
-            dtype = self.model.dtype
-            return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
-        return allowed[None, None]
+        return _as_attention(block_call_mask(past, n_causal, n_block), self.model.dtype if self._eager else None)
+
+    def _tree_mask(self, past: int, n_causal: int, n_branches: int, k: int) -> torch.Tensor:
+        """(1, 1, q, past + q) mask of a tree call (``tree_call_mask``)."""
+        return _as_attention(tree_call_mask(past, n_causal, n_branches, k), self.model.dtype if self._eager else None)
+
+    def _forward(self, cache, ids: list[int], positions: torch.Tensor, mask: torch.Tensor, n_keep: int,
+                 n_block: int) -> torch.Tensor:
+        """One forward of ``ids`` at ``positions`` (q,) under ``mask`` (1, 1, q, past + q), appended to ``cache``,
+        its last ``n_block`` rows block slots (``block_rows``), whose keys/values are cropped after it. Returns
+        the logits of the last ``n_keep`` rows (n_keep, V), float32. If the forward raises, the cache is left
+        exactly as it was."""
+        ids_t = torch.tensor([list(ids)], device=self.device)  # (1, q)
+        # DynamicLayer.update concatenates (never writes in place): keeping the old tensors
+        # is enough to restore the cache if the forward fails partway through the layers.
+        saved = [(layer.keys, layer.values) for layer in getattr(cache, "layers", [])]
+        try:
+            with self.block_rows(suffix=n_block):
+                out = self.model(input_ids=ids_t, attention_mask=mask.to(self.device),
+                                 position_ids=positions.to(self.device)[None], past_key_values=cache,
+                                 use_cache=True, logits_to_keep=n_keep)
+        except BaseException:
+            for layer, (keys, values) in zip(cache.layers, saved):
+                layer.keys, layer.values = keys, values
+            raise
+        if n_block:
+            cache.crop(-n_block)  # drop the slots' keys/values: only final tokens stay cached
+        return out.logits[0].float()
 
     @torch.inference_mode()
     def block_call(self, cache, new_ids: list[int], block_ids: list[int]) -> torch.Tensor:
@@ -313,25 +377,35 @@ class SBDModel(ModelBase):
         if n_causal + k < 1:  # logits_to_keep=0 would mean "every position", not none
             raise ValueError("block_ids: empty, so n_causal must be at least 1")
         past = cache.get_seq_length()
-        q = n + k
-        mask = self._mask(past, n, k)  # (1, 1, q, past + q) by construction
-        ids = torch.tensor([list(new_ids) + list(block_ids)], device=self.device)  # (1, q)
-        positions = torch.arange(past, past + q, device=self.device)[None]  # (1, q)
-        # DynamicLayer.update concatenates (never writes in place): keeping the old tensors
-        # is enough to restore the cache if the forward fails partway through the layers.
-        saved = [(layer.keys, layer.values) for layer in getattr(cache, "layers", [])]
-        try:
-            with self.block_rows(suffix=k):
-                out = self.model(input_ids=ids, attention_mask=mask.to(self.device), position_ids=positions,
-                                 past_key_values=cache, use_cache=True, logits_to_keep=n_causal + k)
-        except BaseException:
-            for layer, (keys, values) in zip(cache.layers, saved):
-                layer.keys, layer.values = keys, values
-            raise
-        if k:
-            cache.crop(-k)  # drop the block's keys/values: only final tokens stay cached
-        logits = out.logits[0].float()  # (n_causal + k, V)
+        logits = self._forward(cache, list(new_ids) + list(block_ids), torch.arange(past, past + n + k),
+                               self._mask(past, n, k), n_causal + k, k)  # (n_causal + k, V)
         return logits[:n_causal], logits[n_causal:]
+
+    @torch.inference_mode()
+    def tree_call(self, cache, new_ids: list[int], n_branches: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One forward of tree drafting: append ``new_ids`` to ``cache`` causally, and predict one block of ``k``
+        mask slots after each of the last ``n_branches`` fed tokens (the roots).
+
+        Verified SBD feeds the last accepted token and the drafts after it: root j is the text with the first j
+        drafts accepted, and block j (``tree_call_mask``: it sees the fed text up to its root only) predicts the
+        k positions after it, as a ``fused_call`` of that text and k masks does. Returns the roots' logits
+        (n_branches, V), each NTP's verdict on the next draft, and the blocks' (n_branches, k, V), float32.
+        Every fed token stays cached and every block's keys/values are dropped: the caller cuts the rejected
+        drafts off with ``rollback``. If the forward raises, the cache is left exactly as it was."""
+        n = len(new_ids)
+        if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
+            raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_BLOCK_SIZE:
+            raise ValueError(f"k: must be a whole number in [1, {MAX_BLOCK_SIZE}], got {k!r}")
+        past = cache.get_seq_length()
+        # block j's slot s sits right after root j, at the position the text's next tokens would take
+        first_root = past + n - n_branches
+        slots = first_root + 1 + torch.arange(n_branches)[:, None] + torch.arange(k)[None, :]  # (n_branches, k)
+        positions = torch.cat([torch.arange(past, past + n), slots.flatten()])
+        ids = list(new_ids) + [self.mask_token_id] * (n_branches * k)
+        logits = self._forward(cache, ids, positions, self._tree_mask(past, n, n_branches, k),
+                               n_branches * (1 + k), n_branches * k)  # (n_branches + n_branches * k, V)
+        return logits[:n_branches], logits[n_branches:].reshape(n_branches, k, -1)
 
     def rollback(self, cache, length: int) -> None:
         """Cut ``cache`` back to its first ``length`` positions (verified decoding's rollback)."""

@@ -7,6 +7,9 @@ against greedy NTP on the same weights, from the causal logits each call compute
 rolls back at the first disagreement: the output is then exactly ``decode_ntp``'s (that loop is
 ``sbd_viz.decoders.verified``). Both loops are coroutines of cache requests (``Decoding.requests()``), so
 ``decode_batch`` serves many of them with the same logic; ``sbd_viz.decoders.steps`` builds their steps.
+Verified SBD drafts one block per call (``drafting="single"``, the default) or a block after every possible
+accepted length (``drafting="tree"``, SBD's own setting: its requests are ``TreeCall``s, which ``serve`` answers
+and ``decode_batch`` does not).
 """
 
 from __future__ import annotations
@@ -19,24 +22,27 @@ import torch
 
 from .._version import __version__
 from ..checks import check_block_size, check_model, check_number, check_prompt, check_whole
-from ..model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, CacheCut, ModelCall, SBDModel
+from ..model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, CacheCut, ModelCall, SBDModel, TreeCall
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, CommitRule, Interval
 from .base import Block, BlockLoop, Reply, propose
 from .steps import draft, slot_views
 from ..trace import Step, Trace
-from .verified import VerifiedDecode
+from .verified import TreeDecode, VerifiedDecode, check_drafting
 from . import registry
 
 MAX_NEW_TOKENS = 4096
 
 
-def serve(model: SBDModel, cache, request: "ModelCall | CacheCut"):
+def serve(model: SBDModel, cache, request: "ModelCall | TreeCall | CacheCut"):
     """Answer one request of ``Decoding.requests()`` on a single-row cache."""
     if isinstance(request, CacheCut):
         model.rollback(cache, request.length)
         return None
     t0 = time.perf_counter()
-    causal, block = model.fused_call(cache, request.new_ids, request.block_ids, request.n_causal)
+    if isinstance(request, TreeCall):
+        causal, block = model.tree_call(cache, request.new_ids, request.n_branches, request.block_size)
+    else:
+        causal, block = model.fused_call(cache, request.new_ids, request.block_ids, request.n_causal)
     return Reply(causal, block, time.perf_counter() - t0)
 
 
@@ -136,7 +142,13 @@ class Decoding(BlockLoop, _Run):
         for step in decoding.steps():
             ...  # show the step while the block fills
         trace = decoding.trace()
+
+    ``drafting``: how a verified decode drafts, ``"single"`` or ``"tree"`` (``sbd_viz.decoders.verified``).
     """
+
+    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None, drafting: str = "single"):
+        super().__init__(model, prompt, config)
+        self.drafting = check_drafting(drafting, self.config)
 
     def steps(self) -> Generator[Step, None, None]:
         """Decode, yielding one ``Step`` per model call (paper Algorithms 2-3)."""
@@ -161,8 +173,9 @@ class Decoding(BlockLoop, _Run):
         """
         self._start()
         if self.config.verify:
-            return self._keep_output(VerifiedDecode(self.model, self.config, self.prompt_ids, self._steps,
-                                                    self._knob_intervals).requests())
+            loop = TreeDecode if self.drafting == "tree" else VerifiedDecode
+            return self._keep_output(loop(self.model, self.config, self.prompt_ids, self._steps,
+                                          self._knob_intervals).requests())
         return self._keep_output(self._plain_requests())
 
     def _plain_requests(self):
@@ -187,8 +200,11 @@ class Decoding(BlockLoop, _Run):
     def trace(self) -> Trace:
         """The finished decode as a ``Trace``."""
         self._finished()
+        config = self.config.as_dict()
+        if self.drafting != "single":  # the default is left out: a single-drafting trace is the file it always was
+            config["drafting"] = self.drafting
         return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
-                      self.config.as_dict(), self._gamma_range())
+                      config, self._gamma_range())
 
     def _gamma_range(self):
         """The γ values at which this decode results (``Trace.gamma_range``): the intersection of every rule
@@ -224,7 +240,7 @@ def _trace(model: SBDModel, prompt: str, prompt_ids: list[int], steps: Iterable[
 def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
            block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
            stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
-           verify: bool = False) -> Trace:
+           verify: bool = False, drafting: str = "single") -> Trace:
     """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``.
 
     ``block_size``: slots decoded together; None takes the model's (``SBDModel.block_size``: the
@@ -232,13 +248,14 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
 
     ``verify=True`` checks every drafted token against greedy NTP on the same weights (from the
     causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
-    temperature 0.
+    temperature 0. ``drafting="tree"`` (with ``verify=True``) drafts a block after every possible accepted length
+    in each call, so a rejected draft never wastes the call's drafts (``sbd_viz.decoders.verified``).
     """
     # SBD's own function, with SBD's signature; sv.decode (sbd_viz.decoders.door) is the door to every decoder
     config = DecodeConfig(rule=rule, gamma=gamma, block_size=check_block_size(block_size, check_model(model)),
                           max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, stop=stop or (),
                           gap_free=gap_free, top_n=top_n, verify=verify)
-    decoding = Decoding(model, prompt, config)
+    decoding = Decoding(model, prompt, config, drafting)
     for _ in decoding.steps():
         pass
     return SBD.trace(decoding)
@@ -248,5 +265,6 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
 SBD = registry.DecoderSpec(
     name="sbd", label="SBD", decoding=Decoding, model="sbd", knob=registry.Knob("gamma"),
     takes=("rule", "gamma", "block_size", "temperature", "seed", "gap_free", "verify"),
+    own={"drafting": "single"},  # verified SBD's drafting: "single" or "tree" (sbd_viz.decoders.verified)
     variants={"verified SBD": {"verify": True}})
 SPECS = (SBD,)

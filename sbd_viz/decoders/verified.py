@@ -13,19 +13,67 @@ writes NTP's token there, cuts the cache back and redrafts the block's slots aft
 stop or the length limit, a checking-only call verifies the rest.
 
 ``Decoding`` with ``DecodeConfig(verify=True)`` runs a ``VerifiedDecode``; this module is its loop.
+
+Tree drafting (``drafting="tree"``, ``TreeDecode``; "single" above is the default). With drafts made in fixed
+blocks, a call that rejects a draft in the previous block's tail throws away the block it predicted: those
+predictions sat on the rejected draft. Tree drafting (as TiDAR and Apple's "Your LLM Knows the Future") drafts
+after every possible accepted length in the same call, so no call is wasted. The cache holds the accepted text
+but its last token ``x``; a call (``SBDModel.tree_call``) feeds ``x`` and the m drafts d1..dm causally (row r is
+NTP's verdict on d(r+1)), and for each j in 0..m a block of k mask slots after d1..dj that sees the text up to
+dj only. With a = the drafts NTP accepted (leading ones), row a is NTP's exact next token, block a's slots
+1..k-1 are the new drafts (its slot 0 is the position row a just wrote), and the cache is cut back to ``x``,
+d1..da: every call writes a + 1 exact tokens. The commit rule with γ chooses how many drafts to keep, as a
+prefix (the rule made gap-free: a draft after an undrafted slot could never be checked, as the next call feeds
+fresh masks, so ``gap_free`` changes nothing here). Drafts are cut at a stop and at ``max_new_tokens``; the
+call after drafts that reach one predicts no block after the last draft (if every draft holds, the output is
+done), and the blocks near the length limit are cut so no slot lies past it. Greedy only (temperature 0).
+
+How a tree call is recorded (the ``Step`` fields are block-structured; this is the closest honest mapping):
+
+- the call's step opens a block of its own at the position row a wrote (``block_start``), of the call's block
+  size: slot 0 is NTP's exact token (a commit with ``ntp=True``), slots 1.. the new drafts (commits, gap 0);
+  ``masked`` is every slot and ``slots`` block a's predictions, as the chosen branch predicted them. The other
+  branches' predictions are not recorded;
+- ``checks`` are NTP's verdicts on the fed drafts, up to the first rejection; a check names the block and slot
+  where its draft was committed (the previous step's block, slots 1..m);
+- a rejection of d(a+1) is a ``Rollback`` at slot 0 of the new block (the rejected draft's position, where NTP's
+  token goes), ``dropped`` empty (the dropped drafts d(a+2).. live in the previous step's block; a later commit
+  at their positions supersedes them), ``n_discarded`` the slot predictions of the branches that sat on the
+  rejected draft ((branches after a) * k);
+- a call whose drafts reach the end and are all accepted commits nothing: it is recorded as a checking-only step
+  of the previous step's block (``check_only``), though it predicted the branches a rejection would have needed;
+- ``n_input`` counts every row fed: x, the drafts and every branch's slots.
+
+The trace's config says ``"drafting": "tree"`` (a trace without the key drafted "single").
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Generator, NamedTuple
 
 import torch
 
-from ..model import CacheCut, ModelCall, SBDModel
+from ..model import CacheCut, ModelCall, SBDModel, TreeCall
 from .base import Block, Reply, Stop, find_stop, greedy, live_slots, propose
 from .steps import draft, exact_commit, slot_views
 from ..trace import Check, Commit, Rollback, Step
+
+DRAFTING = ("single", "tree")  # how verified SBD drafts: one block per call, or a block per possible accepted length
+
+
+def check_drafting(drafting, config) -> str:
+    """``drafting`` as a decode with ``config`` (a ``DecodeConfig``) can run it, else a ``ValueError`` naming it."""
+    if not isinstance(drafting, str) or drafting not in DRAFTING:
+        raise ValueError(f"drafting: must be one of {', '.join(map(repr, DRAFTING))}, got {drafting!r}")
+    if drafting == "tree" and config.temperature != 0:
+        raise ValueError(f"drafting: tree drafting picks each branch by NTP's greedy verdicts, so it needs "
+                         f"temperature 0, got temperature={config.temperature!r}")
+    if drafting == "tree" and not config.verify:
+        raise ValueError("drafting: tree drafting is a mode of verified SBD (NTP's verdicts choose the branch); "
+                         "pass verify=True, or drafting='single'")
+    return drafting
 
 
 class Place(NamedTuple):
@@ -67,6 +115,12 @@ class _Rows(NamedTuple):
     ntp: list[int]  # each row's greedy token
 
 
+def _read_rows(model: SBDModel, causal: torch.Tensor) -> _Rows:
+    logp = torch.log_softmax(causal, -1)
+    probs = logp.exp()
+    return _Rows(probs, logp, greedy(model, probs).tolist())
+
+
 class VerifiedDecode:
     """One verified decode's state between calls; ``requests()`` runs it (see the module's docstring).
 
@@ -106,9 +160,7 @@ class VerifiedDecode:
             plan = self._checking_call(found) if checking else self._drafting_call(masked)
             reply = yield plan.request  # causal (n_causal, V), block (len(block_ids), V)
             started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
-            logp = torch.log_softmax(reply.causal, -1)
-            probs = logp.exp()
-            rows = _Rows(probs, logp, greedy(self.model, probs).tolist())
+            rows = _read_rows(self.model, reply.causal)
             checks, rejected = self._verdicts(plan, rows)
             if rejected is not None:
                 yield CacheCut(self.n_prompt + self.n_ok + rejected)
@@ -236,3 +288,129 @@ class VerifiedDecode:
         self.steps.append(Step(call=self.call, block=place.block, block_start=self.n_prompt + place.start,
                                block_size=place.size, step=place.step, wall_time=time.perf_counter() - started,
                                n_input=plan.n_input, checks=tuple(checks), **parts))
+
+
+# -- tree drafting ---------------------------------------------------------------------------------------------
+class _Tree(NamedTuple):
+    """One tree call's plan: the request, the drafts it checks, and whether they end the output if all hold."""
+
+    request: TreeCall
+    drafts: list[int]
+    ends: bool  # the drafts reach a stop or the length limit: no branch after the last one
+
+    @property
+    def n_input(self) -> int:
+        return len(self.request.new_ids) + self.request.n_branches * self.request.block_size
+
+
+class TreeDecode:
+    """One verified decode with tree drafting; ``requests()`` runs it (see the module's docstring).
+
+    Between calls: ``out`` is the accepted text (NTP's; all but its last token in the cache), ``drafts`` the
+    unchecked drafts after it, committed at slots 1.. of ``last``'s block. Each call's ``Step`` is appended to
+    ``steps`` as soon as the call is done."""
+
+    def __init__(self, model: SBDModel, config, prompt_ids: list[int], steps: list[Step],
+                 intervals: list | None = None):
+        self.model, self.config, self.prompt_ids, self.steps = model, config, list(prompt_ids), steps
+        self.intervals = intervals  # each draft's knob interval is appended here (``draft``), rejected ones too
+        self.n_prompt = len(prompt_ids)
+        self.rule = replace(config._rule, gap_free=True)  # drafts are kept as a prefix (module docstring)
+        self.out: list[int] = []
+        self.drafts: list[int] = []
+        self.ends = False  # the drafts reach a stop or the length limit
+        self.clean = 0  # accepted tokens known to hold no stop
+        self.call = 0
+        self.n_blocks = 0
+        self.last: Step | None = None  # the step whose block holds the drafts
+
+    def requests(self) -> Generator[TreeCall | CacheCut, Reply | None, tuple[list[int], Stop]]:
+        """Yield ``TreeCall``s (send back a ``Reply``) and ``CacheCut``s (send back None); return the output ids
+        and their ``Stop``."""
+        n_max = self.config.max_new_tokens
+        while True:
+            found = find_stop(self.model, self.out, self.clean + 1, self.config.stop)
+            if found:
+                break  # the accepted text holds a stop
+            if len(self.out) >= n_max:
+                found = Stop(n_max, "length")
+                break
+            self.clean = len(self.out)
+            plan = self._plan()
+            reply = yield plan.request  # causal (n_branches, V), block (n_branches, k, V)
+            started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
+            rows = _read_rows(self.model, reply.causal)
+            a = next((j for j, d in enumerate(plan.drafts) if d != rows.ntp[j]), len(plan.drafts))
+            if a + 1 < plan.request.n_branches:  # keep x, d1..da: the fed drafts after them were rejected
+                yield CacheCut(self.n_prompt + len(self.out) + a)
+            checks = self._checks(plan, rows, a)
+            if a < plan.request.n_branches:
+                self._branch(plan, rows, reply.block[a], a, checks, started)
+            else:
+                self._accept_all(plan, checks, started)
+            self.call += 1
+        return self.out[: found.index], found
+
+    def _plan(self) -> _Tree:
+        """Feed x and the drafts (the last one only if a branch must follow it), with a branch after each."""
+        n_max, drafts = self.config.max_new_tokens, self.drafts
+        n_branches = len(drafts) + (not self.ends)
+        x = self.prompt_ids if self.call == 0 else self.out[-1:]
+        # every branch's last slot stays inside the length limit (and so inside the context check_fits allowed)
+        k = min(self.config.block_size, n_max - len(self.out) - (n_branches - 1))
+        return _Tree(TreeCall(x + drafts[: n_branches - 1], n_branches, k), drafts, self.ends)
+
+    def _checks(self, plan: _Tree, rows: _Rows, a: int) -> list[Check]:
+        """NTP's verdicts on the drafts up to the first rejection (d(a+1)), each at its block and slot."""
+        checks = []
+        for j in range(min(a + 1, len(plan.drafts))):
+            token, want = plan.drafts[j], rows.ntp[j]
+            position = self.n_prompt + len(self.out) + j
+            checks.append(Check(self.last.block, position - self.last.block_start, position, token,
+                                self.model.token_text(token), want, self.model.token_text(want),
+                                float(rows.probs[j, want]), float(rows.probs[j, token]), accepted=want == token))
+        return checks
+
+    def _branch(self, plan: _Tree, rows: _Rows, logits: torch.Tensor, a: int, checks: list[Check],
+                started: float) -> None:
+        """Drafts d1..da accepted, then NTP's exact token from row a; block a (``logits``: (k, V)) drafts on."""
+        k, start = plan.request.block_size, len(self.out) + a  # generated position of the new block's slot 0
+        exact = rows.ntp[a]
+        self.out += plan.drafts[:a] + [exact]
+        proposal = propose(self.model, logits, 0.0, None)  # (k, V)
+        commits = [exact_commit(self.model, 0, exact, rows.probs[a], rows.logp[a], ntp=True)]
+        commits += self._new_drafts(proposal, k)
+        rollback = None
+        if a < len(plan.drafts):  # d(a+1) rejected: NTP's token is written at its position, slot 0
+            rollback = Rollback(0, self.n_prompt + start, (), (plan.request.n_branches - 1 - a) * k)
+        self._record(plan, started, block=self.n_blocks, block_start=self.n_prompt + start, block_size=k, step=0,
+                     masked=tuple(range(k)), slots=slot_views(self.model, range(k), proposal, self.config.top_n),
+                     commits=tuple(commits), checks=tuple(checks), rollback=rollback)
+        self.n_blocks += 1
+
+    def _new_drafts(self, proposal, k: int) -> list[Commit]:
+        """The rule's prefix of slots 1..k-1, cut after a stop; sets ``drafts`` and ``ends``."""
+        self.drafts, self.ends = [], False
+        if k < 2 or find_stop(self.model, self.out, self.clean + 1, self.config.stop):
+            return []  # nothing to draft, or the exact token ended the output
+        commits, _ = draft(self.model, self.rule, list(range(1, k)), proposal.rows(range(1, k)), self.intervals)
+        tokens = [c.token_id for c in commits]
+        found = find_stop(self.model, self.out + tokens, len(self.out) + 1, self.config.stop)
+        if found:  # drafts past a stop could never be in the output
+            commits = commits[: found.index - len(self.out)]
+        self.drafts = [c.token_id for c in commits]
+        self.ends = bool(found) or len(self.out) + len(self.drafts) == self.config.max_new_tokens
+        return commits
+
+    def _accept_all(self, plan: _Tree, checks: list[Check], started: float) -> None:
+        """Drafts that reach the end, all accepted: the output is complete; a checking-only step of their block."""
+        self.out += plan.drafts
+        self.drafts, self.ends = [], False
+        last = self.last
+        self._record(plan, started, block=last.block, block_start=last.block_start, block_size=last.block_size,
+                     step=last.step + 1, masked=(), slots=(), commits=(), checks=tuple(checks), check_only=True)
+
+    def _record(self, plan: _Tree, started: float, **parts) -> None:
+        """Append the call's step (``started``: when its forward began, by ``time.perf_counter``)."""
+        self.last = Step(call=self.call, wall_time=time.perf_counter() - started, n_input=plan.n_input, **parts)
+        self.steps.append(self.last)
