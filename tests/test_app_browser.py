@@ -56,3 +56,19 @@ def test_page_draws_the_animation_and_follows_the_gamma_slider(served, page):
     page.wait_for_timeout(500)  # let the below-the-fold views settle for the picture
     page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
     assert not page.errors, page.errors
+
+
+def test_a_long_prompt_is_never_cut_in_the_box_but_refused_by_name(served, page):
+    """The box takes every character typed (no silent cut at the limit); a decode past the limit says so."""
+    from sbd_viz.app.inputs import MAX_PROMPT_CHARS
+
+    page.goto(served[0], wait_until="domcontentloaded")
+    page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=60000)
+    assert f"At most {MAX_PROMPT_CHARS:,} characters" in page.locator("#sbd-prompt").inner_text()
+    box = page.locator("#sbd-prompt textarea")
+    long = "x" * (MAX_PROMPT_CHARS + 50)
+    box.fill(long)
+    assert len(box.input_value()) == len(long)
+    page.locator("#sbd-run").click()
+    page.get_by_text(f"this model takes at most {MAX_PROMPT_CHARS}").first.wait_for(timeout=30000)
+    assert len(box.input_value()) == len(long)

@@ -20,6 +20,9 @@ from ..rules import COMMIT_RULES
 # at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
 # against their own context when a request comes in (SBDModel.check_fits).
 MAX_PROMPT_CHARS = 383
+# A text LM's prompt is limited by its tokens (check_fits names the limit); this bounds the characters a request
+# may carry at all. The prompt box itself never cuts: a longer prompt is refused with a message, never shortened.
+MAX_TEXT_PROMPT_CHARS = 8000
 MAX_NEW_TOKENS = 128
 MAX_SEED = 2**31 - 1  # the seed box's limit (the library takes up to 2**63 - 1)
 # The main view's controls that a decoder may not take (its spec's ``takes``): greyed out when it is chosen, and
@@ -56,8 +59,17 @@ def _whole(value, field: str, lo: int, hi: int) -> int:
     return int(x)
 
 
+def prompt_limit(model) -> int:
+    """The most characters the app takes in a prompt for ``model``: a character-level model's context bounds them
+    (``MAX_PROMPT_CHARS``); a text LM's tokens are checked against its context when it decodes."""
+    from ..causal_lm import CausalLM
+
+    return MAX_TEXT_PROMPT_CHARS if isinstance(model, CausalLM) else MAX_PROMPT_CHARS
+
+
 def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                  stop_at_newline, verify=False, max_block_size: int = MAX_BLOCK_SIZE) -> dict:
+                  stop_at_newline, verify=False, max_block_size: int = MAX_BLOCK_SIZE,
+                  max_prompt_chars: int = MAX_PROMPT_CHARS) -> dict:
     """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
     if not isinstance(prompt, str):
         raise refused(f"prompt: must be text, got {type(prompt).__name__} {prompt!r}")
@@ -67,8 +79,9 @@ def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, tem
     if control is not None:
         raise refused(f"prompt: holds the control character {control!r} at position {prompt.index(control)}; "
                       "only tabs and line breaks are taken")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise refused(f"prompt: is {len(prompt)} characters; this demo takes at most {MAX_PROMPT_CHARS}")
+    if len(prompt) > max_prompt_chars:
+        raise refused(f"prompt: is {len(prompt)} characters; this model takes at most {max_prompt_chars} here "
+                      "(nothing was cut: shorten it)")
     if rule not in COMMIT_RULES:
         raise refused(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
     knob = COMMIT_RULES[rule]

@@ -36,8 +36,8 @@ from .. import tasks
 from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS, queue
 from .assets import ANIM_JS, ANIM_TEMPLATE, CSS, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
 from .gamma_maps import GammaMaps, map_key
-from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, read_call, read_decoder,
-                     read_projection, read_settings, refused)
+from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, prompt_limit, read_call,
+                     read_decoder, read_projection, read_settings, refused)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
                                 failure_rows, stream_ladder)
 from .decoders import compare as compare_decoders, decoders_tab
@@ -126,7 +126,8 @@ class Handlers:
         fills; then the metrics, then the animation; then NTP on the same prompt (once per prompt and length: it does
         not depend on the other settings)."""
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size),
+                                 prompt_limit(self.model))
         prompt = settings.pop("prompt")
         if chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
             prompt = causal_app.chat_prompt(self.model, prompt)
@@ -263,7 +264,8 @@ class Handlers:
         if self.canvas:
             raise refused("ladder: a block-diffusion model has no NTP to compare each γ with")
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size),
+                                 prompt_limit(self.model))
         if chat is True:
             settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
         try:
@@ -278,7 +280,8 @@ class Handlers:
         if self.canvas:
             raise refused("decoders: a block-diffusion model decodes with its own sampler only")
         settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size))
+                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size),
+                                 prompt_limit(self.model))
         if chat is True:
             settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
         try:
@@ -422,9 +425,11 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             with gr.Column(scale=1, min_width=300):
                 text_examples = causal_app.examples(model) if text_lm else []
                 prompt = gr.Textbox(text_examples[0][0] if text_lm else EXAMPLES[0], label="prompt", lines=2,
-                                    max_lines=6, max_length=MAX_PROMPT_CHARS, elem_id="sbd-prompt",
+                                    max_lines=6, elem_id="sbd-prompt",  # never cut in the box: refused by name
                                     info=("Free text." if text_lm else
                                           "A suite prompt ends with '== ' (with the space); its answer is scored.")
+                                    + f" At most {prompt_limit(model):,} characters"
+                                    + (" (and the model's context in tokens)." if text_lm else ".")
                                     + " Enter decodes; Shift+Enter starts a new line.")
                 chat = gr.Checkbox(text_lm, label="chat template", visible=text_lm, elem_id="sbd-chat",
                                    info="the prompt as the user's turn of the model's chat template; off: raw text")
