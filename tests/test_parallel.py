@@ -1,10 +1,15 @@
 """Decoders as a choice (sv.decode(..., decoder=NAME), sbd_viz.decoders.registry): remask, Jacobi and prompt lookup recorded
 into the same trace."""
 
+import dataclasses
+import random
+import threading
+
 import pytest
 import torch
 
 import sbd_viz as sv
+from sbd_viz.decoders.lookup import lookup_drafts
 from sbd_viz.trace import Trace
 
 from conftest import reference_logits, sharp_model, tiny_model
@@ -56,6 +61,125 @@ def test_exact_decoders_stop_where_greedy_stops(sharp):
         ntp = sv.decode_ntp(sharp, PROMPTS[1], max_new_tokens=30, stop=" ")
         trace = sv.decode(sharp, PROMPTS[1], decoder=decoder, max_new_tokens=30, stop=" ")
         assert trace.text == ntp.text and trace.stop_reason == ntp.stop_reason and trace.nfe <= ntp.nfe
+
+
+# -- prompt lookup: transformers' drafting rule, this package's loop ---------------------------------------------
+def _hf_drafts(ids, num_tokens, max_ngram, eos=None, suppress=None, vocab_size=None) -> list[int]:
+    """The external reference: transformers' ``PromptLookupCandidateGenerator.get_candidates`` after ``ids``, built
+    as a user (and ``generate(prompt_lookup_num_tokens=...)``) builds it: a ``max_length`` past the text, and
+    optionally EOS and a ``SuppressTokensLogitsProcessor``."""
+    from transformers import LogitsProcessorList, SuppressTokensLogitsProcessor
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    kwargs = {} if eos is None else {"eos_token_id": torch.tensor([eos])}
+    if suppress is not None:
+        kwargs.update(logits_processor=LogitsProcessorList([SuppressTokensLogitsProcessor([suppress], device="cpu")]),
+                      vocab_size=vocab_size)
+    generator = PromptLookupCandidateGenerator(num_output_tokens=num_tokens, max_matching_ngram_size=max_ngram,
+                                               max_length=len(ids) + 64, **kwargs)
+    candidates, logits = generator.get_candidates(torch.tensor([ids]))
+    assert logits is None
+    return candidates[0, len(ids):].tolist()
+
+
+# (ids, num_tokens, max_ngram, eos, suppressed, the drafts): each a rule of the lookup, written out by hand
+HAND_LOOKUPS = [
+    ([1, 2, 3, 4, 1, 2], 2, 2, None, None, [3, 4]),            # the last bigram's earlier occurrence: what followed
+    ([1, 2, 3, 4, 1, 2], 10, 2, None, None, [3, 4, 1, 2]),     # up to num_tokens, and up to the end of the text
+    ([1, 2, 7, 1, 2, 8, 1, 2], 2, 2, None, None, [7, 1]),      # the first (leftmost) occurrence, not the latest
+    ([3, 2, 9, 5, 2, 4, 5, 2], 3, 2, None, None, [4, 5, 2]),   # the longest n-gram first: (5, 2) ...
+    ([3, 2, 9, 5, 2, 4, 5, 2], 3, 1, None, None, [9, 5, 2]),   # ... and with n at most 1, the first 2
+    ([9, 4, 1, 4], 10, 2, None, None, [1, 4]),                 # no earlier (1, 4): the unigram 4
+    ([7, 7, 7], 10, 2, None, None, [7]),                       # occurrences may overlap the n-gram itself
+    ([1, 2, 3], 10, 2, None, None, []),                        # no earlier occurrence: no drafts
+    ([5], 10, 2, None, None, []),                              # one token: no n-gram to look up
+    ([1, 2, 6, 0, 3, 1, 2], 10, 2, 0, None, [6]),              # the drafts end before EOS
+    ([1, 2, 0, 3, 1, 2], 10, 2, 0, None, []),                  # EOS first: no drafts (no other occurrence tried)
+    ([1, 9, 3, 1, 5, 6, 1], 10, 2, None, 9, [5, 6, 1]),        # a suppressed first draft: the next occurrence
+    ([1, 5, 9, 3, 1], 10, 2, None, 9, [5]),                    # a suppressed later draft ends the drafts
+]
+
+
+@pytest.mark.parametrize("ids, num_tokens, max_ngram, eos, suppressed, drafts", HAND_LOOKUPS)
+def test_lookup_drafts_on_hand_made_texts_are_transformers_candidates(ids, num_tokens, max_ngram, eos, suppressed,
+                                                                     drafts):
+    ours = lookup_drafts(ids, num_tokens, max_ngram, () if eos is None else (eos,),
+                         () if suppressed is None else (suppressed,))
+    assert ours == drafts == _hf_drafts(ids, num_tokens, max_ngram, eos, suppressed, vocab_size=10)
+
+
+def test_lookup_drafts_on_random_texts_are_transformers_candidates():
+    rng, found = random.Random(0), 0
+    for _ in range(1500):
+        vocab = rng.choice([2, 3, 5, 20])
+        ids = [rng.randrange(vocab) for _ in range(rng.randint(1, 40))]
+        num_tokens, max_ngram = rng.randint(1, 12), rng.randint(1, 5)
+        eos, suppressed = (rng.choice([None, rng.randrange(vocab)]) for _ in range(2))
+        ours = lookup_drafts(ids, num_tokens, max_ngram, () if eos is None else (eos,),
+                             () if suppressed is None else (suppressed,))
+        assert ours == _hf_drafts(ids, num_tokens, max_ngram, eos, suppressed, vocab), \
+            (ids, num_tokens, max_ngram, eos, suppressed)
+        found += bool(ours)
+    assert found > 500  # most texts draft something: the rule is exercised, not only its empty case
+
+
+@pytest.mark.heavy
+def test_prompt_lookup_feeds_the_lookup_drafts_of_the_text_so_far(sharp):
+    """Each call feeds ``lookup_drafts`` of the prompt and the text so far (as many as the length leaves room to
+    keep), after the prompt (first call) or the last kept token; it keeps NTP's text, in fewer calls."""
+    cases = [(PROMPTS[0], {}, ()), ("ab ab ab ab ab ab", {"prompt_lookup_num_tokens": 3}, ()),
+             (PROMPTS[0], {"max_matching_ngram_size": 1}, " "), ("xyzzy", {"max_matching_ngram_size": 3}, ())]
+    fewer = False
+    for prompt, kw, stop in cases:
+        ntp = sv.decode_ntp(sharp, prompt, max_new_tokens=24, stop=stop)
+        trace = sv.decode(sharp, prompt, decoder="prompt_lookup", max_new_tokens=24, stop=stop, **kw)
+        assert trace.output_ids == ntp.output_ids and trace.stop_reason == ntp.stop_reason
+        fewer |= trace.nfe < ntp.nfe
+        n_prompt, text = len(trace.prompt_ids), list(trace.prompt_ids)
+        for s in trace.steps:
+            drafts = lookup_drafts(text, kw.get("prompt_lookup_num_tokens", 10), kw.get("max_matching_ngram_size", 2),
+                                   (sharp.eos_token_id,), (sharp.mask_id,))[: 24 - (len(text) - n_prompt) - 1]
+            assert (s.block_start, s.block_size) == (len(text), len(drafts) + 1)
+            assert s.n_input == (n_prompt if s.call == 0 else 1) + len(drafts)
+            assert [c.token_id for c in s.checks] == drafts[: min(len(drafts), len(s.commits))]
+            text += [c.token_id for c in s.commits]
+        assert text[n_prompt:][: trace.n_tokens] == list(trace.output_ids)
+    assert fewer
+
+
+def _untimed(trace: Trace) -> Trace:
+    """The trace without what the clock says (each step's wall time, the meta's time of creation)."""
+    return dataclasses.replace(trace, steps=tuple(dataclasses.replace(s, wall_time=0.0) for s in trace.steps),
+                               meta={k: v for k, v in trace.meta.items() if k != "created"})
+
+
+@pytest.mark.heavy
+def test_prompt_lookup_in_two_threads_at_once_gives_the_traces_of_one_at_a_time(sharp):
+    """The app decodes two prompts at a time: no lock, nothing shared, the same traces."""
+    jobs = [(PROMPTS[0], {}), ("ab ab ab ab ab ab", {"prompt_lookup_num_tokens": 3, "max_matching_ngram_size": 1})]
+
+    def run(prompt, kw):
+        return _untimed(sv.decode(sharp, prompt, decoder="prompt_lookup", max_new_tokens=24, **kw))
+
+    alone = [run(*job) for job in jobs]
+    together: list[list[Trace]] = [[], []]
+    start, errors = threading.Barrier(len(jobs)), []
+
+    def worker(i):
+        try:
+            start.wait()
+            together[i].extend(run(*jobs[i]) for _ in range(3))
+        except BaseException as exc:  # noqa: BLE001 - reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, traces in enumerate(together):
+        assert len(traces) == 3 and all(t == alone[i] for t in traces), jobs[i]
 
 
 @pytest.mark.heavy

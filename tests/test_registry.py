@@ -201,8 +201,12 @@ def test_the_door_names_the_decoder_and_the_choices(model):
         sv.decode(model, "ab", decoder="beam")
     with pytest.raises(ValueError, match=r"^decoder: 'diffusion_gemma' decodes with a DiffusionGemma"):
         sv.decode(model, "ab", decoder="diffusion_gemma")
-    with pytest.raises(ValueError, match=r"^decoder: 'prompt_lookup' cannot be batched"):
-        sv.decode_batch(model, ["ab"], decoder="prompt_lookup")
+    class Unbatched(sv.NTPDecoding):  # steps() only: every built-in causal decoder has requests()
+        requests = None
+
+    unbatched = sv.DecoderSpec(name="unbatched", label="unbatched", decoding=Unbatched, exact=True, model="causal")
+    with pytest.raises(ValueError, match=r"^decoder: 'unbatched' cannot be batched .*; batchable: .*prompt_lookup"):
+        sv.decode_batch(model, ["ab"], decoder=unbatched)
 
 
 @pytest.mark.heavy

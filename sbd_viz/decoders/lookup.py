@@ -1,78 +1,69 @@
-"""Prompt lookup decoding through HF ``generate(prompt_lookup_num_tokens=N)``, recorded call by call.
+"""Prompt lookup decoding: drafts copied from earlier in the text, checked by greedy NTP; greedy's exact text.
 
-The loop is transformers' own assisted generation with its ``PromptLookupCandidateGenerator``: each call drafts
-up to N tokens by finding the last n-gram of the text earlier in it and copying what followed, feeds them to the
-model, and keeps the drafts greedy NTP agrees with plus NTP's next token: greedy's exact text. The recording wraps
-the candidate generator ``generate`` builds: ``get_candidates`` (the drafts of a call) and
-``update_candidate_strategy`` (that call's logits and the text after it). Each call is a step of its own block,
-the drafts checked by NTP as in ``sbd_viz.decoders.steps.checked_step``.
+Each call drafts up to ``prompt_lookup_num_tokens`` tokens with ``lookup_drafts`` (the prompt-lookup rule of
+transformers' ``PromptLookupCandidateGenerator``, which ``generate(prompt_lookup_num_tokens=N)`` runs: find the
+last n-gram of the prompt and the text so far earlier in it, the longest n first, and copy what followed it),
+feeds them causally after the accepted text, and keeps the drafts greedy NTP agrees with plus NTP's next token,
+as Jacobi does (``sbd_viz.decoders.jacobi``). The loop is this package's own (``requests()``, served by ``serve``
+or ``decode_batch``), so a decode shares no state with another and patches nothing of transformers; the drafter is
+tested against transformers' generator. Each call is a step of its own block, the drafts checked by NTP as in
+``sbd_viz.decoders.steps.checked_step``.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import Generator, Iterable
+from dataclasses import replace
+from typing import Generator, Iterable, Sequence
 
-import torch
-
-from .ntp import _ntp_config
-from .door import decode
-from .registry import DecoderSpec, Knob
-from .sbd import DecodeConfig, _Run, _trace
 from ..checks import check_whole
-from ..model import SBDModel
-from .base import Stop, StopCriterion, find_stop, generate_stops
+from ..model import CacheCut, ModelCall, SBDModel
+from .base import Stop, find_stop, greedy
+from .door import decode
+from .ntp import _ntp_config
+from .registry import DecoderSpec, Knob
+from .sbd import DecodeConfig, Decoding, _trace
 from .steps import checked_step
-from ..trace import DRAFTS_CHECKED, Step, Trace
+from ..trace import DRAFTS_CHECKED, Trace
 
 DEFAULT_LOOKUP_TOKENS = 10  # drafts per call, the value HF's documentation uses
-# the recording wraps a method of the model itself, so two recorded decodes (the app runs two at a time) take turns
-_RECORDING = threading.Lock()
+DEFAULT_NGRAM = 2  # the longest n-gram looked up when max_matching_ngram_size is None: transformers' default
 
 
-class _Recorder:
-    """Wraps the candidate generator of one ``generate``: notes each call's drafts, logits and kept tokens."""
+def lookup_drafts(ids: Sequence[int], num_tokens: int, max_ngram: int = DEFAULT_NGRAM,
+                  stop_ids: Iterable[int] = (), forbidden: Iterable[int] = ()) -> list[int]:
+    """The prompt-lookup drafts after ``ids`` (the prompt and the text so far): for n from ``max_ngram`` down to 1
+    (at most ``len(ids) - 1``), the *first* (leftmost) earlier occurrence of the last n tokens that has a token
+    after it; the drafts are the tokens that follow it, up to ``num_tokens`` and up to the end of ``ids`` (an
+    occurrence near the end gives fewer). A draft in ``forbidden`` (tokens the decode never writes: the mask id)
+    ends the drafts before it; if that leaves none, the next occurrence is tried, then the next shorter n-gram.
+    The drafts then end before the first of ``stop_ids`` (EOS). No occurrence: no drafts.
 
-    def __init__(self, model: SBDModel, n_prompt: int, top_n: int):
-        self.model, self.n_prompt, self.top_n = model, n_prompt, top_n
-        self.steps: list[Step] = []
-        self.drafts: list[int] = []
-        self.clock = time.perf_counter()
-
-    def wrap(self, generator):
-        get, update = generator.get_candidates, generator.update_candidate_strategy
-
-        def get_candidates(input_ids, *args, **kwargs):
-            candidates, logits = get(input_ids, *args, **kwargs)
-            self.drafts = candidates[0, input_ids.shape[1]:].tolist()
-            return candidates, logits
-
-        def update_candidate_strategy(input_ids, scores, num_matches):
-            self.record(input_ids[0].tolist(), scores[0].float().cpu(), int(num_matches))
-            return update(input_ids, scores, num_matches)
-
-        generator.get_candidates, generator.update_candidate_strategy = get_candidates, update_candidate_strategy
-        return generator
-
-    def record(self, ids: list[int], logits: torch.Tensor, num_matches: int) -> None:
-        """One call: ``ids`` the text after it, ``logits`` (drafts + 1, V) the rows it scored the drafts with."""
-        kept = ids[len(ids) - num_matches - 1:]
-        start = len(ids) - len(kept)
-        call = len(self.steps)
-        n_input = start + len(self.drafts) if call == 0 else 1 + len(self.drafts)
-        now = time.perf_counter()
-        step = checked_step(self.model, call, start, self.drafts, logits, kept, n_input, now - self.clock, self.top_n)
-        self.steps.append(step)
-        self.clock = now
+    This is ``transformers.generation.candidate_generator.PromptLookupCandidateGenerator.get_candidates``'s rule
+    (with ``eos_token_id`` = ``stop_ids``, a ``SuppressTokensLogitsProcessor`` of ``forbidden`` and a
+    ``max_length`` past the text), on a plain list."""
+    ids = list(ids)
+    stop_ids, forbidden = set(stop_ids), set(forbidden)
+    length = len(ids)
+    for n in range(min(max_ngram, length - 1), 0, -1):
+        tail = ids[length - n:]
+        for i in range(length - n):  # the occurrence at length - n is the tail itself: nothing follows it
+            if ids[i] != tail[0] or ids[i:i + n] != tail:
+                continue
+            chosen = ids[i + n: i + n + num_tokens]
+            cut = next((j for j, t in enumerate(chosen) if t in forbidden), len(chosen))
+            if cut == 0:
+                continue
+            chosen = chosen[:cut]
+            return chosen[: next((j for j, t in enumerate(chosen) if t in stop_ids), len(chosen))]
+    return []
 
 
-class LookupDecoding(_Run):
-    """One prompt-lookup decode of ``prompt``: HF ``generate(prompt_lookup_num_tokens=N)`` on the same weights,
-    greedy; ``config`` gives ``max_new_tokens``, ``stop`` and ``top_n``. ``steps()`` runs ``generate`` and then
-    yields one step per call (the loop is transformers'; the recording listens to it); ``trace()`` after.
-    ``max_matching_ngram_size``: the longest n-gram looked up (None: HF's default). Not batchable: ``generate``
-    serves its own calls."""
+class LookupDecoding(Decoding):
+    """One prompt-lookup decode of ``prompt``, greedy; ``config`` gives ``max_new_tokens``, ``stop`` and ``top_n``.
+    ``prompt_lookup_num_tokens``: the most drafts a call feeds; ``max_matching_ngram_size``: the longest n-gram
+    looked up (None: transformers' default, 2). ``steps()`` then ``trace()``, as ``Decoding``; ``requests()`` is
+    the same loop as cache requests (``decode_batch``)."""
 
     def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None,
                  prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS, max_matching_ngram_size: int | None = None):
@@ -83,38 +74,41 @@ class LookupDecoding(_Run):
             check_whole(value, name, 1, 64)
         self.lookup_tokens, self.ngram = prompt_lookup_num_tokens, max_matching_ngram_size
 
-    @torch.inference_mode()
-    def steps(self) -> Generator[Step, None, None]:
-        from transformers import StoppingCriteriaList
-
+    def requests(self) -> Generator[ModelCall | CacheCut, object, None]:
         self._start()
-        model, config, prompt_ids = self.model, self.config, self.prompt_ids
-        hf = model.model
-        recorder = _Recorder(model, len(prompt_ids), config.top_n)
-        build = hf._get_candidate_generator
+        return self._keep_output(self._requests())
 
-        def get_candidate_generator(*args, **kwargs):
-            return recorder.wrap(build(*args, **kwargs))
-
-        ids = torch.tensor([prompt_ids], device=model.device)
-        extra = {} if self.ngram is None else {"max_matching_ngram_size": self.ngram}
-        with _RECORDING:
-            hf._get_candidate_generator = get_candidate_generator
-            try:
-                out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=config.max_new_tokens,
-                                  do_sample=False, temperature=None, top_p=None, top_k=None,
-                                  prompt_lookup_num_tokens=self.lookup_tokens,
-                                  stopping_criteria=StoppingCriteriaList([StopCriterion(model, len(prompt_ids),
-                                                                                        config.stop)]),
-                                  eos_token_id=model.eos_token_id, pad_token_id=model.eos_token_id,
-                                  **generate_stops(model), **extra)
-            finally:
-                del hf._get_candidate_generator
-        new = out[0, len(prompt_ids):].tolist()
-        stop = find_stop(model, new, 1, config.stop) or Stop(len(new), "length")
-        self._steps.extend(recorder.steps)
-        self.output_ids, self.stop_reason = new[: stop.index], stop.reason
-        yield from self._steps
+    def _requests(self):
+        model, config = self.model, self.config
+        n_prompt, ngram = len(self.prompt_ids), DEFAULT_NGRAM if self.ngram is None else self.ngram
+        stop_ids = () if model.eos_token_id is None else (model.eos_token_id,)
+        forbidden = () if model.mask_id is None else (model.mask_id,)  # no decode writes the mask id
+        pending = list(self.prompt_ids)  # the accepted text not yet in the cache: its last token, or the prompt
+        generated: list[int] = []
+        call, found = 0, None
+        while len(generated) < config.max_new_tokens:
+            room = config.max_new_tokens - len(generated)  # a call keeps at most its drafts + 1 tokens
+            drafts = lookup_drafts(self.prompt_ids + generated, self.lookup_tokens, ngram, stop_ids,
+                                   forbidden)[: room - 1]
+            cached = n_prompt + len(generated) - len(pending)  # the cache's length before the call
+            reply = yield ModelCall(pending + drafts, [], len(drafts) + 1)
+            rows = reply.causal  # (len(drafts) + 1, V)
+            t0 = time.perf_counter()
+            ntp = greedy(model, rows).tolist()
+            agree = next((i for i, d in enumerate(drafts) if d != ntp[i]), len(drafts))
+            kept = ntp[: agree + 1]
+            found = find_stop(model, generated + kept, len(generated) + 1, config.stop)
+            kept = kept[: found.index - len(generated)] if found else kept
+            step = checked_step(model, call, n_prompt + len(generated), drafts, rows, kept,
+                                len(pending) + len(drafts), 0.0, config.top_n)
+            # the cache keeps the fed tokens up to the last right draft; the last kept token is fed next call
+            yield CacheCut(cached + len(pending) + len(kept) - 1)
+            self._steps.append(replace(step, wall_time=reply.seconds + time.perf_counter() - t0))
+            generated += kept
+            pending, call = kept[-1:], call + 1
+            if found:
+                break
+        return generated, found or Stop(len(generated), "length")
 
     def trace(self) -> Trace:
         self._finished()
@@ -136,7 +130,7 @@ def decode_prompt_lookup(model: SBDModel, prompt: str, max_new_tokens: int = 64,
                          stop: str | Iterable[str] | None = None, top_n: int = 5,
                          prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS,
                          max_matching_ngram_size: int | None = None) -> Trace:
-    """Greedy decoding with HF prompt lookup; the text is greedy NTP's, ``trace.nfe`` counts ``generate``'s calls,
-    the prompt's prefill included. A shortcut to ``sv.decode(..., decoder="prompt_lookup")``."""
+    """Greedy decoding with prompt lookup; the text is greedy NTP's, ``trace.nfe`` counts the calls, the prompt's
+    prefill included. A shortcut to ``sv.decode(..., decoder="prompt_lookup")``."""
     return decode(model, prompt, PROMPT_LOOKUP.name, max_new_tokens, stop, top_n,
                   prompt_lookup_num_tokens=prompt_lookup_num_tokens, max_matching_ngram_size=max_matching_ngram_size)
