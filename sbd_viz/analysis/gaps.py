@@ -188,8 +188,10 @@ def _item_correct(trace: Trace, item) -> bool | None:
         return None
     if not isinstance(item, SuiteItem):
         raise TypeError(f"item: expected a tasks.SuiteItem or None, got {type(item).__name__}")
-    if item.prompt != trace.prompt:
-        raise ValueError(f"item: its prompt {item.prompt!r} is not the trace's prompt {trace.prompt!r}")
+    # the item may end a document, after earlier lines (as tasks.item_in_prompt finds it): its answer is the same
+    if item.prompt != trace.prompt and not trace.prompt.endswith("\n" + item.prompt):
+        raise ValueError(f"item: its prompt {item.prompt!r} neither is nor ends the trace's prompt "
+                         f"{trace.prompt!r}")
     return score(item, trace.text)
 
 
