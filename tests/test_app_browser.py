@@ -72,3 +72,4 @@ def test_a_long_prompt_is_never_cut_in_the_box_but_refused_by_name(served, page)
     page.locator("#sbd-run").click()
     page.get_by_text(f"this model takes at most {MAX_PROMPT_CHARS}").first.wait_for(timeout=30000)
     assert len(box.input_value()) == len(long)
+

@@ -183,3 +183,17 @@ def test_a_draft_checking_call_is_described_by_its_drafts_not_masks(decoder):
         words = step_text(trace, step)
         assert "masked" not in words and "<m>" not in words, words
         assert "kept " in words and ("drafts against NTP" in words or "no draft to check" in words)
+
+
+def test_a_decode_asked_for_while_one_runs_is_kept_not_dropped():
+    """Gradio drops a click that comes while its event is pending ("once", its default for a click); every event
+    that decodes uses "always_last", so the newest request is decoded once the running one ends."""
+    from conftest import handlers_of, load_app, sharp_model
+
+    demo = load_app().build_demo(sharp_model(), sweep=None)
+    try:
+        decodes = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "decode"]
+        assert len(decodes) > 5  # the button, the slider, the examples, the page load, ...
+        assert {fn.trigger_mode for fn in decodes} == {"always_last"}
+    finally:
+        handlers_of(demo).maps.close()  # the page's γ-map worker stops with it

@@ -531,8 +531,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         # with room, not first-in-first-out across groups): "model" for what a control move runs (a decode and its
         # details, MODEL_LIMIT at a time), "heavy" for the many-decode jobs (ladder, compare, GIF), HEAVY_LIMIT at
         # a time. So a slider move never waits behind a heavy job, and heavy jobs take at most one core.
+        # trigger_mode "always_last": a click or move while a decode runs is kept and decoded after it (Gradio's
+        # default for a click drops it without a word)
         decode_kw = dict(fn=h.decode, inputs=controls, outputs=[session, animation, metrics, texts, show_call],
-                         preprocess=False, show_progress="minimal", **MODEL_QUEUE)
+                         preprocess=False, show_progress="minimal", trigger_mode="always_last", **MODEL_QUEUE)
         details_kw = dict(fn=h.details, inputs=[session],
                           outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
                           show_progress="hidden", **MODEL_QUEUE)
