@@ -39,7 +39,7 @@ def compare_note(model) -> str:
 
 
 def compare(model, settings: dict, chosen) -> tuple:
-    """(figure, table rows) of ``settings``' prompt (``app.read_settings``' output) through the ``chosen`` labels."""
+    """(figure, table rows) of ``settings``' prompt (``inputs.read_settings``' output) through the ``chosen`` labels."""
     offered = choices(model)
     if not isinstance(chosen, (list, tuple)) or not chosen or any(c not in offered for c in chosen):
         raise ValueError(f"decoders: choose one or more of {', '.join(offered)}, got {chosen!r}")

@@ -1,16 +1,24 @@
-"""The decoder registry: every decoder described once, by a ``DecoderSpec``, and ``decode``, the one door.
+"""The decoder registry: every decoder described once, by a ``DecoderSpec``; the door builds decoders from it.
 
 A surface (``sv.decode``, ``decode_batch``, ``evaluate``, the sweeps, the ladder, the CLI, the explorer, the app)
-never names a decoder: it asks the registry which there are (``decoders()``), what each takes and what its knob is,
-and builds one through the door (``sbd_viz.decoders.door``). Built-in decoders describe themselves in their own module (``SPECS``: ``sbd``,
-``remask``, ``jacobi``, ``lookup``, ``ntp``, ``diffusion``); a package adds one for every process through the
-entry-point group ``sbd_viz.decoders`` (the object is its ``DecoderSpec``); a notebook adds one with
-``register_decoder``.
+asks the registry which decoders there are (``decoders()``), what each takes and what its knob is, and builds one
+through the door (``sbd_viz.decoders.door``): it picks decoders from the registry, not by name, with two exceptions:
+greedy NTP (``sbd_viz.decoders.ntp.NTP``), the reference every decode is measured against, which the surfaces run by
+name; and conveniences for built-ins (``sv.sweep_decoders``'s ``remask_thresholds`` and ``lookup_tokens`` keywords
+and its ``remask_threshold`` column, help texts naming them). Built-in decoders describe themselves in their own
+module (``SPECS``: ``sbd``, ``remask``, ``jacobi``, ``lookup``, ``ntp``, ``diffusion``); a package adds one for every
+process through the entry-point group ``sbd_viz.decoders`` (the object is its ``DecoderSpec``); a notebook adds one
+with ``register_decoder``.
 
 The door itself (``decode``, ``start``, ``prepare``) is ``sbd_viz.decoders.door``: it builds a ``DecodeConfig``,
-which lives with SBD's loop, and the registry imports no decoder. The settings the door knows (``SHARED``) are ``DecodeConfig``'s fields; a decoder reads the ones its spec ``takes``
-and gets them in the ``DecodeConfig`` it is built with. Its ``own`` settings (e.g. ``remask_threshold``) are passed
-as keyword arguments. A setting it neither takes nor owns is refused here, by name, and nowhere else.
+which lives with SBD's loop. The registry imports no decoder module when it is imported (``_load`` imports the
+built-ins at the first look-up), so a decoder's module can build its spec from this one. ``DecodeConfig``'s fields
+are the settings the door knows: ``COMMON`` (every decoder reads them) and ``SHARED`` (a decoder reads the ones its
+spec ``takes``, in the ``DecodeConfig`` it is built with). Its ``own`` settings (e.g. ``remask_threshold``) are
+passed as keyword arguments. A setting it neither takes nor owns is refused by name in ``split_settings``, which
+every door that takes settings as keywords goes through (``sv.decode``, ``decode_batch``, ``evaluate``, the
+explorer); the surfaces that take a decoder's own settings apart (``BatchDecoding``'s ``own``,
+``sv.sweep_decoders``'s keywords) refuse a stray one by name themselves.
 """
 
 from __future__ import annotations
@@ -30,8 +38,9 @@ ENTRY_POINT_GROUP = "sbd_viz.decoders"
 BUILTIN_MODULES = ("sbd", "remask", "jacobi", "lookup", "ntp", "diffusion")
 # the settings every decoder reads (``sv.decode``'s arguments besides ``takes``)
 COMMON = {"max_new_tokens": 64, "stop": None, "top_n": 5}
-# the settings a decoder may take, with the value that means "not set": DecodeConfig's fields. A setting at this
-# value is not refused for a decoder that does not take it, so a caller can pass one set of settings to any decoder.
+# the settings a decoder may take, with the value that means "not set": DecodeConfig's fields besides COMMON. A
+# setting at this value is not refused for a decoder that does not take it, so a caller can pass one set of settings
+# to any decoder.
 SHARED = {"rule": DEFAULT_RULE, "gamma": DEFAULT_GAMMA, "block_size": None, "temperature": 0.0, "seed": 0,
           "gap_free": False, "verify": False}
 # which models a decoder serves: the model kinds, each with the model class that has it
@@ -67,10 +76,11 @@ class Knob:
 
 @dataclass(frozen=True)
 class DecoderSpec:
-    """One decoder, described once; every surface reads this and nothing else.
+    """One decoder, described once; the surfaces read what it takes and how to build it from this.
 
-    - ``name``: what ``sv.decode(..., decoder=NAME)`` and ``--decoder`` take, and what its traces' config says;
-    - ``label``: what the app and the figures call it;
+    - ``name``: what ``sv.decode(..., decoder=NAME)`` and ``--decoder`` take, and what its traces' config says (the
+      figures name a trace by it);
+    - ``label``: what the app's choices call it (and the CLI's ``--decoder`` help, beside the name);
     - ``decoding``: the class, built as ``decoding(model, prompt, config, **own)`` with ``config`` an
       ``sv.DecodeConfig``; it has ``steps()`` (one ``Step`` per model call) and ``trace()``, and ``requests()``
       (the cache-request coroutine ``decode_batch`` serves) if it can be batched;

@@ -87,7 +87,10 @@ class DecodeConfig:
         object.__setattr__(self, "_rule", CommitRule(self.rule, self.gamma, self.gap_free))
 
     def as_dict(self) -> dict:
-        """JSON-native settings, as stored in a trace."""
+        """Every setting, JSON-native, as an SBD trace's config stores it: ``"decoder"`` is ``"sbd"`` whichever
+        decoder holds this config. ``Decoding.trace`` adds ``drafting`` when it is not ``"single"``; remasking's
+        trace names its own decoder and adds ``remask_threshold``; NTP, Jacobi and prompt lookup do not use it (they
+        store the settings greedy NTP reads, ``sbd_viz.decoders.ntp._ntp_config``, and their own)."""
         return {"decoder": "sbd", "rule": self.rule, "gamma": self.gamma, "gap_free": self.gap_free,
                 "block_size": self.block_size, "max_new_tokens": self.max_new_tokens,
                 "temperature": self.temperature, "seed": self.seed, "stop": list(self.stop), "top_n": self.top_n,

@@ -3,18 +3,19 @@
 The figures live in sibling modules and are all reached from here:
 
 - ``block_fill`` / ``block_fill_spec`` (the signature animation, one frame per model call) and
-  ``entropy_heatmap``: ``plot_blocks``, whose docstring says how to read cells without a browser;
-- ``calls_timeline``, ``compare`` (with ``first_difference``) and ``roofline``: ``plot_charts``;
+  ``entropy_heatmap``: ``plots.blocks``, whose docstring says how to read cells without a browser;
+- ``calls_timeline``, ``compare`` and ``roofline``: ``plots.charts`` (``first_difference``, where two texts first
+  differ, which ``compare`` reports, is ``sbd_viz.trace.first_difference``);
 - ``compare_decoders`` (one prompt through several decoders: a row of tokens each, shaded by call, calls, tokens per call,
-  equals greedy?) and ``decoder_rows``: ``plot_decoders``; ``decoder_tradeoff`` (a ``sweep_decoders`` frame,
-  one line per decoder): ``decoder_sweep``;
-- ``tradeoff`` (the speed/quality curve) and ``sweep_frame`` (the one loader of sweep rows): ``plot_tradeoff``;
-- ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plot_masks``;
-- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plot_ladder``; ``gamma_strip`` (a γ map
-  as an HTML strip of its pieces, the app's strip under the slider): ``gamma_strip``;
+  equals greedy?) and ``decoder_rows``: ``plots.decoders``;
+- ``tradeoff`` (the speed/quality curve), ``decoder_tradeoff`` (a ``sv.sweep_decoders`` frame, one line per
+  decoder) and ``sweep_frame`` (the one loader of sweep rows): ``plots.tradeoff``;
+- ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plots.masks``;
+- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plots.ladder.gamma_ladder_figure``;
+  ``gamma_strip`` (a γ map as an HTML strip of its pieces, the app's strip under the slider): ``plots.gamma_strip``;
 - ``save_animation`` (the block-fill animation as a GIF, one frame per call, from ``block_fill_spec``'s data):
-  ``plot_animation``;
-- the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plot_style``.
+  ``plots.animation``;
+- the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plots.style``.
 
 This module adds the offline HTML export: ``save_html`` and ``trace_html`` (a trace's Jupyter view).
 """

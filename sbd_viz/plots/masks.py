@@ -2,7 +2,7 @@
 
 - ``kind="training"`` draws ``objective.sbd_attention_mask(n, block_size)``, the mask of the training
   input ``[clean ; masked]`` (the paper's Fig. 9);
-- ``kind="inference"`` draws ``model.block_call_mask(past, n_causal, n_block)``, the mask of one block
+- ``kind="inference"`` draws ``sbd_viz.model.block_call_mask(past, n_causal, n_block)``, the mask of one block
   call (the paper's Fig. 10), which ``SBDModel`` passes to the model at every decoding call.
 
 The figure asks those functions for the mask, so it cannot drift from what training and decoding use.

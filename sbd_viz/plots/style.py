@@ -1,6 +1,6 @@
 """What every ``sbd_viz`` figure shares: one colour legend (Okabe-Ito, colour-blind safe), the block-fill
-state bands, and small HTML and layout helpers. The figures themselves are in ``plots`` (the public face) and
-the ``plot_*`` modules it gathers."""
+state bands, and small HTML and layout helpers. The figures themselves are in ``sbd_viz.plots`` (the public face)
+and the sibling modules it gathers (``plots.blocks``, ``plots.charts``, ...)."""
 
 from __future__ import annotations
 
