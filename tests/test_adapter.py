@@ -249,3 +249,18 @@ def test_batched_decoding_carries_the_adapter_on_the_block_rows_as_one_decode_do
     plain = sv.decode_batch(adapted(scale=0.0), prompts, decoder="sbd", block_size=4, gamma=1.0,
                             max_new_tokens=12, batch_size=3)
     assert [t.output_ids for t in plain] != [t.output_ids for t in batched]
+
+
+def test_a_resume_point_without_moments_restarts_them_and_keeps_the_count(tmp_path):
+    model = adapted()
+    config = gated_adapter.AdapterConfig(rank=4, alpha=8.0, base="tiny", extra={"steps": 40, "scored_tokens": 900})
+    gated_adapter.save(model.model, config, tmp_path / "point")  # bf16, no optimizer: what a session commits
+    other = adapted(scale=0.0)
+    params = list(gated_adapter.adapter_state(other.model).values())
+    optimizer = torch.optim.AdamW(params, lr=1e-3)
+    state = adapter_train.restore(tmp_path / "point", other.model, optimizer)
+    assert state["step"] == 40 and state["tokens"] == 900 and not state.get("warm")  # moments rebuilt: warm up
+    assert not optimizer.state
+    saved = gated_adapter.adapter_state(model.model)
+    for name, p in gated_adapter.adapter_state(other.model).items():
+        assert torch.equal(p, saved[name].to(torch.bfloat16).float())

@@ -292,7 +292,12 @@ def restore(folder: Path, model, optimizer) -> dict:
     with torch.no_grad():
         for name, p in own.items():
             p.copy_(saved[name].float())
-    state = json.loads((folder / "state.json").read_text()) if (folder / "state.json").exists() else {}
+    if (folder / "state.json").exists():
+        state = json.loads((folder / "state.json").read_text())
+    else:  # a resume point (e.g. the shipped adapter): its settings record how far it was trained
+        extra = gated_adapter.read_config(folder).extra
+        state = {"step": int(extra.get("steps", 0)), "tokens": int(extra.get("scored_tokens", 0)),
+                 "seconds": float(extra.get("train_seconds", 0.0))}
     moments_file = folder / "optimizer.safetensors"
     if moments_file.exists() and "adam_step" in state:
         moments = load_file(str(moments_file))
