@@ -1,6 +1,8 @@
 """The app on a model with an SBD adapter (``AdaptedLM``): free text and every SBD control, verified SBD writes the
 base's text, the card says which weights ran, and the ladder decodes the prompt as the main view sends it."""
 
+import time
+
 import pytest
 
 import sbd_viz as sv
@@ -57,3 +59,23 @@ def test_moving_gamma_in_the_app_changes_what_sbd_writes(client_model):
         trace = sv.Trace.load(client.predict(api_name="/details")[-1])
         seen.add((trace.nfe, tuple(trace.output_ids)))
     assert len(seen) > 1
+
+
+def test_the_slider_answers_from_the_gamma_map_with_the_fresh_decode(client_model):
+    """After a first release, the prompt's γ map builds; a release at another γ is then answered from it with what
+    ``sv.decode`` gives at that γ on the adapted model (verified SBD's map is tested on the character model)."""
+    client, model = client_model
+    for verify in (False,):
+        decode(client, gamma=0.5, block_size=8, verify=verify)
+        for _ in range(600):  # the map builds in the background; its strip endpoint says when it is whole
+            strip, _timer = client.predict(api_name="/gamma_strip")
+            if "data-complete='1'" in strip:
+                break
+            time.sleep(0.1)
+        for gamma in (0.0, 1.3, 2.0):
+            _, metrics, _, _ = decode(client, gamma=gamma, block_size=8, verify=verify)
+            trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+            fresh = sv.decode(model, PROMPT, decoder="sbd", gamma=gamma, block_size=8, max_new_tokens=12,
+                              verify=verify)
+            assert trace.output_ids == fresh.output_ids and trace.nfe == fresh.nfe, (verify, gamma)
+            assert "data-from-map='1'" in metrics, (verify, gamma)
