@@ -402,3 +402,11 @@ def test_a_bad_drafting_is_refused_by_name(settings, message):
 def test_a_decoder_without_the_setting_refuses_it_by_name():
     with pytest.raises(ValueError, match=r"^drafting: .*does not take it"):
         sv.decode(tiny_model(), "hi", decoder="ntp", drafting="tree", max_new_tokens=4)
+
+
+def test_batched_decoding_refuses_tree_drafting_by_name():
+    from conftest import sharp_model
+
+    with pytest.raises(ValueError, match="drafting"):
+        sv.decode_batch(sharp_model(), ["assert 1 + 1 == "], decoder="sbd", verify=True, drafting="tree",
+                        max_new_tokens=4)

@@ -193,6 +193,9 @@ class BatchDecoding:
             raise ValueError(f"{stray[0]}: not a setting of decoder {spec.name!r}'s own "
                              f"({', '.join(spec.own) or 'none'}); shared settings go in config")
         own = {**spec.own, **self.own}
+        if own.get("drafting", "single") != "single":  # a tree call has one block per possible accepted length
+            raise ValueError(f"drafting: {own['drafting']!r} is not batched (a batched forward holds one block per "
+                             "row); decode such prompts one at a time with sv.decode")
         if self.prefill_chunk == "auto":
             self.prefill_chunk = getattr(spec.decoding, "prefill_chunk", None)
         c = self.prefill_chunk
