@@ -1,0 +1,70 @@
+"""bench/ADAPTER.md: the SBD adapter on SmolLM2-135M against its base, on held-out chat and HumanEval. Its page is its
+JSON rendered, and the exact decoders' claims hold in that JSON: every verified row wrote generate's ids on every
+item. No model is loaded."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import bench_script
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE, DATA = ROOT / "bench" / "ADAPTER.md", ROOT / "bench" / "adapter.json"
+
+
+def data():
+    return json.loads(DATA.read_text())
+
+
+def test_the_committed_page_is_its_json_rendered(tmp_path):
+    out = tmp_path / "page.md"
+    bench_script("bench_adapter").main(["--from-json", str(DATA), "--out", str(out)])
+    assert out.read_text() == PAGE.read_text(), "run the command the page names again"
+
+
+def test_the_page_names_its_command_and_load():
+    header, page = data()["header"], PAGE.read_text()
+    assert f"`{header['command']}`" in page.splitlines()[:6]  # at the top
+    assert header["command"].startswith("python bench/bench_adapter.py")
+    assert header["load_start"] in page and header["load_end"] in page
+
+
+def test_every_verified_row_wrote_generates_ids_on_every_item():
+    """Exactness: verified SBD (single and tree drafting) and prompt lookup write the base's greedy text."""
+    sets = data()["results"]["sets"]
+    header = data()["header"]
+    assert any(s["items"] for s in sets.values())
+    for name, s in sets.items():
+        assert s["items"] == header["items"][name]
+        if not s["items"]:
+            continue
+        rows = dict(s["verified"])
+        rows.update({f"tree {k}": v for k, v in (s["tree"] or {}).items()})
+        rows.update({"prompt lookup": s["lookup"], "generate": s["generate"]})
+        assert len(s["verified"]) == len(header["blocks"]) * len(header["gammas"])
+        for row_name, row in rows.items():
+            assert row["items"] == s["items"], (name, row_name)
+            assert row["identical"] == row["items"], (name, row_name)  # exact: every item's ids equal generate's
+            assert row["tokens"] == s["tokens"], (name, row_name)  # so the same tokens
+            assert row["tokens_per_call"] == pytest.approx(row["tokens"] / row["calls"])
+            assert row["accepted"] <= row["checked"]
+
+
+def test_plain_sbd_and_the_other_counts_are_within_their_bounds():
+    results = data()["results"]
+    for s in results["sets"].values():
+        for row in (s.get("plain") or {}).values():
+            assert row["identical"] <= row["items"] == s["items"]
+            assert 0 <= row["kept_share"] <= 1
+    he = results["humaneval"]
+    if he:
+        assert set(he) >= {"generate"}
+        for row in he.values():
+            assert row["items"] == results["sets"]["code"]["items"] and 0 <= row["passed"] <= row["items"]
+    timing = results["timing_summary"]
+    if timing:
+        assert 0 <= timing["disturbed"] < timing["runs"]
+        for pair in timing["ratios"].values():
+            assert 0 <= pair["pairs"] <= pair["of"]
+            assert pair["pairs"] == 0 or pair["lo"] <= pair["median"] <= pair["hi"]
