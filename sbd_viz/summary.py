@@ -110,13 +110,15 @@ def commit_text(commit: Commit) -> str:
             + (f", gap {commit.gap}" if commit.gap else "") + ")")
 
 
-def rollback_text(step: Step) -> str:
-    """What a call's rollback threw away: the rejected draft, NTP's token, and the drafts built on it."""
+def rollback_text(step: Step, tree: bool = False) -> str:
+    """What a call's rollback threw away: the rejected draft, NTP's token, and the drafts built on it (a tree call
+    records none dropped here: they lie in the previous call's block, and this call's block drafts anew)."""
     check = step.rejected[0] if step.rejected else None
     draft, wanted = ("", "") if check is None else \
         (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
-    return (f"the draft{draft} in slot {step.rollback.slot} was rejected{wanted}; "
-            f"{_count(len(step.rollback.dropped), 'draft')} after it dropped")
+    dropped = ("the drafts after it are replaced by this call's own (tree drafting)" if tree
+               else f"{_count(len(step.rollback.dropped), 'draft')} after it dropped")
+    return f"the draft{draft} in slot {step.rollback.slot} was rejected{wanted}; {dropped}"
 
 
 def fed_text(trace: Trace, step: Step) -> str:
@@ -137,8 +139,16 @@ def fed_text(trace: Trace, step: Step) -> str:
 
 def _fed_verified(trace: Trace, step: Step) -> str:
     """What a verified call fed: the causal part (the last accepted token, then the drafts to check) and the
-    block from its first open slot; a checking-only call feeds no block."""
+    block from its first open slot; a checking-only call feeds no block. A tree-drafting call
+    (``sbd_viz.decoders.verified``) fed a block after every possible accepted length."""
     checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
+    if trace.config.get("drafting") == "tree" and step.call > 0 and not step.check_only:
+        k = int(trace.config["block_size"])
+        previous = trace.steps[step.call - 1]  # the drafts this call checks are the ones the call before made
+        n_causal = 1 + sum(not c.ntp for c in previous.commits)
+        n_blocks = -(-(step.n_input - n_causal) // k)  # the blocks near the length limit are cut short
+        return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
+                f"+ {n_blocks} block(s) of {k} masked slots, one after each possible accepted length (tree drafting)")
     if step.check_only:
         return (f"the last accepted token and {step.n_input - 1} draft(s) causally, each checked against NTP "
                 f"({checked}), and no block (the final check)")
@@ -166,7 +176,7 @@ def step_text(trace: Trace, step: Step) -> str:
              f"{_count(len(step.masked), 'slot')} masked before the call; committed "
              + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step)}")
+        lines.append(f"rollback: {rollback_text(step, trace.config.get('drafting') == 'tree')}")
     if step.renoised:  # a canvas decoder took back slots it had accepted
         lines.append(f"renoised (accepted before, taken back): slot{'s' if len(step.renoised) > 1 else ''} "
                      + ", ".join(map(str, step.renoised)))
@@ -187,7 +197,7 @@ def _drafts_step_text(trace: Trace, step: Step, head: str, prefix: str) -> str:
              f"kept {_count(len(step.commits), 'token')}: " + (", ".join(commit_text(c) for c in step.commits)
                                                                or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step)}")
+        lines.append(f"rollback: {rollback_text(step, trace.config.get('drafting') == 'tree')}")
     before = "".join(t for t in trace.block_state(step, after=False) if t is not None)
     lines += [f"text before: {visible(prefix[-24:] + before)}",
               f"text after:  {visible(prefix[-24:] + before + kept)}"]
@@ -233,7 +243,8 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
         row_c += str(call).ljust(cell)
     lines += [row_t, row_c, "", measures_text(measures(trace))]
     for s in trace.rollbacks()[:10]:
-        lines.append(f"  rollback: call {s.call}, block {s.block}: {rollback_text(s)}")
+        lines.append(f"  rollback: call {s.call}, block {s.block}: "
+                     f"{rollback_text(s, trace.config.get('drafting') == 'tree')}")
     gaps = trace.gap_fills()
     for g in gaps[:10]:
         lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"

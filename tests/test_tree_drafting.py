@@ -410,3 +410,24 @@ def test_batched_decoding_refuses_tree_drafting_by_name():
     with pytest.raises(ValueError, match="drafting"):
         sv.decode_batch(sharp_model(), ["assert 1 + 1 == "], decoder="sbd", verify=True, drafting="tree",
                         max_new_tokens=4)
+
+
+def test_a_tree_calls_words_say_what_it_fed_and_what_a_rejection_replaced():
+    from sbd_viz.summary import step_text
+
+    model = adapted(head=1)
+    trace = sv.decode(model, "def f(a):", decoder="sbd", verify=True, drafting="tree", block_size=4, gamma=2.0,
+                      max_new_tokens=16)
+    texts = [step_text(trace, s) for s in trace.steps[1:] if not s.check_only]
+    assert texts and all("one after each possible accepted length (tree drafting)" in t for t in texts)
+    rejected = [step_text(trace, s) for s in trace.steps if s.rollback is not None]
+    assert rejected and all("replaced by this call's own (tree drafting)" in t for t in rejected)
+    assert not any("0 drafts after it dropped" in t for t in rejected)
+    # a call that fed m drafts fed m + 1 blocks (one per possible accepted length), away from the length limit
+    full = 0
+    for s in trace.steps[1:]:
+        m = sum(not c.ntp for c in trace.steps[s.call - 1].commits)
+        if not s.check_only and s.n_input == (m + 1) * (1 + 4):
+            assert f"{m} draft(s) causally" in step_text(trace, s) and f"+ {m + 1} block(s)" in step_text(trace, s)
+            full += 1
+    assert full
