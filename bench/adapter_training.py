@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -21,16 +23,27 @@ JSON = HERE / "adapter_training.json"
 PAGE = HERE / "ADAPTER_TRAINING.md"
 
 
-def read_log(path: Path) -> list[dict]:
-    """The probe rows of a run's log, with the training tokens scored and the seconds trained before each."""
-    rows, seconds = [], 0.0
+def read_log(path: Path) -> tuple[list[dict], list[float]]:
+    """The probe rows of a run's log, with the training tokens scored and the seconds trained before each; and every
+    step's own seconds."""
+    rows, seconds, steps = [], 0.0, []
     for line in path.read_text().splitlines():
         entry = json.loads(line)
         seconds += entry.get("step_s", 0.0)
+        steps.append(entry.get("step_s", 0.0))
         if "probe" in entry:
             rows.append({"step": entry["step"], "scored_tokens": entry["scored"], "train_minutes": round(seconds / 60, 1),
                          "loss": entry["loss"], **{name: entry["probe"][name] for name in sorted(entry["probe"])}})
-    return rows
+    return rows, steps
+
+
+def log_fit(rows: list[dict], name: str) -> tuple[float, float]:
+    """Least squares of tokens per call against log2(tokens scored): (slope per doubling, intercept)."""
+    xs = [math.log2(r["scored_tokens"]) for r in rows]
+    ys = [r[name]["single_tpc"] for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
 
 
 def render(data: dict) -> str:
@@ -45,8 +58,10 @@ def render(data: dict) -> str:
         "",
         f"Command: `{data['command']}`. Run: {data['run']}. Rendered by `python bench/adapter_training.py "
         "--log runs/sbd-adapter/log.jsonl` from the run's log (the probe is described in that script's docstring; "
-        "its prompts were never trained on). Minutes are the training steps' own time on this shared 2-core CPU, "
-        "the probe excluded.",
+        "its prompts were never trained on). Minutes are the training steps' own wall time on this 2-core CPU, "
+        "the probe excluded, while tests and benchmarks shared the cores: a step of 8 sequences took "
+        f"{data['step_seconds']['fastest']:.1f} s at the fastest and {data['step_seconds']['median']:.1f} s at the "
+        "median, so the minutes say more about the machine's load than about the work; the tokens scored do not.",
         "",
         "| " + " | ".join(head) + " |",
         "| " + " | ".join("---:" for _ in head) + " |",
@@ -61,6 +76,15 @@ def render(data: dict) -> str:
         lines += ["", "From step {} to step {} ({:,} to {:,} tokens scored): {}.".format(
             a["step"], b["step"], a["scored_tokens"], b["scored_tokens"],
             "; ".join(f"{s} {a[s]['single_tpc']:.2f} → {b[s]['single_tpc']:.2f} tokens per call" for s in sets))]
+    if len(rows) >= 3:
+        lines += ["", "**What the curve predicts** (an extrapolation, not a measurement): a straight line through tokens "
+                  "per call against log2(tokens scored), fitted to the rows above, gains"]
+        for s in sets:
+            slope, intercept = log_fit(rows, s)
+            need = 2 ** ((2.0 - intercept) / slope) if slope > 0 else float("inf")
+            lines.append(f"- {s}: {slope:+.3f} tokens per call per doubling of the tokens scored; 2.0 tokens per call "
+                         + (f"at about {need:,.0f} tokens scored ({need / rows[-1]['scored_tokens']:,.0f}× this run)"
+                            if math.isfinite(need) else "not on this line"))
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +98,9 @@ def main(argv=None) -> None:
     if args.from_json:
         data = json.loads(JSON.read_text())
     else:
-        data = {"command": args.command, "run": args.run, "rows": read_log(args.log)}
+        rows, steps = read_log(args.log)
+        data = {"command": args.command, "run": args.run, "rows": rows,
+                "step_seconds": {"fastest": min(steps), "median": statistics.median(steps)}}
         JSON.write_text(json.dumps(data, indent=1) + "\n")
     PAGE.write_text(render(data))
     print(PAGE.read_text())

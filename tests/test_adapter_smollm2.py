@@ -115,3 +115,32 @@ def test_every_sbd_view_takes_it(smol_sbd, tmp_path):
     assert animation_file(trace, tmp_path).stat().st_size > 0
     explorer = sv.explore(smol_sbd, prompt, block_size=8, gamma=1.0, max_new_tokens=12)
     assert "sbd" in explorer.choices and explorer.trace.n_tokens >= 1
+
+
+@pytest.mark.slow
+def test_the_adapter_training_command_runs_stops_and_resumes(tmp_path):
+    """``sbd-viz train --adapter`` end to end at toy sizes: the base's continuations generated and cached, two steps,
+    the checkpoint; a second run with the same folder resumes at step 2 and goes on to 3, reusing the cache; the final
+    adapter loads as a model whose verified SBD writes NTP's ids."""
+    import json
+
+    from sbd_viz.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "--adapter", "--out", str(out), "--chat-prompts", "3", "--code-prompts", "2", "--probe-prompts",
+            "2", "--new-tokens", "6", "--batch-size", "2", "--save-every", "1", "--probe-every", "2",
+            "--rank", "2"]
+    assert main(args + ["--max-steps", "2"]) == 0
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["step"] == 2
+    cached = (out / "data" / "chat.jsonl").read_text()
+    assert len(cached.splitlines()) == 3
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in log] == [1, 2] and "probe" in log[-1]
+    assert main(args + ["--max-steps", "3"]) == 0
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["step"] == 3
+    assert (out / "data" / "chat.jsonl").read_text() == cached  # nothing generated again
+    tuned = sv.load_model(str(out / "final"))
+    assert isinstance(tuned, adapted_lm.AdaptedLM) and tuned.adapter.rank == 2
+    prompt = prompts()[0]
+    verified = sv.decode(tuned, prompt, decoder="sbd", verify=True, block_size=4, max_new_tokens=8)
+    assert list(verified.output_ids) == generate_ids(prompt, 8)

@@ -61,6 +61,7 @@ class AdapterTrainConfig:
     probe_every: int = 100
     threads: int = 2
     seed: int = 0
+    device: str = "cpu"
 
     def validate(self):
         if not self.ks():
@@ -103,6 +104,7 @@ HELP = {
     "probe_every": "steps between held-out probes",
     "threads": "torch threads",
     "seed": "seed of the data order and the masks",
+    "device": "where the base and the adapter run: cpu, cuda, cuda:1, ... (the data is generated there too)",
 }
 
 
@@ -210,14 +212,15 @@ def block_logits(model, gate: gated_adapter.Gate, batch: Batch, bf16: bool) -> t
     then the blocks on top of their cache with the adapter on."""
     from transformers import DynamicCache
 
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+    device = model.device
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
     cache = DynamicCache(config=model.config)
     with torch.no_grad(), autocast:
-        model(input_ids=batch.ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-    with autocast, gate.on(rows=batch.gate):
-        out = model(input_ids=batch.block_ids, attention_mask=batch.mask, position_ids=batch.positions,
-                    past_key_values=cache, use_cache=True)
-    return out.logits.float()
+        model(input_ids=batch.ids.to(device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+    with autocast, gate.on(rows=batch.gate.to(device)):
+        out = model(input_ids=batch.block_ids.to(device), attention_mask=batch.mask.to(device),
+                    position_ids=batch.positions.to(device), past_key_values=cache, use_cache=True)
+    return out.logits.float()  # (B, Q, V), on the model's device
 
 
 # -- the probe ------------------------------------------------------------------------------------------
@@ -232,7 +235,7 @@ def probe(model, gate, rows: list[dict], k: int, mask_id: int, bf16: bool, batch
     rng = random.Random(0)
     for i in range(0, len(rows), batch_size):
         batch = make_batch(rows[i:i + batch_size], [k], mask_id, rng, 1.0, 10 ** 9, full_blocks=k)
-        logits = block_logits(model, gate, batch, bf16)
+        logits = block_logits(model, gate, batch, bf16).cpu()
         right = (logits.argmax(-1) == batch.targets) & (batch.targets >= 0)
         valid = batch.targets >= 0
         for s in range(k):
@@ -323,7 +326,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
     def log(message):
         print(message, flush=True)
 
-    base = causal_lm.load(cfg.base)
+    base = causal_lm.load(cfg.base, device=torch.device(cfg.device) if cfg.device != "cpu" else None)
     model, tok = base.model, base.tokenizer
     data = load_data(cfg, model, tok, log)
     train_rows = data["chat"] + data["code"]
@@ -366,8 +369,9 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
         state["position"] += cfg.batch_size
         batch = make_batch(rows, cfg.ks(), mask_id, rng, cfg.decode_like, cfg.max_prompt_tokens)
         logits = block_logits(model, gate, batch, cfg.bf16)
-        scored = batch.targets >= 0
-        loss = torch.nn.functional.cross_entropy(logits[scored], batch.targets[scored])
+        targets = batch.targets.to(logits.device)
+        scored = targets >= 0
+        loss = torch.nn.functional.cross_entropy(logits[scored], targets[scored])
         factor = 1.0 if warm_from is None else min(1.0, (state["step"] - warm_from + 1) / cfg.warmup)
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr * factor
@@ -375,7 +379,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
-        acc = float((logits[scored].argmax(-1) == batch.targets[scored]).float().mean())
+        acc = float((logits[scored].argmax(-1) == targets[scored]).float().mean())
         state["step"] += 1
         state["tokens"] += int(scored.sum())
         state["seconds"] += time.perf_counter() - t0
@@ -402,7 +406,8 @@ def _final_config(config, cfg: AdapterTrainConfig, state: dict) -> gated_adapter
                       "new_tokens": cfg.new_tokens, "data_seed": cfg.data_seed},
              "command": "sbd-viz train --adapter " + " ".join(
                  f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}" for f in fields(cfg)
-                 if getattr(cfg, f.name) != f.default and f.name not in ("out", "time_budget_min", "threads"))}
+                 if getattr(cfg, f.name) != f.default
+                 and f.name not in ("out", "time_budget_min", "threads", "device"))}
     return gated_adapter.AdapterConfig(rank=config.rank, alpha=config.alpha, targets=config.targets,
                                        base=config.base, extra=extra)
 

@@ -158,8 +158,9 @@ def generate_continuations(model, tokenizer, prompts: list[str], out: Path, max_
             chunk = todo[i:i + batch_size]
             enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
             with torch.inference_mode():
-                gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id)
+                gen = model.generate(**enc.to(model.device), max_new_tokens=max_new_tokens, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id).cpu()
+            enc = enc.to("cpu")
             width = enc.input_ids.shape[1]
             for j, prompt in enumerate(chunk):
                 prompt_ids = enc.input_ids[j][enc.attention_mask[j].bool()].tolist()

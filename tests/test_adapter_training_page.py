@@ -1,0 +1,36 @@
+"""bench/ADAPTER_TRAINING.md is its JSON rendered (every number on it measured by the run's probe), and its rows are
+the probe's held-out sets in training order."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def page_module():
+    spec = importlib.util.spec_from_file_location("adapter_training", BENCH / "adapter_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_page_is_its_json_rendered():
+    module = page_module()
+    data = json.loads(module.JSON.read_text())
+    assert module.PAGE.read_text() == module.render(data)
+
+
+def test_the_rows_go_forward_in_training_and_hold_both_held_out_sets():
+    data = json.loads(page_module().JSON.read_text())
+    steps = [r["step"] for r in data["rows"]]
+    assert steps == sorted(steps) and len(steps) >= 3
+    assert all({"chat", "code"} <= set(r) for r in data["rows"])
+    assert all(r["scored_tokens"] > 0 for r in data["rows"])
+
+
+def test_the_log_fit_recovers_a_known_line():
+    module = page_module()
+    rows = [{"scored_tokens": 2 ** i, "x": {"single_tpc": 1.0 + 0.1 * i}} for i in range(10, 15)]
+    slope, intercept = module.log_fit(rows, "x")
+    assert abs(slope - 0.1) < 1e-9 and abs(intercept - 1.0) < 1e-9
