@@ -390,10 +390,11 @@ def markdown(header, results, examples) -> str:
     small = n["chat"] < header["full"]["chat"] or n["code"] < header["full"]["code"]
     lines = ["# The SBD adapter on SmolLM2-135M-Instruct: held-out chat and HumanEval", ""]
     if small or a["checkpoint"]:
-        lines += ["> **" + ("A small run" if small else "A run") + (" of a training checkpoint" if a["checkpoint"]
+        lines += ["> **" + ("A subset" if small else "A run") + (" of a training checkpoint" if a["checkpoint"]
                   else "") + f"** ({n['chat']} of {header['full']['chat']} chat items, {n['code']} of "
-                  f"{header['full']['code']} HumanEval problems): it checks the script and the page; the final run "
-                  "of the finished adapter replaces it.", ""]
+                  f"{header['full']['code']} HumanEval problems, at most {header['new_tokens']} new tokens an item): "
+                  "the first items of each set, as many as the run's CPU time allowed; `python "
+                  "bench/bench_adapter.py` with no limits runs them all (hours on a 2-core CPU).", ""]
     lines += [
         f"`{header['command']}`", "",
         f"- Run: {header['date']}, {header['machine']}, {header['cpu']}; load average {header['load_start']} at the "

@@ -21,9 +21,16 @@ def card_tool():
 
 def test_the_card_is_its_sources_rendered():
     tool = card_tool()
-    expected = tool.render(json.loads((FOLDER / "adapter.json").read_text()), json.loads(tool.BENCH.read_text()),
-                           json.loads(tool.CURVE.read_text()), (FOLDER / "adapter.safetensors").stat().st_size)
-    assert (FOLDER / "README.md").read_text() == expected
+    assert (FOLDER / "README.md").read_text() == tool.render(*tool.sources())
+
+
+def test_the_cards_parameter_count_is_the_loaded_adapters():
+    import torch
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(FOLDER / "adapter.safetensors"))
+    assert card_tool().parameter_count(FOLDER / "adapter.safetensors") == sum(t.numel() for t in tensors.values())
+    assert all(t.dtype == torch.bfloat16 for t in tensors.values())
 
 
 def test_the_card_leads_with_what_it_is_for_and_its_limits():
