@@ -33,6 +33,7 @@ import torch
 
 from .. import gated_adapter
 from . import distill
+from .train import load_moments, save_moments
 
 
 @dataclass
@@ -260,21 +261,10 @@ def probe(model, gate, rows: list[dict], k: int, mask_id: int, bf16: bool, batch
 # -- checkpoints -----------------------------------------------------------------------------------------
 def save_checkpoint(folder: Path, model, config, optimizer, state: dict):
     """The adapter (float32), AdamW's moments and the counters, written beside and swapped in whole."""
-    from safetensors.torch import save_file
-
     tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
     gated_adapter.save(model, config, tmp, dtype=torch.float32)
-    names = {id(p): n for n, p in gated_adapter.adapter_state(model).items()}
-    moments = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            st = optimizer.state.get(p)
-            if st:
-                moments[names[id(p)] + ".exp_avg"] = st["exp_avg"].contiguous()
-                moments[names[id(p)] + ".exp_avg_sq"] = st["exp_avg_sq"].contiguous()
-                state["adam_step"] = float(st["step"])
-    save_file(moments, str(tmp / "optimizer.safetensors"))
+    save_moments(tmp / "optimizer.safetensors", gated_adapter.adapter_state(model), optimizer, state)
     (tmp / "state.json").write_text(json.dumps(state, indent=1))
     shutil.rmtree(old, ignore_errors=True)
     if folder.exists():
@@ -303,12 +293,7 @@ def restore(folder: Path, model, optimizer) -> dict:
                  "seconds": float(extra.get("train_seconds", 0.0))}
     moments_file = folder / "optimizer.safetensors"
     if moments_file.exists() and "adam_step" in state:
-        moments = load_file(str(moments_file))
-        for name, p in own.items():
-            if name + ".exp_avg" in moments:
-                optimizer.state[p] = {"step": torch.tensor(state["adam_step"]),
-                                      "exp_avg": moments[name + ".exp_avg"],
-                                      "exp_avg_sq": moments[name + ".exp_avg_sq"]}
+        load_moments(moments_file, own, optimizer, state["adam_step"])
         state["warm"] = True
     return state
 

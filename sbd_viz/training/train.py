@@ -193,23 +193,12 @@ def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
     Written into a sibling folder and swapped in whole: a run killed while saving (a session's end kills its
     processes at any moment) keeps its last complete checkpoint instead of one with some files a save newer.
     """
-    from safetensors.torch import save_file
-
     tmp, old = _sibling(path, "tmp"), _sibling(path, "old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    names = {id(p): n for n, p in model.named_parameters()}
-    moments = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            st = optimizer.state.get(p)
-            if st:
-                moments[names[id(p)] + ".exp_avg"] = st["exp_avg"].contiguous()
-                moments[names[id(p)] + ".exp_avg_sq"] = st["exp_avg_sq"].contiguous()
-                state["adam_step"] = float(st["step"])
-    save_file(moments, str(tmp / "optimizer.safetensors"))
+    save_moments(tmp / "optimizer.safetensors", dict(model.named_parameters()), optimizer, state)
     if ema:
         ema.save(tmp / "ema.safetensors")
     (tmp / "state.json").write_text(json.dumps(state, indent=1))
@@ -248,19 +237,42 @@ def _load_checkpoint(path: Path, model, optimizer) -> dict:
     return state
 
 
-def _load_moments(path: Path, model, optimizer) -> float:
-    """Put a checkpoint's AdamW moments into ``optimizer``, by parameter name; returns their step count."""
+def save_moments(file: Path, named: dict, optimizer, state: dict) -> None:
+    """Write ``optimizer``'s AdamW moments of the parameters in ``named`` (name -> parameter) to ``file``
+    (safetensors, by name); their step count goes into ``state["adam_step"]``."""
+    from safetensors.torch import save_file
+
+    names = {id(p): n for n, p in named.items()}
+    moments = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            st = optimizer.state.get(p)
+            if st:
+                moments[names[id(p)] + ".exp_avg"] = st["exp_avg"].contiguous()
+                moments[names[id(p)] + ".exp_avg_sq"] = st["exp_avg_sq"].contiguous()
+                state["adam_step"] = float(st["step"])
+    save_file(moments, str(file))
+
+
+def load_moments(file: Path, named: dict, optimizer, adam_step: float) -> None:
+    """Put the AdamW moments ``save_moments`` wrote to ``file`` into ``optimizer``, by parameter name."""
     from safetensors.torch import load_file
 
-    adam_step = json.loads((path / "state.json").read_text())["adam_step"]
-    moments = load_file(str(path / "optimizer.safetensors"))
-    for name, p in model.named_parameters():
+    moments = load_file(str(file))
+    for name, p in named.items():
         if name + ".exp_avg" in moments:
             if moments[name + ".exp_avg"].shape != p.shape:
-                raise ValueError(f"checkpoint {path}: its optimizer moments for {name} do not fit the model's shape")
+                raise ValueError(f"checkpoint {file.parent}: its optimizer moments for {name} do not fit the "
+                                 "model's shape")
             optimizer.state[p] = {"step": torch.tensor(adam_step),
                                   "exp_avg": moments[name + ".exp_avg"],
                                   "exp_avg_sq": moments[name + ".exp_avg_sq"]}
+
+
+def _load_moments(path: Path, model, optimizer) -> float:
+    """Put a checkpoint's AdamW moments into ``optimizer``, by parameter name; returns their step count."""
+    adam_step = json.loads((path / "state.json").read_text())["adam_step"]
+    load_moments(path / "optimizer.safetensors", dict(model.named_parameters()), optimizer, adam_step)
     return adam_step
 
 
