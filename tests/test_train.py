@@ -252,7 +252,7 @@ def test_a_save_killed_midway_keeps_the_last_complete_checkpoint(tmp_path, monke
         train._save_checkpoint(ckpt, model, tok, adamw, {"step": 20})
     monkeypatch.undo()
 
-    train._restore_interrupted_save(ckpt)  # nothing to put back: the kill left only a ".tmp" folder
+    train.restore_interrupted_save(ckpt)  # nothing to put back: the kill left only a ".tmp" folder
     fresh, _ = train._new_model(cfg)
     state = train._load_checkpoint(ckpt, fresh, torch.optim.AdamW(fresh.parameters(), lr=1e-3))
     assert state["step"] == 10
@@ -262,7 +262,7 @@ def test_a_save_killed_midway_keeps_the_last_complete_checkpoint(tmp_path, monke
     # killed between the two renames: the last checkpoint sits under its ".old" name and is put back
     train._save_checkpoint(ckpt, model, tok, adamw, {"step": 30})
     ckpt.rename(tmp_path / "checkpoint.old")
-    train._restore_interrupted_save(ckpt)
+    train.restore_interrupted_save(ckpt)
     assert json.loads((ckpt / "state.json").read_text())["step"] == 30
     assert not (tmp_path / "checkpoint.old").exists() and not (tmp_path / "checkpoint.tmp").exists()
 

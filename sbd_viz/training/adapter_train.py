@@ -33,7 +33,7 @@ import torch
 
 from .. import gated_adapter
 from . import distill
-from .train import load_moments, save_moments
+from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 
 
 @dataclass
@@ -261,25 +261,19 @@ def probe(model, gate, rows: list[dict], k: int, mask_id: int, bf16: bool, batch
 # -- checkpoints -----------------------------------------------------------------------------------------
 def save_checkpoint(folder: Path, model, config, optimizer, state: dict):
     """The adapter (float32), AdamW's moments and the counters, written beside and swapped in whole."""
-    tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
+    tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     gated_adapter.save(model, config, tmp, dtype=torch.float32)
     save_moments(tmp / "optimizer.safetensors", gated_adapter.adapter_state(model), optimizer, state)
     (tmp / "state.json").write_text(json.dumps(state, indent=1))
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        folder.rename(old)
-    tmp.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
+    swap_in(tmp, folder)
 
 
 def restore(folder: Path, model, optimizer) -> dict:
     """Load a checkpoint (or a resume point with the adapter alone: its moments then restart, with the warm-up)."""
     from safetensors.torch import load_file
 
-    old = folder.with_name(folder.name + ".old")
-    if not (folder / "state.json").exists() and (old / "state.json").exists():
-        old.rename(folder)  # a run killed between a save's two renames
+    restore_interrupted_save(folder)  # a run killed between a save's two renames
     saved = load_file(str(folder / gated_adapter.WEIGHTS))
     own = gated_adapter.adapter_state(model)
     with torch.no_grad():

@@ -193,7 +193,7 @@ def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
     Written into a sibling folder and swapped in whole: a run killed while saving (a session's end kills its
     processes at any moment) keeps its last complete checkpoint instead of one with some files a save newer.
     """
-    tmp, old = _sibling(path, "tmp"), _sibling(path, "old")
+    tmp = _sibling(path, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)
@@ -202,6 +202,13 @@ def _save_checkpoint(path: Path, model, tok, optimizer, state: dict, ema=None):
     if ema:
         ema.save(tmp / "ema.safetensors")
     (tmp / "state.json").write_text(json.dumps(state, indent=1))
+    swap_in(tmp, path)
+
+
+def swap_in(tmp: Path, path: Path) -> None:
+    """Put the whole folder ``tmp`` in the place of ``path``: the old one is renamed aside first, so a kill between
+    the two renames leaves it under ``.old`` (``restore_interrupted_save`` puts it back), never half a folder."""
+    old = _sibling(path, "old")
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():
         path.rename(old)
@@ -213,7 +220,7 @@ def _sibling(path: Path, suffix: str) -> Path:
     return path.with_name(f"{path.name}.{suffix}")
 
 
-def _restore_interrupted_save(path: Path):
+def restore_interrupted_save(path: Path):
     """Put back the last checkpoint of a run killed between the two renames of a save (it sits under the
     ``.old`` name). A ``.tmp`` folder is an unfinished save and is never read."""
     old = _sibling(path, "old")
@@ -357,7 +364,7 @@ def train(cfg: TrainConfig) -> Path:
                                {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
     state = {"step": 0, "elapsed": 0.0, "tokens": 0, "config": asdict(cfg)}
     if acc.is_main_process:  # one rank renames, before any rank looks for the checkpoint
-        _restore_interrupted_save(ckpt)
+        restore_interrupted_save(ckpt)
     acc.wait_for_everyone()
     if (ckpt / "state.json").exists():
         state = _load_checkpoint(ckpt, model, adamw)
