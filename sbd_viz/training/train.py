@@ -466,15 +466,50 @@ def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, ema, state, step, t0, log_p
     return time.time()
 
 
+HELP = {
+    "out": "run folder: checkpoint/ (resumed from), final/ (the model), train_log.jsonl",
+    "preset": f"model shape of a from-scratch run: one of {', '.join(PRESETS)}",
+    "base": "fine-tune this causal LM folder instead of a preset (the paper's recipe on a pretrained model)",
+    "seq_len": "tokens per training window",
+    "batch_size": "windows per step",
+    "lr": "AdamW peak learning rate (after warm-up; cosine decay follows)",
+    "min_lr_frac": "the cosine schedule ends at lr times this",
+    "warmup": "steps of linear warm-up",
+    "max_steps": "steps of the schedule (the shipped character model ran 5,202)",
+    "time_budget_min": "also end the schedule after this many minutes (0: no limit)",
+    "min_block": "smallest block size drawn per step (the paper draws k from 2..16)",
+    "max_block": "largest block size drawn per step",
+    "seed": "seed of the data, the masks and the initial weights",
+    "mix": f"task-family weights of the character data: one of {', '.join(MIXES)}",
+    "doc_min_lines": "fewest items per training document (long documents fill long windows)",
+    "doc_max_lines": "most items per training document",
+    "distractors": "up to this many extra assignments shuffled into each context item's setup",
+    "follow_ups": "up to this many more asserts on each context item's assignments",
+    "answers_only": "score only the asserts' answers; the prompts stay context",
+    "code_frac": "share of windows drawn from Python source files (--code-dir) instead of the task families",
+    "code_dir": "folder of .py files for --code-frac (default: this interpreter's standard library)",
+    "ckpt_every_min": "minutes between checkpoints",
+    "log_every": "steps between log lines",
+    "probe_per_family": "held-out items per task family in the accuracy probe at each checkpoint",
+    "threads": "torch threads per process (0: the cores divided among the processes)",
+    "deepen": "with --base: repeat each layer this many times (a depth-upscaled copy)",
+    "widen": "with --base: widen the hidden size to this (0 keeps the width)",
+    "bf16": "bfloat16 autocast (left out: only where the hardware runs it natively)",
+    "optimizer_from": "a run's checkpoint folder whose AdamW moments this run starts from",
+    "ema_decay": "> 0: also keep and save (final_ema) a moving average of the weights with this decay per step",
+    "prefix_frac": "share of rows masked as a decode leaves a block (a written prefix) instead of the paper's i.i.d. masks",
+}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     for field in fields(TrainConfig):
         name, default = field.name, field.default
         flag = "--" + name.replace("_", "-")
         if "bool" in str(field.type):  # --bf16 / --no-bf16; left out, bf16 keeps its automatic None
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[name])
         else:
             kind = type(default) if default is not None else str
-            p.add_argument(flag, type=kind, default=default)
+            p.add_argument(flag, type=kind, default=default, help=f"{HELP[name]} (default: %(default)s)")
 
 
 def main(argv=None) -> None:
