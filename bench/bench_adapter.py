@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paired  # noqa: E402
 import run_info  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -228,29 +227,15 @@ def timing(base, model, items: list[dict], args, setting: tuple[int, float], tre
             out.append(("verified SBD, tree", lambda: sv.decode(model, prompt, drafting="tree", **verified)))
         return out
 
-    for _, fn in methods(items[0]):  # warm up: the first calls pay one-time costs
-        fn()
+    paired.warm_up(methods(items[0]))
     rows = []
     for i, item in enumerate(items):
         ms = methods(item)
-        rounds = []
-        for r in range(args.timing_rounds):
-            shift = (i + r) % len(ms)
-            spent = {"load": round(os.getloadavg()[0], 2)}
-            for name, fn in ms[shift:] + ms[:shift]:
-                t0 = time.perf_counter()
-                fn()
-                spent[name] = time.perf_counter() - t0
-            rounds.append(spent)
+        item_rounds = paired.rounds(ms, args.timing_rounds, args.guard, shift=i)
         names = [name for name, _ in ms]
-        fastest = {name: min(r[name] for r in rounds) for name in names}
-        for r in rounds:
-            r["disturbed"] = [name for name in names if r[name] > args.guard * fastest[name]]
         print(f"  timed {i + 1}/{len(items)} {item['id'][:40]!r}: disturbed runs "
-              f"{[len(r['disturbed']) for r in rounds]} of {len(names)} a round", file=sys.stderr, flush=True)
-        rows.append({"id": item["id"], "set": item["set"], "tokens": item["tokens"],
-                     "rounds": [{key: (round(v, 4) if isinstance(v, float) else v) for key, v in r.items()}
-                                for r in rounds]})
+              f"{[len(r['disturbed']) for r in item_rounds]} of {len(names)} a round", file=sys.stderr, flush=True)
+        rows.append({"id": item["id"], "set": item["set"], "tokens": item["tokens"], "rounds": item_rounds})
     return {"setting": label(k, g), "rounds": args.timing_rounds, "guard": args.guard, "methods": names,
             "items": rows}
 
@@ -262,17 +247,12 @@ def timing_summary(t: dict) -> dict:
     out = {"runs": runs, "disturbed": sum(len(r["disturbed"]) for row in t["items"] for r in row["rounds"]),
            "tokens": sum(row["tokens"] for row in t["items"]), "seconds": {}, "ratios": {}}
     for name in t["methods"]:  # a method's fastest run on an item is never disturbed, so every item counts
-        out["seconds"][name] = sum(statistics.median(r[name] for r in row["rounds"] if name not in r["disturbed"])
-                                   for row in t["items"])
+        out["seconds"][name] = sum(paired.median_seconds(row["rounds"], name) for row in t["items"])
     pairs = [("verified SBD", "generate"), ("verified SBD", "prompt lookup")] + (
         [("verified SBD, tree", "generate"), ("verified SBD, tree", "verified SBD")]
         if "verified SBD, tree" in t["methods"] else [])
     for a, b in pairs:
-        kept = [r for row in t["items"] for r in row["rounds"] if a not in r["disturbed"] and b not in r["disturbed"]]
-        ratios = [r[b] / r[a] for r in kept]
-        out["ratios"][f"{a} vs {b}"] = {"pairs": len(ratios), "of": runs // len(t["methods"]),
-                                        "median": statistics.median(ratios) if ratios else None,
-                                        "lo": min(ratios, default=None), "hi": max(ratios, default=None)}
+        out["ratios"][f"{a} vs {b}"] = paired.ratio([r for row in t["items"] for r in row["rounds"]], b, a)
     loads = [r["load"] for row in t["items"] for r in row["rounds"]]
     out["load"] = [min(loads), max(loads)]
     return out
