@@ -17,8 +17,8 @@ FOLDER = ROOT / "sbd_viz" / "models" / "sbd-char-5m"
 CARD = FOLDER / "README.md"
 HISTORY = ROOT / "docs" / "model_history.md"
 LINEAGE = "the-commands-that-made-the-shipped-weights"  # the history page's section the card links for its commands
-SECTIONS = ("What it is", "Intended uses", "Out-of-scope uses", "How to use", "Training data", "Training procedure",
-            "Evaluation", "Limitations", "Citation")
+SECTIONS = ("What it is for", "Out-of-scope uses", "Limitations", "How to use", "Evaluation", "Training data",
+            "Training procedure", "Citation")
 
 
 def _card() -> tuple[dict, str]:
@@ -33,7 +33,7 @@ def _card() -> tuple[dict, str]:
 def _lineage() -> str:
     """The section of docs/model_history.md that the card links for the exact commands of the shipped weights."""
     _, body = _card()
-    assert f"docs/model_history.md#{LINEAGE})" in body, "the card links the commands that made its weights"
+    assert f"`docs/model_history.md#{LINEAGE}`" in body, "the card names the commands that made its weights"
     sections = re.split(r"^## ", HISTORY.read_text(encoding="utf-8"), flags=re.M)
     found = [s for s in sections if re.sub(r"[^\w\- ]", "", s.splitlines()[0].lower()).replace(" ", "-") == LINEAGE]
     assert len(found) == 1, f"docs/model_history.md has no section #{LINEAGE}"
@@ -61,10 +61,10 @@ def test_the_card_is_at_most_250_lines():
 
 
 def test_the_card_leads_with_its_numbers():
-    """Accuracy, tokens per call and wall-clock are under "What it is", as card_results.json measured them; the
-    run log is not in the card."""
+    """Accuracy, tokens per call and wall-clock are under "What it is for", as card_results.json measured them;
+    the run log is not in the card."""
     _, body = _card()
-    lead = body.split("## What it is", 1)[1].split("\n## ", 1)[0]
+    lead = body.split("## What it is for", 1)[1].split("\n## ", 1)[0]
     results = json.loads((FOLDER / "card_results.json").read_text())
     ntp = next(r for r in results["rows"] if r["rule"] == "ntp")
     sbd = next(r for r in results["rows"]
@@ -137,9 +137,45 @@ def test_the_model_index_is_the_measured_card():
 
 def test_the_files_the_card_names_are_in_the_tree_and_no_stale_results_remain():
     _, body = _card()
-    named = set(re.findall(r"`((?:bench|tools|docs)/[\w./-]+\.\w+)`", body))
+    named = set(re.findall(r"`((?:bench|tools|docs)/[\w./-]+\.\w+)(?:#[\w-]+)?`", body))
     named |= {str((CARD.parent / link).resolve().relative_to(ROOT))
               for link in re.findall(r"\]\((\.\.[^)#]+)[^)]*\)", body)}
     assert named and all((ROOT / path).is_file() for path in named), sorted(p for p in named if not (ROOT / p).is_file())
     stale = sorted(p.name for p in FOLDER.iterdir() if re.fullmatch(r"card_results_.+\.json|train_log.*\.jsonl", p.name))
     assert not stale, stale
+
+
+def test_the_card_is_about_the_model_not_its_lineage():
+    """The title is the model's name alone, and no version of the runs that led to it appears."""
+    _, body = _card()
+    assert re.search(r"^# sbd-char-5m\s*$", body, re.M)
+    assert not re.search(r"\bv\d+\.\d+\b", body), re.findall(r"\bv\d+\.\d+\b", body)
+
+
+def test_every_link_works_inside_the_installed_package():
+    """A link is a web address, a heading of the card, or a file inside the package (the wheel carries only
+    ``sbd_viz/``): the card is read from the installed folder too."""
+    _, body = _card()
+    headings = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+?)\s*$", body, re.M)}
+    package = ROOT / "sbd_viz"
+    for target in re.findall(r"\]\(([^)\s]+)\)", body):
+        if target.startswith(("http://", "https://")):
+            continue
+        path, _, anchor = target.partition("#")
+        if not path:
+            assert anchor in headings, f"#{anchor}: no such heading in the card"
+            continue
+        resolved = (FOLDER / path).resolve()
+        assert resolved.is_relative_to(package) and resolved.exists(), f"{target}: not a file inside the package"
+
+
+def test_every_measured_number_in_the_prose_is_in_a_table_of_the_card():
+    """A number with a decimal point (an accuracy, a rate, a speedup) that the prose states is one a table in the
+    card shows, so a reader can check it there."""
+    _, body = _card()
+    body = re.sub(r"```.*?```", "", body, flags=re.S)
+    tables = "\n".join(line for line in body.splitlines() if line.startswith("|"))
+    prose = "\n".join(line for line in body.splitlines() if not line.startswith("|"))
+    prose = re.sub(r"arXiv \d+\.\d+|`[^`]*`|\(\d+\.\d+\)", " ", prose)  # paper ids and code are not measurements
+    missing = sorted({n for n in re.findall(r"(?<![\w.])\d+\.\d+x?(?![\w.])", prose) if n not in tables})
+    assert not missing, f"numbers stated outside the card's tables: {missing}"
