@@ -26,7 +26,7 @@ from .analysis import divergence
 from .analysis.divergence import divergence_report, first_divergence
 from .decoders import diffusion
 from .decoders.diffusion import DiffusionModel
-from .analysis.ladder import Ladder, gamma_ladder
+from .analysis.gamma_ladder import Ladder, gamma_ladder
 from .analysis.gamma_map import GammaMap, Piece, gamma_map
 from .analysis.incoherence import failure_report, incoherence_report
 from .analysis.decoder_sweep import sweep_decoders

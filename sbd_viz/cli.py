@@ -56,7 +56,7 @@ def _ladder(args) -> int:
               f"{', '.join(repr(b) for b in df.attrs['breakpoints']) or 'no γ'}")
     if args.html:
         from . import plots
-        from .plots.ladder import gamma_ladder_figure
+        from .plots.ladder_figure import gamma_ladder_figure
 
         plots.save_html(gamma_ladder_figure(df), args.html)
         print(f"ladder figure written to {args.html}")

@@ -337,7 +337,7 @@ def test_concurrent_sessions_get_their_own_correct_results(served):
 
 def test_ladder_streams_every_gamma_and_matches_independent_decodes(client, served):
     """This prompt across γ: one row per γ of the rule's ladder, each the decode the library gives at that γ."""
-    from sbd_viz.analysis.ladder import ladder_gammas
+    from sbd_viz.analysis.gamma_ladder import ladder_gammas
 
     _, model = served
     rows, figure, status = client.predict(PROMPT, "entropy_bounded", 0.5, False, 16, MAX_NEW, 0.0, 0, True, False,

@@ -18,7 +18,7 @@ import torch
 import sbd_viz as sv
 from conftest import SWEEP_ROWS, free_port, handlers_of, load_app, sharp_model
 from sbd_viz.analysis.gamma_map import walks_gamma
-from sbd_viz.app.gamma_maps import Gate, GammaMaps, map_key
+from sbd_viz.app.map_builder import Gate, GammaMaps, map_key
 from sbd_viz.decoders import registry
 
 # heavy: the app served on a free port, driven over HTTP and through its handlers (seconds per test)

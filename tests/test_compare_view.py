@@ -8,7 +8,7 @@ import html
 import pytest
 
 from sbd_viz import plots
-from sbd_viz.plots.decoders import CALL_SHADES
+from sbd_viz.plots.side_by_side import CALL_SHADES
 
 from conftest import hand_trace
 

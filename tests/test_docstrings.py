@@ -39,7 +39,7 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
-# a module or subpackage by its own name: ``decoders`` -> sbd_viz.decoders, sbd_viz.app.decoders, sbd_viz.plots...
+# a module or subpackage by its own name: ``decoders`` -> sbd_viz.decoders, ``side_by_side`` -> sbd_viz.plots.side_by_side
 BY_NAME: dict[str, list[str]] = {}
 for _dotted in MODULES:
     BY_NAME.setdefault(_dotted.rsplit(".", 1)[-1], []).append(_dotted)
@@ -107,7 +107,8 @@ def test_the_reference_finder_reads_the_three_spellings():
         "not ``gamma`` or ``trace.config[\"decoder\"]``")]
     assert found == ["sbd_viz.decoders.steps.checked_step", "sv.decode", "plots.block_fill"]
     assert candidates("sv.decode") == ["sbd_viz.decode"] and candidates("pd.DataFrame") is None
-    assert set(candidates("decoders.verified")) >= {"sbd_viz.decoders.verified", "sbd_viz.plots.decoders.verified"}
+    assert candidates("decoders.verified") == ["sbd_viz.decoders.verified"]
+    assert candidates("side_by_side.decoder_rows") == ["sbd_viz.plots.side_by_side.decoder_rows"]
     assert candidates("trace.nfe") is None and candidates("app.py") is None
     assert resolves("sbd_viz.decoders.steps.checked_step") and resolves("sbd_viz.plots")
     assert not resolves("sbd_viz.plots.plot_blocks") and not resolves("sbd_viz.no_such_module.x")

@@ -274,7 +274,7 @@ def test_shipped_map_of_a_held_out_prompt_against_every_slider_position(shipped)
 # -- item 4: the exact ladder ----------------------------------------------------------------------------------
 @pytest.mark.heavy
 def test_the_exact_ladder_reads_the_map(sharp):
-    from sbd_viz.analysis.ladder import Ladder, largest_safe_gamma
+    from sbd_viz.analysis.gamma_ladder import Ladder, largest_safe_gamma
 
     df = sv.gamma_ladder(sharp, PROMPT, max_new_tokens=N)
     m = gamma_map(sharp, PROMPT, max_new_tokens=N)
@@ -309,7 +309,7 @@ def test_the_exact_ladder_reads_the_map(sharp):
 def test_largest_safe_gamma_stops_at_a_sliver_between_rows():
     import pandas as pd
 
-    from sbd_viz.analysis.ladder import largest_safe_gamma
+    from sbd_viz.analysis.gamma_ladder import largest_safe_gamma
 
     frame = pd.DataFrame({"gamma": [0.0, 0.1, 0.25, 0.5, 1.0], "same_as_ntp": [False, True, True, True, True]})
     assert largest_safe_gamma(frame) == 1.0  # γ 0 leaves NTP's text; every other row keeps it
@@ -319,7 +319,7 @@ def test_largest_safe_gamma_stops_at_a_sliver_between_rows():
 
 
 def test_safe_words_say_when_gamma_zero_leaves_ntp():
-    from sbd_viz.analysis.ladder import safe_words
+    from sbd_viz.analysis.gamma_ladder import safe_words
 
     runs = [dict(lo=0.0, hi=0.05, lo_closed=True, hi_closed=False, text="a", same_as_ntp=False, pieces=2),
             dict(lo=0.05, hi=2.0, lo_closed=True, hi_closed=True, text="b", same_as_ntp=True, pieces=3)]
@@ -375,7 +375,7 @@ def test_refining_a_partial_map_gives_the_exact_map(sharp):
 
 
 def test_the_ladder_rows_come_before_the_map_is_refined(sharp):
-    from sbd_viz.analysis.ladder import Ladder
+    from sbd_viz.analysis.gamma_ladder import Ladder
 
     gammas = [0.0, 0.1, 0.5, 1.0, 2.0]
     ladder = Ladder(sharp, PROMPT, gammas=gammas, max_new_tokens=N)

@@ -9,8 +9,8 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz.cli import main as cli_main
-from sbd_viz.analysis.ladder import LADDER_COLUMNS, Ladder, ladder_gammas, largest_safe_gamma
-from sbd_viz.plots.ladder import gamma_ladder_figure
+from sbd_viz.analysis.gamma_ladder import LADDER_COLUMNS, Ladder, ladder_gammas, largest_safe_gamma
+from sbd_viz.plots.ladder_figure import gamma_ladder_figure
 from sbd_viz.rules import COMMIT_RULES
 
 PROMPT = "assert 12 + 7 == "

@@ -161,7 +161,7 @@ def test_each_folder_imports_only_what_the_house_plan_allows():
 def test_the_map_checker_sees_a_folder_import():
     graph = _graph(at_import_time=True)
     assert "decoders.sbd" in graph["decoders.batch"] and "trace" in graph["decoders.sbd"]
-    assert _layer("analysis.ladder") == "analysis" and "analysis" not in MAY_IMPORT["decoders"]
+    assert _layer("analysis.gamma_ladder") == "analysis" and "analysis" not in MAY_IMPORT["decoders"]
 
 
 def test_modules_stay_small_and_the_root_app_only_starts_the_package_app():

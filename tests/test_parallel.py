@@ -284,7 +284,7 @@ def test_compare_decoders_data(sharp):
     assert rows[3]["renoised"] > 0
     # each decoder's cells spell its whole output, token by token as the pictures label them; each cell's shade is
     # the call that wrote it
-    from sbd_viz.plots.decoders import CALL_SHADES
+    from sbd_viz.plots.side_by_side import CALL_SHADES
     from sbd_viz.plots.style import cell_label
     from sbd_viz.trace import output_labels
 

@@ -272,9 +272,9 @@ def test_every_batchable_decoder_batches_to_its_single_decodes(model, spec):
         assert [len(s.commits) for s in row.steps] == [len(s.commits) for s in one.steps]
 
 
-SURFACES = ["__init__.py", "cli.py", "widgets.py", "app/page.py", "app/inputs.py", "app/decoders.py", "app/gamma_maps.py",
+SURFACES = ["__init__.py", "cli.py", "widgets.py", "app/page.py", "app/inputs.py", "app/compare.py", "app/map_builder.py",
             "app/views.py", "app/panels.py", "analysis/evaluation.py", "analysis/decoder_sweep.py",
-            "analysis/ladder.py", "analysis/gamma_map.py",
+            "analysis/gamma_ladder.py", "analysis/gamma_map.py",
             "decoders/batch.py"]
 
 

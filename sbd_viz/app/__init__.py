@@ -1,7 +1,7 @@
 """The Gradio app: ``main`` serves it, ``build_demo`` builds it, ``Handlers`` answers its events.
 
 ``page`` holds the page and its handlers, ``serving`` its queue lines and keys; ``inputs`` checks what a control
-sends, ``views`` renders the metrics and texts, ``panels`` the failure and ladder tables, ``decoders`` the Compare
+sends, ``views`` renders the metrics and texts, ``panels`` the failure and ladder tables, ``compare`` the Compare
 decoders tab, ``curve`` the speed-quality curve."""
 
 from .curve import SpeedQualityCurve

@@ -12,7 +12,7 @@ page shows is rendered by ``app_views`` (markup around ``sbd_viz.summary``'s wor
 rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own results in
 ``gr.State``; nothing mutable is shared between requests except the read-only model, the
 speed/quality curve (written once by a background thread, read-only afterwards) and the γ maps
-(``gamma_maps``: one background thread builds each session's map after its first decode of a prompt,
+(``map_builder``: one background thread builds each session's map after its first decode of a prompt,
 and a slider release inside a decoded piece shows that piece's decode without calling the model).
 """
 
@@ -35,12 +35,12 @@ from ..analysis import roofline
 from .. import tasks
 from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS, queue
 from .assets import ANIM_JS, ANIM_TEMPLATE, CSS, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
-from .gamma_maps import GammaMaps, map_key
+from .map_builder import GammaMaps, map_key
 from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, prompt_limit, read_call,
                      read_decoder, read_projection, read_settings, refused)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
                                 failure_rows, stream_ladder)
-from .decoders import compare as compare_decoders, decoders_tab
+from .compare import compare as compare_decoders, decoders_tab
 from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
 from .views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html,
@@ -109,7 +109,7 @@ def _decoded(session) -> bool:
 # -- handlers ---------------------------------------------------------------------------------
 class Handlers:
     """The event handlers. They hold read-only things (the model, the suite lookup, the curve) and the γ maps, which
-    one background thread builds (``gamma_maps``)."""
+    one background thread builds (``map_builder``)."""
 
     def __init__(self, model, curve: SpeedQualityCurve):
         self.model, self.curve = model, curve

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..analysis.ladder import Ladder
+from ..analysis.gamma_ladder import Ladder
 from ..plots.animation import save_animation
-from ..plots.ladder import gamma_ladder_figure
+from ..plots.ladder_figure import gamma_ladder_figure
 from ..trace import visible
 
 FAILURE_COLUMNS = ["kind", "call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",

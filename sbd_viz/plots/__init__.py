@@ -7,11 +7,11 @@ The figures live in sibling modules and are all reached from here:
 - ``calls_timeline``, ``compare`` and ``roofline``: ``plots.charts`` (``first_difference``, where two texts first
   differ, which ``compare`` reports, is ``sbd_viz.trace.first_difference``);
 - ``compare_decoders`` (one prompt through several decoders: a row of tokens each, shaded by call, calls, tokens per call,
-  equals greedy?) and ``decoder_rows``: ``plots.decoders``;
+  equals greedy?) and ``decoder_rows``: ``plots.side_by_side``;
 - ``tradeoff`` (the speed/quality curve), ``decoder_tradeoff`` (a ``sv.sweep_decoders`` frame, one line per
   decoder) and ``sweep_frame`` (the one loader of sweep rows): ``plots.tradeoff``;
 - ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plots.masks``;
-- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plots.ladder.gamma_ladder_figure``;
+- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plots.ladder_figure.gamma_ladder_figure``;
   ``gamma_strip`` (a γ map as an HTML strip of its pieces, the app's strip under the slider): ``plots.gamma_strip``;
 - ``save_animation`` (the block-fill animation as a GIF, one frame per call, from ``block_fill_spec``'s data):
   ``plots.animation``;
@@ -27,10 +27,10 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from .blocks import block_fill, block_fill_spec, entropy_heatmap
-from .decoders import compare_decoders, decoder_rows
+from .side_by_side import compare_decoders, decoder_rows
 from .charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
 from .animation import save_animation
-from .ladder import gamma_ladder_figure as gamma_ladder
+from .ladder_figure import gamma_ladder_figure as gamma_ladder
 from .gamma_strip import gamma_strip
 from .masks import attention_mask
 from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS,

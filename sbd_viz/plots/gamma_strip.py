@@ -17,7 +17,7 @@ import html
 import math
 
 from .style import CALL_SCALE, STATE_COLORS, esc
-from .ladder import SAFE_COLOR
+from .ladder_figure import SAFE_COLOR
 from ..trace import visible
 
 GAP_FILL = "repeating-linear-gradient(45deg, #EEEEEE 0 4px, #D0D0D0 4px 6px)"  # hatched: not decoded

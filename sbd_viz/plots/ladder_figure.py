@@ -14,7 +14,7 @@ import math
 
 import plotly.graph_objects as go
 
-from ..analysis.ladder import largest_safe_gamma
+from ..analysis.gamma_ladder import largest_safe_gamma
 from .style import RULE_COLORS, STATE_COLORS, common_layout, esc
 from ..trace import visible
 

@@ -12,7 +12,7 @@ import sbd_viz as sv
 from .. import plots
 
 COMPARE_HEADERS = ["decoder", "calls", "tokens", "tokens per call", "equals greedy", "slots remasked", "rollbacks"]
-SHARED = ("rule", "gamma", "block_size")  # the settings above that a compared decoder gets, if it takes them
+COMPARED_SETTINGS = ("rule", "gamma", "block_size")  # the settings above that a compared decoder gets, if it takes them
 
 
 def choices(model) -> dict[str, tuple]:
@@ -48,7 +48,7 @@ def compare(model, settings: dict, chosen) -> tuple:
     traces = {"NTP": ntp}
     for label in [c for c in offered if c in chosen]:
         spec, variant = offered[label]
-        shared = {k: settings[k] for k in SHARED if k in spec.takes}
+        shared = {k: settings[k] for k in COMPARED_SETTINGS if k in spec.takes}
         traces[label] = sv.decode(model, prompt, decoder=spec.name, max_new_tokens=n, stop=stop, **shared, **variant)
     figure = plots.compare_decoders(traces, ntp=ntp)
     rows = [[r["label"], r["calls"], r["tokens"], r["tokens_per_call"], "yes" if r["equals_greedy"] else "no",
