@@ -9,22 +9,24 @@ PYTHON ?= python3
 run: setup
 	$(PY) app.py
 
-# The tests come in three tiers (markers registered in pyproject.toml):
-#   unit   every test not marked heavy or slow (tests/conftest.py marks them): under a minute on 2 cores
-#   heavy  whole decodes on the shipped model, a served app, several architectures: seconds each
-#   slow   notebooks, training runs, the browser, the wheel: minutes
-# make test: all three tiers; make test-quick: unit + heavy; make test-unit: unit alone.
-# A new test that takes more than about half a second under load is marked heavy, to keep the unit tier in a minute.
+# The tests come in four tiers, one folder each (tests/conftest.py marks each test by its folder):
+#   tests/unit         quick checks: about a minute on 2 cores
+#   tests/integration  whole decodes on the shipped model, served apps, several architectures, training, the wheel
+#   tests/browser      the app in headless Chromium
+#   tests/notebooks    the walkthroughs executed
+# A test of seconds in tests/unit is marked heavy by hand and runs with the integration tier; a test of minutes
+# (training, the wheel, a whole suite) is marked slow.
+# make test: every tier; make test-quick: unit + integration, without the slow tests; make test-unit: unit alone.
 test: setup-dev
 	$(PY) -m pytest -q
 
 test-quick: setup-dev
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "(unit or integration) and not slow" tests/unit tests/integration
 
 test-unit: setup-dev
-	$(PY) -m pytest -q -m unit
+	$(PY) -m pytest -q -m unit tests/unit
 
-# the walkthroughs rendered with their outputs into docs/notebooks (tests/test_docs.py checks they are current)
+# the walkthroughs rendered with their outputs into docs/notebooks (tests/unit/test_docs.py checks they are current)
 docs: setup-dev
 	$(PY) docs/render_notebooks.py
 

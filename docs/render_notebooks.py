@@ -11,7 +11,7 @@ For each ``notebooks/NN_name.ipynb`` it executes a copy on the shipped model (th
 - ``NN_name.md`` and ``NN_name_files/``: the same as Markdown with each figure as a PNG (its
   first view, screenshotted in headless Chromium), for code hosts that do not run JavaScript;
 - ``rendered.json``: for each notebook, the hash of its cells and the model's fingerprint.
-  ``tests/test_docs.py`` recomputes both, so docs that no longer match the notebooks or the
+  ``tests/unit/test_docs.py`` recomputes both, so docs that no longer match the notebooks or the
   shipped model fail the tests until this command is run again.
 
 Widgets (``sv.explore``) need a live kernel: the pages show a note in their place. A tqdm progress bar is a

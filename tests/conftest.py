@@ -1,11 +1,12 @@
 """Shared fixtures: tiny random-init models of several architectures, with the char tokenizer; hand-made traces;
-the shipped model; the app served on a free port; a page of headless Chromium. And the test tiers (see ``TIERS``)."""
+the shipped model; the app served on a free port; a page of headless Chromium. And the test tiers (see ``TIERS``):
+a test's folder is its tier."""
 
 import contextlib
 import importlib
 import os
-import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ from sbd_viz.training.data import build_char_tokenizer
 from sbd_viz.trace import Commit, SlotView, Step, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
+# The helper modules here (diffusion_folders, this conftest) are importable by name from every tier's folder, and so
+# are the modules of tests/unit, whose helpers the other tiers share (test_adapter's ``adapted``, test_walkthroughs'
+# notebook checks): a test of tests/integration imports them as ``from test_adapter import adapted``.
+sys.path[:0] = [p for p in (str(ROOT / "tests"), str(ROOT / "tests" / "unit")) if p not in sys.path]
 
 torch.set_num_threads(2)
 
@@ -244,20 +249,37 @@ def page(request):
 
 
 # -- the tiers --------------------------------------------------------------------------------------------------
-TIERS = ("slow", "heavy")  # marked by hand; every other test is marked ``unit`` here (make test-unit: -m unit)
+# A test's folder is its tier, and the tier is its marker (registered in pyproject.toml):
+#   tests/unit         quick checks: `make test-unit` (-m unit)
+#   tests/integration  whole decodes on the shipped model, served apps, several architectures, training, the wheel
+#   tests/browser      the app in headless Chromium
+#   tests/notebooks    the walkthroughs executed
+# Two hand markers refine it. In a quick folder, a test marked ``heavy`` (seconds) or ``slow`` (minutes) runs in the
+# integration tier with its neighbours' fixtures at hand; ``slow`` also keeps a test out of `make test-quick`. A test
+# marked with a tier by hand (``browser`` on a page test among integration tests) is in that tier.
+# A test file at the top of tests/ gets the unit folder's rule and a warning naming it: it belongs in a folder.
+TIERS = ("unit", "integration", "browser", "notebooks")
+TESTS = Path(__file__).resolve().parent
+
+
+def tier_of_folder(path: Path) -> str:
+    """The tier a test file's folder gives it (``unit`` for a file left at the top of tests/)."""
+    folder = path.resolve().parent
+    return folder.name if folder.parent == TESTS and folder.name in TIERS else "unit"
 
 
 def pytest_collection_modifyitems(config, items):
+    loose = {}
     for item in items:
-        if not any(item.get_closest_marker(tier) for tier in TIERS):
-            item.add_marker(pytest.mark.unit)
-
-
-def pytest_ignore_collect(collection_path, config):
-    """Under ``-m unit`` alone, a module whose own ``pytestmark`` is heavy or slow holds no unit test, so it is not
-    imported at all (the app's imports alone take seconds)."""
-    if config.getoption("markexpr") != "unit" or not collection_path.name.startswith("test_") \
-            or collection_path.suffix != ".py":
-        return None
-    text = collection_path.read_text(encoding="utf-8")
-    return True if re.search(r"^pytestmark = .*pytest\.mark\.(heavy|slow)\b", text, re.M) else None
+        tier = next((t for t in TIERS if item.get_closest_marker(t)), None)
+        if tier is None:
+            tier = tier_of_folder(item.path)
+            if tier == "unit" and (item.get_closest_marker("heavy") or item.get_closest_marker("slow")):
+                tier = "integration"
+            item.add_marker(getattr(pytest.mark, tier))
+        if item.path.resolve().parent == TESTS:
+            loose.setdefault(item.path, item.getparent(pytest.Module))
+    for path, module in loose.items():
+        module.warn(pytest.PytestCollectionWarning(
+            f"tests/{path.name} is at the top of tests/, so it runs as a file of tests/unit would; move it into "
+            f"one of tests/{{{','.join(TIERS)}}}: its folder is its tier"))

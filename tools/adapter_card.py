@@ -4,7 +4,7 @@
 
 Every number in the card is read from ``adapter.json`` (what training recorded), ``bench/adapter_training.json``
 (the held-out probe over training) or ``bench/adapter.json`` (the held-out measurements), and stands in a table of
-the card. tests/test_adapter_card.py checks the card is this script's output.
+the card. tests/unit/test_adapter_card.py checks the card is this script's output.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 
 from test_walkthroughs import assert_executed_notebook_shows_its_numbers
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 

@@ -5,7 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def page_module():

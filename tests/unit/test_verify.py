@@ -13,7 +13,7 @@ from conftest import sharp_model as sharp, tiny_model
 
 ARCHS = ["llama", "qwen3", "gpt_neox", "mistral"]
 PROMPTS = ["assert 1 + 2 == ", "x = [3, 1", "def f(a):", "hi"]
-V1_TRACE = Path(__file__).parent / "data" / "trace_v1.json"
+V1_TRACE = Path(__file__).parents[1] / "data" / "trace_v1.json"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny forwards: one thread is faster here

@@ -27,7 +27,7 @@ def test_user_text_is_isolated_so_an_override_cannot_reverse_the_page():
     assert "<code><bdi>say \u202e this</bdi></code>" in html
 
 
-@pytest.mark.slow
+@pytest.mark.browser
 def test_the_browser_shows_the_indentation_and_keeps_the_caption_in_order(page, tmp_path):
     from sbd_viz.app.assets import CSS
 

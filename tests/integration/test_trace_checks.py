@@ -14,7 +14,7 @@ from sbd_viz.trace import Trace, TraceFormatError
 from test_diffusion_trace import canvas_trace
 
 pytestmark = pytest.mark.heavy  # 300 mutants of each kind of saved trace: seconds per test
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 NASTY = [None, {}, [], -1, 0, 1, 3, 2**63, -(2**63), 10**19, 1e19, -1.0, -1e-9, 0.5, 1.5, 1 + 1e-9, math.nan,
          math.inf, -math.inf, "x", "", "-1", True, False, [1], {"a": 1}]
 MUTATIONS = 300  # per source trace

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import bench_script
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE, DATA = ROOT / "bench" / "ADAPTER.md", ROOT / "bench" / "adapter.json"
 
 

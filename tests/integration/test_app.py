@@ -20,7 +20,7 @@ from conftest import SWEEP_ROWS, load_app, sharp_model, tiny_model
 from sbd_viz.app.panels import KIND_NAMES
 from sbd_viz.analysis.incoherence import incoherence_events
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Gradio's queue statistics trip pandas 3 deprecation warnings: not ours, and not news.
 # heavy: the app served on a free port, driven over HTTP (seconds per test)
 pytestmark = [pytest.mark.heavy, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]

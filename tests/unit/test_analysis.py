@@ -368,7 +368,7 @@ def test_bench_latency_table_and_cli_forwarding(tiny, capsys):
 
 
 # -- verified traces --------------------------------------------------------------------------
-VERIFIED = Path(__file__).parent / "data" / "trace_verified.json"  # how it was made: tests/test_plots.py
+VERIFIED = Path(__file__).parents[1] / "data" / "trace_verified.json"  # how it was made: tests/unit/test_plots.py
 
 
 @pytest.mark.heavy

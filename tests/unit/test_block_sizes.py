@@ -10,7 +10,7 @@ from sbd_viz import tasks
 
 from conftest import bench_script, sharp_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _row(seed, bucket, ntp, sbd, n=560, tpc=5.0):

@@ -12,7 +12,7 @@ from sbd_viz.analysis.divergence import divergence_report, first_divergence, unc
 
 from conftest import HAND, bench_script, hand_trace, sharp_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EB = {"decoder": "sbd", "rule": "entropy_bounded", "gamma": 0.1}
 
 

@@ -1,5 +1,5 @@
 """The app with a tiny random-init DiffusionGemma folder: its handlers (fast) and, marked slow, a real
-headless Chromium rendering a decode (Playwright + /usr/bin/chromium, as tests/test_app_browser.py)."""
+headless Chromium rendering a decode (Playwright + /usr/bin/chromium, as tests/browser/test_app_browser.py)."""
 
 import pytest
 import torch
@@ -47,7 +47,7 @@ def test_handlers_decode_draw_and_refuse_what_means_nothing(app, model):
             list(h.decode(*bad))
 
 
-@pytest.mark.slow
+@pytest.mark.browser
 def test_app_renders_a_diffusion_decode_in_a_real_browser(model, page):
     with app_server(model) as url:
         page.goto(url, wait_until="domcontentloaded")

@@ -11,7 +11,7 @@ from sbd_viz.trace import Trace
 
 from conftest import hand_trace
 
-VERIFIED = Path(__file__).parent / "data" / "trace_verified.json"
+VERIFIED = Path(__file__).parents[1] / "data" / "trace_verified.json"
 TEXT = "abcdefghijkl\nm"
 
 

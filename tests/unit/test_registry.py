@@ -18,7 +18,7 @@ from sbd_viz.decoders import registry
 
 from conftest import sharp_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "own_decoder.md"
 PROMPTS = ["abc abc abc ", "go: 12 + 30 = ", "xyzzy", "assert 48 + 37 == "]
 

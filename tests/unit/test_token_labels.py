@@ -1,6 +1,6 @@
 """Tokens as the pictures show them, from plain trace data alone (no model): a leading space as ␣, a character whose
 bytes span byte-level tokens whole where it completes (``BYTE_PIECE`` before it), special tokens marked. The same on
-the real SmolLM2 tokenizer is in tests/test_causal_lm.py."""
+the real SmolLM2 tokenizer is in tests/integration/test_causal_lm.py."""
 
 from sbd_viz import plots
 from sbd_viz.summary import trace_summary

@@ -12,7 +12,7 @@ FOLDER = adapted_lm.shipped_folder("smollm2-135m-sbd")
 def card_tool():
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "adapter_card.py"
+    path = Path(__file__).resolve().parents[2] / "tools" / "adapter_card.py"
     spec = importlib.util.spec_from_file_location("adapter_card", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -11,7 +11,7 @@ import sbd_viz as sv
 from sbd_viz.decoders.recorder import CanvasRecorder
 from sbd_viz.trace import CANVAS_FIELDS, Trace, TraceFormatError
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def logits_for(drafts: list[int], vocab: int = 6, sharp: float = 4.0) -> torch.Tensor:
@@ -108,7 +108,7 @@ def test_the_recorder_page_example_runs_and_prints_what_the_page_says(capsys):
     """docs/diffusion_recorder.md: its one code block records a toy loop; the page quotes what it prints."""
     import re
 
-    page = (Path(__file__).resolve().parent.parent / "docs" / "diffusion_recorder.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "diffusion_recorder.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     assert len(blocks) == 1 and len(blocks[0].splitlines()) <= 40
     scope: dict = {}

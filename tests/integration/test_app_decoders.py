@@ -37,7 +37,7 @@ def test_compare_endpoint_matches_the_library(served):
                        api_name="/compare")
 
 
-@pytest.mark.slow
+@pytest.mark.browser
 def test_compare_tab_renders_in_a_browser(served, page):
     ARTIFACTS.mkdir(exist_ok=True)
     page.goto(served[0], wait_until="domcontentloaded")

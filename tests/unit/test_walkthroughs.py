@@ -7,7 +7,7 @@ No notebook is executed here; each check is cheap:
   display built from the notebook's variables, so a re-run cannot leave the prose behind.
 - **shown numbers**: a number that must stay hand-written in a Markdown cell is marked
   ``<span class="shown">0.35</span>``, and the notebook's outputs must show it. Checked here on the rendered pages
-  (``docs/notebooks/*.html``, what readers see), and in ``tests/test_notebooks.py`` on every executed notebook.
+  (``docs/notebooks/*.html``, what readers see), and in ``tests/notebooks/test_notebooks.py`` on every executed notebook.
 - **the glossary** has at least 20 terms, its index links land on its headings, and every notebook's first
   Markdown cell links it.
 - **exercises**: every notebook ends with an Exercises section and its answers in a collapsed cell.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 GLOSSARY = ROOT / "sbd_viz" / "GLOSSARY.md"  # package data: the app's Glossary tab
 PAGES = ROOT / "docs" / "notebooks"
@@ -80,7 +80,7 @@ def executed_outputs(nb) -> str:
 
 
 def assert_executed_notebook_shows_its_numbers(nb) -> None:
-    """For tests/test_notebooks.py: the marked numbers of an executed notebook's Markdown are in its outputs."""
+    """For tests/notebooks/test_notebooks.py: the marked numbers of an executed notebook's Markdown are in its outputs."""
     markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     missing = missing_shown_numbers(markdown, executed_outputs(nb))
     assert not missing, f"marked numbers the outputs do not show: {missing}"

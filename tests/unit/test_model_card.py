@@ -12,7 +12,7 @@ import yaml
 from sbd_viz.training import data, train
 from sbd_viz.rules import DEFAULT_GAMMA, DEFAULT_RULE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "sbd_viz" / "models" / "sbd-char-5m"
 CARD = FOLDER / "README.md"
 HISTORY = ROOT / "docs" / "model_history.md"

@@ -450,7 +450,7 @@ def test_block_fill_spec_is_valid_plotly_data_that_validation_leaves_unchanged(s
 
 
 # -- verified traces ----------------------------------------------------------------------
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 # tests/data/trace_verified.json: sharp("llama") of test_verify with oracle_drafter(..., {g % 7 in (2, 5)}, soft=True),
 # "x = [3, 1", confidence_threshold 0.5, k = 6, 15 tokens, stop "q", verify=True. Its 11 calls reject drafts in a block
 # (call 1), in a block's tail found by the next block's first call (calls 4 and 7), drop drafts after them, hold gap

@@ -91,7 +91,7 @@ def test_visible_shows_whitespace_and_spaces_only_when_asked():
 
 
 def test_verdicts_pair_each_check_with_the_draft_it_judged():
-    trace = Trace.load(Path(__file__).parent / "data" / "trace_verified.json")
+    trace = Trace.load(Path(__file__).parents[1] / "data" / "trace_verified.json")
     verdicts = trace.verdicts()
     assert len(verdicts) == len(trace.checks()) > 0  # every check judged one draft, and no draft twice
     for (call, position), (checked_in, check) in verdicts.items():
@@ -103,7 +103,7 @@ def test_verdicts_pair_each_check_with_the_draft_it_judged():
 
 def test_files_that_name_the_commit_rule_solver_still_load():
     """Traces saved before the commit rule was called ``rule`` (tests/data/trace_v1.json says ``solver``)."""
-    old = Path(__file__).parent / "data" / "trace_v1.json"
+    old = Path(__file__).parents[1] / "data" / "trace_v1.json"
     assert json.loads(old.read_text())["config"]["solver"] == "entropy_bounded"
     trace = Trace.load(old)
     assert trace.config["rule"] == "entropy_bounded" and "solver" not in trace.config

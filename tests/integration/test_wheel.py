@@ -18,7 +18,7 @@ import pytest
 
 from conftest import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "assert 48 + 37 == "
 pytestmark = pytest.mark.slow  # builds and installs a 20 MB wheel (about half a minute)
 
