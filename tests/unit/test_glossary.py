@@ -3,7 +3,7 @@ toolkit's own coinages say so, and borrowed ideas name their source."""
 import re
 from pathlib import Path
 
-GLOSSARY = Path(__file__).resolve().parents[1] / "sbd_viz" / "GLOSSARY.md"
+GLOSSARY = Path(__file__).resolve().parents[2] / "sbd_viz" / "GLOSSARY.md"
 
 
 def entries() -> dict[str, str]:
