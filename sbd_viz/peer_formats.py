@@ -342,14 +342,17 @@ def from_trajectory(record: dict, tokenizer=None, mask_token_id: int | None = No
 
 
 def same_commits(a: Trace, b: Trace, kept_only: bool = False) -> bool:
-    """Whether two traces commit the same tokens at the same positions in the same calls (and with the same gaps);
-    ``kept_only`` compares only the commits the outputs hold (what a step map carries)."""
+    """Whether two traces commit the same tokens at the same output positions (counted from the first generated
+    one, so a record without the prompt's ids compares too) in the same order of calls, with the same gaps;
+    ``kept_only`` compares only the commits the outputs hold (what a step map carries), their calls numbered as a
+    step map numbers them."""
     def commits(trace: Trace) -> list[Any]:
+        n0 = len(trace.prompt_ids)
         if kept_only:
-            calls = sorted({k.step.call for k in kept_commits(trace)})
-            rank = {c: i for i, c in enumerate(calls)}
-            return [(rank[k.step.call], k.step.block_start + k.commit.slot, k.commit.token_id, k.commit.gap)
-                    for k in kept_commits(trace)]
-        return [(s.call, s.block_start + c.slot, c.token_id, c.gap) for s in trace.steps for c in s.commits]
+            kept = kept_commits(trace)
+            rank = {c: i for i, c in enumerate(sorted({k.step.call for k in kept}))}
+            return [(rank[k.step.call], k.step.block_start + k.commit.slot - n0, k.commit.token_id, k.commit.gap)
+                    for k in kept]
+        return [(s.call, s.block_start + c.slot - n0, c.token_id, c.gap) for s in trace.steps for c in s.commits]
 
     return commits(check_trace(a, "a")) == commits(check_trace(b, "b"))
