@@ -34,6 +34,18 @@ def test_kendall_tau_by_hand_with_ties():
     assert sv.kendall_tau(range(6), range(5, -1, -1)) == -1.0
 
 
+def test_kendall_tau_equals_scipy_where_scipy_is_installed():
+    stats = pytest.importorskip("scipy.stats")
+    import random
+
+    rng = random.Random(0)
+    for n in (2, 5, 40):
+        x, y = [rng.randrange(4) for _ in range(n)], [rng.randrange(9) for _ in range(n)]
+        want = stats.kendalltau(x, y).statistic
+        got = sv.kendall_tau(x, y)
+        assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, abs=1e-12)
+
+
 def test_kendall_tau_is_nan_where_undefined_and_names_bad_input():
     assert math.isnan(sv.kendall_tau([3], [0]))
     assert math.isnan(sv.kendall_tau([1, 1, 1], [0, 1, 2]))  # one call committed everything

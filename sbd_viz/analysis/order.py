@@ -75,13 +75,15 @@ def kendall_tau(x, y) -> float:
     n = len(x)
     if n < 2:
         return float("nan")
-    upper = np.triu_indices(n, 1)  # every pair i < j once
-    sx = np.sign(x[:, None] - x[None, :])[upper]
-    sy = np.sign(y[:, None] - y[None, :])[upper]
+    score = tied_x = tied_y = 0
+    for i in range(n - 1):  # every pair i < j once, a row at a time (memory stays linear in n)
+        sx, sy = np.sign(x[i + 1:] - x[i]), np.sign(y[i + 1:] - y[i])
+        score += int((sx * sy).sum())
+        tied_x += int((sx == 0).sum())
+        tied_y += int((sy == 0).sum())
     pairs = n * (n - 1) // 2
-    tied_x, tied_y = int((sx == 0).sum()), int((sy == 0).sum())
     denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
-    return float((sx * sy).sum() / denominator) if denominator else float("nan")
+    return score / denominator if denominator else float("nan")
 
 
 def decode_order(trace: Trace) -> DecodeOrder:
