@@ -39,8 +39,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .analysis.order import kept_commits
 from .checks import check_trace
+from .commits import kept_commits
 from .trace import SCHEMA, Trace
 
 STEP_MAP_FORMAT = "lmdeploy step_map"

@@ -26,17 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_trace
-from ..trace import Commit, Step, Trace
-
-
-@dataclass(frozen=True)
-class KeptCommit:
-    """The commit an output token comes from: its output index, the step that made it, and the commit."""
-
-    index: int  # position in the output, from 0
-    step: Step
-    commit: Commit
+from ..commits import KeptCommit, kept_commits  # noqa: F401  (KeptCommit: read from here too)
+from ..trace import Trace
 
 
 @dataclass(frozen=True)
@@ -48,21 +39,6 @@ class DecodeOrder:
     commit_lag: tuple[float, ...]  # per slot index: mean block step of its kept commits (NaN: no commit there)
     n_commits: int  # kept commits measured
     n_out_of_order: int  # of which gap fills
-
-
-def kept_commits(trace: Trace) -> list[KeptCommit]:
-    """The commit each output token comes from, in output order: the last commit at its position (a verified
-    decode's correction replaces the rejected draft; a canvas slot renoised after a commit is not counted until
-    it is accepted again). Output tokens no commit wrote (a canvas block that ended with a slot open) are left
-    out."""
-    trace = check_trace(trace)
-    n0, last = len(trace.prompt_ids), {}
-    for s in trace.steps:
-        for c in s.commits:
-            last[s.block_start + c.slot] = (s, c)
-        for slot in s.renoised:
-            last.pop(s.block_start + slot, None)
-    return [KeptCommit(i, *last[n0 + i]) for i in range(trace.n_tokens) if n0 + i in last]
 
 
 def kendall_tau(x, y) -> float:
