@@ -36,7 +36,7 @@ def test_the_page_is_one_offline_file_with_both_figures(tmp_path):
     assert page.count("plotly.js v") >= 1 and len(page) > 3_000_000
     assert len(re.findall(r"Plotly\.newPlot\(", page)) == 2  # the block fill and the timeline
     assert "tokens so far" in page and "committed in this call" in page  # the timeline's trace, the fill's legend
-    assert trace.text.replace("\n", "") in page.replace("\n", "")
+    assert f"<pre style='white-space:pre-wrap'>{trace.text}</pre>" in page  # its newline kept
 
 
 @pytest.mark.heavy

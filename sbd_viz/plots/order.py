@@ -62,7 +62,8 @@ def commit_order(traces, labels=None) -> go.Figure:
     fig.update_layout(**common_layout(
         title=dict(text="Decode order: which call committed each output token (open marker: gap fill)"),
         xaxis=dict(title=dict(text="position in the output"), gridcolor="#EEEEEE", zeroline=False),
-        yaxis=dict(title=dict(text="call (commit step)"), gridcolor="#EEEEEE", zeroline=False, rangemode="tozero"),
+        yaxis=dict(title=dict(text="call (commit step)"), gridcolor="#EEEEEE", zeroline=False,
+                   range=[-0.8, max((t.nfe for _, t in pairs), default=1) - 0.2]),  # room for markers on call 0
         legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), height=420 + 22 * len(pairs),
         margin=dict(l=60, r=20, t=50, b=80), meta=dict(order=rows)))
     return fig

@@ -92,8 +92,8 @@ def save_page(trace: Trace, path: str | Path | None = None, palette: dict | None
              timeline.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False)]
     page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{esc(title)}</title></head>\n<body style="
             f"'font-family:DejaVu Sans Mono,Menlo,Consolas,monospace'><h3>{esc(title)}</h3>"
-            f"<p>{esc(settings_line(trace))}</p><p><b>prompt</b> {esc(trace.prompt)}<br><b>output</b> "
-            f"{esc(trace.text)}</p>{''.join(parts)}</body></html>\n")
+            f"<p>{esc(settings_line(trace))}</p><b>prompt</b><pre style='white-space:pre-wrap'>{esc(trace.prompt)}</pre>"
+            f"<b>output</b><pre style='white-space:pre-wrap'>{esc(trace.text)}</pre>{''.join(parts)}</body></html>\n")
     if path is not None:
         Path(path).write_text(page, encoding="utf-8")
     return page
