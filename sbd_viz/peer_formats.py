@@ -11,9 +11,12 @@ hold, e.g. one that only wrote past the stop, has no number, as in lmdeploy). ``
 **d3LLM trajectories** (hao-ai-lab/d3LLM, ``distill_1_data_prepare``, the dParallel format it builds on): one record
 per decode with ``prompt_ids``, ``question`` (the prompt), ``trajectory`` (after each model call, the whole sequence:
 the prompt's ids, then every generated position's token id, the mask token id where it is still masked, including
-blocks not opened yet), ``final_output`` (the prompt's ids and the output's), ``generated_text`` and ``nfe``. d3LLM
-saves a list of records as one JSON file; ``save_trajectories`` writes one record per line (JSON lines), which is
-what a dataset loader reads line by line, and ``load_trajectories`` reads either.
+blocks not opened yet), ``final_output`` (the prompt's ids and the output's), ``generated_text`` and ``nfe``. The
+``trajectory`` list has the shape of the ``history`` that Dream's and Fast-dLLM's ``diffusion_generate`` return with
+``output_history=True`` (the sequence after each step), which d3LLM's recorder is built from; d3LLM's other form
+(``trajectory_one_step``: one map of unmask times) is not read. d3LLM saves a list of records as one JSON file;
+``save_trajectories`` writes one record per line (JSON lines), which a dataset loader reads line by line, and
+``load_trajectories`` reads either.
 
 Both records also carry fields of sbd_viz's own, which a peer's reader ignores and ours uses to give back the exact
 trace: ``prompt``/``prompt_ids``; ``token_texts`` (each token's text alone, ``Commit.text``); ``output_texts``;
