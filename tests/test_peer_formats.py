@@ -90,6 +90,26 @@ def test_a_peers_step_map_without_our_fields_imports_with_a_tokenizer_and_a_bloc
         sv.from_step_map(peer, build_char_tokenizer(), block_size=2)
 
 
+def test_a_peers_trajectory_with_d3llms_fields_only_imports_with_mask_id_tokenizer_and_block_size():
+    from sbd_viz.training.data import build_char_tokenizer
+
+    trace = hand_trace([("abcd", [{3}, {0, 1}, {2}]), ("efgh", [{0, 2}, {1, 3}])])
+    d3llm = ("idx", "question", "prompt_ids", "trajectory", "final_output", "generated_text", "nfe")
+    peer = {k: v for k, v in _json(sv.to_trajectory(trace, MASK)).items() if k in d3llm}
+    tok = build_char_tokenizer()
+    with pytest.raises(ValueError, match="mask_token_id"):
+        sv.from_trajectory(peer, tok, block_size=4)
+    with pytest.raises(ValueError, match="tokenizer"):
+        sv.from_trajectory(peer, mask_token_id=MASK, block_size=4)
+    with pytest.raises(ValueError, match="block_size"):
+        sv.from_trajectory(peer, tok, mask_token_id=MASK)
+    back = sv.from_trajectory(peer, tok, mask_token_id=MASK, block_size=4)
+    assert same_commits(trace, back) and back.text == trace.text and back.prompt == trace.prompt
+    # another mask id reads the masks as tokens: the first call then "commits" every position
+    with pytest.raises(ValueError, match="changes after it was written"):
+        sv.from_trajectory(peer, tok, mask_token_id=MASK + 1, block_size=4)
+
+
 def test_jsonl_files_and_d3llms_json_list(tmp_path):
     traces = [hand_trace(), hand_trace(stop_at=13)]
     path = sv.save_trajectories(traces, tmp_path / "t.jsonl", MASK)
