@@ -30,6 +30,11 @@ from .analysis.gamma_ladder import Ladder, gamma_ladder
 from .analysis.gamma_map import GammaMap, Piece, gamma_map
 from .analysis.incoherence import failure_report, incoherence_report
 from .analysis.decoder_sweep import sweep_decoders
+from .analysis.order import DecodeOrder, decode_order, kendall_tau, order_rows
+from .analysis.counts import COUNT_LABELS, call_counts, tokens_per_call
+from . import peer_formats
+from .peer_formats import (from_step_map, from_trajectory, load_step_maps, load_trajectories, save_step_maps,
+                           save_trajectories, to_step_map, to_trajectory)
 
 
 def load_model(path=None, dtype=None, device=None):
@@ -94,6 +99,14 @@ def decode(model, prompt, *args, decoder=None, **settings):
     return door.decode(model, prompt, decoder, **dict(zip(_POSITIONAL, args)), **settings)
 
 
+def commit_order(traces, labels=None):
+    """The decode-order picture: commit step against position for each trace, on one shared step axis (see
+    ``sbd_viz.plots.order.commit_order``); imports plotly only when called."""
+    from .plots.order import commit_order as _commit_order
+
+    return _commit_order(traces, labels)
+
+
 def explore(model, prompt, **decode_kwargs):
     """An ipywidgets explorer of one prompt (see ``sbd_viz.widgets.explore``); imports ipywidgets only when called."""
     from .widgets import explore as _explore
@@ -108,4 +121,7 @@ __all__ = [
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "GammaMap", "Piece", "gamma_map", "failure_report",
     "incoherence_report", "sweep_decoders",
+    "DecodeOrder", "decode_order", "kendall_tau", "order_rows", "commit_order", "COUNT_LABELS", "call_counts",
+    "tokens_per_call", "peer_formats", "from_step_map", "from_trajectory", "load_step_maps", "load_trajectories",
+    "save_step_maps", "save_trajectories", "to_step_map", "to_trajectory",
 ]

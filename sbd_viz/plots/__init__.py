@@ -16,6 +16,9 @@ The figures live in sibling modules and are all reached from here:
 - ``save_animation`` (the block-fill animation as a GIF, one frame per call, from ``block_fill_spec``'s data):
   ``plots.animation``;
 - the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plots.style``.
+- ``commit_order`` (the decode-order picture: commit step against position, several decodes on one step axis):
+  ``plots.order``; ``save_page`` (one offline HTML file of a trace's block fill and calls timeline, in a palette the
+  GIF shares): ``plots.page``.
 
 This module adds the offline HTML export: ``save_html`` and ``trace_html`` (a trace's Jupyter view).
 """
@@ -33,6 +36,8 @@ from .animation import save_animation
 from .ladder_figure import gamma_ladder_figure as gamma_ladder
 from .gamma_strip import gamma_strip
 from .masks import attention_mask
+from .order import commit_order
+from .page import save_page
 from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS,
                          STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc,
                          settings_line)
@@ -43,7 +48,7 @@ from ..trace import Trace, first_difference
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
            "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference",
-           "gamma_ladder", "gamma_strip", "roofline", "save_animation", "save_html", "sweep_frame", "trace_html", "tradeoff"]
+           "gamma_ladder", "gamma_strip", "roofline", "save_animation", "save_html", "commit_order", "save_page", "sweep_frame", "trace_html", "tradeoff"]
 
 
 # -- HTML export ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from .blocks import block_fill_spec
+from .page import recolor
 from ..checks import check_whole
 from ..trace import Trace
 
@@ -292,18 +293,19 @@ def _draw_bar(draw, c: _Canvas) -> None:
     draw.text((x0 + 26 * s, y_top + length), f"{bar['cmin']:.2f}", font=small, fill=NOTE_TEXT, anchor="lm")
 
 
-def _render(trace: Trace, width: int, max_blocks: int | None, last: bool) -> tuple[dict, list]:
+def _render(trace: Trace, width: int, max_blocks: int | None, last: bool, palette=None) -> tuple[dict, list]:
     check_whole(width, "width", 320, 4096, unit="pixels")
-    spec = block_fill_spec(trace, max_blocks, last)  # checks trace and max_blocks
+    spec = recolor(block_fill_spec(trace, max_blocks, last), palette)  # checks trace, max_blocks and palette
     frames = _resolved_frames(spec)
     canvas = _Canvas(spec, width, [title for title, _ in frames])
     base, strips = _draw_base(canvas, frames[0][1]), {}
     return spec, [_draw_frame(canvas, title, rows, base, strips) for title, rows in frames]
 
 
-def animation_frames(trace: Trace, width: int = WIDTH, max_blocks: int | None = None, last: bool = False) -> list:
+def animation_frames(trace: Trace, width: int = WIDTH, max_blocks: int | None = None, last: bool = False,
+                     palette: dict | None = None) -> list:
     """The GIF's frames as RGB Pillow images, one per call, drawn from ``block_fill_spec(trace, max_blocks, last)``."""
-    return _render(trace, width, max_blocks, last)[1]
+    return _render(trace, width, max_blocks, last, palette)[1]
 
 
 def _exact_colors(spec: dict) -> list[tuple[int, int, int]]:
@@ -359,19 +361,21 @@ def _indexed(frames: list, exact: list[tuple[int, int, int]]) -> list:
 
 
 def save_animation(trace: Trace, path: str | Path, width: int = WIDTH, frame_ms: int = FRAME_MS,
-                   last_frame_ms: int = LAST_FRAME_MS, max_blocks: int | None = None, last: bool = False) -> Path:
+                   last_frame_ms: int = LAST_FRAME_MS, max_blocks: int | None = None, last: bool = False,
+                   palette: dict | None = None) -> Path:
     """Write the block-fill animation of ``trace`` to ``path`` as a looping GIF: one frame per model call.
 
     ``width`` in pixels (1280 reads well on a slide; the height follows the number of block rows);
     ``frame_ms`` each call's frame, ``last_frame_ms`` the finished decode's; ``max_blocks`` / ``last`` as in
-    ``plots.block_fill`` (a long trace's first or last N blocks; the counters still count the whole trace).
+    ``plots.block_fill`` (a long trace's first or last N blocks; the counters still count the whole trace);
+    ``palette`` the state colours, as ``plots.page.save_page`` takes them (default ``STATE_COLORS``, Okabe-Ito).
     """
     path = Path(path)
     if path.suffix.lower() != ".gif":
         raise ValueError(f"path: must end in .gif, got {str(path)!r}")
     for name, value in (("frame_ms", frame_ms), ("last_frame_ms", last_frame_ms)):
         check_whole(value, name, 20, 60_000, unit="milliseconds")
-    spec, frames = _render(trace, width, max_blocks, last)
+    spec, frames = _render(trace, width, max_blocks, last, palette)
     indexed = _indexed(frames, _exact_colors(spec))
     durations = [frame_ms] * (len(indexed) - 1) + [last_frame_ms]
     indexed[0].save(path, save_all=True, append_images=indexed[1:], duration=durations, loop=0, optimize=False)

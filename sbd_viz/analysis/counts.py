@@ -1,0 +1,76 @@
+"""Tokens per call as peers count them: with and without the end token, with and without the prefill call.
+
+Papers and leaderboards divide different things. ``Trace.tokens_per_call`` divides every output token (the end
+token included) by every counted call (the prefill included). d3LLM's tokens per forward (TPF) counts the tokens of
+the decoded text, so an end-of-sequence token, which decodes to nothing, is not counted (d3LLM issue #1): counting it
+inflates TPF. Speculative-decoding papers usually count the decode phase alone: the calls after the prefill, and the
+tokens those calls wrote.
+
+Here:
+
+- the *end token* is the output's last token when the decode ended on the model's end-of-sequence token
+  (``stop_reason == "eos"``), or when that last token is one of the trace's special tokens (a chat template's
+  ``<|im_end|>`` given as a stop). A stop string that is ordinary text (a newline) is text, not an end token.
+- the *prefill call* is call 0, the call that reads the prompt (``n_input`` holds the prompt and the first block);
+  it commits tokens too, and "without the prefill" leaves out the call and the tokens it committed.
+
+``call_counts(trace)`` returns the counts and the four ratios, each under the label ``COUNT_LABELS`` gives it, so
+every view and page names them alike; ``tokens_per_call(trace, end_token=..., prefill=...)`` one of the ratios.
+"""
+
+from __future__ import annotations
+
+from ..checks import check_trace
+from ..trace import Trace
+
+# (end token counted, prefill counted) -> the label every view and page uses for that ratio
+COUNT_LABELS = {
+    (True, True): "tokens per call (end token and prefill counted)",
+    (False, True): "tokens per call without the end token (d3LLM's TPF)",
+    (True, False): "tokens per call after the prefill",
+    (False, False): "tokens per call after the prefill, without the end token",
+}
+
+
+def has_end_token(trace: Trace) -> bool:
+    """Whether the output's last token is an end token (see the module docstring)."""
+    trace = check_trace(trace)
+    if not trace.n_tokens:
+        return False
+    return trace.stop_reason == "eos" or trace.output_texts[-1] in trace.special_tokens
+
+
+def prefill_tokens(trace: Trace) -> int:
+    """Output tokens the prefill call (call 0) committed: the output tokens whose commit is call 0's."""
+    return sum(1 for call in check_trace(trace).token_calls() if call == 0)
+
+
+def tokens_per_call(trace: Trace, end_token: bool = True, prefill: bool = True) -> float:
+    """Output tokens per counted call, the end token counted or not (``end_token``), the prefill call and its
+    tokens counted or not (``prefill``); NaN when no call is left to divide by. ``end_token=True, prefill=True`` is
+    ``Trace.tokens_per_call``."""
+    trace = check_trace(trace)
+    for name, value in (("end_token", end_token), ("prefill", prefill)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: must be True or False, got {value!r}")
+    tokens, calls = trace.n_tokens, trace.nfe
+    if not end_token and has_end_token(trace):
+        tokens -= 1
+    if not prefill and calls:
+        calls -= 1
+        tokens -= prefill_tokens(trace)
+        if has_end_token(trace) and not end_token and trace.token_calls()[-1] == 0:
+            tokens += 1  # the end token came from the prefill: it was taken off once already
+    return tokens / calls if calls else float("nan")
+
+
+def call_counts(trace: Trace) -> dict:
+    """The counts behind every convention and the four ratios: ``tokens`` (every output token), ``end_tokens``
+    (0 or 1), ``calls`` (every counted call), ``prefill_calls`` (1, or 0 for an empty trace), ``prefill_tokens``,
+    and each ``COUNT_LABELS`` label mapped to its ratio."""
+    trace = check_trace(trace)
+    counts = {"tokens": trace.n_tokens, "end_tokens": int(has_end_token(trace)), "calls": trace.nfe,
+              "prefill_calls": int(trace.nfe > 0), "prefill_tokens": prefill_tokens(trace)}
+    for (end, pre), label in COUNT_LABELS.items():
+        counts[label] = tokens_per_call(trace, end_token=end, prefill=pre)
+    return counts
