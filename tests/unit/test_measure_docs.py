@@ -8,7 +8,7 @@ import pytest
 import sbd_viz as sv
 from sbd_viz import plots
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "measure_and_export.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "measure_and_export.md"
 
 
 def _snippets() -> list[str]:
