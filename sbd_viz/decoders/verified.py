@@ -63,6 +63,11 @@ from ..trace import Check, Commit, Rollback, Step
 DRAFTING = ("single", "tree")  # how verified SBD drafts: one block per call, or a block per possible accepted length
 
 
+def tree_drafted(config: dict) -> bool:
+    """Whether a trace's config (``Trace.config``) says its verified decode drafted a tree (``drafting="tree"``)."""
+    return config.get("drafting") == "tree"
+
+
 def check_drafting(drafting, config) -> str:
     """``drafting`` as a decode with ``config`` (a ``DecodeConfig``) can run it, else a ``ValueError`` naming it."""
     if not isinstance(drafting, str) or drafting not in DRAFTING:
@@ -273,7 +278,7 @@ class VerifiedDecode:
         commits: list[Commit] = [exact_commit(self.model, p, exact, rows.probs[-1], rows.logp[-1], ntp=True)]
         proposal = propose(self.model, logits[[s - p for s in masked]], 0.0, None)  # (m, V) for the open slots
         if len(masked) > 1:  # the slot NTP just filled is not the rule's to draft
-            drafts, _ = draft(self.model, self.config._rule, masked[1:], proposal.rows(range(1, len(masked))),
+            drafts, _ = draft(self.model, self.config.commit_rule, masked[1:], proposal.rows(range(1, len(masked))),
                               self.intervals)
             for c in drafts:
                 b.write(c.slot, c.token_id)
@@ -315,7 +320,7 @@ class TreeDecode:
         self.model, self.config, self.prompt_ids, self.steps = model, config, list(prompt_ids), steps
         self.intervals = intervals  # each draft's knob interval is appended here (``draft``), rejected ones too
         self.n_prompt = len(prompt_ids)
-        self.rule = replace(config._rule, gap_free=True)  # drafts are kept as a prefix (module docstring)
+        self.rule = replace(config.commit_rule, gap_free=True)  # drafts are kept as a prefix (module docstring)
         self.out: list[int] = []
         self.drafts: list[int] = []
         self.ends = False  # the drafts reach a stop or the length limit
