@@ -85,8 +85,7 @@ class LookupDecoding(DraftAndCheck):
 PROMPT_LOOKUP = DecoderSpec(
     name="prompt_lookup", label="prompt lookup", decoding=LookupDecoding, exact=True, model="causal",
     own={"prompt_lookup_num_tokens": DEFAULT_LOOKUP_TOKENS, "max_matching_ngram_size": None},
-    knob=Knob("prompt_lookup_num_tokens", 1, 20, 1), color="#CC79A7",
-    sweep={"prompt_lookup_num_tokens": (3, DEFAULT_LOOKUP_TOKENS)})  # a line through its knob, not one point
+    knob=Knob("prompt_lookup_num_tokens", 1, 20, 1), color="#CC79A7")
 SPECS = (PROMPT_LOOKUP,)
 
 

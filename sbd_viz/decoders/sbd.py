@@ -58,7 +58,7 @@ class Decoding(BlockLoop, DecodeRun):
         the output ids and their ``Stop``."""
         if self.config.verify:
             loop = TreeDecode if self.drafting == "tree" else VerifiedDecode
-            return (yield from loop(self.model, self.config, self.prompt_ids, self._steps,
+            return (yield from loop(self.model, self.config, self.prompt_ids, self.record,
                                     self.knob_intervals).requests())
         return (yield from self._plain_requests())
 

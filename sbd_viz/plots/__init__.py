@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 
 from .blocks import block_fill, block_fill_spec, entropy_heatmap
 from .decoders import compare_decoders, decoder_rows
-from .charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
+from .charts import calls_timeline, compare, per_call_counts, roofline
 from .animation import save_animation
 from .ladder import gamma_ladder_figure as gamma_ladder
 from .gamma_strip import gamma_strip
@@ -42,7 +42,7 @@ from ..trace import Trace, first_difference
 
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
-           "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference",
+           "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference", "per_call_counts",
            "gamma_ladder", "gamma_strip", "roofline", "save_animation", "save_html", "sweep_frame", "trace_html", "tradeoff"]
 
 
