@@ -103,7 +103,8 @@ def _row(setting, items, traces, ntp, ntp_calls, scored, max_new_tokens) -> dict
     knob = spec.knob.name if spec.knob else None
     return {"decoder": setting["decoder"], "label": spec.label_of(setting), "rule": setting.get("rule"),
             "gamma": setting.get("gamma", math.nan), "block_size": setting.get("block_size", math.nan),
-            "settings": _own_settings(spec, setting), "knob": knob, "knob_value": setting.get(knob, math.nan) if knob else math.nan,
+            "settings": _own_settings(spec, setting),
+            "knob": knob, "knob_value": setting.get(knob, math.nan) if knob else math.nan,
             "accuracy": sum(score(i, t.text) for i, t in zip(items, traces)) / len(items) if scored else math.nan,
             "calls": calls, "tokens": tokens, "tokens_per_call": tokens / calls, "calls_per_token": calls / tokens
             if tokens else math.nan, "speedup_calls": ntp_calls / calls,

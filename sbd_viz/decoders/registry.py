@@ -137,7 +137,8 @@ class DecoderSpec:
             if bad:
                 raise ValueError(f"variants: {where}'s variant {label!r} sets {bad[0]!r}, which it does not take")
         object.__setattr__(self, "variants", MappingProxyType(variants))
-        if self.color is not None and not (isinstance(self.color, str) and re.fullmatch(r"#[0-9A-Fa-f]{6}", self.color)):
+        if self.color is not None and not (isinstance(self.color, str)
+                                           and re.fullmatch(r"#[0-9A-Fa-f]{6}", self.color)):
             raise ValueError(f"color: {where}'s colour must be '#RRGGBB' or None, got {self.color!r}")
         sweep = {}
         for name, values in dict(self.sweep).items():
