@@ -7,7 +7,9 @@
 """
 
 from ._version import __version__
-from .decoders.sbd import DecodeConfig, Decoding, decode_steps
+from .decoders.config import DecodeConfig
+from .decoders.run import Batchable, DecodeRun, Decoder, DraftAndCheck
+from .decoders.sbd import Decoding, decode_steps
 from .decoders.ntp import NTPDecoding, decode_ntp
 from .decoders import door, registry
 from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
@@ -115,7 +117,7 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "BatchDecoding", "COMMIT_RULES", "DecoderSpec", "Knob", "NTPDecoding", "decoders", "register_decoder", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
+    "BatchDecoding", "Batchable", "COMMIT_RULES", "DecodeRun", "Decoder", "DecoderSpec", "DraftAndCheck", "Knob", "NTPDecoding", "decoders", "register_decoder", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
     "SBDModel", "CausalLM", "causal_lm", "AdaptedLM", "adapted_lm", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",

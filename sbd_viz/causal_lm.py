@@ -92,8 +92,8 @@ class CausalLM(SBDModel):
     def mask_token_id(self) -> int:
         raise MaskTokenError(
             f"model {self.name!r} is a {KIND}: it has no mask token and never learned to predict masked slots, "
-            f"so it cannot decode with SBD. Fine-tune it for SBD first ({train_hint(self.name)}); the exact "
-            "decoders (ntp, jacobi, prompt_lookup) work on it as it is")
+            f"so it cannot decode with SBD. Fine-tune it for SBD first ({train_hint(self.name)}); the decoders "
+            "that read causal logits only (sv.decoders(model)) work on it as it is")
 
     @property
     def eos_token_id(self) -> int | None:
@@ -334,7 +334,8 @@ def is_causal_source(path) -> bool:
         cfg = json.loads(config.read_text())
     except (OSError, ValueError):
         return False
-    if cfg.get("mask_token_id") is not None or cfg.get("model_type") == "diffusion_gemma":
+    # a mask token: an SBD model; a canvas: a block-diffusion model (DiffusionGemma), which writes no causal text
+    if cfg.get("mask_token_id") is not None or "canvas_length" in cfg:
         return False
     tok_cfg = p / "tokenizer_config.json"
     try:

@@ -142,7 +142,7 @@ def _fed_verified(trace: Trace, step: Step) -> str:
     block from its first open slot; a checking-only call feeds no block. A tree-drafting call
     (``sbd_viz.decoders.verified``) fed a block after every possible accepted length."""
     checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
-    if trace.config.get("drafting") == "tree" and step.call > 0 and not step.check_only:
+    if _tree_drafted(trace) and step.call > 0 and not step.check_only:
         k = int(trace.config["block_size"])
         previous = trace.steps[step.call - 1]  # the drafts this call checks are the ones the call before made
         n_causal = 1 + sum(not c.ntp for c in previous.commits)
@@ -176,7 +176,7 @@ def step_text(trace: Trace, step: Step) -> str:
              f"{_count(len(step.masked), 'slot')} masked before the call; committed "
              + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step, trace.config.get('drafting') == 'tree')}")
+        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace))}")
     if step.renoised:  # a canvas decoder took back slots it had accepted
         lines.append(f"renoised (accepted before, taken back): slot{'s' if len(step.renoised) > 1 else ''} "
                      + ", ".join(map(str, step.renoised)))
@@ -197,7 +197,7 @@ def _drafts_step_text(trace: Trace, step: Step, head: str, prefix: str) -> str:
              f"kept {_count(len(step.commits), 'token')}: " + (", ".join(commit_text(c) for c in step.commits)
                                                                or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step, trace.config.get('drafting') == 'tree')}")
+        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace))}")
     before = "".join(t for t in trace.block_state(step, after=False) if t is not None)
     lines += [f"text before: {visible(prefix[-24:] + before)}",
               f"text after:  {visible(prefix[-24:] + before + kept)}"]
@@ -211,11 +211,21 @@ def measures_text(items: list[Measure]) -> str:
     return "\n".join(f"{m.label.ljust(wide_label)}  {m.value.ljust(wide_value)}  {m.note}".rstrip() for m in items)
 
 
+def _tree_drafted(trace: Trace) -> bool:
+    """Whether a verified SBD trace drafted a tree: SBD's own setting, read where SBD defines it, when a trace is
+    described (at import time this module sits below the decoders, which import the trace it describes)."""
+    from .decoders.verified import tree_drafted
+
+    return tree_drafted(trace.config)
+
+
 def trace_summary(trace: Trace, width: int = 100) -> str:
     """The generated text with each token's call number under it, the headline measures, then each rollback
     and gap fill."""
     cfg = trace.config
-    if cfg.get("decoder") == "ntp":
+    from .decoders.ntp import NTP  # the reference's spec, read when writing (see _tree_drafted)
+
+    if cfg.get("decoder") == NTP.name:
         head = "NTP greedy (HF generate)"
     elif drafts_checked(cfg):
         head = f"{cfg.get('decoder')} (drafts checked by NTP: greedy's text) block_size={cfg.get('block_size')}"
@@ -244,7 +254,7 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     lines += [row_t, row_c, "", measures_text(measures(trace))]
     for s in trace.rollbacks()[:10]:
         lines.append(f"  rollback: call {s.call}, block {s.block}: "
-                     f"{rollback_text(s, trace.config.get('drafting') == 'tree')}")
+                     f"{rollback_text(s, _tree_drafted(trace))}")
     gaps = trace.gap_fills()
     for g in gaps[:10]:
         lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"

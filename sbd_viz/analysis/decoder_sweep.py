@@ -21,7 +21,7 @@ from ..decoders.registry import check_serves, decoders as registered, get_decode
 from ..rules import DEFAULT_RULE
 from ..tasks import SuiteItem, score
 
-DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "remask_threshold", "knob", "knob_value",
+DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "settings", "knob", "knob_value",
                          "accuracy",
                          "calls", "tokens", "tokens_per_call", "calls_per_token", "speedup_calls", "same_as_ntp",
                          "renoised", "n_items", "max_new_tokens")
@@ -30,34 +30,37 @@ SWEPT = ("rule", "gamma", "block_size", "verify")  # the shared settings a sweep
 
 def _settings(specs, axes: dict) -> list[dict]:
     """Every (decoder, settings) the sweep decodes, as ``decode`` keyword arguments: for each decoder, every
-    combination of the values in ``axes`` of the settings it takes (its own ones at their defaults unless given)."""
+    combination of the values in ``axes`` of the settings it takes (its own ones along its spec's ``sweep`` values,
+    else at their defaults, unless given)."""
     out = []
     for spec in specs:
         names = [n for n in SWEPT if n in spec.takes] + list(spec.own)
-        values = [axes.get(n, (spec.own.get(n),)) for n in names]
+        values = [axes.get(n, spec.sweep.get(n, (spec.own.get(n),))) for n in names]
         out += [dict(decoder=spec.name, **dict(zip(names, combo))) for combo in itertools.product(*values)]
     return out
 
 
-def _label(setting: dict) -> str:
-    name = setting["decoder"]
-    return "verified " + name if setting.get("verify") else name
+def _own_settings(spec, setting: dict) -> str:
+    """The row's own settings of its decoder besides its knob, as "name value" text ("" with none)."""
+    knob = spec.knob.name if spec.knob else None
+    return " · ".join(f"{n} {setting[n]:g}" if isinstance(setting[n], float) else f"{n} {setting[n]}"
+                      for n in spec.own if n != knob and n in setting)
 
 
 def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders: Sequence[str] | None = None,
                    rule: str = DEFAULT_RULE, gammas: Sequence[float] = (0.1, 0.5, 1.0, 2.0),
                    block_sizes: Sequence[int | None] = (None,), verify: Sequence[bool] = (False, True),
-                   remask_thresholds: Sequence[float] | None = None, lookup_tokens: Sequence[int] | None = None,
                    max_new_tokens: int = 64, **values):
     """A tidy DataFrame (``DECODER_SWEEP_COLUMNS``): one row per decoder setting plus one NTP row.
 
     ``decoders``: registered names (``sv.decoders()``; None: every one that serves the model, NTP aside, which is
     always measured). Each decoder runs along the settings it takes: ``gammas`` and ``rule``, ``verify``,
-    ``block_sizes`` (None: the model's), and its own settings' values given as keywords (``values``, e.g.
-    ``remask_threshold=(0.3, 0.7)``; ``remask_thresholds`` and ``lookup_tokens`` name two of them), else their
-    defaults. A row's ``knob``/``knob_value`` name the knob its decoder's line runs along (its spec's ``knob``).
-    ``accuracy`` is exact match (NaN for plain prompts); ``speedup_calls`` is NTP's calls over the setting's;
-    ``same_as_ntp`` the fraction of items whose text is NTP's; ``renoised`` the slots remasking took back."""
+    ``block_sizes`` (None: the model's), and its own settings' values given as keywords (``values``: a setting's
+    name and a sequence of values), else its spec's ``sweep`` values, else their defaults. A row's ``label`` is its
+    decoder's (its variant's, e.g. "verified SBD"); ``knob``/``knob_value`` name the knob its decoder's line runs
+    along (its spec's ``knob``), ``settings`` its other own settings. ``accuracy`` is exact match (NaN for plain
+    prompts); ``speedup_calls`` is NTP's calls over the setting's; ``same_as_ntp`` the fraction of items whose text
+    is NTP's; ``renoised`` the slots a decoder took back."""
     import pandas as pd
 
     model = check_model(model)
@@ -75,10 +78,6 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders:
             except ValueError as exc:
                 raise ValueError(f"decoders: {exc} (NTP is always measured)") from None
             specs.append(spec)
-    if remask_thresholds is not None:
-        values["remask_threshold"] = remask_thresholds
-    if lookup_tokens is not None:
-        values["prompt_lookup_num_tokens"] = lookup_tokens
     own = {n for s in specs for n in s.own}
     stray = [n for n in values if n not in own]
     if stray:
@@ -102,9 +101,9 @@ def _row(setting, items, traces, ntp, ntp_calls, scored, max_new_tokens) -> dict
     calls, tokens = sum(t.nfe for t in traces), sum(t.n_tokens for t in traces)
     spec = get_decoder(setting["decoder"])
     knob = spec.knob.name if spec.knob else None
-    return {"decoder": setting["decoder"], "label": _label(setting), "rule": setting.get("rule"),
+    return {"decoder": setting["decoder"], "label": spec.label_of(setting), "rule": setting.get("rule"),
             "gamma": setting.get("gamma", math.nan), "block_size": setting.get("block_size", math.nan),
-            "remask_threshold": setting.get("remask_threshold", math.nan),
+            "settings": _own_settings(spec, setting),
             "knob": knob, "knob_value": setting.get(knob, math.nan) if knob else math.nan,
             "accuracy": sum(score(i, t.text) for i, t in zip(items, traces)) / len(items) if scored else math.nan,
             "calls": calls, "tokens": tokens, "tokens_per_call": tokens / calls, "calls_per_token": calls / tokens

@@ -70,7 +70,7 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     calls / the decoder's calls) and ``speedup_wall`` (NTP seconds / the decoder's seconds).
     """
     check_model(model)  # block_size None stays unset here: the door resolves it for a decoder that takes it
-    plan = _Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
+    plan = Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
                  decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
                  verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size, **own)
     with split_items(plan.items) as (share, gather):
@@ -132,7 +132,7 @@ def main_decides(value):
     return broadcast_object_list([value], from_process=0)[0]
 
 
-class _Plan:
+class Plan:
     """One validated evaluation: the settings, how to decode a share of the items, how to summarise rows."""
 
     def __init__(self, model, suite, *, rule, gamma, block_size, gap_free, decoder, max_new_tokens,

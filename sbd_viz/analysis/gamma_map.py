@@ -44,7 +44,7 @@ from typing import Any, Generator
 from ..checks import check_model, check_prompt
 from ..decoders.door import start
 from ..decoders.registry import decoders, default_decoder, get_decoder
-from ..decoders.sbd import serve
+from ..decoders.run import serve
 from ..model import CacheCut
 from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, Interval
 from ..trace import Trace

@@ -29,8 +29,10 @@ import torch
 
 from .._version import __version__
 from ..checks import check_block_size, check_model, check_trace, check_traces, check_whole
-from ..decoders.sbd import SBD, DecodeConfig
-from .evaluation import STOP, _Plan, is_main_process, main_decides, split_items
+from ..decoders.config import DecodeConfig
+from ..decoders.ntp import NTP
+from ..decoders.sbd import SBD
+from .evaluation import STOP, Plan, is_main_process, main_decides, split_items
 from ..model import SBDModel
 from ..tasks import SuiteItem, score
 from ..trace import Trace, first_difference
@@ -151,7 +153,7 @@ def suspicion(gap: int, block_size: int, entropy: float, ntp_agrees: bool | None
     return s
 
 
-def _events(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
+def gap_fill_outcomes(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
     """The gap-fill events of ``trace``, with NTP outcomes from a ``teacher_forced_ntp`` result, or, for a verified
     trace, from its own checks (``tf`` is then unused)."""
     events = []
@@ -183,7 +185,7 @@ def _events(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
     return events
 
 
-def _item_correct(trace: Trace, item) -> bool | None:
+def item_correct(trace: Trace, item) -> bool | None:
     if item is None:
         return None
     if not isinstance(item, SuiteItem):
@@ -213,11 +215,11 @@ def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None
     drafts that cost a rollback rank first; a draft a rollback dropped before it was checked has none.
     """
     trace = check_trace(trace)
-    correct = _item_correct(trace, item)
+    correct = item_correct(trace, item)
     has_gaps = any(c.gap for s in trace.steps for c in s.commits)
     # a verified trace carries NTP's verdicts already (free from its fused calls): no second forward
     tf = teacher_forced_ntp(model, trace) if model is not None and has_gaps and not trace.verified else None
-    return _events(trace, tf, correct)
+    return gap_fill_outcomes(trace, tf, correct)
 
 
 def gap_fill_report(traces: Trace | Iterable[Trace], model: SBDModel | None = None,
@@ -347,7 +349,7 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
 
     Under ``accelerate launch`` every process decodes and teacher-forces its share of the items;
     only plain numbers are gathered."""
-    plan = _Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
+    plan = Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
                  gap_free=setting["gap_free"], decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True,
                  stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
     with split_items(items) as (share, gather):
@@ -394,7 +396,7 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
     same each time, so the first setting's paired run stands for it. Speedups are 1 by definition."""
     nan = float("nan")
     tokens, calls = ntp["tokens"], ntp["calls"]
-    return {"rule": "ntp", "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
+    return {"rule": NTP.name, "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
             "accuracy": ntp["accuracy"],
             "calls_per_token": calls / tokens if tokens else nan, "tokens_per_call": tokens / calls if calls else nan,
             "speedup_calls": 1.0, "speedup_wall": 1.0 if _finite(ntp["wall_time"]) else nan, "gap_fill_rate": 0.0,
@@ -453,7 +455,7 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     items, scored = _as_items(suite_or_prompts)
     check_whole(max_new_tokens, "max_new_tokens", 1)
     settings = _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify)
-    _Plan(model, items[:1], rule=settings[0]["rule"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
+    Plan(model, items[:1], rule=settings[0]["rule"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
           gap_free=False, decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,
           batch_size=batch_size, speed_batch_size=speed_batch_size)  # batch_size / speed_batch_size checked up front
     fingerprint = model.fingerprint()
@@ -513,7 +515,7 @@ def gap_free_ablation(df):
     missing = [c for c in ("rule", "gamma", "block_size", "gap_free") if c not in df.columns]
     if missing:
         raise ValueError(f"df: missing columns {missing}; pass a sweep() frame")
-    sbd = df[df["rule"] != "ntp"]
+    sbd = df[df["rule"] != NTP.name]
     if not (sbd["gap_free"].any() and (~sbd["gap_free"]).any()):
         raise ValueError("df: needs both gap_free=False and gap_free=True rows; "
                          "run sweep(..., gap_free=(False, True))")

@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from .gaps import _events as _gap_fill_events
-from .gaps import EVENT_COLUMNS, REPORT_COLUMNS, _item_correct, events_report, suspicion, teacher_forced_ntp
+from .gaps import (EVENT_COLUMNS, REPORT_COLUMNS, events_report, gap_fill_outcomes, item_correct, suspicion,
+                   teacher_forced_ntp)
 from ..checks import check_trace, check_traces
 from ..model import SBDModel
 from ..tasks import SuiteItem
@@ -113,7 +113,7 @@ def incoherence_events(model: SBDModel | None, trace: Trace, item: SuiteItem | N
     None and no ``ngram`` event can be found; a verified trace judges with its own checks and needs no model.
     """
     trace = check_trace(trace)
-    correct = _item_correct(trace, item)
+    correct = item_correct(trace, item)
     has_pairs = any(True for step in trace.steps for _ in _pairs(step))
     tf = teacher_forced_ntp(model, trace) if model is not None and has_pairs and not trace.verified else None
     return _events(trace, tf, correct)
@@ -156,8 +156,8 @@ def failure_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None 
     commits of one trace, judged with one teacher-forced NTP forward between them, in call and slot order (a gap
     fill before an incoherent commit of the same slot)."""
     trace = check_trace(trace)
-    correct = _item_correct(trace, item)
+    correct = item_correct(trace, item)
     judged = any(c.gap for s in trace.steps for c in s.commits) or any(True for s in trace.steps for _ in _pairs(s))
     tf = teacher_forced_ntp(model, trace) if model is not None and judged and not trace.verified else None
-    events = [{**e, "kind": "gap_fill"} for e in _gap_fill_events(trace, tf, correct)] + _events(trace, tf, correct)
+    events = [{**e, "kind": "gap_fill"} for e in gap_fill_outcomes(trace, tf, correct)] + _events(trace, tf, correct)
     return sorted(events, key=lambda e: (e["call"], e["slot"], e["kind"] != "gap_fill"))

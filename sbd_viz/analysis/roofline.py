@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..checks import check_number, check_whole
+from ..decoders.ntp import NTP
 from ..trace import Trace
 
 MODES = ("corrected", "paper")
@@ -398,7 +399,7 @@ def trace_calls(trace) -> list[Call]:
         raise ValueError(f"trace: expected an sbd_viz.Trace, got {type(trace).__name__}")
     if not trace.steps:
         raise ValueError("trace: has no calls (no steps), so there is nothing to project")
-    ntp = trace.config.get("decoder") == "ntp"
+    ntp = trace.config.get("decoder") == NTP.name
     calls, prev_size, n_prompt = [], None, len(trace.prompt_ids)
     for s in trace.steps:
         if ntp:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import sbd_viz as sv
 from .. import tasks
+from ..decoders.ntp import NTP
 
 SWEEP_FILE = "sweep.json"  # the precomputed speed/quality curve, committed beside the model
 # One line per rule, points at these knob values (suite, at the model's block size).
@@ -103,7 +104,8 @@ def compute_sweep(model) -> list[dict]:
                              progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
               for rule, gammas in SWEEP_GRID.items()]
     df = pd.concat(frames, ignore_index=True)
-    df = pd.concat([df[df["rule"] != "ntp"], df[df["rule"] == "ntp"].head(1)], ignore_index=True)
+    ntp = df["rule"] == NTP.name
+    df = pd.concat([df[~ntp], df[ntp].head(1)], ignore_index=True)
     return json.loads(df.to_json(orient="records"))  # NaN -> null, numpy -> plain
 
 

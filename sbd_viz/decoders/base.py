@@ -205,28 +205,29 @@ class Block:
 
 
 class BlockLoop:
-    """The block loop of the decoders that fill blocks of mask slots, mixed into a decode run (``_Run``: it reads
-    ``model``, ``config``, ``prompt_ids`` and appends to ``_steps``). A decoder gives ``_fed`` (what a call feeds
-    as the block) and ``_call`` (one call's reply -> the block's new state and the step it records); the loop
-    owns the blocks, the calls' causal feed, the stop rule and the output."""
+    """The block loop of the decoders that fill blocks of mask slots, mixed into a decode run
+    (``sbd_viz.decoders.run.DecodeRun``: it reads ``model``, ``config`` and ``prompt_ids`` and ``record``s the
+    steps). A decoder gives ``read_call`` (one call's reply -> the block's new state and the step it records) and
+    may change ``fed`` (what a call feeds as the block), ``live`` (the slots a call decodes) and ``begin_block``;
+    the loop owns the blocks, the calls' causal feed, the stop rule and the output."""
 
-    def _begin_block(self, block: Block) -> None:
+    def begin_block(self, block: Block) -> None:
         """A new block starts (a decoder that keeps state per block resets it here)."""
 
-    def _fed(self, block: Block) -> list[int]:
+    def fed(self, block: Block) -> list[int]:
         """The block's ids as a call feeds them (mask ids in open slots)."""
         return list(block.tokens)
 
-    def _live(self, block: Block) -> list[int]:
+    def live(self, block: Block) -> list[int]:
         """The slots the next call decodes; none: the block is done."""
         return live_slots(self.model, block.tokens, block.final, self.config.stop)
 
-    def _call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float):
+    def read_call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float):
         """One call: read ``reply`` for the ``live`` slots, update ``block``, return the call's ``Step``
         (``started``: when its forward began, by ``time.perf_counter``)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.read_call: a block decoder says what a call commits")
 
-    def _block_loop(self) -> Generator[ModelCall | CacheCut, Reply, tuple[list[int], Stop]]:
+    def block_loop(self) -> Generator[ModelCall | CacheCut, Reply, tuple[list[int], Stop]]:
         """Yield ``ModelCall``s (send back a ``Reply``); return the output ids and their ``Stop``."""
         model, config = self.model, self.config
         n_max = config.max_new_tokens
@@ -236,12 +237,12 @@ class BlockLoop:
         while len(generated) < n_max:
             size = min(config.block_size, n_max - len(generated))
             block = Block.empty(index, len(generated), size, model.mask_token_id)
-            self._begin_block(block)
+            self.begin_block(block)
             checked = 0  # the block's final prefix already searched for a stop
-            while live := self._live(block):
-                reply = yield ModelCall(pending, self._fed(block))
+            while live := self.live(block):
+                reply = yield ModelCall(pending, self.fed(block))
                 started = time.perf_counter() - reply.seconds
-                self._steps.append(self._call(block, live, reply, call, len(pending) + size, started))
+                self.record(self.read_call(block, live, reply, call, len(pending) + size, started))
                 pending, call = [], call + 1
                 block.steps += 1
                 if block.prefix > checked:  # a stop in the final prefix ends the output: later slots are dropped

@@ -44,7 +44,7 @@ import torch
 from ..checks import check_model, check_whole
 from .door import prepare
 from .registry import DecoderSpec, check_serves, decoders, default_decoder, get_decoder
-from .sbd import DecodeConfig
+from .config import DecodeConfig
 from ..model import CacheCut, ModelCall, SBDModel
 from .base import Reply
 from ..rules import DEFAULT_GAMMA, DEFAULT_RULE
@@ -193,9 +193,6 @@ class BatchDecoding:
             raise ValueError(f"{stray[0]}: not a setting of decoder {spec.name!r}'s own "
                              f"({', '.join(spec.own) or 'none'}); shared settings go in config")
         own = {**spec.own, **self.own}
-        if own.get("drafting", "single") != "single":  # a tree call has one block per possible accepted length
-            raise ValueError(f"drafting: {own['drafting']!r} is not batched (a batched forward holds one block per "
-                             "row); decode such prompts one at a time with sv.decode")
         if self.prefill_chunk == "auto":
             self.prefill_chunk = getattr(spec.decoding, "prefill_chunk", None)
         c = self.prefill_chunk
@@ -207,6 +204,7 @@ class BatchDecoding:
                 self._decodings.append(spec.decoding(self.model, prompt, self.config, **own))
             except ValueError as exc:
                 raise ValueError(f"{exc} (prompts[{i}])") from None
+            self._decodings[-1].check_batchable()  # the decoder's own settings may ask for calls a batch cannot make
         self._ran = False
 
     def run(self, progress: bool = False) -> list[Trace]:

@@ -255,7 +255,7 @@ class DiffusionDecoding:
 DIFFUSION_GEMMA = DecoderSpec(
     name="diffusion_gemma", label="DiffusionGemma sampler", decoding=DiffusionDecoding, model="diffusion",
     takes=("rule", "gamma", "block_size", "seed"), own={"max_denoising_steps": None, "adaptive_stopping": True},
-    knob=Knob("gamma", *DiffusionModel.gamma_slider))
+    knob=Knob("gamma", *DiffusionModel.gamma_slider), color="#E69F00")
 SPECS = (DIFFUSION_GEMMA,)
 
 

@@ -3,9 +3,8 @@ entry points (``decode_batch``, ``evaluate``, the ladder, the explorer, the app)
 
 ``prepare`` picks the spec (``sbd_viz.decoders.registry``), refuses by name a setting the decoder does not take,
 and builds the ``DecodeConfig`` of the ones it does; ``start`` builds the decoding, checked but not run (a UI streams
-its ``steps()``); ``decode`` runs it and returns the trace, its config naming the decoder. This is a module of its
-own because a ``DecodeConfig`` lives with SBD's loop (``sbd_viz.decoders.sbd``), which itself registers a spec: the
-registry imports no decoder, and the door imports both.
+its ``steps()``); ``decode`` runs it and returns the trace, its config naming the decoder. The registry imports no
+decoder; the decoders' modules import the registry and the door (their ``decode_*`` shortcuts).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 from ..checks import check_block_size
 from .registry import SHARED, DecoderSpec, is_unset, check_serves, decoders, default_decoder, get_decoder, \
     model_kind, split_settings
-from .sbd import DecodeConfig
+from .config import DecodeConfig
 
 
 def config_for(spec: DecoderSpec, model, max_new_tokens=64, stop=None, top_n=5, **shared):

@@ -9,72 +9,39 @@ never more calls than greedy NTP. The rows it did not keep are the next guess: t
 mask-slot head is not used.
 
 Each call is a step of its own block: the fed guesses are drafts that NTP checks (``Step.checks``), the first
-wrong guess a ``Rollback`` (``sbd_viz.decoders.steps.checked_step``).
+wrong guess a ``Rollback`` (``sbd_viz.decoders.steps.checked_step``); the loop is
+``sbd_viz.decoders.run.DraftAndCheck``'s.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
-from typing import Generator
+from typing import Sequence
 
-from .ntp import _ntp_config
+from .config import DecodeConfig
 from .registry import DecoderSpec, Knob
-from .sbd import Decoding, _trace
-from ..model import CacheCut, ModelCall
-from .base import Stop, find_stop, greedy
-from .steps import checked_step
-from ..trace import DRAFTS_CHECKED, Trace
+from .run import DraftAndCheck
 
 
-class JacobiDecoding(Decoding):
+class JacobiDecoding(DraftAndCheck):
     """One Jacobi decode of ``prompt`` (a ``DecodeConfig``: ``block_size`` is the guess length plus one, the
-    tokens one call can write; ``max_new_tokens``, ``stop`` and ``top_n`` apply). ``steps()`` then ``trace()``,
-    as ``Decoding``."""
+    tokens one call can write; ``max_new_tokens``, ``stop`` and ``top_n`` apply). ``steps()`` then ``trace()``."""
 
-    def requests(self) -> Generator[ModelCall | CacheCut, object, None]:
-        self._start()
-        return self._keep_output(self._requests())
+    def __init__(self, model, prompt: str, config: DecodeConfig | None = None):
+        super().__init__(model, prompt, config)
+        self._guess: list[int] = []  # what the last call predicted past its accepted tokens
 
-    def _requests(self):
-        model, config = self.model, self.config
-        n_prompt, k = len(self.prompt_ids), self.config.block_size
-        pending = list(self.prompt_ids)  # the accepted text not yet in the cache: its last token, or the prompt
-        generated: list[int] = []
-        guess: list[int] = []
-        call, found = 0, None
-        while len(generated) < config.max_new_tokens:
-            room = config.max_new_tokens - len(generated)
-            # the guess: what the last call predicted past its accepted tokens, padded with the last token
-            guess = (guess + [pending[-1]] * k)[: min(k, room) - 1]
-            cached = n_prompt + len(generated) - len(pending)  # the cache's length before the call
-            reply = yield ModelCall(pending + guess, [], len(guess) + 1)
-            rows = reply.causal  # (len(guess) + 1, V)
-            t0 = time.perf_counter()
-            ntp = greedy(model, rows).tolist()
-            agree = next((i for i, g in enumerate(guess) if g != ntp[i]), len(guess))
-            kept = ntp[: agree + 1]
-            found = find_stop(model, generated + kept, len(generated) + 1, config.stop)
-            kept = kept[: found.index - len(generated)] if found else kept
-            step = checked_step(model, call, n_prompt + len(generated), guess, rows, kept, len(pending) + len(guess),
-                                0.0, config.top_n)
-            # the cache keeps the fed tokens up to the last right guess; the last kept token is fed next call
-            yield CacheCut(cached + len(pending) + len(kept) - 1)
-            self._steps.append(replace(step, wall_time=reply.seconds + time.perf_counter() - t0))
-            generated += kept
-            pending, guess, call = kept[-1:], ntp[agree + 1:], call + 1
-            if found:
-                break
-        return generated, found or Stop(len(generated), "length")
+    def draft(self, ids: Sequence[int], limit: int) -> list[int]:
+        """The guess: the last call's predictions past its accepted tokens, padded with the last token."""
+        k = self.config.block_size
+        return (self._guess + [ids[-1]] * k)[: min(k - 1, limit)]
 
-    def trace(self) -> Trace:
-        self._finished()
-        config = {**_ntp_config(self.config), "decoder": "jacobi", "rule": "jacobi",
-                  "block_size": self.config.block_size, "exact": True, **DRAFTS_CHECKED}
-        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
-                      config)
+    def checked(self, drafts: list[int], verdicts: list[int], accepted: int) -> None:
+        self._guess = verdicts[accepted + 1:]  # the rows past the first wrong guess: the fixed-point iteration
+
+    def trace_settings(self) -> dict:
+        return {**super().trace_settings(), "decoder": "jacobi", "rule": "jacobi", "block_size": self.config.block_size}
 
 
 JACOBI = DecoderSpec(name="jacobi", label="Jacobi", decoding=JacobiDecoding, takes=("block_size",), exact=True,
-                     knob=Knob("block_size", 1, 32, 1), model="causal")
+                     knob=Knob("block_size", 1, 32, 1), model="causal", color="#009E73")
 SPECS = (JACOBI,)

@@ -4,27 +4,23 @@ Each call drafts up to ``prompt_lookup_num_tokens`` tokens with ``lookup_drafts`
 transformers' ``PromptLookupCandidateGenerator``, which ``generate(prompt_lookup_num_tokens=N)`` runs: find the
 last n-gram of the prompt and the text so far earlier in it, the longest n first, and copy what followed it),
 feeds them causally after the accepted text, and keeps the drafts greedy NTP agrees with plus NTP's next token,
-as Jacobi does (``sbd_viz.decoders.jacobi``). The loop is this package's own (``requests()``, served by ``serve``
-or ``decode_batch``), so a decode shares no state with another and patches nothing of transformers; the drafter is
-tested against transformers' generator. Each call is a step of its own block, the drafts checked by NTP as in
-``sbd_viz.decoders.steps.checked_step``.
+as Jacobi does (``sbd_viz.decoders.jacobi``): the loop is ``sbd_viz.decoders.run.DraftAndCheck`` (``requests()``,
+served by ``serve`` or ``decode_batch``), so a decode shares no state with another and patches nothing of
+transformers; the drafter is tested against transformers' generator. Each call is a step of its own block, the
+drafts checked by NTP as in ``sbd_viz.decoders.steps.checked_step``.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
-from typing import Generator, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from ..checks import check_whole
-from ..model import CacheCut, ModelCall, SBDModel
-from .base import Stop, find_stop, greedy
+from ..model import SBDModel
+from .config import DecodeConfig
 from .door import decode
-from .ntp import _ntp_config
 from .registry import DecoderSpec, Knob
-from .sbd import DecodeConfig, Decoding, _trace
-from .steps import checked_step
-from ..trace import DRAFTS_CHECKED, Trace
+from .run import DraftAndCheck
+from ..trace import Trace
 
 DEFAULT_LOOKUP_TOKENS = 10  # drafts per call, the value HF's documentation uses
 DEFAULT_NGRAM = 2  # the longest n-gram looked up when max_matching_ngram_size is None: transformers' default
@@ -59,11 +55,11 @@ def lookup_drafts(ids: Sequence[int], num_tokens: int, max_ngram: int = DEFAULT_
     return []
 
 
-class LookupDecoding(Decoding):
+class LookupDecoding(DraftAndCheck):
     """One prompt-lookup decode of ``prompt``, greedy; ``config`` gives ``max_new_tokens``, ``stop`` and ``top_n``.
     ``prompt_lookup_num_tokens``: the most drafts a call feeds; ``max_matching_ngram_size``: the longest n-gram
-    looked up (None: transformers' default, 2). ``steps()`` then ``trace()``, as ``Decoding``; ``requests()`` is
-    the same loop as cache requests (``decode_batch``)."""
+    looked up (None: transformers' default, 2). ``steps()`` then ``trace()``; ``requests()`` is the same loop as
+    cache requests (``decode_batch``)."""
 
     def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None,
                  prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS, max_matching_ngram_size: int | None = None):
@@ -73,56 +69,23 @@ class LookupDecoding(Decoding):
                              else max_matching_ngram_size)):
             check_whole(value, name, 1, 64)
         self.lookup_tokens, self.ngram = prompt_lookup_num_tokens, max_matching_ngram_size
+        self._stop_ids = () if model.eos_token_id is None else (model.eos_token_id,)
+        self._forbidden = () if model.mask_id is None else (model.mask_id,)  # no decode writes the mask id
 
-    def requests(self) -> Generator[ModelCall | CacheCut, object, None]:
-        self._start()
-        return self._keep_output(self._requests())
+    def draft(self, ids: Sequence[int], limit: int) -> list[int]:
+        ngram = DEFAULT_NGRAM if self.ngram is None else self.ngram
+        return lookup_drafts(ids, self.lookup_tokens, ngram, self._stop_ids, self._forbidden)[:limit]
 
-    def _requests(self):
-        model, config = self.model, self.config
-        n_prompt, ngram = len(self.prompt_ids), DEFAULT_NGRAM if self.ngram is None else self.ngram
-        stop_ids = () if model.eos_token_id is None else (model.eos_token_id,)
-        forbidden = () if model.mask_id is None else (model.mask_id,)  # no decode writes the mask id
-        pending = list(self.prompt_ids)  # the accepted text not yet in the cache: its last token, or the prompt
-        generated: list[int] = []
-        call, found = 0, None
-        while len(generated) < config.max_new_tokens:
-            room = config.max_new_tokens - len(generated)  # a call keeps at most its drafts + 1 tokens
-            drafts = lookup_drafts(self.prompt_ids + generated, self.lookup_tokens, ngram, stop_ids,
-                                   forbidden)[: room - 1]
-            cached = n_prompt + len(generated) - len(pending)  # the cache's length before the call
-            reply = yield ModelCall(pending + drafts, [], len(drafts) + 1)
-            rows = reply.causal  # (len(drafts) + 1, V)
-            t0 = time.perf_counter()
-            ntp = greedy(model, rows).tolist()
-            agree = next((i for i, d in enumerate(drafts) if d != ntp[i]), len(drafts))
-            kept = ntp[: agree + 1]
-            found = find_stop(model, generated + kept, len(generated) + 1, config.stop)
-            kept = kept[: found.index - len(generated)] if found else kept
-            step = checked_step(model, call, n_prompt + len(generated), drafts, rows, kept,
-                                len(pending) + len(drafts), 0.0, config.top_n)
-            # the cache keeps the fed tokens up to the last right draft; the last kept token is fed next call
-            yield CacheCut(cached + len(pending) + len(kept) - 1)
-            self._steps.append(replace(step, wall_time=reply.seconds + time.perf_counter() - t0))
-            generated += kept
-            pending, call = kept[-1:], call + 1
-            if found:
-                break
-        return generated, found or Stop(len(generated), "length")
-
-    def trace(self) -> Trace:
-        self._finished()
-        config = {**_ntp_config(self.config), "decoder": "prompt_lookup", "rule": "prompt_lookup",
-                  "block_size": self.lookup_tokens + 1, "prompt_lookup_num_tokens": self.lookup_tokens,
-                  "max_matching_ngram_size": self.ngram, "exact": True, **DRAFTS_CHECKED}
-        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
-                      config)
+    def trace_settings(self) -> dict:
+        return {**super().trace_settings(), "decoder": "prompt_lookup", "rule": "prompt_lookup",
+                "block_size": self.lookup_tokens + 1, "prompt_lookup_num_tokens": self.lookup_tokens,
+                "max_matching_ngram_size": self.ngram}
 
 
 PROMPT_LOOKUP = DecoderSpec(
     name="prompt_lookup", label="prompt lookup", decoding=LookupDecoding, exact=True, model="causal",
     own={"prompt_lookup_num_tokens": DEFAULT_LOOKUP_TOKENS, "max_matching_ngram_size": None},
-    knob=Knob("prompt_lookup_num_tokens", 1, 20, 1))
+    knob=Knob("prompt_lookup_num_tokens", 1, 20, 1), color="#CC79A7")
 SPECS = (PROMPT_LOOKUP,)
 
 

@@ -20,16 +20,10 @@ import torch
 from ..model import CacheCut, ModelCall, SBDModel
 from .door import decode
 from .registry import DecoderSpec
-from .sbd import DecodeConfig, _Run, _trace
-from .base import Reply, Stop, StopCriterion, find_stop, generate_stops
+from .base import Stop, StopCriterion, find_stop, generate_stops
+from .run import DecodeRun, greedy_settings
 from .steps import ntp_step
 from ..trace import Step, Trace
-
-
-def _ntp_config(config: DecodeConfig) -> dict:
-    """An NTP trace's settings: the ones of ``config`` that apply to greedy NTP."""
-    return {"decoder": "ntp", "rule": "ntp", "max_new_tokens": config.max_new_tokens, "stop": list(config.stop),
-            "top_n": config.top_n, "block_size": 1, "temperature": 0.0}
 
 
 class _Clock:
@@ -43,7 +37,7 @@ class _Clock:
         return scores
 
 
-class NTPDecoding(_Run):
+class NTPDecoding(DecodeRun):
     """One greedy NTP decode of ``prompt``; only ``max_new_tokens``, ``stop`` and ``top_n`` of ``config`` apply.
 
     ``steps()``: HF ``generate``, recorded (its steps come once ``generate`` returns). ``requests()``: the same
@@ -57,7 +51,7 @@ class NTPDecoding(_Run):
     def steps(self) -> Generator[Step, None, None]:
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        self._start()
+        self.begin()
         model, config, prompt_ids = self.model, self.config, self.prompt_ids
         ids = torch.tensor([prompt_ids], device=model.device)
         clock = _Clock()
@@ -72,17 +66,14 @@ class NTPDecoding(_Run):
         stop = find_stop(model, new, 1, config.stop) or Stop(len(new), "length")
         new = new[: stop.index]
         times = [t0] + clock.times
-        self._steps.extend(ntp_step(model, i, out.logits[i].float(), len(prompt_ids),
-                                    len(prompt_ids) if i == 0 else 1, times[i + 1] - times[i], config.top_n,
-                                    token=tok) for i, tok in enumerate(new))  # out.logits[i]: (1, V)
+        for i, tok in enumerate(new):  # out.logits[i]: (1, V)
+            self.record(ntp_step(model, i, out.logits[i].float(), len(prompt_ids), len(prompt_ids) if i == 0 else 1,
+                                 times[i + 1] - times[i], config.top_n, token=tok))
         self.output_ids, self.stop_reason = new, stop.reason
-        yield from self._steps
+        yield from self.recorded_steps
 
-    def requests(self) -> Generator["ModelCall | CacheCut", Reply, None]:
-        self._start()
-        return self._keep_output(self._requests())
-
-    def _requests(self):
+    def loop(self) -> Generator[ModelCall | CacheCut, object, tuple[list[int], Stop]]:
+        """The same greedy loop as cache requests, one token per call (``decode_batch`` serves NTP rows so)."""
         model, config, n_prompt = self.model, self.config, len(self.prompt_ids)
         generated: list[int] = []
         while len(generated) < config.max_new_tokens:
@@ -91,20 +82,18 @@ class NTPDecoding(_Run):
             t0 = time.perf_counter()
             step = ntp_step(model, len(generated), reply.causal, n_prompt, len(fed), reply.seconds, config.top_n)
             # the step's wall time: the forward plus this decode's own work, building the step included
-            self._steps.append(replace(step, wall_time=reply.seconds + time.perf_counter() - t0))
+            self.record(replace(step, wall_time=reply.seconds + time.perf_counter() - t0))
             generated.append(step.commits[0].token_id)
             stop = find_stop(model, generated, len(generated), config.stop)
             if stop:
                 return generated[: stop.index], stop
         return generated, Stop(len(generated), "length")
 
-    def trace(self) -> Trace:
-        self._finished()
-        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
-                      _ntp_config(self.config))
+    def trace_settings(self) -> dict:
+        return {"decoder": "ntp", "rule": "ntp", **greedy_settings(self.config)}
 
 
-NTP = DecoderSpec(name="ntp", label="NTP", decoding=NTPDecoding, exact=True, model="causal")
+NTP = DecoderSpec(name="ntp", label="NTP", decoding=NTPDecoding, exact=True, model="causal", color="#000000")
 SPECS = (NTP,)
 
 

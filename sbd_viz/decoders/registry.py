@@ -2,16 +2,16 @@
 
 A surface (``sv.decode``, ``decode_batch``, ``evaluate``, the sweeps, the ladder, the CLI, the explorer, the app)
 asks the registry which decoders there are (``decoders()``), what each takes and what its knob is, and builds one
-through the door (``sbd_viz.decoders.door``): it picks decoders from the registry, not by name, with two exceptions:
-greedy NTP (``sbd_viz.decoders.ntp.NTP``), the reference every decode is measured against, which the surfaces run by
-name; and conveniences for built-ins (``sv.sweep_decoders``'s ``remask_thresholds`` and ``lookup_tokens`` keywords
-and its ``remask_threshold`` column, help texts naming them). Built-in decoders describe themselves in their own
-module (``SPECS``: ``sbd``, ``remask``, ``jacobi``, ``lookup``, ``ntp``, ``diffusion``); a package adds one for every
-process through the entry-point group ``sbd_viz.decoders`` (the object is its ``DecoderSpec``); a notebook adds one
-with ``register_decoder``.
+through the door (``sbd_viz.decoders.door``): it picks decoders from the registry, never by name, with one exception:
+greedy NTP (``sbd_viz.decoders.ntp.NTP``), the reference every decode is measured against, which the surfaces run
+through its spec. What a surface shows of a decoder comes from its spec too: its label, its colour, its knob and the
+values a sweep runs its own settings along. Built-in decoders describe themselves in their own module (``SPECS``:
+``sbd``, ``remask``, ``jacobi``, ``lookup``, ``ntp``, ``diffusion``); a package adds one for every process through
+the entry-point group ``sbd_viz.decoders`` (the object is its ``DecoderSpec``); a notebook adds one with
+``register_decoder``.
 
-The door itself (``decode``, ``start``, ``prepare``) is ``sbd_viz.decoders.door``: it builds a ``DecodeConfig``,
-which lives with SBD's loop. The registry imports no decoder module when it is imported (``_load`` imports the
+The door itself (``decode``, ``start``, ``prepare``) is ``sbd_viz.decoders.door``: it builds a ``DecodeConfig``
+(``sbd_viz.decoders.config``). The registry imports no decoder module when it is imported (``_load`` imports the
 built-ins at the first look-up), so a decoder's module can build its spec from this one. ``DecodeConfig``'s fields
 are the settings the door knows: ``COMMON`` (every decoder reads them) and ``SHARED`` (a decoder reads the ones its
 spec ``takes``, in the ``DecodeConfig`` it is built with). Its ``own`` settings (e.g. ``remask_threshold``) are
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 import threading
 import warnings
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
+from .run import Decoder
 
 ENTRY_POINT_GROUP = "sbd_viz.decoders"
 # the built-in decoders' modules, in the order ``decoders()`` lists their specs
@@ -89,7 +91,10 @@ class DecoderSpec:
     - ``exact``: it writes greedy NTP's text by construction;
     - ``knob``: the setting a slider moves (a ``Knob``), or None;
     - ``model``: the kind of model it serves (a key of ``MODEL_KINDS``);
-    - ``variants``: labelled settings shown as decoders of their own (SBD's ``"verified SBD": {"verify": True}``).
+    - ``variants``: labelled settings shown as decoders of their own (SBD's ``"verified SBD": {"verify": True}``);
+    - ``color``: the colour its line is drawn in (``"#RRGGBB"``; None: one of ``PALETTE``, ``color_of``);
+    - ``sweep``: the values ``sv.sweep_decoders`` runs its own settings along unless the caller gives others (a
+      setting left out runs at its default).
     """
 
     name: str
@@ -101,6 +106,8 @@ class DecoderSpec:
     knob: Knob | None = None
     model: str = "sbd"
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    color: str | None = None
+    sweep: Mapping[str, tuple] = field(default_factory=dict)
 
     def __post_init__(self):
         where = f"DecoderSpec {self.name!r}"
@@ -108,9 +115,9 @@ class DecoderSpec:
             raise ValueError(f"name: must be an identifier (it is an argument value and a CLI choice), got {self.name!r}")
         if not isinstance(self.label, str) or not self.label:
             raise ValueError(f"label: {where} needs a non-empty label, got {self.label!r}")
-        if not isinstance(self.decoding, type) or not all(callable(getattr(self.decoding, m, None))
-                                                          for m in ("steps", "trace")):
-            raise TypeError(f"decoding: {where} needs a class with steps() and trace(), got {self.decoding!r}")
+        if not isinstance(self.decoding, type) or not issubclass(self.decoding, Decoder):
+            raise TypeError(f"decoding: {where} needs a class with steps() and trace() (sv.Decoder), "
+                            f"got {self.decoding!r}")
         object.__setattr__(self, "takes", tuple(self.takes))
         unknown = [t for t in self.takes if t not in SHARED]
         if unknown:
@@ -130,6 +137,17 @@ class DecoderSpec:
             if bad:
                 raise ValueError(f"variants: {where}'s variant {label!r} sets {bad[0]!r}, which it does not take")
         object.__setattr__(self, "variants", MappingProxyType(variants))
+        if self.color is not None and not (isinstance(self.color, str)
+                                           and re.fullmatch(r"#[0-9A-Fa-f]{6}", self.color)):
+            raise ValueError(f"color: {where}'s colour must be '#RRGGBB' or None, got {self.color!r}")
+        sweep = {}
+        for name, values in dict(self.sweep).items():
+            values = (values,) if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") else tuple(values)
+            if name not in self.own or not values:
+                raise ValueError(f"sweep: {where} sweeps its own settings along one or more values each; "
+                                 f"got {name!r}: {values!r}")
+            sweep[name] = values
+        object.__setattr__(self, "sweep", MappingProxyType(sweep))
 
     @property
     def settings(self) -> tuple[str, ...]:
@@ -139,6 +157,13 @@ class DecoderSpec:
     @property
     def batchable(self) -> bool:
         return callable(getattr(self.decoding, "requests", None))
+
+    def label_of(self, settings: Mapping[str, Any]) -> str:
+        """What a decode of it with ``settings`` is called: the label of the variant those settings choose (SBD's
+        "verified SBD" with ``verify=True``), else its own label."""
+        return next((label for label, chosen in self.variants.items()
+                     if all(settings.get(k, SHARED.get(k, self.own.get(k))) == v for k, v in chosen.items())),
+                    self.label)
 
     def serves(self, model) -> bool:
         """Whether it can decode with ``model`` (its kind: an SBD or causal decoder takes an ``SBDModel``)."""
@@ -152,6 +177,21 @@ class DecoderSpec:
         if trace.config.get("decoder") == self.name:
             return trace
         return replace(trace, config={**trace.config, "decoder": self.name})
+
+
+# the colours of the decoders that name none, in turn; the built-ins' own are Okabe-Ito's others and black
+PALETTE = ("#56B4E9", "#882255", "#44AA99", "#999933", "#AA4499", "#F0E442")
+
+
+def color_of(spec) -> str:
+    """The colour ``spec`` (a ``DecoderSpec`` or a registered name) is drawn in: its own, else the next of
+    ``PALETTE`` in registry order among the decoders that name none."""
+    spec = get_decoder(spec)
+    if spec.color is not None:
+        return spec.color
+    colourless = [s for s in decoders() if s.color is None]
+    index = colourless.index(spec) if spec in colourless else len(colourless)
+    return PALETTE[index % len(PALETTE)]
 
 
 def model_kind(model) -> str:

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Generator
-
 import torch
 
 from .registry import DecoderSpec, Knob
-from .sbd import DecodeConfig, Decoding, _trace
+from .config import DecodeConfig
+from .sbd import Decoding
 from ..checks import check_probability
-from ..model import CacheCut, ModelCall, SBDModel
+from ..model import SBDModel
 from .base import Block, Reply, ends_output, propose
 from .steps import draft, slot_views
-from ..trace import Candidate, Draft, Step, Trace
+from ..trace import Candidate, Draft, Step
 
 DEFAULT_REMASK_THRESHOLD = 0.5  # re-read probability of the held token below which a pending gap fill is remasked
 
@@ -54,25 +53,25 @@ class RemaskDecoding(Decoding):
             name = "verify" if self.config.verify else "gap_free"
             raise ValueError(f"{name}: remasking takes back gap fills; it runs without {name}")
 
-    def requests(self) -> Generator[ModelCall | CacheCut, object, None]:
-        self._start()
-        return self._keep_output(self._block_loop())
+    def loop(self):
+        """SBD's block loop (``BlockLoop``), never verified; returns the output ids and their ``Stop``."""
+        return (yield from self.block_loop())
 
     # A slot of the block is open (the mask id), pending (a gap fill held, ``self._held``, not final), or done
     # (``Block.final``). ``BlockLoop`` decodes the live slots (``live_slots``: none right of a done stop token).
-    def _begin_block(self, block: Block) -> None:
+    def begin_block(self, block: Block) -> None:
         self._held: set[int] = set()  # pending slots: their token is held in ``block.tokens``, fed masked
         self._stood: dict[int, Draft] = {}  # a done slot's draft as it was committed
         self._remasked: set[int] = set()
 
-    def _fed(self, block: Block) -> list[int]:
+    def fed(self, block: Block) -> list[int]:
         """Done slots as their tokens, the others masked; so are done slots right of a done stop token, which
         can never reach the output."""
         cut = next((s for s in range(block.size) if block.final[s]
                     and ends_output(self.model, block.tokens[s], self.config.stop)), block.size)
         return [t if block.final[s] and s <= cut else block.mask_id for s, t in enumerate(block.tokens)]
 
-    def _call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float) -> Step:
+    def read_call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float) -> Step:
         model, config, k, tokens = self.model, self.config, block.size, block.tokens
         proposal = propose(model, reply.block, 0.0, None)  # (k, V): every slot of the block
         probs = proposal.probs
@@ -91,7 +90,7 @@ class RemaskDecoding(Decoding):
                 self._held.discard(s)
         commits = []
         if open_before:
-            commits, _ = draft(model, config._rule, open_before, proposal.rows(open_before), self._knob_intervals)
+            commits, _ = draft(model, config.commit_rule, open_before, proposal.rows(open_before), self.knob_intervals)
             chosen = {c.slot for c in commits}
             open_after = [s for s in range(k) if not block.final[s] and s not in self._held and s not in chosen]
             commits = [replace(c, gap=sum(1 for s in open_after if s < c.slot)) for c in commits]
@@ -123,13 +122,11 @@ class RemaskDecoding(Decoding):
         return Draft(slot, token, self.model.token_text(token), float(proposal.confidence[slot]),
                      float(proposal.entropy[slot]), top, False)
 
-    def trace(self) -> Trace:
-        self._finished()
-        config = {**self.config.as_dict(), "decoder": "remask", "remask_threshold": self.threshold}
-        return _trace(self.model, self.prompt, self.prompt_ids, self._steps, self.output_ids, self.stop_reason,
-                      config, self._gamma_range())
+    def trace_settings(self) -> dict:
+        return {**self.config.as_dict(), "decoder": "remask", "remask_threshold": self.threshold}
 
 
 REMASK = DecoderSpec(name="remask", label="SBD + remasking", decoding=RemaskDecoding, takes=("rule", "gamma", "block_size"),
-                     own={"remask_threshold": DEFAULT_REMASK_THRESHOLD}, knob=Knob("gamma"), model="sbd")
+                     own={"remask_threshold": DEFAULT_REMASK_THRESHOLD}, knob=Knob("gamma"), model="sbd",
+                     color="#D55E00")
 SPECS = (REMASK,)

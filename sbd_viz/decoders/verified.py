@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Generator, NamedTuple
+from typing import Callable, Generator, NamedTuple
 
 import torch
 
@@ -61,6 +61,11 @@ from .steps import draft, exact_commit, slot_views
 from ..trace import Check, Commit, Rollback, Step
 
 DRAFTING = ("single", "tree")  # how verified SBD drafts: one block per call, or a block per possible accepted length
+
+
+def tree_drafted(config: dict) -> bool:
+    """Whether a trace's config (``Trace.config``) says its verified decode drafted a tree (``drafting="tree"``)."""
+    return config.get("drafting") == "tree"
 
 
 def check_drafting(drafting, config) -> str:
@@ -124,12 +129,12 @@ def _read_rows(model: SBDModel, causal: torch.Tensor) -> _Rows:
 class VerifiedDecode:
     """One verified decode's state between calls; ``requests()`` runs it (see the module's docstring).
 
-    ``config`` is the decode's ``DecodeConfig``; each call's ``Step`` is appended to ``steps`` as soon as
-    the call is done, so a caller streams them while the decode runs."""
+    ``config`` is the decode's ``DecodeConfig``; each call's ``Step`` goes to ``record`` as soon as the call is
+    done, so a caller streams them while the decode runs."""
 
-    def __init__(self, model: SBDModel, config, prompt_ids: list[int], steps: list[Step],
+    def __init__(self, model: SBDModel, config, prompt_ids: list[int], record: Callable[[Step], None],
                  intervals: list | None = None):
-        self.model, self.config, self.prompt_ids, self.steps = model, config, list(prompt_ids), steps
+        self.model, self.config, self.prompt_ids, self.record = model, config, list(prompt_ids), record
         self.intervals = intervals  # each draft's knob interval is appended here (``draft``), rejected ones too
         self.n_prompt = len(prompt_ids)
         self.line: list[int] = []  # generated tokens before the current block; its tail may hold unchecked drafts
@@ -273,7 +278,7 @@ class VerifiedDecode:
         commits: list[Commit] = [exact_commit(self.model, p, exact, rows.probs[-1], rows.logp[-1], ntp=True)]
         proposal = propose(self.model, logits[[s - p for s in masked]], 0.0, None)  # (m, V) for the open slots
         if len(masked) > 1:  # the slot NTP just filled is not the rule's to draft
-            drafts, _ = draft(self.model, self.config._rule, masked[1:], proposal.rows(range(1, len(masked))),
+            drafts, _ = draft(self.model, self.config.commit_rule, masked[1:], proposal.rows(range(1, len(masked))),
                               self.intervals)
             for c in drafts:
                 b.write(c.slot, c.token_id)
@@ -285,9 +290,9 @@ class VerifiedDecode:
 
     def _record(self, place: Place, plan: _Call, checks: list[Check], started: float, **parts) -> None:
         """Append the call's step at ``place`` (``started``: when its forward began, by ``time.perf_counter``)."""
-        self.steps.append(Step(call=self.call, block=place.block, block_start=self.n_prompt + place.start,
-                               block_size=place.size, step=place.step, wall_time=time.perf_counter() - started,
-                               n_input=plan.n_input, checks=tuple(checks), **parts))
+        self.record(Step(call=self.call, block=place.block, block_start=self.n_prompt + place.start,
+                         block_size=place.size, step=place.step, wall_time=time.perf_counter() - started,
+                         n_input=plan.n_input, checks=tuple(checks), **parts))
 
 
 # -- tree drafting ---------------------------------------------------------------------------------------------
@@ -307,15 +312,15 @@ class TreeDecode:
     """One verified decode with tree drafting; ``requests()`` runs it (see the module's docstring).
 
     Between calls: ``out`` is the accepted text (NTP's; all but its last token in the cache), ``drafts`` the
-    unchecked drafts after it, committed at slots 1.. of ``last``'s block. Each call's ``Step`` is appended to
-    ``steps`` as soon as the call is done."""
+    unchecked drafts after it, committed at slots 1.. of ``last``'s block. Each call's ``Step`` goes to ``record``
+    as soon as the call is done."""
 
-    def __init__(self, model: SBDModel, config, prompt_ids: list[int], steps: list[Step],
+    def __init__(self, model: SBDModel, config, prompt_ids: list[int], record: Callable[[Step], None],
                  intervals: list | None = None):
-        self.model, self.config, self.prompt_ids, self.steps = model, config, list(prompt_ids), steps
+        self.model, self.config, self.prompt_ids, self.record = model, config, list(prompt_ids), record
         self.intervals = intervals  # each draft's knob interval is appended here (``draft``), rejected ones too
         self.n_prompt = len(prompt_ids)
-        self.rule = replace(config._rule, gap_free=True)  # drafts are kept as a prefix (module docstring)
+        self.rule = replace(config.commit_rule, gap_free=True)  # drafts are kept as a prefix (module docstring)
         self.out: list[int] = []
         self.drafts: list[int] = []
         self.ends = False  # the drafts reach a stop or the length limit
@@ -413,4 +418,4 @@ class TreeDecode:
     def _record(self, plan: _Tree, started: float, **parts) -> None:
         """Append the call's step (``started``: when its forward began, by ``time.perf_counter``)."""
         self.last = Step(call=self.call, wall_time=time.perf_counter() - started, n_input=plan.n_input, **parts)
-        self.steps.append(self.last)
+        self.record(self.last)

@@ -31,7 +31,7 @@ import plotly.graph_objects as go
 
 from .blocks import block_fill, block_fill_spec, entropy_heatmap
 from .side_by_side import compare_decoders, decoder_rows
-from .charts import _per_call, calls_timeline, compare, roofline  # _per_call: tests count the bars
+from .charts import calls_timeline, compare, per_call_counts, roofline
 from .animation import save_animation
 from .ladder_figure import gamma_ladder_figure as gamma_ladder
 from .gamma_strip import gamma_strip
@@ -47,8 +47,10 @@ from ..trace import Trace, first_difference
 
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
-           "block_fill", "block_fill_spec", "calls_timeline", "compare", "compare_decoders", "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference",
-           "gamma_ladder", "gamma_strip", "roofline", "save_animation", "save_html", "commit_order", "save_page", "sweep_frame", "trace_html", "tradeoff"]
+           "block_fill", "block_fill_spec", "calls_timeline", "commit_order", "compare", "compare_decoders",
+           "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference", "gamma_ladder", "gamma_strip",
+           "per_call_counts", "roofline", "save_animation", "save_html", "save_page", "sweep_frame", "trace_html",
+           "tradeoff"]
 
 
 # -- HTML export ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ..checks import check_whole
 from ..trace import Step, Trace, first_difference, output_labels
 
 
-def _per_call(trace: Trace) -> tuple[list[int], list[int]]:
+def per_call_counts(trace: Trace) -> tuple[list[int], list[int]]:
     """Output tokens committed per call, split into in-order commits and gap fills. On a canvas, a token
     counts at the call since which its slot held an accepted token (``token_calls``), with no gap split."""
     if trace.has_canvas:
@@ -34,7 +34,7 @@ def _per_call(trace: Trace) -> tuple[list[int], list[int]]:
 def _so_far(trace: Trace) -> list[int]:
     """Tokens so far after 0, 1, ..., nfe calls."""
     totals = [0]
-    for a, b in zip(*_per_call(trace)):
+    for a, b in zip(*per_call_counts(trace)):
         totals.append(totals[-1] + a + b)
     return totals
 
@@ -51,7 +51,7 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
 
     A verified trace adds markers above the bars (``trace.meta["role"]``): ``"rollback"`` at each call that
     rejected a draft, ``"check_only"`` at each call spent only on checking drafts."""
-    in_order, gap = _per_call(trace)
+    in_order, gap = per_call_counts(trace)
     calls, grey = list(range(trace.nfe)), dict(color="#777777", width=2, dash="dash")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38], vertical_spacing=0.06)
     fig.add_trace(go.Scatter(x=list(range(trace.nfe + 1)), y=_so_far(trace), name="tokens so far",

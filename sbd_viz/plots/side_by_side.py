@@ -20,9 +20,15 @@ from ..trace import Trace, output_labels
 
 
 def label_of(trace: Trace) -> str:
-    """A decoder's name as the comparison shows it: the config's decoder, ``verified sbd`` for a verified SBD."""
-    decoder = str(trace.config.get("decoder", "sbd"))
-    return f"verified {decoder}" if trace.verified else decoder
+    """A decoder's name as the comparison shows it: its spec's label, or its variant's (SBD's "verified SBD"); the
+    config's decoder name for a decoder this process has not registered."""
+    from ..decoders.registry import get_decoder  # read when drawing: at import time the plots sit below the decoders
+
+    decoder = str(trace.config.get("decoder"))
+    try:
+        return get_decoder(decoder).label_of(trace.config)
+    except ValueError:
+        return decoder
 
 
 def _labelled(traces) -> list[tuple[str, Trace]]:
@@ -38,10 +44,12 @@ def decoder_rows(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | Non
     """One row per decoder: label, decoder, calls, tokens, tokens per call, ``equals_greedy`` (the text equals
     ``ntp``'s, the trace among ``traces`` whose decoder is ``ntp`` when not given; None without one), slots
     remasked (``renoised``) and rollbacks."""
+    from ..decoders.ntp import NTP  # the reference, read when drawing as label_of reads the registry
+
     pairs = _labelled(traces)
     if ntp is None:
-        ntp = next((t for _, t in pairs if t.config.get("decoder") == "ntp"), None)
-    return [{"label": label, "decoder": t.config.get("decoder", "sbd"), "calls": t.nfe, "tokens": t.n_tokens,
+        ntp = next((t for _, t in pairs if t.config.get("decoder") == NTP.name), None)
+    return [{"label": label, "decoder": t.config.get("decoder"), "calls": t.nfe, "tokens": t.n_tokens,
              "tokens_per_call": round(t.tokens_per_call, 2),
              "equals_greedy": None if ntp is None else t.text == ntp.text,
              "renoised": sum(len(s.renoised) for s in t.steps), "rollbacks": len(t.rollbacks())}

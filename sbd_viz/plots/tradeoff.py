@@ -15,6 +15,14 @@ _X_AXES = {"tokens_per_call": "tokens per call", "calls_per_token": "calls per t
 _HOVER_COLUMNS = ("accuracy", "tokens_per_call", "calls_per_token", "speedup_calls", "speedup_wall", "same_as_ntp")
 
 
+def _reference() -> str:
+    """Greedy NTP's name, its sweep rows' rule. Read from its spec when drawing: at import time the plots sit below
+    the decoders (the README's map of the package)."""
+    from ..decoders.ntp import NTP
+
+    return NTP.name
+
+
 def sweep_frame(results: Any):
     """Sweep results as a DataFrame every reader can rely on: from ``analysis.sweep``'s frame or its rows
     (``df.to_dict("records")``, the "rows" of a saved ``sweep.json``). Old files load too: a "solver" column
@@ -52,7 +60,7 @@ def _results_frame(results: Any, x: str):
     if x not in df.columns:
         raise ValueError(f"results: no column {x!r} to put on the x axis")
     df["line"] = df["rule"].astype(str) + df["gap_free"].map({True: " · gap-free", False: ""})
-    is_ntp = df["rule"].astype(str).str.lower() == "ntp"
+    is_ntp = df["rule"].astype(str).str.lower() == _reference()
     # Verified rows are one line per rule, named for what they promise; the rule is named only when several
     # rules were verified.
     checked = df["verify"] & ~is_ntp
@@ -117,7 +125,7 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
     (``dict(rule=..., gamma=...[, gap_free=...][, verify=...][, block_size=...])``) rings the current setting.
     """
     df = _results_frame(results, x)
-    is_ntp = df["rule"].astype(str).str.lower() == "ntp"
+    is_ntp = df["rule"].astype(str).str.lower() == _reference()
     fig = go.Figure()
     spans = (float(df[x].max() - df[x].min()), float(df["accuracy"].max() - df["accuracy"].min()))
     for i, (rule, rows) in enumerate(df[~is_ntp & ~df["verify"]].groupby("line", sort=True)):
@@ -137,7 +145,7 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
             hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
     if is_ntp.any():
         ntp = df[is_ntp]
-        fig.add_trace(go.Scatter(x=ntp[x], y=ntp["accuracy"], name="NTP", mode="markers", meta=dict(role="ntp"),
+        fig.add_trace(go.Scatter(x=ntp[x], y=ntp["accuracy"], name="NTP", mode="markers", meta=dict(role=_reference()),
                                  marker=dict(symbol="star", size=15, color="#000000"), hovertext=_hover_rows(ntp),
                                  hovertemplate="%{hovertext}<extra></extra>"))
         fig.add_hline(y=float(ntp["accuracy"].mean()), line=dict(color="#777777", dash="dot", width=1),
@@ -155,24 +163,41 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
     return fig
 
 
+def _decoder_color(decoder: str, index: int) -> str:
+    """The decoder's colour (its spec's); a decoder not registered in this process takes the palette's in turn."""
+    from ..decoders.registry import PALETTE, color_of  # read when drawing, as _reference
+
+    try:
+        return color_of(decoder)
+    except ValueError:
+        return PALETTE[index % len(PALETTE)]
+
+
 def decoder_tradeoff(frame, y: str = "accuracy") -> go.Figure:
     """Speed (NTP's calls over the decoder's) against ``y`` (``accuracy`` or ``same_as_ntp``): one line per decoder
-    label through its settings, NTP a point. ``fig.layout.meta["lines"]``: label -> [(speedup, y, knob value)]."""
+    label through its settings, NTP a point, each in its decoder's colour (a variant, e.g. verified SBD, dashed).
+    ``fig.layout.meta["lines"]``: label -> [(speedup, y, knob value)]."""
     if y not in ("accuracy", "same_as_ntp"):
         raise ValueError(f"y: must be 'accuracy' or 'same_as_ntp', got {y!r}")
     missing = [c for c in ("label", "speedup_calls", y, "knob_value") if c not in getattr(frame, "columns", ())]
     if missing:
         raise ValueError(f"frame: missing columns {missing}; pass a sweep_decoders() frame")
-    fig, lines = go.Figure(), {}
-    for label, rows in frame.groupby("label", sort=False):
+    fig, lines, first = go.Figure(), {}, {}
+    for i, (label, rows) in enumerate(frame.groupby("label", sort=False)):
         rows = rows.sort_values("speedup_calls")
         lines[label] = [(float(r.speedup_calls), float(r[y]),
                          None if math.isnan(r.knob_value) else float(r.knob_value)) for _, r in rows.iterrows()]
+        decoder = str(rows["decoder"].iloc[0]) if "decoder" in rows else label
+        color = _decoder_color(decoder, i)
+        variant = decoder in first  # a second line of one decoder: its variant's
+        first.setdefault(decoder, label)
+        settings = rows["settings"] if "settings" in rows else [""] * len(rows)
         fig.add_trace(go.Scatter(
             x=rows["speedup_calls"], y=rows[y], mode="lines+markers" if len(rows) > 1 else "markers", name=label,
+            line=dict(color=color, dash="dash" if variant else "solid"), marker=dict(color=color),
             text=[f"{label}" + ("" if math.isnan(r.knob_value) else f" · {r.knob} {r.knob_value:g}")
-                  + ("" if math.isnan(r.remask_threshold) else f" · remask_threshold {r.remask_threshold:g}")
-                  for _, r in rows.iterrows()],
+                  + (f" · {extra}" if isinstance(extra, str) and extra else "")
+                  for (_, r), extra in zip(rows.iterrows(), settings)],
             hovertemplate="%{text}<br>speedup in calls %{x:.2f}x<br>" + y.replace("_", " ") + " %{y:.3f}"
                           "<extra></extra>"))
     fig.update_layout(**common_layout(

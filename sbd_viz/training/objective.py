@@ -219,7 +219,7 @@ def decoder_state_accuracy(model: SBDModel, n_windows: int = 120, seq_len: int =
     attn = sbd_attention_mask(n, k)[None, None].to(model.device)
     positions = torch.arange(n).repeat(2)[None].expand(k, -1).to(model.device)
     committed = slot[None] < torch.arange(k)[:, None]  # (k, n): row b commits slots 0..b-1 of every block
-    hits = {name: torch.zeros(k) for name in ("ntp", "committed_prefix", "whole_block")}
+    hits = {"ntp": torch.zeros(k), "committed_prefix": torch.zeros(k), "whole_block": torch.zeros(k)}
     chars = torch.zeros(k)
     ntp_only = prefix_only = 0
     in_full_block = torch.arange(n) < (n // k) * k
@@ -235,8 +235,8 @@ def decoder_state_accuracy(model: SBDModel, n_windows: int = 120, seq_len: int =
             ntp_ok = logits[0, at - 1].argmax(-1) == truth  # the clean half is the same in every row
             prefix_ok = logits[s, n + at].argmax(-1) == truth  # row s: this slot's own committed prefix
             block_ok = logits[0, n + at].argmax(-1) == truth
-            for name, ok in (("ntp", ntp_ok), ("committed_prefix", prefix_ok), ("whole_block", block_ok)):
-                hits[name].index_add_(0, s, ok.float())
+            for hit, ok in zip(hits.values(), (ntp_ok, prefix_ok, block_ok)):  # in the order hits names them
+                hit.index_add_(0, s, ok.float())
             chars.index_add_(0, s, torch.ones(len(at)))
             ntp_only += int((ntp_ok & ~prefix_ok).sum())
             prefix_only += int((prefix_ok & ~ntp_ok).sum())

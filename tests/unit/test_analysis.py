@@ -43,7 +43,7 @@ def test_every_count_of_gap_fills_is_the_kept_one(tiny, monkeypatch):
     row = sv.sweep(tiny, [item], gammas=(0.1,), cache_dir=None, progress=False).iloc[0]
     assert row["n_gap_fills"] == 3 and row["gap_fill_rate"] == pytest.approx(3 / 13) and row["n_with_gaps"] == 1
     assert sv.gap_fill_report([trace])["kept"].sum() == 3
-    assert sum(plots._per_call(trace)[1]) == 3  # the timeline's gap-fill bars
+    assert sum(plots.per_call_counts(trace)[1]) == 3  # the timeline's gap-fill bars
 
 
 def _replayed_gap_fills(trace):

@@ -160,7 +160,7 @@ def test_each_folder_imports_only_what_the_house_plan_allows():
 @pytest.mark.heavy
 def test_the_map_checker_sees_a_folder_import():
     graph = _graph(at_import_time=True)
-    assert "decoders.sbd" in graph["decoders.batch"] and "trace" in graph["decoders.sbd"]
+    assert "decoders.config" in graph["decoders.batch"] and "trace" in graph["decoders.sbd"]
     assert _layer("analysis.gamma_ladder") == "analysis" and "analysis" not in MAY_IMPORT["decoders"]
 
 

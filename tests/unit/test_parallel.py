@@ -275,12 +275,14 @@ def test_compare_decoders_data(sharp):
                             ("remask", {"gamma": 2.0, "remask_threshold": 1.0}), ("jacobi", {}), ("prompt_lookup", {})]]
     fig = plots.compare_decoders(traces)
     rows = fig.layout.meta["rows"]
-    assert [r["label"] for r in rows] == ["ntp", "sbd", "verified sbd", "remask", "jacobi", "prompt_lookup"]
+    # each row is named by its decoder's spec: its label, or its variant's
+    assert [r["label"] for r in rows] == ["NTP", "SBD", "verified SBD", "SBD + remasking", "Jacobi", "prompt lookup"]
+    assert [r["decoder"] for r in rows] == ["ntp", "sbd", "sbd", "remask", "jacobi", "prompt_lookup"]
     for r, t in zip(rows, traces):
         assert (r["calls"], r["tokens"]) == (t.nfe, t.n_tokens)
         assert r["equals_greedy"] == (t.text == traces[0].text)
         assert r["renoised"] == sum(len(s.renoised) for s in t.steps)
-    assert all(r["equals_greedy"] for r in rows if r["label"] in ("ntp", "verified sbd", "jacobi", "prompt_lookup"))
+    assert all(r["equals_greedy"] for r in rows if r["label"] in ("NTP", "verified SBD", "Jacobi", "prompt lookup"))
     assert rows[3]["renoised"] > 0
     # each decoder's cells spell its whole output, token by token as the pictures label them; each cell's shade is
     # the call that wrote it
@@ -316,20 +318,29 @@ def test_sweep_decoders_frame_and_its_tradeoff(sharp):
 
     prompts = PROMPTS[:2]
     df = sv.sweep_decoders(sharp, prompts, gammas=(0.5, 2.0), verify=(False, True), max_new_tokens=12)
-    assert list(df["label"]) == ["ntp"] + ["sbd", "verified sbd"] * 2 + ["remask"] * 2 + ["jacobi", "prompt_lookup"]
+    # the labels are the specs'; remasking's own setting is at its default, named in its rows' settings
+    assert list(df["label"]) == ["NTP"] + ["SBD", "verified SBD"] * 2 + ["SBD + remasking"] * 2 + ["Jacobi",
+                                                                                                  "prompt lookup"]
+    assert set(df.loc[df["decoder"] == "remask", "settings"]) == {"remask_threshold 0.5"}
     ntp = [sv.decode_ntp(sharp, p, max_new_tokens=12) for p in prompts]
-    row = df[(df["label"] == "sbd") & (df["gamma"] == 2.0)].iloc[0]
+    row = df[(df["label"] == "SBD") & (df["gamma"] == 2.0)].iloc[0]
     traces = [sv.decode(sharp, p, gamma=2.0, max_new_tokens=12) for p in prompts]
     assert row["calls"] == sum(t.nfe for t in traces) and row["tokens"] == sum(t.n_tokens for t in traces)
     assert row["speedup_calls"] == pytest.approx(sum(t.nfe for t in ntp) / row["calls"])
     assert row["same_as_ntp"] == sum(t.text == n.text for t, n in zip(traces, ntp)) / 2
-    exact = df[df["label"].isin(["verified sbd", "jacobi", "prompt_lookup", "ntp"])]
+    exact = df[df["label"].isin(["verified SBD", "Jacobi", "prompt lookup", "NTP"])]
     assert (exact["same_as_ntp"] == 1.0).all() and df["accuracy"].isna().all()  # plain prompts are not scored
     fig = plots.decoder_tradeoff(df, y="same_as_ntp")
     lines = fig.layout.meta["lines"]
-    assert set(lines) == set(df["label"]) and len(lines["sbd"]) == 2
-    assert [p[2] for p in lines["sbd"]] == sorted([0.5, 2.0], key=lambda g: df[(df.label == "sbd") & (df.gamma == g)]
+    assert set(lines) == set(df["label"]) and len(lines["SBD"]) == 2
+    assert [p[2] for p in lines["SBD"]] == sorted([0.5, 2.0], key=lambda g: df[(df.label == "SBD") & (df.gamma == g)]
                                                    .speedup_calls.iloc[0])
+    # each line in its decoder's colour (the spec's); the variant's line dashed
+    by_name = {t.name: t for t in fig.data}
+    assert by_name["SBD"].line.color == by_name["verified SBD"].line.color == sv.registry.get_decoder("sbd").color
+    assert by_name["Jacobi"].line.color == sv.registry.get_decoder("jacobi").color
+    assert by_name["verified SBD"].line.dash == "dash" and by_name["SBD"].line.dash == "solid"
+    assert any("remask_threshold 0.5" in text for text in by_name["SBD + remasking"].text)
     with pytest.raises(ValueError, match="decoders"):
         sv.sweep_decoders(sharp, prompts, decoders=("beam",))
 

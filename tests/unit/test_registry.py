@@ -23,6 +23,11 @@ DOC = ROOT / "docs" / "own_decoder.md"
 PROMPTS = ["abc abc abc ", "go: 12 + 30 = ", "xyzzy", "assert 48 + 37 == "]
 
 
+def with_path(folder) -> str:
+    """PYTHONPATH with ``folder`` first and the caller's after it (the sbd_viz under test, e.g. a checkout's)."""
+    return os.pathsep.join([str(folder)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+
+
 def doc_files() -> dict[str, str]:
     """The page's files: each fenced block whose info string names ``file=PATH``."""
     blocks = re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S)
@@ -78,6 +83,40 @@ PLUGIN_CHECKS = textwrap.dedent('''
     out["compare"] = rows
     out["compare_single"] = [sv.decode(model, prompts[0], decoder="fixed_blocks", max_new_tokens=12,
                                        stop="\\n").nfe]
+
+    # the draft-and-check example, through the same surfaces
+    drafts = out["drafts"] = {}
+    spec = {s.name: s for s in sv.decoders()}["bigram_drafts"]
+    drafts["module"] = spec.decoding.__module__
+    drafts["ntp"] = [[list(t.output_ids), t.nfe] for t in
+                     (sv.decode_ntp(model, p, max_new_tokens=12, stop="\\n") for p in prompts)]
+    single = [sv.decode(model, p, decoder="bigram_drafts", max_drafts=2, max_new_tokens=12, stop="\\n")
+              for p in prompts]
+    drafts["single"] = [[t.config["decoder"], list(t.output_ids), t.nfe, [len(s.checks) for s in t.steps]]
+                        for t in single]
+    batched = sv.decode_batch(model, prompts, decoder="bigram_drafts", max_drafts=2, max_new_tokens=12,
+                              stop="\\n", batch_size=2)
+    drafts["batch"] = [[t.config["decoder"], list(t.output_ids), t.nfe, [len(s.checks) for s in t.steps]]
+                       for t in batched]
+    drafts["refused"] = {}
+    for name, value in (("gamma", 0.5), ("block_size", 4), ("slots", 2), ("max_drafts", 0)):
+        try:
+            sv.decode(model, prompts[0], decoder="bigram_drafts", **{name: value})
+        except ValueError as exc:
+            drafts["refused"][name] = str(exc)
+    path = sys.argv[1] + ".drafts.json"
+    drafts["cli"] = cli.main(["trace", prompts[2], "--decoder", "bigram_drafts", "--max-drafts", "2", "--stop",
+                              "\\n", "--max-new-tokens", "12", "--out", path])
+    trace = sv.Trace.load(path)
+    drafts["cli_trace"] = [trace.config["decoder"], list(trace.output_ids)]
+    ladder = sv.gamma_ladder(model, prompts[2], decoder="bigram_drafts", gammas=[1, 2, 4], max_new_tokens=12)
+    drafts["ladder"] = [list(ladder.columns)[:2], list(ladder["max_drafts"]), list(ladder["calls"]),
+                        list(ladder["same_as_ntp"])]
+    figure, rows = handlers.compare(prompts[2], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False,
+                                    ["bigram drafts"])
+    drafts["compare"] = rows
+    doc = sv.decode(model, prompts[2], decoder="bigram_drafts", stop="\\n")
+    drafts["doc"] = [doc.text, doc.nfe, sv.decode_ntp(model, prompts[2], stop="\\n").nfe]
     print(json.dumps(out))
 ''')
 
@@ -98,7 +137,7 @@ def installed(tmp_path_factory):
 @pytest.fixture(scope="module")
 def plugin_run(installed, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "t.json"
-    env = {**os.environ, "PYTHONPATH": str(installed), "SBD_VIZ_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": with_path(installed), "SBD_VIZ_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", PLUGIN_CHECKS, str(out)], capture_output=True, text=True,
                           env=env, cwd=installed.parent, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -106,16 +145,51 @@ def plugin_run(installed, tmp_path_factory):
 
 
 def test_the_page_is_short_and_names_its_files():
-    assert len(DOC.read_text().splitlines()) <= 85
-    assert set(doc_files()) == {"sbd_blocks/__init__.py", "pyproject.toml"}
+    assert len(DOC.read_text().splitlines()) <= 125  # two decoders, each under 25 lines of code
+    assert set(doc_files()) == {"my_decoders/__init__.py", "my_decoders/bigram.py", "pyproject.toml"}
     assert '"sbd_viz.decoders"' in doc_files()["pyproject.toml"]
+
+
+def test_the_pages_decoders_import_no_private_name():
+    """Each example is built from sbd_viz's public names: no ``_name`` imported or read off sbd_viz."""
+    import ast
+
+    for path, text in doc_files().items():
+        if not path.endswith(".py"):
+            continue
+        tree = ast.parse(text)
+        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names]
+        read = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name) and n.value.id == "sv"]
+        assert read and not [name for name in imported + read if name.startswith("_")], path
+        assert all(hasattr(sv, name) and name in sv.__all__ for name in read), path
 
 
 @pytest.mark.heavy
 def test_an_installed_decoder_is_listed_after_the_built_ins(plugin_run):
     names = plugin_run["names"]
-    assert names[: len(sv.decoders())] == [s.name for s in sv.decoders()] and names[-1] == "fixed_blocks"
-    assert plugin_run["module"] == "sbd_blocks"  # the installed package's class, not a copy
+    assert names[: len(sv.decoders())] == [s.name for s in sv.decoders()]
+    assert names[len(sv.decoders()):] == ["bigram_drafts", "fixed_blocks"]  # entry points by name
+    assert plugin_run["module"] == "my_decoders"  # the installed package's class, not a copy
+    assert plugin_run["drafts"]["module"] == "my_decoders.bigram"
+
+
+@pytest.mark.heavy
+def test_an_installed_draft_and_check_decoder_writes_greedys_text_through_every_surface(plugin_run):
+    drafts = plugin_run["drafts"]
+    for (decoder, ids, nfe, checks), (ntp_ids, ntp_nfe) in zip(drafts["single"], drafts["ntp"]):
+        assert decoder == "bigram_drafts" and ids == ntp_ids and nfe <= ntp_nfe
+        assert all(c <= 2 for c in checks)  # at most max_drafts drafts checked per call
+    assert drafts["batch"] == drafts["single"]
+    assert set(drafts["refused"]) == {"gamma", "block_size", "slots", "max_drafts"}
+    for name, message in drafts["refused"].items():
+        assert message.startswith(f"{name}:"), message
+    assert drafts["cli"] == 0 and drafts["cli_trace"] == drafts["single"][2][:2]
+    columns, values, calls, same = drafts["ladder"]
+    assert columns == ["max_drafts", "calls"] and values == [1, 2, 4] and all(same)
+    assert [row[0] for row in drafts["compare"]] == ["NTP", "bigram drafts"]
+    assert drafts["compare"][1][1] <= drafts["compare"][0][1]  # its calls, no more than NTP's
+    assert drafts["doc"] == ["[1, 2, 3]\n", 7, 10]  # the page's numbers
 
 
 @pytest.mark.heavy
@@ -170,7 +244,7 @@ def test_a_broken_plugin_is_named_in_a_warning_and_the_built_ins_stay(tmp_path):
             "print(names)\n"
             "print([str(x.message) for x in w])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(site)})
+                          env={**os.environ, "PYTHONPATH": with_path(site)})
     assert done.returncode == 0, done.stderr[-2000:]
     names, warned = done.stdout.strip().splitlines()[-2:]
     assert "'sbd'" in names and "broken" not in names and "not_a_spec" not in names
@@ -248,11 +322,45 @@ def test_register_decoder_in_a_notebook(model):
 @pytest.mark.parametrize("field, value, message", [
     ("name", "two words", "name"), ("takes", ("remask_threshold",), "takes"), ("own", {"gamma": 1}, "own"),
     ("knob", sv.Knob("gamma"), "knob"), ("model", "rnn", "model"), ("decoding", dict, "decoding"),
+    ("color", "blue", "color"), ("sweep", {"gamma": (0.5,)}, "sweep"), ("sweep", {"gamma": ()}, "sweep"),
 ])
 def test_a_bad_spec_is_refused_by_field(field, value, message):
     fields = dict(name="ok", label="ok", decoding=sv.NTPDecoding, model="causal")
     with pytest.raises((ValueError, TypeError), match=f"^{message}:"):
         sv.DecoderSpec(**{**fields, field: value})
+
+
+def test_a_specs_colour_and_sweep_reach_the_figure_and_the_sweep():
+    """The spec's ``color`` is its line's in ``decoder_tradeoff``; its ``sweep`` the values ``sweep_decoders`` runs
+    its own settings along, unless the caller gives others; moving either moves what is drawn or decoded."""
+    import dataclasses
+
+    import pandas as pd
+
+    from sbd_viz import plots
+    from sbd_viz.analysis.decoder_sweep import _settings
+
+    class Copy(sv.DraftAndCheck):
+        def __init__(self, model, prompt, config, width=3):
+            super().__init__(model, prompt, config)
+
+    spec = sv.DecoderSpec(name="copy_test", label="copy (test)", decoding=Copy, model="causal", own={"width": 3},
+                          knob=sv.Knob("width", 1, 8, 1), color="#123456", sweep={"width": (2, 5)})
+    assert [s["width"] for s in _settings([spec], {})] == [2, 5]
+    assert [s["width"] for s in _settings([spec], {"width": (7,)})] == [7]  # the caller's values win
+    assert [s["width"] for s in _settings([dataclasses.replace(spec, sweep={})], {})] == [3]  # else its default
+    frame = pd.DataFrame([dict(decoder="copy_test", label="copy (test)", speedup_calls=1.5, accuracy=1.0,
+                               same_as_ntp=1.0, knob="width", knob_value=2.0, settings="")])
+    try:
+        sv.register_decoder(spec)
+        assert plots.decoder_tradeoff(frame).data[0].line.color == "#123456"
+        sv.register_decoder(dataclasses.replace(spec, color="#654321"), replace_existing=True)
+        assert plots.decoder_tradeoff(frame).data[0].line.color == "#654321"
+        sv.register_decoder(dataclasses.replace(spec, color=None), replace_existing=True)
+        assert plots.decoder_tradeoff(frame).data[0].line.color in registry.PALETTE  # one of the palette's
+    finally:
+        registry._SPECS.pop("copy_test", None)
+    assert len({s.color for s in registry.decoders()}) == len(registry.decoders())  # the built-ins' differ
 
 
 # -- (c) every batchable decoder: the batch is the single decodes ------------------------------------------
@@ -272,21 +380,99 @@ def test_every_batchable_decoder_batches_to_its_single_decodes(model, spec):
         assert [len(s.commits) for s in row.steps] == [len(s.commits) for s in one.steps]
 
 
-SURFACES = ["__init__.py", "cli.py", "widgets.py", "app/page.py", "app/inputs.py", "app/compare.py", "app/map_builder.py",
-            "app/views.py", "app/panels.py", "analysis/evaluation.py", "analysis/decoder_sweep.py",
-            "analysis/gamma_ladder.py", "analysis/gamma_map.py",
-            "decoders/batch.py"]
+# every module of the package outside decoders/ (the decoders' own modules and their specs); batch.py serves any
+# decoder, so it is checked too
+SURFACES = sorted(str(p.relative_to(ROOT / "sbd_viz")) for p in (ROOT / "sbd_viz").rglob("*.py")
+                  if p.parent.name != "decoders" or p.name == "batch.py")
+NAMING_ALLOWED = {
+    "trace_file.py",  # another branch removes these (the reader's list of old traces' decoders and settings)
+}
+
+
+def decoder_words() -> tuple[set, set]:
+    """(every built-in decoder's name, the settings that are a built-in decoder's own)."""
+    specs = [s for s in registry.decoders() if s.decoding.__module__.startswith("sbd_viz.decoders.")]
+    return {s.name for s in specs}, {o for s in specs for o in s.own}
+
+
+def naming(source: str) -> list[str]:
+    """Where ``source`` names a built-in decoder or one of its own settings, outside docstrings and comments: a string
+    that is a decoder's name (a record's key, ``result["ntp"]``, ``data.get("ntp")``, is not a choice of decoder),
+    holds a decoder's name that is not a plain word of the package (``jacobi``, ``prompt_lookup``), is one of a
+    decoder's own settings (a key too: ``config.get("remask_threshold")`` knows that decoder), and an identifier
+    (a variable, argument, keyword or attribute) that holds one of those settings' names."""
+    import ast
+
+    names, own = decoder_words()
+    plain = {"sbd", "ntp"}  # the method and the reference: words of every module (sbd-viz, an NTP loss)
+    tree = ast.parse(source)
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    keys, kinds = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Subscript):
+            keys.add(id(n.slice))
+        elif isinstance(n, ast.Dict):
+            keys.update(id(k) for k in n.keys if k is not None)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args:
+            keys.add(id(n.args[0]))
+        elif isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["kind"]:
+            kinds.add(id(n.value))  # a model class's kind (registry.MODEL_KINDS), which a decoder may share
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            if n.value in own:
+                found.append(f"line {n.lineno}: setting {n.value!r}")
+            elif n.value in names and id(n) not in keys and id(n) not in kinds:
+                found.append(f"line {n.lineno}: decoder {n.value!r}")
+            else:
+                found += [f"line {n.lineno}: decoder {w!r} in {n.value[:40]!r}" for w in names - plain
+                          if n.value != w and re.search(rf"(?<![\w-]){w}(?![\w-])", n.value)]
+        identifier = {ast.Name: "id", ast.arg: "arg", ast.keyword: "arg", ast.Attribute: "attr",
+                      ast.FunctionDef: "name"}.get(type(n))
+        value = getattr(n, identifier, None) if identifier else None
+        if value and any(o in value for o in own):
+            found.append(f"line {n.lineno}: identifier {value!r}")
+    return found
 
 
 @pytest.mark.parametrize("surface", SURFACES)
 def test_no_surface_names_a_decoder(surface):
-    """Every surface reads the registry and nothing else: no decoder's name is written in it as a string."""
-    text = (ROOT / "sbd_viz" / surface).read_text()
-    code = re.sub(r'"""(.*?)"""', "", text, flags=re.S)  # docstrings may show a call, e.g. decoder="ntp"
-    code = "\n".join(line.split("#")[0] for line in code.splitlines())
-    # a quoted name, not a subscript: result["ntp"] is the session's NTP decode, not a choice of decoder
-    named = [s.name for s in registry.decoders() if re.search(rf"""(?<!\[)["']{s.name}["'](?!\])""", code)]
-    assert not named, f"{surface} names {named}"
+    """Outside the decoders' own modules every module reads the registry: no built-in decoder's name, nor a setting of
+    its own, is written in its code (the specs say them: label, colour, knob, sweep)."""
+    if surface in NAMING_ALLOWED:
+        pytest.skip(f"{surface}: allowed for now")
+    found = naming((ROOT / "sbd_viz" / surface).read_text())
+    assert not found, f"{surface} names " + "; ".join(found)
+
+
+def test_no_module_imports_a_private_name():
+    """Every module of the package is built on its neighbours' public names: no ``from .x import _name``."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "sbd_viz").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, found
+
+
+def test_the_naming_check_finds_what_it_looks_for():
+    """The check above fails on each kind of naming it is meant to catch, and passes what it allows."""
+    caught = ['x = decode(m, p, decoder="jacobi")', 'if t.config.get("decoder") == "ntp": pass',
+              'def f(remask_thresholds=None): pass', 'frame.remask_threshold', 'f(drafting="tree")',
+              'settings = {"remask_threshold": 1}', 'msg = "the exact decoders (ntp, jacobi, prompt_lookup)"',
+              'x = y.get("max_denoising_steps")']
+    for code in caught:
+        assert naming(code), code
+    allowed = ['result["ntp"] = trace', 'data.get("ntp")', 'class M:\n    kind = "sbd"\n',
+               'def f():\n    """decoder="jacobi" in a docstring"""\n', 'x = 1  # remask_threshold in a comment',
+               'css = "sbd-title"', 'x = {"ntp": 1}']
+    for code in allowed:
+        assert not naming(code), code
 
 
 def test_each_built_in_decoder_is_described_in_its_own_module():
