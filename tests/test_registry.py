@@ -66,7 +66,7 @@ PLUGIN_CHECKS = textwrap.dedent('''
     path = sys.argv[1]
     out["cli"] = cli.main(["trace", prompts[0], "--decoder", "fixed_blocks", "--slots", "3", "--stop", "\\n",
                            "--max-new-tokens", "12", "--out", path])
-    trace = sv.Trace.load(path)
+    trace = sv.load_trace(path)
     out["cli_trace"] = [trace.config["decoder"], list(trace.output_ids)]
     out["cli_ladder"] = cli.main(["ladder", prompts[0], "--decoder", "fixed_blocks", "--gammas", "1", "3",
                                   "--max-new-tokens", "8"])
