@@ -111,7 +111,7 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
     """Every decode of one item, as counts (no clock)."""
     import sbd_viz as sv
     from sbd_viz.analysis import roofline
-    from sbd_viz.trace import first_difference
+    from sbd_viz.labels import first_difference
 
     n, stop, prompt = args.new_tokens, item["stop"], item["prompt"]
     ref = generate(base, model.encode(prompt), n, stop)
@@ -291,7 +291,7 @@ def example(model, sets, args) -> dict:
     """The first chat item: NTP's answer on the adapted model (the base's text), and plain SBD's at the first block
     size and the largest γ, with the token where it first leaves that text."""
     import sbd_viz as sv
-    from sbd_viz.trace import first_difference
+    from sbd_viz.labels import first_difference
 
     if not sets["chat"]:
         return {}

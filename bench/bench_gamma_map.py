@@ -106,7 +106,7 @@ def run(args, argv) -> tuple[dict, list[dict], list[dict]]:
 
 def _shown(prompt: str) -> str:
     """A prompt in a table cell: newlines as ⏎, pipes escaped."""
-    from sbd_viz.trace import visible
+    from sbd_viz.labels import visible
 
     return visible(prompt).replace("|", "\\|")
 

@@ -35,7 +35,7 @@ import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
 from sbd_viz.model import SBDModel, add_mask_token  # noqa: E402
-from sbd_viz.trace import first_difference  # noqa: E402
+from sbd_viz.labels import first_difference  # noqa: E402
 from sbd_viz.training.data import code_documents  # noqa: E402
 from sbd_viz.training.objective import masked_slot_hits  # noqa: E402
 

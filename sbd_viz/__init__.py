@@ -4,7 +4,11 @@
     model = sv.load_model()                      # the shipped model
     trace = sv.decode(model, "assert 48 + 37 == ", gamma=0.1)
     trace.text, trace.nfe, trace.tokens_per_call, trace.gap_fills()
+    print(sv.trace_summary(trace))               # the text with each token's call number, the measures
+    trace.save("t.json"); sv.load_trace("t.json")  # the file, every field checked on the way back
 """
+
+import sys
 
 from ._version import __version__
 from .decoders.config import DecodeConfig
@@ -20,10 +24,13 @@ from .adapted_lm import AdaptedLM
 from .causal_lm import CausalLM
 from .rules import COMMIT_RULES, RULES, CommitRule
 from .trace import Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError
+from .trace_file import from_dict as trace_from_dict, from_json as trace_from_json, load as load_trace
+from .summary import trace_summary
 from . import tasks
 from .analysis.evaluation import evaluate
 from . import analysis
-from .analysis.gaps import gap_fill_events, gap_fill_report, gap_free_ablation, sweep, teacher_forced_ntp
+from .analysis.gaps import gap_fill_events, gap_fill_report, teacher_forced_ntp
+from .analysis.suite_sweep import gap_free_ablation, sweep
 from .analysis import divergence
 from .analysis.divergence import divergence_report, first_divergence
 from .decoders import diffusion
@@ -107,6 +114,31 @@ def commit_order(traces, labels=None):
     from .plots.order import commit_order as _commit_order
 
     return _commit_order(traces, labels)
+def save_html(trace_or_fig, path=None) -> str:
+    """A self-contained offline page of a trace (its settings, measures and block-fill animation) or of a figure,
+    written to ``path`` if given; returns the HTML (``sbd_viz.plots.save_html``; imports plotly only when called)."""
+    from .plots import save_html as _save_html
+
+    return _save_html(trace_or_fig, path)
+
+
+def _trace_html(trace) -> str:
+    from .plots import trace_html
+
+    return trace_html(trace)
+
+
+def _jupyter_view() -> None:
+    """In a notebook a ``Trace`` at the end of a cell shows as its page (``sbd_viz.plots.trace_html``): registered
+    with IPython's HTML formatter here, at the door, so the trace itself imports no renderer. Outside IPython:
+    nothing."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(Trace, _trace_html)
+
+
+_jupyter_view()
 
 
 def explore(model, prompt, **decode_kwargs):
@@ -126,4 +158,6 @@ __all__ = [
     "DecodeOrder", "decode_order", "kendall_tau", "order_rows", "commit_order", "COUNT_LABELS", "call_counts",
     "tokens_per_call", "peer_formats", "from_step_map", "from_trajectory", "load_step_maps", "load_trajectories",
     "save_step_maps", "save_trajectories", "to_step_map", "to_trajectory",
+    "incoherence_report", "sweep_decoders", "load_trace", "trace_from_json", "trace_from_dict", "trace_summary",
+    "save_html",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 
@@ -18,11 +19,11 @@ def _trace(args) -> int:
                           block_size=args.block_size, max_new_tokens=args.max_new_tokens,
                           temperature=args.temperature, seed=args.seed, stop=args.stop, gap_free=args.gap_free,
                           verify=args.verify, **own)
-    print(trace.summary())
+    print(sv.trace_summary(trace))
     if args.out:
         print(f"trace written to {trace.save(args.out)}")
     if args.html:
-        trace.to_html(args.html)
+        sv.save_html(trace, args.html)
         print(f"animation written to {args.html}")
     if args.gif:
         from .plots.animation import save_animation
@@ -119,7 +120,7 @@ def _gaps(args) -> int:
     import sbd_viz as sv
     from . import analysis
 
-    traces = [sv.Trace.load(path) for path in args.traces]
+    traces = [sv.load_trace(path) for path in args.traces]
     model = sv.load_model(args.model) if args.model else None
     df = analysis.gap_fill_report(traces, model=model)
     kept = sum(len(t.kept_gap_fills()) for t in traces)
@@ -142,10 +143,82 @@ def _gaps(args) -> int:
 
 
 def _roofline(args) -> int:
-    from .analysis import roofline
-
-    print(roofline.run(args))
+    print(roofline_report(args))
     return 0
+
+
+def add_roofline_args(parser: argparse.ArgumentParser) -> None:
+    """The options of ``sbd-viz roofline``."""
+    from .analysis import roofline as rf
+
+    parser.add_argument("--hardware", default=rf.DEFAULT_HARDWARE,
+                        help=f"comma-separated; one of {', '.join(rf.HARDWARE)}, or {rf.THIS_CPU} once measured")
+    parser.add_argument("--model", default=rf.DEFAULT_MODEL, help=f"one of {', '.join(rf.MODELS)}")
+    parser.add_argument("--batch", default="1,4,8,16", help="comma-separated batch sizes")
+    parser.add_argument("--block", default="8,16,32,64", help="Table 4's block sizes (Table 3: 1, 2, 4, ... up to "
+                                                             "the largest)")
+    parser.add_argument("--kv", default=",".join(map(str, rf.PAPER_KV)), help="comma-separated KV lengths")
+    parser.add_argument("--nfe", default=",".join(map(str, rf.PAPER_NFE)), help="Table 4's NFE speedups")
+    parser.add_argument("--mode", default="corrected", choices=rf.MODES,
+                        help="corrected shapes, or the paper's printed code (reproduces its tables)")
+    parser.add_argument("--trace", default=None, metavar="FILE", help="project this saved trace instead")
+
+
+def _whole_numbers(option: str, text: str, lo: int = 1) -> list[int]:
+    """A comma-separated option's whole numbers, each at least ``lo``; else a ValueError naming the option."""
+    try:
+        values = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < lo for v in values):
+        raise ValueError(f"{option}: expected comma-separated whole numbers >= {lo}, got {text!r}")
+    return values
+
+
+def _numbers(option: str, text: str) -> list[float]:
+    """A comma-separated option's finite numbers, each at least 1; else a ValueError naming the option."""
+    try:
+        values = [float(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not math.isfinite(v) or v < 1 for v in values):
+        raise ValueError(f"{option}: expected comma-separated numbers >= 1, got {text!r}")
+    return values
+
+
+def roofline_report(args) -> str:
+    """``sbd-viz roofline``: Tables 3 and 4 (markdown), or a saved trace's projection with ``--trace``."""
+    import sbd_viz as sv
+    from .analysis import roofline as rf
+
+    hws = [rf.get_hardware(h.strip()) for h in str(args.hardware).split(",") if h.strip()]
+    if not hws:
+        raise ValueError(f"--hardware: give at least one of {list(rf.hardware_names())}")
+    shape, batches = rf.get_model(args.model), _whole_numbers("--batch", args.batch)
+    if args.trace:
+        trace = sv.load_trace(args.trace)
+        lines = [f"{args.trace}: {trace.n_tokens} tokens in {trace.nfe} calls ({trace.config.get('decoder', '?')}), "
+                 f"prompt {len(trace.prompt_ids)} tokens; model {shape.name}, {args.mode} shapes", "",
+                 "| hardware | batch | calls | NTP calls | time (ms) | NTP time (ms) | speedup | after prefill |",
+                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for hw in hws:
+            for b in batches:
+                p = rf.project(trace, hw, shape, b, args.mode)
+                lines.append(f"| {hw.name} | {b} | {p['sbd_calls']} | {p['ntp_calls']} | {1e3 * p['sbd_s']:.3f} | "
+                             f"{1e3 * p['ntp_s']:.3f} | {p['speedup']:.3f} | {p['decode_speedup']:.3f} |")
+        return "\n".join(lines)
+    blocks, kvs = _whole_numbers("--block", args.block), _whole_numbers("--kv", args.kv, 0)
+    nfes = _numbers("--nfe", args.nfe)
+    t3_blocks = sorted({2**i for i in range(max(blocks).bit_length()) if 2**i <= max(blocks)} | set(blocks))
+    out = []
+    for hw in hws:
+        out += [f"## {hw.name}, {shape.name}, {args.mode} shapes", "",
+                "Table 3: time of one block forward / one NTP forward.", "",
+                rf.table3(hw, shape, batches, kvs, t3_blocks, args.mode), "",
+                f"Table 4: theoretical wall-clock speedup; blocks {' / '.join(map(str, blocks))}, KV "
+                + " (→ ".join(rf.kv_label(kv) for kv in kvs) + ")" * (len(kvs) - 1) + ".", "",
+                rf.table4(hw, shape, batches, kvs, blocks, nfes, args.mode), ""]
+    return "\n".join(out).rstrip() + "\n"
 
 
 def _bench(args) -> int:
@@ -308,10 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=30, help="show at most this many events")
     p.set_defaults(func=_gaps)
 
-    from .analysis import roofline
-
     p = sub.add_parser("roofline", help="project calls onto GPU hardware: the paper's Tables 3 and 4, or a saved trace")
-    roofline.add_arguments(p)
+    add_roofline_args(p)
     p.set_defaults(func=_roofline)
 
     p = sub.add_parser("bench", help="SBD vs HF generate speed benchmark (bench/bench_speed.py)", add_help=False)

@@ -25,7 +25,7 @@ position); ``block_size`` (lmdeploy's ``dllm_block_length``; d3LLM's ``block_len
 ``probs``/``entropies`` (step map) or ``commit_scores`` (trajectory: per step, ``[position, prob, entropy]`` with the
 position counted from the first generated position); ``stop_reason``, ``model_id``, ``config`` and ``nfe``.
 
-Importing (``from_step_map``, ``from_trajectory``) rebuilds a ``Trace`` through ``Trace.from_dict``, the checks every
+Importing (``from_step_map``, ``from_trajectory``) rebuilds a ``Trace`` through ``sv.trace_from_json``, the checks every
 trace file passes, so every view draws it. What a record does not hold, the import does not invent: a peer's file
 without ``step_blocks`` is cut into blocks of ``block_size`` from the first generated position; without token texts
 the ``tokenizer`` argument gives them; without scores the commits' probability and entropy are 0 and
@@ -44,7 +44,8 @@ from typing import Any
 
 from .checks import check_trace
 from .commits import kept_commits
-from .trace import SCHEMA, Trace
+from .trace import Commit, Step, Trace
+from .trace_file import from_json as trace_from_json
 
 STEP_MAP_FORMAT = "lmdeploy step_map"
 TRAJECTORY_FORMAT = "d3LLM trajectory"
@@ -215,7 +216,7 @@ def _blocks(step_positions: list[list[int]], record: dict, n0: int, block_size, 
 def _build(record: dict, *, prompt_ids: list[int], step_commits: list[list[tuple[int, int]]],
            blocks: list[tuple[int, int]], text_of, scores, output_ids: list[int], fmt: str) -> Trace:
     """A trace from each step's commits ``(absolute position, token id)`` and blocks, checked by
-    ``Trace.from_dict``."""
+    ``sv.trace_from_json``."""
     n0, unmeasured = len(prompt_ids), ["wall_time", "slot predictions"] + ([] if scores else ["prob", "entropy"])
     done: set[int] = set()
     steps, block, previous = [], -1, None
@@ -233,10 +234,10 @@ def _build(record: dict, *, prompt_ids: list[int], step_commits: list[list[tuple
                 raise ValueError(f"step {call + 1}: position {position - n0} lies outside its block "
                                  f"[{start - n0}, {start - n0 + size})")
             prob, entropy = scores[call][position] if scores else (0.0, 0.0)
-            rows.append({"slot": slot, "token_id": token_id, "text": text_of(token_id), "prob": prob,
-                         "entropy": entropy, "gap": sum(1 for m in after if m < slot)})
-        steps.append({"call": call, "block": block, "block_start": start, "block_size": size, "step": step,
-                      "masked": masked, "slots": [], "commits": rows, "wall_time": 0.0})
+            rows.append(Commit(slot=slot, token_id=token_id, text=text_of(token_id), prob=prob, entropy=entropy,
+                               gap=sum(1 for m in after if m < slot)))
+        steps.append(Step(call=call, block=block, block_start=start, block_size=size, step=step,
+                          masked=tuple(masked), slots=(), commits=tuple(rows), wall_time=0.0))
         done.update(p for p, _ in commits)
     output_texts = record.get("output_texts")
     if not (isinstance(output_texts, list) and len(output_texts) == len(output_ids)):
@@ -248,12 +249,12 @@ def _build(record: dict, *, prompt_ids: list[int], step_commits: list[list[tuple
     stop_reason = record.get("stop_reason")
     if stop_reason is None:
         stop_reason = "length" if record.get("finish_reason", "length") == "length" else "stop"
-    return Trace.from_dict({
-        "schema": SCHEMA, "version": 2, "prompt": record.get("prompt", record.get("question", "")),
-        "prompt_ids": prompt_ids, "config": config, "model_id": record.get("model_id", "imported"), "steps": steps,
-        "output_ids": output_ids, "output_texts": output_texts,
-        "text": text if isinstance(text, str) else "".join(output_texts), "stop_reason": stop_reason,
-        "meta": {"imported_from": fmt, "unmeasured": unmeasured}})
+    trace = Trace(prompt=record.get("prompt", record.get("question", "")), prompt_ids=tuple(prompt_ids),
+                  config=config, model_id=record.get("model_id", "imported"), steps=tuple(steps),
+                  output_ids=tuple(output_ids), output_texts=tuple(output_texts),
+                  text=text if isinstance(text, str) else "".join(output_texts), stop_reason=stop_reason,
+                  meta={"imported_from": fmt, "unmeasured": unmeasured})
+    return trace_from_json(trace.to_json())  # a trace file's checks: what every view may assume
 
 
 def _need_texts(text_of, name: str):
@@ -324,7 +325,7 @@ def from_trajectory(record: dict, tokenizer=None, mask_token_id: int | None = No
                 continue
             if before[p] != mask or state[p] == mask:
                 raise ValueError(f"trajectory[{i}]: position {p - n0} changes after it was written (a correction, a "
-                                 "rollback or a remask), which this import does not read")
+                                 "rollback or a slot masked again), which this import does not read")
             commits.append((p, state[p]))
         if not commits:
             raise ValueError(f"trajectory[{i}]: commits nothing (every call of a trace commits a token)")

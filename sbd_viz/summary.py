@@ -7,7 +7,7 @@
   the app and the widgets for the call a user picks;
 - ``trace_summary``: the one-screen summary ``sbd-viz trace`` prints (``Trace.summary``).
 
-Whitespace shows as ``trace.visible`` shows it; a view adds only its markup (escaped HTML, code blocks).
+Whitespace shows as ``labels.visible`` shows it; a view adds only its markup (escaped HTML, code blocks).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .trace import Commit, Step, Trace, drafts_checked, mark_special, output_labels, render_state, visible
+from .trace import Commit, Step, Trace, drafts_checked
+from .labels import mark_special, output_labels, render_state, visible
 
 PENDING = "…"  # a number still being measured (the app decodes NTP after SBD)
 # why a decode ended (``Trace.stop_reason``), in words

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import itertools
 import random
 import string
 from dataclasses import dataclass
@@ -142,12 +141,12 @@ def _join(rng):
     return f'"{sep}".join({parts!r})'.replace("'", '"'), sep.join(parts)
 
 
-_NAMES = ("a", "b", "n", "x", "y", "z", "k", "xs", "ys", "vals", "nums", "data", "items", "s", "t", "w", "word",
+NAMES = ("a", "b", "n", "x", "y", "z", "k", "xs", "ys", "vals", "nums", "data", "items", "s", "t", "w", "word",
           "name", "key", "total", "count", "start", "first", "last", "value", "low", "high")
 
 
 def _names(rng: random.Random, n: int) -> list[str]:
-    return rng.sample(_NAMES, n)
+    return rng.sample(NAMES, n)
 
 
 # Context families: a generator returns (expr, value, setup), where setup is the assignment
@@ -211,18 +210,19 @@ FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] =
     "ctx_sorted": (_ctx_sorted, "long"),
     "ctx_range": (_ctx_range, "long"),
 }
-# Training-only families, never in the suite, for a mix that names them (``training_document``): the
+# Training-only families, never in the suite, for a mix that names them (``training.data.training_document``): the
 # context families' parts taught one at a time, and their hard cases drawn on purpose.
 # "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``): a lookup that lands on the other name,
 # or drifts to it mid-copy, taught without arithmetic or sorting on top.
-def _any_value(rng: random.Random) -> object:
+def any_value(rng: random.Random) -> object:
+    """A random value an assignment line may hold: a number, a word or a short list."""
     kind = rng.randrange(3)
     return rng.randint(0, 99) if kind == 0 else _word(rng) if kind == 1 else _ints(rng, 3, 6)
 
 
 def _ctx_get(rng):
     a, b = _names(rng, 2)
-    va, vb = _any_value(rng), _any_value(rng)
+    va, vb = any_value(rng), any_value(rng)
     lines = [f"{a} = {render(va)}", f"{b} = {render(vb)}"]
     return a, va, _shuffled_setup(rng, lines)
 
@@ -300,8 +300,8 @@ TRAINING_FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]]
     "ctx_range_small": (_ctx_range_small, "long"),
     "ctx_add_small": (_ctx_add_small, "short"),
 }
-# Every generator make_item accepts, suite families first (training_document draws in this order).
-_GENERATORS = {**FAMILIES, **TRAINING_FAMILIES}
+# Every generator make_item accepts, suite families first (training.data.training_document draws in this order).
+GENERATORS = {**FAMILIES, **TRAINING_FAMILIES}
 LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")
 SHORT_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "short")
 CONTEXT_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ctx_"))
@@ -328,9 +328,9 @@ def is_test_line(line: str) -> bool:
 
 def make_item(family: str, rng: random.Random) -> SuiteItem:
     """One random item of ``family`` (either split; a training-only family is accepted too)."""
-    if family not in _GENERATORS:
-        raise ValueError(f"family: unknown family {family!r}; choose from {sorted(_GENERATORS)}")
-    expr, value, *setup = _GENERATORS[family][0](rng)
+    if family not in GENERATORS:
+        raise ValueError(f"family: unknown family {family!r}; choose from {sorted(GENERATORS)}")
+    expr, value, *setup = GENERATORS[family][0](rng)
     return SuiteItem(prompt="".join(setup) + f"assert {expr} == ", answer=render(value), family=family)
 
 
@@ -391,96 +391,6 @@ def item_in_prompt(prompt: str, items: dict[str, SuiteItem]) -> SuiteItem | None
             return found
         at = prompt.find("\n", at + 1)
     return None
-
-
-def training_document(rng: random.Random, weights: dict[str, float] | None = None,
-                      lines: tuple[int, int] = (3, 8), distractors: int = 0, follow_ups: int = 0) -> str:
-    """A few newline-terminated items from the train split (the training corpus unit).
-
-    ``lines`` is the (min, max) number of items; a context item brings its assignment lines.
-    ``weights`` may also name the training-only families (``TRAINING_FAMILIES``, default weight 0); any
-    other name is an error, as is a negative weight or a mix with nothing to draw.
-    ``distractors``: each context item gets up to this many extra assignments of other names,
-    shuffled in among its own, so the nearest line is rarely the one asked for.
-    ``follow_ups``: each context item gets up to this many more asserts on the same assignments
-    (``_follow_ups``): more lookups per character (the ``v3-lookup`` mix, 4-16 items: 18.5 per 1,000
-    characters with ``follow_ups=3``, against 12.1 without).
-    """
-    if not 1 <= lines[0] <= lines[1]:
-        raise ValueError(f"lines: need 1 <= min <= max, got {lines}")
-    if distractors < 0:
-        raise ValueError(f"distractors: must be >= 0, got {distractors}")
-    if follow_ups < 0:
-        raise ValueError(f"follow_ups: must be >= 0, got {follow_ups}")
-    weights = weights or {}
-    unknown = sorted(set(weights) - set(_GENERATORS))
-    if unknown:  # a misspelt family would be ignored and the family it meant drawn at its default weight
-        raise ValueError(f"weights: unknown families {unknown}; choose from {sorted(_GENERATORS)}")
-    fams = list(_GENERATORS)
-    w = [weights.get(f, 1.0 if f in FAMILIES else 0.0) for f in fams]
-    if min(w) < 0 or sum(w) <= 0:
-        raise ValueError(f"weights: need weights >= 0 with a positive sum, got {weights}")
-    out = []
-    for _ in range(rng.randint(*lines)):
-        item = sample_item(rng.choices(fams, weights=w)[0], rng, "train")
-        text = item.line
-        if distractors and "\n" in text:
-            text = _with_distractors(text, rng, rng.randint(0, distractors))
-        if follow_ups and "\n" in text:
-            text = "\n".join([text, *_follow_ups(text, rng, rng.randint(0, follow_ups))])
-        out.append(text + "\n")
-    return "".join(out)
-
-
-def _follow_up(name: str, value: object, setup: dict[str, object], rng: random.Random) -> tuple[str, object]:
-    # The suite's own context expressions, on whichever assigned name has the right type.
-    if isinstance(value, str):
-        return f"{name}.upper()", value.upper()
-    if isinstance(value, list):
-        return f"sorted({name})", sorted(value)
-    counts = [other for other, v in setup.items() if other != name and isinstance(v, int) and 2 <= v <= 10]
-    if counts and rng.random() < 0.5:  # ctx_range's shape, when another name holds a count as it does
-        count = rng.choice(counts)
-        return f"list(range({name}, {name} + {count}))", list(range(value, value + setup[count]))
-    lit = rng.randint(0, 99)
-    return f"{name} + {lit}", value + lit
-
-
-def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
-    """Up to ``n`` more assert lines on a context item's assignments, none a held-out item's.
-
-    In the suite one assert follows two assignments; here the same assignments are read again
-    (``a + 7``, then ``b + 31``), so lookups and their arithmetic get more of the training signal.
-    A follow-up brings at most a two-digit literal the model cannot predict, where a new item brings
-    two assignments of random values (as ``distractors`` adds).
-    A follow-up that would make a test-split item with any two of the assignments, in either
-    order, is skipped, so no held-out item is taught in another layout.
-    """
-    *assignments, first = text.split("\n")
-    setup = dict(assignment(line) for line in assignments)
-    pairs = list(itertools.permutations(assignments, 2))
-    asserts = [first]
-    for _ in range(n):
-        name = rng.choice(list(setup))
-        expr, value = _follow_up(name, setup[name], setup, rng)
-        line = f"assert {expr} == {render(value)}"
-        if line in asserts or any(is_test_line("\n".join([*pair, line])) for pair in pairs):
-            continue
-        asserts.append(line)
-    return asserts[1:]
-
-
-def _with_distractors(line: str, rng: random.Random, n: int) -> str:
-    *setup, last = line.split("\n")
-    used = {a.split(" = ")[0] for a in setup}
-    names = rng.sample([name for name in _NAMES if name not in used], n)
-    setup += [f"{name} = {render(_any_value(rng))}" for name in names]
-    while True:
-        rng.shuffle(setup)
-        # The last two assignments and the assert read as a suite item of their own: keep that
-        # one in the train split too, so no shuffle writes out a held-out test item.
-        if not is_test_line("\n".join(setup[-2:] + [last])):
-            return "\n".join(setup + [last])
 
 
 # Prompt-length buckets (characters) for in-document evaluation. The last one ends where a

@@ -22,12 +22,14 @@ with remasking) add a *canvas* to each step: every slot's *draft* (the argmax, w
 candidates) and whether the slot holds an *accepted* token after the step. A slot accepted before the step and
 open after it was *renoised* (taken back). A step's commits are the slots it newly accepted; its
 uncounted *passes* (an encoder pass extending the cache) are recorded but not counted in ``nfe``.
-A trace is written as version 3 only when a step has a canvas or passes; any other trace as version 2.
 
 A greedy decode by a commit rule (plain, verified or remasking SBD) also records its *γ range* (``gamma_range``, an
 ``sbd_viz.rules.Interval``: ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``whole``): every knob value in it gives
-this exact decode. The file writes it as an object with an unbounded end as null, and leaves it out when there is
-none; a file without it loads with None.
+this exact decode. The file writes it as an object with an unbounded end as null, and null when there is none.
+
+A trace is plain data: of the package it imports only ``sbd_viz.labels`` (a gap fill's state as text). ``Trace.save`` / ``to_json`` / ``to_dict`` write its file;
+reading one is ``sbd_viz.trace_file`` (``sv.load_trace``), which checks every field; the pictures of a trace are
+``sbd_viz.plots`` and its summary in words ``sbd_viz.summary`` (``sv.trace_summary``).
 """
 
 from __future__ import annotations
@@ -38,11 +40,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .labels import render_state
+
 SCHEMA = "sbd_viz.trace"
-SCHEMA_VERSION = 3  # 2: verified decoding (Commit.ntp, Step.checks / ...); 3: Step.canvas / renoised / passes
-READS_VERSIONS = (1, 2, 3)  # older traces load with the newer fields at their defaults
-CANVAS_FIELDS = ("canvas", "renoised", "passes")  # version 3's step fields, left out of files that do not use them
-MASK_TEXT = "<m>"
+SCHEMA_VERSION = 3  # the one version this sbd_viz writes and reads
 DRAFTS_CHECKED = {"drafts": "checked"}  # in a config: each call fed drafts causally and NTP checked them (greedy's text)
 
 
@@ -215,7 +216,7 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
     # the knob values (γ) at which this exact greedy decode results: ``sbd_viz.rules.Interval``, the intersection of
     # its calls' knob intervals, computed from the unrounded scores while decoding (plain, verified and remasking
-    # SBD at temperature 0); None for sampling, decoders without a commit rule's knob, and files written before it
+    # SBD at temperature 0); None for sampling and decoders without a commit rule's knob
     gamma_range: Any = None
 
     # -- derived measures ------------------------------------------------------------
@@ -383,151 +384,21 @@ class Trace:
         summaries') is this one."""
         return [g for g in self.gap_fills() if g.kept]
 
-    def summary(self) -> str:
-        """One screen: the text with each token's call number, and the headline measures."""
-        from .summary import trace_summary  # formatting lives beside the CLI
-
-        return trace_summary(self)
-
     # -- JSON -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        """The file's JSON object: the schema, its version and every field (JSON has no infinity: an unbounded end
+        of ``gamma_range`` is null). ``sbd_viz.trace_file.from_dict`` reads it back."""
         d = asdict(self)
-        if self.gamma_range is None:
-            del d["gamma_range"]  # a trace without one writes the file it always did
-        else:  # JSON has no infinity: an unbounded end is null
+        if self.gamma_range is not None:
             d["gamma_range"] = {k: (None if isinstance(v, float) and abs(v) == float("inf") else v)
                                 for k, v in d["gamma_range"].items()}
-        if any(s.canvas or s.renoised or s.passes for s in self.steps):
-            return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
-        for step in d["steps"]:  # the version 2 file, byte for byte
-            for key in CANVAS_FIELDS:
-                del step[key]
-        return {"schema": SCHEMA, "version": 2, **d}
+        return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def save(self, path: str | Path) -> Path:
+        """Write the trace's file (``to_json``) to ``path``; ``sv.load_trace(path)`` reads it back."""
         path = Path(path)
         path.write_text(self.to_json())
         return path
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "Trace":
-        """The trace a JSON object holds, every field checked as strictly as an argument (``trace_file``); a
-        file no decode could have written raises ``TraceFormatError`` naming the field."""
-        from .trace_file import trace_from_dict  # the settings' checks live beside the decoders
-
-        return trace_from_dict(d)
-
-    @classmethod
-    def from_json(cls, text: str) -> "Trace":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceFormatError(f"not a trace: invalid JSON ({exc})") from None
-        except RecursionError:
-            raise TraceFormatError("not a trace: JSON nested too deeply") from None
-        return cls.from_dict(d)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "Trace":
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except UnicodeDecodeError:
-            raise TraceFormatError(f"path: {path} is not a text file, so not a trace") from None
-        try:
-            return cls.from_json(text)
-        except TraceFormatError as exc:
-            raise TraceFormatError(f"path: {path}: {exc}") from None
-
-    def to_html(self, path: str | Path | None = None) -> str:
-        """A self-contained, offline page with the block-fill animation; written to ``path`` if given."""
-        from . import plots
-
-        return plots.save_html(self, path)
-
-    def _repr_html_(self) -> str:
-        from . import plots
-
-        return plots.trace_html(self)
-
-
-def render_state(slots: list[str | None], prefix: str = "", tail: int = 24) -> str:
-    """Render a block as text: the last ``tail`` characters of ``prefix``, then each slot's text
-    or ``<m>`` where masked, e.g. ``'max([3, 9]) == <m><m>9'``. Whitespace as ``visible`` shows it."""
-    return visible(prefix[-tail:] + "".join(MASK_TEXT if s is None else s for s in slots))
-
-
-def visible(text: str, spaces: bool = False) -> str:
-    """``text`` with its whitespace made visible: a newline shows as ⏎ and a tab as ⇥, so a token that is a
-    line break is seen, not obeyed. ``spaces=True`` (a token alone in a cell, a prompt whose trailing space
-    matters) also shows a space as ␣ and an empty text as ∅: it never looks blank."""
-    text = text.replace("\n", "⏎").replace("\t", "⇥")
-    return (text.replace(" ", "␣") or "∅") if spaces else text
-
-
-# -- tokens as the pictures show them ---------------------------------------------------
-REPLACEMENT = "\ufffd"  # what a tokenizer decodes bytes that are not (yet) a whole character to
-BYTE_PIECE = "◌"  # a token that holds only the first bytes of a character; the character shows where it completes
-
-
-def special_label(text: str) -> str:
-    """A special token (``<|im_end|>``, ``<file_sep>``) as the pictures mark it: ``⟨im_end⟩``."""
-    return f"⟨{text.strip('<>|') or text}⟩"
-
-
-def token_label(text: str, special=frozenset()) -> str:
-    """One token's text alone, as a cell or a hover shows it: a special token (one of ``special``, the texts of a
-    trace's ``special_tokens``) marked, whitespace visible (a leading space is ␣)."""
-    return special_label(text) if text in special else visible(text, spaces=True)
-
-
-def mark_special(text: str, special=frozenset()) -> str:
-    """``text`` with every special token in it marked as ``token_label`` marks it (a chat template's prompt)."""
-    for token in sorted(special, key=len, reverse=True):
-        text = text.replace(token, special_label(token))
-    return text
-
-
-def output_labels(trace: "Trace") -> list[tuple[str, str]]:
-    """Each output token as the pictures and the summary show it: ``(label, note)``, the label for a cell (special
-    tokens marked, whitespace visible), the note for a hover ("" when there is nothing to add).
-
-    A byte-level tokenizer splits a rare character's bytes over tokens, each of which decodes alone to U+FFFD;
-    ``output_texts`` reads them in context (``CausalLM.output_texts``). The token that completes the character
-    shows it whole; a token before it shows what it completes (a space, or nothing) and ``BYTE_PIECE``."""
-    n0, alone = len(trace.prompt_ids), {}
-    for s in trace.steps:
-        for c in s.commits:
-            alone[s.block_start + c.slot - n0] = c.text  # the last commit at a position: the token the output holds
-    texts, special, out = trace.output_texts, trace.special_tokens, []
-    for i, piece in enumerate(texts):
-        own = alone.get(i, piece)
-        if piece in special:
-            out.append((special_label(piece), f"special token {piece}"))
-        elif REPLACEMENT in own and REPLACEMENT not in piece and piece != own:  # a byte piece read in context
-            if piece.strip():
-                out.append((visible(piece, spaces=True), f"completes {piece.strip()!r}, a character whose bytes "
-                            f"span tokens (alone this token decodes to {own!r})"))
-            else:
-                j = next((j for j in range(i + 1, len(texts)) if texts[j].strip()), None)
-                where = "" if j is None else f" {texts[j].strip()[:1]!r}, which shows whole at output token {j}"
-                out.append(((visible(piece, spaces=True) if piece else "") + BYTE_PIECE,
-                            f"the first bytes of a character{where} (alone this token decodes to {own!r})"))
-        else:
-            out.append((visible(piece, spaces=True), ""))
-    return out
-
-
-def first_difference(a, b) -> int | None:
-    """Index of the first place where two sequences (texts, or token id lists) differ: the shorter one's length
-    if one continues the other; ``None`` if they are equal."""
-    for name, value in (("a", a), ("b", b)):
-        if not isinstance(value, (str, list, tuple)):
-            raise ValueError(f"{name}: must be a string or a list of token ids, got {type(value).__name__}")
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))

@@ -1,33 +1,30 @@
-"""Reading a trace file: every field checked as strictly as an argument, nothing executed.
+"""The trace file: reading one, every field checked as strictly as an argument, nothing executed.
 
-A file is a trace only if a decode could have written it. Beyond types, the loader checks ranges (probabilities
-in [0, 1]; entropies, token ids, positions, wall times and counts >= 0), the facts that tie fields together (a
-slot lies inside its block; a commit's gap is the number of slots left of it still masked after the step, so
-at most its slot; calls are numbered 0, 1, 2, ... and blocks in order; a block keeps its start and size; the
-output is no longer than ``max_new_tokens``), and the settings with the checks ``sv.decode`` runs on its
-arguments (``DecodeConfig``: commit rule and γ, block size, length, temperature, seed, stop strings, ...).
-Anything else raises ``TraceFormatError`` naming the field.
-
-``Trace.from_json`` / ``from_dict`` / ``load`` call ``trace_from_dict``; this module is imported when a file
-is read, as the checks of the settings live beside the decoders.
+``load(path)``, ``from_json(text)`` and ``from_dict(d)`` (``sv.load_trace`` and ``sv.trace_from_json`` at the
+package's top) read a file ``Trace.save`` / ``Trace.to_json`` wrote. A file is a trace only if a decode could have
+written it. Beyond types, the loader checks ranges (probabilities in [0, 1]; entropies, token ids, positions, wall
+times and counts >= 0), the facts that tie fields together (a slot lies inside its block; a commit's gap is the
+number of slots left of it still masked after the step, so at most its slot; calls are numbered 0, 1, 2, ... and
+blocks in order; a block keeps its start and size; the output is no longer than ``max_new_tokens``), and the
+settings: the door's with the checks ``sv.decode`` runs on its arguments (``DecodeConfig``: commit rule and γ,
+block size, length, temperature, seed, stop strings, ...), a registered decoder's own settings by its
+``DecoderSpec`` (each of the kind of its default; its knob's low end, if the knob moves it). Anything else raises
+``TraceFormatError`` naming the field.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
-from .trace import (READS_VERSIONS, SCHEMA, Candidate, Check, Commit, Draft, Pass, Rollback, SlotView, Step, Trace,
+from .trace import (SCHEMA, SCHEMA_VERSION, Candidate, Check, Commit, Draft, Pass, Rollback, SlotView, Step, Trace,
                     TraceFormatError)
 
 STOP_REASONS = ("stop", "eos", "length")
-DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # 'sbd', 'prompt_lookup', a plug-in's 'my-decoder'
-# settings every decoder writes as a DecodeConfig field (sv.decode's arguments); the SBD family writes all of them
-DECODE_FIELDS = ("rule", "gamma", "gap_free", "block_size", "max_new_tokens", "temperature", "seed", "stop", "top_n",
-                 "verify")
-# Files saved before decoders wrote ``drafts: checked`` name the draft-and-check decoders only by their names.
-LEGACY_DRAFT_AND_CHECK = ("jacobi", "prompt_lookup")
+DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # a registered name, or a plug-in's 'my-decoder'
 MAX_BLOCK = 4096  # no block or canvas is longer than the longest decode (DecodeConfig's max_new_tokens)
 
 
@@ -244,49 +241,60 @@ def _steps_facts(steps: tuple[Step, ...], n_prompt: int) -> None:
 
 
 def _config(config: Any, where: str = "trace.config", canvas: bool = False) -> dict:
-    """A trace's settings, checked as ``sv.decode`` checks its arguments; files saved before the commit rule was
-    called ``rule`` name it ``solver``."""
-    _need(isinstance(config, dict), where, "must be an object")
+    """A trace's settings, checked as ``sv.decode`` checks its arguments, and its decoder's own by its spec."""
+    from .decoders.registry import COMMON, SHARED, decoders  # the settings live beside the decoders
+
+    _keys(config, where, ("decoder",))
     _plain(config, where)
-    if "solver" in config and "rule" not in config:
-        config = {("rule" if key == "solver" else key): value for key, value in config.items()}
-    if "drafts" not in config and config.get("decoder") in LEGACY_DRAFT_AND_CHECK:
-        config = {**config, "drafts": "checked"}
-    decoder = config.get("decoder", "sbd")
+    decoder = config["decoder"]
     _need(isinstance(decoder, str) and bool(DECODER_NAME.match(decoder)), where + ".decoder",
           f"must be a decoder's name, got {decoder!r}")
-    for key, value in config.items():  # the settings any decoder may write, by what they are
+    for key, value in config.items():  # the door's settings, by what they are
         w = f"{where}.{key}"
-        if key in ("rule", "entropy_of", "drafts"):
+        if key in ("rule", "drafts"):  # drafts: the trace's own mark (DRAFTS_CHECKED)
             _need(isinstance(value, str) and bool(value), w, f"must be a non-empty string, got {value!r}")
-        elif key in ("gap_free", "verify", "exact", "adaptive_stopping"):
+        elif key in ("gap_free", "verify"):
             _bool(value, w)
         elif key == "stop":
             _need(isinstance(value, list) and all(isinstance(s, str) and s for s in value), w,
                   f"must be a list of non-empty strings, got {value!r}")
         elif key == "seed":
             _int(value, w)
-        elif key in ("block_size", "max_new_tokens", "top_n", "prompt_lookup_num_tokens"):
-            _int(value, w, lo=1)
-        elif key == "max_matching_ngram_size" and value is not None:  # None: transformers' default
+        elif key in ("block_size", "max_new_tokens", "top_n"):
             _int(value, w, lo=1)
         elif key in ("gamma", "temperature"):
             _num(value, w)
-        elif key == "remask_threshold":
-            _prob(value, w)
-        elif key in ("max_denoising_steps", "t_min", "t_max", "stability_threshold", "confidence_threshold"):
-            if value is not None:  # DiffusionGemma's sampler settings, as its generation config resolved them
-                _num(value, w)
+    spec = next((s for s in decoders() if s.name == decoder), None)  # a plug-in not installed here: plain data
+    for key, default in (spec.own.items() if spec is not None else ()):
+        if key in config:
+            low = spec.knob.lo if spec.knob is not None and spec.knob.name == key else None
+            _own_setting(config[key], default, low, f"{where}.{key}")
     if not canvas:  # a canvas decoder's block is its model's canvas, past sv.decode's block sizes: checked above
-        from .decoders.sbd import DecodeConfig  # sv.decode's own checks (rule and γ, ranges, verify at temperature 0)
-        # a decoder with a γ decodes with a commit rule: its name, γ and gap-free are checked with it; NTP and the
-        # draft-and-check decoders write no γ and name themselves as the rule
-        own = DECODE_FIELDS if "gamma" in config else DECODE_FIELDS[3:]
+        from .decoders.door import DecodeConfig  # sv.decode's own checks (rule and γ, ranges, verify at temperature 0)
+
+        # a decoder that writes a γ decodes with a commit rule: its name, γ and gap-free are checked with it; one
+        # that writes none names itself as the rule, so only the other settings are the door's
+        fields = tuple(COMMON) + tuple(SHARED)
+        own = fields if "gamma" in config else tuple(f for f in fields if f not in ("rule", "gamma", "gap_free"))
         try:
             DecodeConfig(**{key: config[key] for key in own if key in config})
         except (TypeError, ValueError) as exc:
             raise TraceFormatError(f"not a trace: {where} has settings sv.decode refuses: {exc}") from None
     return config
+
+
+def _own_setting(value: Any, default: Any, low: float | None, where: str) -> None:
+    """A decoder's own setting, of the kind of its default (``DecoderSpec.own``): true or false, a whole number, a
+    number, a string; at least 0, or ``low`` (its knob's low end) when the knob moves it. A default of None says nothing
+    of its kind: any plain value."""
+    if isinstance(default, bool):
+        _bool(value, where)
+    elif isinstance(default, int):
+        _int(value, where, lo=0 if low is None else math.ceil(low))
+    elif isinstance(default, float):
+        _num(value, where, lo=0.0 if low is None else low)
+    elif isinstance(default, str):
+        _need(isinstance(value, str) and bool(value), where, f"must be a non-empty string, got {value!r}")
 
 
 def _trace_facts(trace: Trace) -> None:
@@ -307,7 +315,7 @@ def _trace_facts(trace: Trace) -> None:
 
 def _gamma_range(v: Any, config: dict):
     """A decode's γ range (``Trace.gamma_range``): an ``Interval`` holding the trace's own γ; null ends unbounded.
-    Absent (files written before it, sampled decodes, decoders without a knob): None."""
+    Null (sampled decodes, decoders without a commit rule's knob): None."""
     if v is None:
         return None
     from .rules import Interval
@@ -330,8 +338,34 @@ def _gamma_range(v: Any, config: dict):
     return found
 
 
-def trace_from_dict(d: Any) -> Trace:
-    """The ``Trace`` a JSON object holds, every field checked; else ``TraceFormatError`` naming the field."""
+def load(path: str | Path) -> Trace:
+    """The trace saved at ``path`` (``Trace.save``), every field checked; else ``TraceFormatError`` naming the path
+    and the field."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise TraceFormatError(f"path: {path} is not a text file, so not a trace") from None
+    try:
+        return from_json(text)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"path: {path}: {exc}") from None
+
+
+def from_json(text: str) -> Trace:
+    """The trace a JSON text holds (``Trace.to_json``), every field checked; else ``TraceFormatError``."""
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"not a trace: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise TraceFormatError("not a trace: JSON nested too deeply") from None
+    return from_dict(d)
+
+
+def from_dict(d: Any) -> Trace:
+    """The ``Trace`` a JSON object holds (``Trace.to_dict``), every field checked; else ``TraceFormatError`` naming
+    the field."""
     try:
         return _trace_from_dict(d)
     except RecursionError:  # free-form data (meta, settings) nested past Python's stack
@@ -342,8 +376,8 @@ def _trace_from_dict(d: Any) -> Trace:
     _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
     _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
     version = d.get("version")
-    _need(version in READS_VERSIONS and not isinstance(version, bool), "file",
-          f"has version {version!r}; this sbd_viz reads versions {', '.join(map(str, READS_VERSIONS))}")
+    _need(version == SCHEMA_VERSION and not isinstance(version, bool), "file",
+          f"has version {version!r}; this sbd_viz reads version {SCHEMA_VERSION}")
     _keys(d, "trace", ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts",
                        "text", "stop_reason"))
     raw_steps = d["steps"] if isinstance(d["steps"], list) else []

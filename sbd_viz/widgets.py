@@ -33,7 +33,8 @@ from .plots.animation import save_animation
 from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .summary import Measure, measures, step_text
 from .checks import check_block_size
-from .trace import Trace, first_difference, visible
+from .trace import Trace
+from .labels import first_difference, visible
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 

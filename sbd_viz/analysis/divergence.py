@@ -21,7 +21,8 @@ from ..decoders.sbd import SBD, decode
 from ..decoders.ntp import decode_ntp
 from ..model import SBDModel
 from ..tasks import SuiteItem, score
-from ..trace import Step, Trace, render_state
+from ..trace import Step, Trace
+from ..labels import render_state
 
 DIVERGENCE_FIELDS = ("call", "block", "step", "slot", "gap", "position", "token_id", "text", "ntp_text", "entropy",
                      "prob", "n_commits", "budget_spent", "uncounted", "outside_budget", "state")

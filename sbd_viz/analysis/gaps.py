@@ -1,4 +1,4 @@
-"""Measure SBD: gap-fill events and their outcomes, agreement with NTP, sweeps over the settings.
+"""Measure SBD's gap fills: the events and their outcomes, and agreement with NTP.
 
 A *gap fill* is a commit made while slots to its left in its block were still masked
 (``PREFIX <m> <m> TOKEN``). The question this module answers is what gap fills cost:
@@ -8,45 +8,28 @@ A *gap fill* is a commit made while slots to its left in its block were still ma
 - ``gap_fill_events`` / ``gap_fill_report`` list every gap fill with its outcome and a
   ``suspicion`` score that ranks the likely failures first (a verified trace brings its own
   outcomes: the checks its decode made, so no model and no extra forward);
-- ``sweep`` scores settings (rule, gamma, block size, gap-free or not, verified or not) on the suite beside
-  NTP, with an on-disk JSON cache so that a repeated sweep is instant;
-- ``gap_free_ablation`` puts each setting beside its gap-free twin.
+- ``agreement_counts`` counts, per trace, the output tokens NTP would have chosen given the final prefix (what
+  the suite sweep, ``sbd_viz.analysis.suite_sweep``, reports as ``ntp_agreement``).
 
 pandas is imported inside the functions that return frames, so ``import sbd_viz`` stays light.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-import time
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import torch
 
-from .._version import __version__
-from ..checks import check_block_size, check_model, check_trace, check_traces, check_whole
-from ..decoders.config import DecodeConfig
-from ..decoders.ntp import NTP
-from ..decoders.sbd import SBD
-from .evaluation import STOP, Plan, is_main_process, main_decides, split_items
+from ..checks import check_model, check_trace, check_traces
 from ..model import SBDModel
 from ..tasks import SuiteItem, score
-from ..trace import Trace, first_difference
-
-CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then simply miss
+from ..trace import Trace
+from ..labels import first_difference
 
 EVENT_COLUMNS = ("block", "step", "call", "slot", "gap", "position", "token_id", "text", "entropy", "prob", "state",
                  "kept", "ntp_text", "ntp_agrees", "ntp_logprob", "correct", "suspicion")
 REPORT_COLUMNS = ("trace", "prompt", "output") + EVENT_COLUMNS
-SWEEP_COLUMNS = ("rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
-                 "speedup_calls", "speedup_wall", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp",
-                 "accuracy_with_gaps", "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens",
-                 "wall_time", "ntp_wall_time", "batch_size", "speed_batch_size", "max_new_tokens", "fingerprint",
-                 "measured_at")
 
 
 # -- teacher-forced NTP ----------------------------------------------------------------
@@ -103,7 +86,7 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
 
 
 @torch.inference_mode()
-def _agreement_counts(model: SBDModel, traces: list[Trace], batch_size: int = 1) -> list[tuple[int, int]]:
+def agreement_counts(model: SBDModel, traces: list[Trace], batch_size: int = 1) -> list[tuple[int, int]]:
     """Per trace: (output tokens equal to NTP greedy given the final prefix, output tokens), as
     ``teacher_forced_ntp`` counts them; ``batch_size`` traces per forward, right-padded (a causal
     token never sees the padding after it)."""
@@ -245,285 +228,3 @@ def events_report(events, traces, model, items, columns):
             rows.append({"trace": i, "prompt": trace.prompt, "output": trace.text, **event})
     df = pd.DataFrame(rows, columns=list(columns))
     return df.sort_values("suspicion", ascending=False, kind="stable").reset_index(drop=True)
-
-
-# -- sweeps ------------------------------------------------------------------------------
-def _as_items(suite_or_prompts) -> tuple[list[SuiteItem], bool]:
-    """Suite items as given, or plain prompts wrapped as items with no answer; and whether they are scored."""
-    if isinstance(suite_or_prompts, (str, SuiteItem)):
-        suite_or_prompts = [suite_or_prompts]
-    items = list(suite_or_prompts)
-    if not items:
-        raise ValueError("suite_or_prompts: no items or prompts to decode")
-    if all(isinstance(x, SuiteItem) for x in items):
-        return items, True
-    if all(isinstance(x, str) and x for x in items):
-        return [SuiteItem(prompt=p, answer="", family="prompt") for p in items], False
-    raise ValueError("suite_or_prompts: must be suite items (tasks.load_suite) or non-empty prompt strings, "
-                     "not a mix")
-
-
-def _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify=(False,)) -> list[dict]:
-    """Every combination, each validated by ``DecodeConfig`` before anything runs (errors name the argument)."""
-    lists = {}
-    for name, values in (("rules", rules), ("gammas", gammas), ("block_sizes", block_sizes),
-                         ("gap_free", gap_free), ("verify", verify)):
-        # a single value is a list of one: sweep(..., gammas=0.1) works
-        lists[name] = [values] if isinstance(values, str) or not hasattr(values, "__iter__") else list(values)
-        if not lists[name]:
-            raise ValueError(f"{name}: must not be empty")
-    rules, gammas, block_sizes, gap_free, verify = lists.values()
-    # numpy integers (np.arange) are whole numbers too; DecodeConfig wants a Python int
-    block_sizes = [int(b) if hasattr(b, "__index__") and not isinstance(b, bool) else b for b in block_sizes]
-    for name, flags in (("gap_free", gap_free), ("verify", verify)):
-        if not all(isinstance(f, bool) for f in flags):
-            raise ValueError(f"{name}: must be a list of booleans, e.g. (False, True), got {flags!r}")
-    out = []
-    for rule in rules:
-        for gamma in gammas:
-            for block_size in block_sizes:
-                for free in gap_free:
-                    for checked in verify:
-                        DecodeConfig(rule=rule, gamma=gamma, block_size=block_size,
-                                     max_new_tokens=max_new_tokens, gap_free=free, verify=checked)
-                        out.append({"rule": rule, "gamma": float(gamma), "block_size": block_size,
-                                    "gap_free": bool(free), "verify": bool(checked)})
-    return out
-
-
-def _tokenizer_hash(model: SBDModel) -> str:
-    vocab = sorted(model.tokenizer.get_vocab().items())
-    return hashlib.sha256(json.dumps(vocab).encode()).hexdigest()[:16]
-
-
-def _items_hash(items: list[SuiteItem]) -> str:
-    payload = json.dumps([[i.prompt, i.answer, i.family] for i in items])
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def _cache_key(model_id: dict, setting: dict, items_hash: str, n_items: int, max_new_tokens: int) -> dict:
-    return {"cache_version": CACHE_VERSION, "sbd_viz": __version__, **model_id, **setting,
-            "max_new_tokens": max_new_tokens, "stop": list(STOP), "items": items_hash, "n_items": n_items}
-
-
-def _cache_path(cache_dir: Path, key: dict) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    return cache_dir / f"sweep-{digest}.json"
-
-
-def _json_safe(value):
-    """NaN/inf are not JSON: store them as null (read back as NaN by the frame)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _read_cache(path: Path, key: dict) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # missing or damaged: recompute and overwrite
-    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("row"), dict):
-        return None
-    if not isinstance(data.get("ntp"), dict):
-        return None
-    return data
-
-
-def _write_cache(path: Path, key: dict, row: dict, ntp: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"key": key, "row": {k: _json_safe(v) for k, v in row.items()},
-            "ntp": {k: _json_safe(v) for k, v in ntp.items()}}
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
-    tmp.replace(path)  # atomic: a crash never leaves half a file behind
-
-
-def _mean(flags: list[bool]) -> float:
-    return sum(flags) / len(flags) if flags else float("nan")
-
-
-def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dict, max_new_tokens: int,
-             progress: bool, batch_size: int = 1, speed_batch_size: int | None = 1) -> tuple[dict, dict]:
-    """Run one setting (paired with NTP on every item, as ``evaluate`` does) and summarise it.
-
-    Under ``accelerate launch`` every process decodes and teacher-forces its share of the items;
-    only plain numbers are gathered."""
-    plan = Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
-                 gap_free=setting["gap_free"], decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True,
-                 stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
-    with split_items(items) as (share, gather):
-        rows = plan.rows(share, keep_traces=True, progress=progress)
-        traces, ntp_traces = [r.pop("trace") for r in rows], [r.pop("ntp_trace") for r in rows]
-        mine = _agreement_counts(model, traces, batch_size)
-        ntps = _agreement_counts(model, ntp_traces, batch_size)
-        for r, trace, ntp_trace, (agree, n), (ntp_agree, ntp_n) in zip(rows, traces, ntp_traces, mine, ntps):
-            r.update(tf_agree=agree, tf_tokens=n, ntp_tf_agree=ntp_agree, ntp_tf_tokens=ntp_n,
-                     same=trace.output_ids == ntp_trace.output_ids)
-        rows = gather(rows)
-    result = plan.summary(rows)
-    agree, total = sum(r["tf_agree"] for r in rows), sum(r["tf_tokens"] for r in rows)
-    ntp_agree, ntp_total = sum(r["ntp_tf_agree"] for r in rows), sum(r["ntp_tf_tokens"] for r in rows)
-    # r["gap_fills"] counts the kept ones (Trace.kept_gap_fills): only they can change the answer
-    with_gaps = [r["correct"] for r in rows if r["gap_fills"]]
-    without_gaps = [r["correct"] for r in rows if not r["gap_fills"]]
-    nan = float("nan")
-    ntp = result["ntp"]
-    row = {**setting, "accuracy": result["accuracy"] if scored else nan,
-           "calls_per_token": result["calls_per_token"], "tokens_per_call": result["tokens_per_call"],
-           "speedup_calls": result["speedup_calls"], "speedup_wall": result["speedup_wall"],
-           "gap_fill_rate": result["gap_fill_rate"], "n_gap_fills": sum(r["gap_fills"] for r in rows),
-           "ntp_agreement": agree / total if total else nan, "same_as_ntp": sum(r["same"] for r in rows) / len(items),
-           "accuracy_with_gaps": _mean(with_gaps) if scored else nan,
-           "accuracy_without_gaps": _mean(without_gaps) if scored else nan, "n_with_gaps": len(with_gaps),
-           "n_items": len(items), "calls": result["calls"], "tokens": result["tokens"],
-           "wall_time": result["wall_time"], "ntp_wall_time": ntp["wall_time"], "batch_size": batch_size,
-           "speed_batch_size": speed_batch_size if speed_batch_size is not None else nan,
-           "max_new_tokens": max_new_tokens, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    ntp_row = {"accuracy": ntp["accuracy"] if scored else nan, "calls": ntp["calls"], "tokens": ntp["tokens"],
-               "wall_time": ntp["wall_time"], "ntp_agreement": ntp_agree / ntp_total if ntp_total else nan,
-               "batch_size": batch_size, "speed_batch_size": row["speed_batch_size"],
-               "measured_at": row["measured_at"]}
-    return row, ntp_row
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> dict:
-    """The NTP reference row. NTP is decoded beside every setting; its calls and outputs are the
-    same each time, so the first setting's paired run stands for it. Speedups are 1 by definition."""
-    nan = float("nan")
-    tokens, calls = ntp["tokens"], ntp["calls"]
-    return {"rule": NTP.name, "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
-            "accuracy": ntp["accuracy"],
-            "calls_per_token": calls / tokens if tokens else nan, "tokens_per_call": tokens / calls if calls else nan,
-            "speedup_calls": 1.0, "speedup_wall": 1.0 if _finite(ntp["wall_time"]) else nan, "gap_fill_rate": 0.0,
-            "n_gap_fills": 0, "ntp_agreement": ntp["ntp_agreement"], "same_as_ntp": 1.0, "accuracy_with_gaps": nan,
-            "accuracy_without_gaps": ntp["accuracy"], "n_with_gaps": 0, "n_items": n_items, "calls": calls,
-            "tokens": tokens, "wall_time": ntp["wall_time"], "ntp_wall_time": ntp["wall_time"],
-            "batch_size": ntp.get("batch_size", 1), "speed_batch_size": ntp.get("speed_batch_size", 1),
-            "max_new_tokens": max_new_tokens, "fingerprint": fingerprint, "measured_at": ntp["measured_at"]}
-
-
-def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bounded",),
-          gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] | None = None,
-          gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
-          cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
-          verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1):
-    """Score every (rule, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
-
-    One row per setting plus one NTP row (``rule='ntp'``, ``verify`` False). Each setting runs through
-    ``evaluate``: for every item the SBD decode and HF ``generate`` greedy run back to back,
-    so ``speedup_calls`` (NTP calls / SBD calls) and ``speedup_wall`` (NTP seconds / SBD
-    seconds) are measured in the same run. Decoding stops at a newline (``evaluation.STOP``),
-    for plain prompts too. ``verify=(False, True)`` adds each setting's verified twin
-    (``decode(..., verify=True)``: every draft checked against NTP greedy in the same calls), whose
-    output is exactly NTP's (``same_as_ntp`` 1, NTP's accuracy): only its speed varies.
-
-    ``block_sizes`` None: the model's own (``SBDModel.block_size``), as ``decode`` takes it.
-
-    Columns (``SWEEP_COLUMNS``): the setting (``rule``, ``gamma``, ``block_size``, ``gap_free``,
-    ``verify``), ``accuracy`` (exact match; NaN for plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
-    (``evaluate``'s: kept gap fills, ``Trace.kept_gap_fills``, per generated token; commits past the
-    stop are not counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of
-    all generated tokens equal to NTP greedy given the final prefix, teacher forced),
-    ``same_as_ntp`` (fraction of items whose output equals NTP's), ``accuracy_with_gaps`` /
-    ``accuracy_without_gaps`` (accuracy over items whose output holds >= 1 gap fill / none),
-    ``n_with_gaps``, ``n_items``, ``calls`` / ``tokens`` (totals over the items),
-    ``wall_time`` / ``ntp_wall_time`` (seconds, totals of the paired runs), ``batch_size`` and
-    ``speed_batch_size`` (below), ``fingerprint`` and ``measured_at``.
-
-    ``batch_size``: prompts per forward for the decodes behind the quality columns (``decode_batch``,
-    SBD and NTP) and for the teacher-forced passes.
-    ``speed_batch_size``: where ``speedup_wall`` is measured: 1 (default) item by item against HF
-    ``generate``, back to back, as an unbatched sweep does (an extra pass when ``batch_size`` > 1);
-    ``batch_size``: the batched SBD run against the batched NTP run; None: not at all (NaN, fastest).
-    Under ``accelerate launch`` every process decodes its share of the items (Accelerate's split and
-    gather), every process returns the same frame, and only the main process writes the cache.
-
-    Each setting's row is cached as JSON in ``cache_dir`` (``None`` disables the cache), keyed
-    by the model's fingerprint and tokenizer, the setting, ``max_new_tokens``, the stop, the
-    batch sizes and the items, so a repeated sweep returns the stored rows without calling the model; their
-    wall-clock numbers are those measured when first computed (``measured_at``).
-    """
-    import pandas as pd
-
-    model = check_model(model)
-    block_sizes = (check_block_size(None, model),) if block_sizes is None else block_sizes
-    items, scored = _as_items(suite_or_prompts)
-    check_whole(max_new_tokens, "max_new_tokens", 1)
-    settings = _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify)
-    Plan(model, items[:1], rule=settings[0]["rule"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
-          gap_free=False, decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,
-          batch_size=batch_size, speed_batch_size=speed_batch_size)  # batch_size / speed_batch_size checked up front
-    fingerprint = model.fingerprint()
-    model_id = {"fingerprint": fingerprint, "tokenizer": _tokenizer_hash(model)}
-    items_hash = _items_hash(items)
-    cache = Path(cache_dir) if cache_dir is not None else None
-
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(settings), desc="sweep", unit="setting")
-    rows, ntp = [], None
-    for setting in settings:
-        key = _cache_key(model_id, setting, items_hash, len(items), max_new_tokens)
-        key.update(batch_size=batch_size, speed_batch_size=speed_batch_size)
-        # under accelerate launch every process must take the same branch: the main process reads the cache
-        hit = main_decides(_read_cache(_cache_path(cache, key), key) if cache is not None else None)
-        if hit is not None:
-            row, ntp_row = hit["row"], hit["ntp"]
-        else:
-            if bar is not None:
-                bar.set_postfix_str(f"{setting['rule']} gamma={setting['gamma']:g} k={setting['block_size']}"
-                                    f"{' gap-free' if setting['gap_free'] else ''}"
-                                    f"{' verified' if setting['verify'] else ''}")
-            row, ntp_row = _measure(model, items, scored, setting, max_new_tokens, progress, batch_size,
-                                    speed_batch_size)
-            if cache is not None and is_main_process():
-                _write_cache(_cache_path(cache, key), key, row, ntp_row)
-        rows.append({**row, "fingerprint": fingerprint})
-        ntp = ntp or ntp_row
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    rows.append(_ntp_row(ntp, len(items), max_new_tokens, fingerprint))
-    df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
-    for col in SWEEP_COLUMNS:  # nulls from the JSON cache come back as None: make them NaN
-        if col not in ("rule", "gap_free", "verify", "fingerprint", "measured_at"):
-            df[col] = pd.to_numeric(df[col])
-    df["gap_free"] = df["gap_free"].astype(bool)
-    df["verify"] = df["verify"].astype(bool)
-    return df
-
-
-def gap_free_ablation(df):
-    """Each free-rule setting beside its gap-free twin: one row per (rule, gamma, block_size[, verify]).
-
-    ``df`` is a ``sweep`` frame run with ``gap_free=(False, True)``. Columns: the setting, then
-    ``accuracy``, ``tokens_per_call``, ``speedup_calls``, ``speedup_wall`` and ``gap_fill_rate``
-    with suffix ``_free`` / ``_gap_free``, and ``accuracy_delta`` (free minus gap-free: what
-    allowing gap fills gains, negative if it costs accuracy).
-    """
-    import pandas as pd
-
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"df: expected a pandas DataFrame from sweep(), got {type(df).__name__}")
-    missing = [c for c in ("rule", "gamma", "block_size", "gap_free") if c not in df.columns]
-    if missing:
-        raise ValueError(f"df: missing columns {missing}; pass a sweep() frame")
-    sbd = df[df["rule"] != NTP.name]
-    if not (sbd["gap_free"].any() and (~sbd["gap_free"]).any()):
-        raise ValueError("df: needs both gap_free=False and gap_free=True rows; "
-                         "run sweep(..., gap_free=(False, True))")
-    keys = ["rule", "gamma", "block_size"] + (["verify"] if "verify" in df.columns else [])
-    measures = [c for c in ("accuracy", "tokens_per_call", "speedup_calls", "speedup_wall", "gap_fill_rate")
-                if c in df.columns]
-    free = sbd[~sbd["gap_free"]][keys + measures]
-    fixed = sbd[sbd["gap_free"]][keys + measures]
-    table = free.merge(fixed, on=keys, suffixes=("_free", "_gap_free"))
-    table["accuracy_delta"] = table["accuracy_free"] - table["accuracy_gap_free"]
-    return table.reset_index(drop=True)

@@ -29,7 +29,8 @@ from .gaps import (EVENT_COLUMNS, REPORT_COLUMNS, events_report, gap_fill_outcom
 from ..checks import check_trace, check_traces
 from ..model import SBDModel
 from ..tasks import SuiteItem
-from ..trace import Step, Trace, render_state
+from ..trace import Step, Trace
+from ..labels import render_state
 
 KINDS = ("repeat", "doubled_delimiter", "ngram")
 DELIMITERS = ",;)]}\"'"  # separators, closing brackets and quotes: doubled, they break the answer's syntax

@@ -96,7 +96,7 @@ def order_rows(traces, labels=None) -> list[dict]:
 
 def trace_label(trace: Trace) -> str:
     """A decode's name in a legend or a table: its decoder, ``verified`` before a verified one, and its γ if it
-    has one (``sbd γ=0.1``)."""
-    decoder = str(trace.config.get("decoder", "sbd"))
+    has one (e.g. ``sbd γ=0.1``)."""
+    decoder = str(trace.config["decoder"])
     name = f"verified {decoder}" if trace.verified else decoder
     return f"{name} γ={trace.config['gamma']}" if "gamma" in trace.config else name

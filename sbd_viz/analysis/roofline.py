@@ -41,7 +41,6 @@ so ratios (slowdowns, speedups) do not depend on the layer count; absolute times
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -502,42 +501,8 @@ PAPER_KV = (16, 2**22)  # the paper's two KV lengths
 PAPER_NFE = (2, 4, 8)  # Table 4's rows
 
 
-def add_arguments(parser) -> None:
-    """The options of ``sbd-viz roofline`` (argparse)."""
-    parser.add_argument("--hardware", default=DEFAULT_HARDWARE,
-                        help=f"comma-separated; one of {', '.join(HARDWARE)}, or {THIS_CPU} once measured")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"one of {', '.join(MODELS)}")
-    parser.add_argument("--batch", default="1,4,8,16", help="comma-separated batch sizes")
-    parser.add_argument("--block", default="8,16,32,64", help="Table 4's block sizes (Table 3: 1, 2, 4, ... up to "
-                                                             "the largest)")
-    parser.add_argument("--kv", default=",".join(map(str, PAPER_KV)), help="comma-separated KV lengths")
-    parser.add_argument("--nfe", default=",".join(map(str, PAPER_NFE)), help="Table 4's NFE speedups")
-    parser.add_argument("--mode", default="corrected", choices=MODES,
-                        help="corrected shapes, or the paper's printed code (reproduces its tables)")
-    parser.add_argument("--trace", default=None, metavar="FILE", help="project this saved trace instead")
-
-
-def _ints(option: str, text: str, lo: int = 1) -> list[int]:
-    try:
-        values = [int(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < lo for v in values):
-        raise ValueError(f"{option}: expected comma-separated whole numbers >= {lo}, got {text!r}")
-    return values
-
-
-def _floats(option: str, text: str) -> list[float]:
-    try:
-        values = [float(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(not math.isfinite(v) or v < 1 for v in values):
-        raise ValueError(f"{option}: expected comma-separated numbers >= 1, got {text!r}")
-    return values
-
-
-def _kv_label(kv: int) -> str:
+def kv_label(kv: int) -> str:
+    """A KV length as the paper's tables print it: a power of two from 1024 up as ``2^k``."""
     return f"2^{kv.bit_length() - 1}" if kv >= 1024 and kv & (kv - 1) == 0 else str(kv)
 
 
@@ -548,7 +513,7 @@ def table3(hardware, model, batches, kvs, blocks, mode) -> str:
     for b in batches:
         for kv in kvs:
             cells = " | ".join(f"{slowdown(k, kv, b, hardware, model, mode):.3f}" for k in blocks)
-            lines.append(f"| {b} | {_kv_label(kv)} | {cells} |")
+            lines.append(f"| {b} | {kv_label(kv)} | {cells} |")
     return "\n".join(lines)
 
 
@@ -563,34 +528,3 @@ def table4(hardware, model, batches, kvs, blocks, nfes, mode) -> str:
             cells.append(runs[0] + "".join(f" (→ {r})" for r in runs[1:]))
         lines.append(f"| {nfe:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def run(args) -> str:
-    """``sbd-viz roofline``: Tables 3 and 4 (markdown), or a saved trace's projection with ``--trace``."""
-    hws = [get_hardware(h.strip()) for h in str(args.hardware).split(",") if h.strip()]
-    if not hws:
-        raise ValueError(f"--hardware: give at least one of {list(hardware_names())}")
-    shape, batches = get_model(args.model), _ints("--batch", args.batch)
-    if args.trace:
-        trace = Trace.load(args.trace)
-        lines = [f"{args.trace}: {trace.n_tokens} tokens in {trace.nfe} calls ({trace.config.get('decoder', '?')}), "
-                 f"prompt {len(trace.prompt_ids)} tokens; model {shape.name}, {args.mode} shapes", "",
-                 "| hardware | batch | calls | NTP calls | time (ms) | NTP time (ms) | speedup | after prefill |",
-                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for hw in hws:
-            for b in batches:
-                p = project(trace, hw, shape, b, args.mode)
-                lines.append(f"| {hw.name} | {b} | {p['sbd_calls']} | {p['ntp_calls']} | {1e3 * p['sbd_s']:.3f} | "
-                             f"{1e3 * p['ntp_s']:.3f} | {p['speedup']:.3f} | {p['decode_speedup']:.3f} |")
-        return "\n".join(lines)
-    blocks, kvs, nfes = _ints("--block", args.block), _ints("--kv", args.kv, 0), _floats("--nfe", args.nfe)
-    t3_blocks = sorted({2**i for i in range(max(blocks).bit_length()) if 2**i <= max(blocks)} | set(blocks))
-    out = []
-    for hw in hws:
-        out += [f"## {hw.name}, {shape.name}, {args.mode} shapes", "",
-                "Table 3: time of one block forward / one NTP forward.", "",
-                table3(hw, shape, batches, kvs, t3_blocks, args.mode), "",
-                f"Table 4: theoretical wall-clock speedup; blocks {' / '.join(map(str, blocks))}, KV "
-                + " (→ ".join(_kv_label(kv) for kv in kvs) + ")" * (len(kvs) - 1) + ".", "",
-                table4(hw, shape, batches, kvs, blocks, nfes, args.mode), ""]
-    return "\n".join(out).rstrip() + "\n"

@@ -1,9 +1,9 @@
 """Wall-clock speedups timed honestly: both decoders side by side, repeated, reported as a median with its spread.
 
 A speedup in seconds is the ratio of two timings, and a CPU shared with other work changes speed from one second to
-the next (this machine by 1.7x over a day). Timing one side once and reusing it while the other is timed afresh
-(what the explorer and the app did) mixes those speeds: the same settings read 3.47x, 5.65x, then 8.03x. Here each
-round times both, in alternating order, and the speedup is the median of the rounds' ratios, with their range.
+the next (this project's 2-core machine by 1.7x over a day). Timing one side once and reusing it while the other is
+timed afresh mixes those speeds, so each round here times both, in alternating order, and the speedup is the median of
+the rounds' ratios, with their range.
 
     timing = side_by_side(lambda: sv.decode(model, prompt), lambda: sv.decode_ntp(model, prompt), rounds=5)
     timing.speedup(tokens=trace.n_tokens, ntp_tokens=ntp.n_tokens)   # (median, lowest, highest)

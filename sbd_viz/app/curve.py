@@ -31,8 +31,8 @@ SWEEP_VERIFIED = "entropy_bounded"
 
 def _other_block(saved: dict, model) -> str:
     """A note when a precomputed sweep was measured at another block size than the model now decodes at."""
-    k = saved.get("block_size", 16)  # sweeps written before models recorded a block size ran at 16
-    if model is None or k == model.block_size:
+    k = saved.get("block_size")  # a sweep file that does not say its block size gets no note
+    if model is None or k is None or k == model.block_size:
         return ""
     return f", measured at block {k}; the model decodes at block {model.block_size}: run app.precompute_sweep() again"
 
@@ -41,8 +41,8 @@ class SpeedQualityCurve:
     """The suite sweep behind the trade-off figure: loaded from ``sweep.json`` beside the model, else
     computed once in a background thread (``analysis.sweep``, cached on disk). Written once, then read-only.
 
-    Rows load with ``plots.sweep_frame``: a ``sweep.json`` written before verified decoding has no ``verify``
-    column, so its rows load as unverified (the curve then has no verified line)."""
+    Rows load with ``plots.sweep_frame``: rows without a ``verify`` column load as unverified (the curve then has
+    no verified line)."""
 
     def __init__(self, model=None, model_dir=None, results=None, compute: bool = True):
         self.df, self.status, self.model = None, "no speed/quality curve for this model", model

@@ -516,7 +516,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             with gr.Tab("Compare decoders", visible=not canvas):
                 chosen, compare_run, compare_table, compare_plot = decoders_tab(model)
             with gr.Tab("Downloads"):
-                trace_file = gr.File(label="the full trace of the current decode (sbd_viz.Trace.load reads it)")
+                trace_file = gr.File(label="the full trace of the current decode (sbd_viz.load_trace reads it)")
                 gif_run = gr.Button("Make a GIF of the animation (one frame per call)")
                 gif_file = gr.File(label="the block-fill animation as a GIF", elem_id="sbd-gif")
             with gr.Tab("Glossary"):

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..analysis.gamma_ladder import Ladder
 from ..plots.animation import save_animation
 from ..plots.ladder_figure import gamma_ladder_figure
-from ..trace import visible
+from ..labels import visible
 
 FAILURE_COLUMNS = ["kind", "call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
                    "block after the call"]

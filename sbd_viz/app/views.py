@@ -12,7 +12,7 @@ from ..analysis import roofline
 from ..analysis.gamma_map import format_range
 from .. import tasks
 from ..summary import Measure, measures, step_text
-from ..trace import first_difference, visible
+from ..labels import first_difference, visible
 
 # The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
 PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)

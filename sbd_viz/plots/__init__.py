@@ -5,7 +5,7 @@ The figures live in sibling modules and are all reached from here:
 - ``block_fill`` / ``block_fill_spec`` (the signature animation, one frame per model call) and
   ``entropy_heatmap``: ``plots.blocks``, whose docstring says how to read cells without a browser;
 - ``calls_timeline``, ``compare`` and ``roofline``: ``plots.charts`` (``first_difference``, where two texts first
-  differ, which ``compare`` reports, is ``sbd_viz.trace.first_difference``);
+  differ, which ``compare`` reports, is ``sbd_viz.labels.first_difference``);
 - ``compare_decoders`` (one prompt through several decoders: a row of tokens each, shaded by call, calls, tokens per call,
   equals greedy?) and ``decoder_rows``: ``plots.side_by_side``;
 - ``tradeoff`` (the speed/quality curve), ``decoder_tradeoff`` (a ``sv.sweep_decoders`` frame, one line per
@@ -43,7 +43,8 @@ from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, ST
                          settings_line)
 from .tradeoff import decoder_tradeoff, sweep_frame, tradeoff
 from ..summary import measures
-from ..trace import Trace, first_difference
+from ..trace import Trace
+from ..labels import first_difference
 
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",

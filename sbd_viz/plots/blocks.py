@@ -37,7 +37,8 @@ from .style import (CANVAS_STATES, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES
                          esc, legend_html, masked_z, open_slot_label, max_entropy, outline_spec, outline_trace, settings_line,
                          token_html, top_note)
 from ..checks import check_whole
-from ..trace import Step, Trace, mark_special, output_labels, token_label, visible
+from ..trace import Step, Trace
+from ..labels import mark_special, output_labels, token_label, visible
 
 
 class _Grid:

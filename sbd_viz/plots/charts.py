@@ -14,7 +14,8 @@ from plotly.subplots import make_subplots
 from .style import (CALL_SCALE, RULE_COLORS, STATE_COLORS, FONT, block_size_of, cell_label, common_layout, esc,
                          outline_trace, settings_line, token_html)
 from ..checks import check_whole
-from ..trace import Step, Trace, first_difference, output_labels
+from ..trace import Step, Trace
+from ..labels import first_difference, output_labels
 
 
 def per_call_counts(trace: Trace) -> tuple[list[int], list[int]]:

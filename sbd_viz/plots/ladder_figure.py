@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from ..analysis.gamma_ladder import largest_safe_gamma
 from .style import RULE_COLORS, STATE_COLORS, common_layout, esc
-from ..trace import visible
+from ..labels import visible
 
 SAFE_COLOR = "#009E73"  # bluish green (Okabe-Ito): the γ range that keeps NTP's text
 NEEDED = ("gamma", "calls", "same_as_ntp")

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 
 from .style import RULE_COLORS, common_layout, token_html
 from ..analysis.order import kept_commits, order_rows, trace_label
-from ..trace import Trace, output_labels
+from ..labels import output_labels
+from ..trace import Trace
 
 
 def _labelled(traces, labels) -> list[tuple[str, Trace]]:

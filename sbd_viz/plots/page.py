@@ -87,7 +87,7 @@ def save_page(trace: Trace, path: str | Path | None = None, palette: dict | None
         raise ValueError("trace: has no calls to draw")
     palette = None if palette is None else check_palette(palette)
     fill, timeline = _figure(block_fill(trace), palette), _figure(calls_timeline(trace), palette)
-    title = title or f"{trace.config.get('decoder', 'sbd')} decode"
+    title = title or f"{trace.config['decoder']} decode"
     parts = [fill.to_html(full_html=False, include_plotlyjs=True, auto_play=False, include_mathjax=False),
              timeline.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False)]
     page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{esc(title)}</title></head>\n<body style="

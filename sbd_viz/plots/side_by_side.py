@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import cell_label, common_layout, esc
-from ..trace import Trace, output_labels
+from ..trace import Trace
+from ..labels import output_labels
 
 
 def label_of(trace: Trace) -> str:

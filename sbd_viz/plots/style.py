@@ -9,7 +9,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..trace import REPLACEMENT, Step, Trace, drafts_checked, token_label, visible
+from ..trace import Step, Trace, drafts_checked
+from ..labels import REPLACEMENT, token_label, visible
 
 STATES = ("done", "now", "masked", "future")
 STATE_COLORS = {

@@ -25,10 +25,9 @@ def _reference() -> str:
 
 def sweep_frame(results: Any):
     """Sweep results as a DataFrame every reader can rely on: from ``analysis.sweep``'s frame or its rows
-    (``df.to_dict("records")``, the "rows" of a saved ``sweep.json``). Old files load too: a "solver" column
-    (saved before the commit rule was called "rule") is the rule; without a "verify" column (saved before
-    verified decoding) every row is unverified, and without "gap_free" none is gap-free; ``tokens_per_call``
-    and ``calls_per_token`` are each derived from the other where only one was saved. Returns a new frame."""
+    (``df.to_dict("records")``, the "rows" of a saved ``sweep.json``). Without a "verify" column every row is
+    unverified, and without "gap_free" none is gap-free; ``tokens_per_call`` and ``calls_per_token`` are each
+    derived from the other where only one was given. Returns a new frame."""
     import pandas as pd  # only the sweep's readers need pandas
 
     if isinstance(results, pd.DataFrame):
@@ -38,8 +37,6 @@ def sweep_frame(results: Any):
         if rows is None or not all(isinstance(r, dict) for r in rows):
             raise ValueError(f"results: expected a DataFrame or a list of row dicts, got {type(results).__name__}")
         df = pd.DataFrame(rows)
-    if "solver" in df.columns and "rule" not in df.columns:
-        df = df.rename(columns={"solver": "rule"})
     missing = [c for c in ("rule", "gamma", "accuracy") if c not in df.columns]
     if missing:
         raise ValueError(f"results: missing columns {missing}")

@@ -9,6 +9,7 @@ costs little more than a one-token call.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from pathlib import Path
@@ -117,7 +118,7 @@ class TrainingStream:
         # items per document: long documents let one document fill a long window, so late
         # positions see real context instead of a run of short unrelated documents
         self.doc_lines = tuple(doc_lines)
-        self.distractors, self.follow_ups = distractors, follow_ups  # see tasks.training_document
+        self.distractors, self.follow_ups = distractors, follow_ups  # see training_document
         vocab = tokenizer.get_vocab()
         if all(ch in vocab for ch in CHARS) and EOS in vocab:  # the character-level tokenizer
             self.eos_id, self._encode = vocab[EOS], None
@@ -133,7 +134,7 @@ class TrainingStream:
             start = rng.randrange(max(1, len(text) - 4 * self.seq_len))
             text = text[start:start + 4 * self.seq_len]
         else:
-            text = tasks.training_document(rng, self.weights, self.doc_lines, self.distractors, self.follow_ups)
+            text = training_document(rng, self.weights, self.doc_lines, self.distractors, self.follow_ups)
         return [self.eos_id] + (self._encode(text) if self._encode else [self._ids[ch] for ch in text])
 
     def row(self, step: int, r: int) -> list[int]:
@@ -168,3 +169,94 @@ class TrainingStream:
                 elif tok not in ends and row[max(0, i - len(marker)):i] == marker:
                     out[r, i] = inside = True
         return out
+
+
+# -- training documents: the suite's train split as a corpus ------------------------------------
+def training_document(rng: random.Random, weights: dict[str, float] | None = None,
+                      lines: tuple[int, int] = (3, 8), distractors: int = 0, follow_ups: int = 0) -> str:
+    """A few newline-terminated items from the train split (the training corpus unit).
+
+    ``lines`` is the (min, max) number of items; a context item brings its tasks.assignment lines.
+    ``weights`` may also name the training-only families (``tasks.TRAINING_FAMILIES``, default weight 0); any
+    other name is an error, as is a negative weight or a mix with nothing to draw.
+    ``distractors``: each context item gets up to this many extra assignments of other names,
+    shuffled in among its own, so the nearest line is rarely the one asked for.
+    ``follow_ups``: each context item gets up to this many more asserts on the same assignments
+    (``_follow_ups``): more lookups per character (the ``v3-lookup`` mix, 4-16 items: 18.5 per 1,000
+    characters with ``follow_ups=3``, against 12.1 without).
+    """
+    if not 1 <= lines[0] <= lines[1]:
+        raise ValueError(f"lines: need 1 <= min <= max, got {lines}")
+    if distractors < 0:
+        raise ValueError(f"distractors: must be >= 0, got {distractors}")
+    if follow_ups < 0:
+        raise ValueError(f"follow_ups: must be >= 0, got {follow_ups}")
+    weights = weights or {}
+    unknown = sorted(set(weights) - set(tasks.GENERATORS))
+    if unknown:  # a misspelt family would be ignored and the family it meant drawn at its default weight
+        raise ValueError(f"weights: unknown families {unknown}; choose from {sorted(tasks.GENERATORS)}")
+    fams = list(tasks.GENERATORS)
+    w = [weights.get(f, 1.0 if f in tasks.FAMILIES else 0.0) for f in fams]
+    if min(w) < 0 or sum(w) <= 0:
+        raise ValueError(f"weights: need weights >= 0 with a positive sum, got {weights}")
+    out = []
+    for _ in range(rng.randint(*lines)):
+        item = tasks.sample_item(rng.choices(fams, weights=w)[0], rng, "train")
+        text = item.line
+        if distractors and "\n" in text:
+            text = _with_distractors(text, rng, rng.randint(0, distractors))
+        if follow_ups and "\n" in text:
+            text = "\n".join([text, *_follow_ups(text, rng, rng.randint(0, follow_ups))])
+        out.append(text + "\n")
+    return "".join(out)
+
+
+def _follow_up(name: str, value: object, setup: dict[str, object], rng: random.Random) -> tuple[str, object]:
+    # The suite's own context expressions, on whichever assigned name has the right type.
+    if isinstance(value, str):
+        return f"{name}.upper()", value.upper()
+    if isinstance(value, list):
+        return f"sorted({name})", sorted(value)
+    counts = [other for other, v in setup.items() if other != name and isinstance(v, int) and 2 <= v <= 10]
+    if counts and rng.random() < 0.5:  # ctx_range's shape, when another name holds a count as it does
+        count = rng.choice(counts)
+        return f"list(range({name}, {name} + {count}))", list(range(value, value + setup[count]))
+    lit = rng.randint(0, 99)
+    return f"{name} + {lit}", value + lit
+
+
+def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
+    """Up to ``n`` more assert lines on a context item's assignments, none a held-out item's.
+
+    In the suite one assert follows two assignments; here the same assignments are read again
+    (``a + 7``, then ``b + 31``), so lookups and their arithmetic get more of the training signal.
+    A follow-up brings at most a two-digit literal the model cannot predict, where a new item brings
+    two assignments of random values (as ``distractors`` adds).
+    A follow-up that would make a test-split item with any two of the assignments, in either
+    order, is skipped, so no held-out item is taught in another layout.
+    """
+    *assignments, first = text.split("\n")
+    setup = dict(tasks.assignment(line) for line in assignments)
+    pairs = list(itertools.permutations(assignments, 2))
+    asserts = [first]
+    for _ in range(n):
+        name = rng.choice(list(setup))
+        expr, value = _follow_up(name, setup[name], setup, rng)
+        line = f"assert {expr} == {tasks.render(value)}"
+        if line in asserts or any(tasks.is_test_line("\n".join([*pair, line])) for pair in pairs):
+            continue
+        asserts.append(line)
+    return asserts[1:]
+
+
+def _with_distractors(line: str, rng: random.Random, n: int) -> str:
+    *setup, last = line.split("\n")
+    used = {a.split(" = ")[0] for a in setup}
+    names = rng.sample([name for name in tasks.NAMES if name not in used], n)
+    setup += [f"{name} = {tasks.render(tasks.any_value(rng))}" for name in names]
+    while True:
+        rng.shuffle(setup)
+        # The last two assignments and the assert read as a suite item of their own: keep that
+        # one in the train split too, so no shuffle writes out a held-out test item.
+        if not tasks.is_test_line("\n".join(setup[-2:] + [last])):
+            return "\n".join(setup + [last])

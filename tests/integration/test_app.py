@@ -55,7 +55,7 @@ def nfe_of(metrics_html: str) -> int:
 def trace_of(client) -> sv.Trace:
     """The current session's trace, through the download the app offers."""
     out = client.predict(api_name="/details")
-    return sv.Trace.load(out[-1])
+    return sv.load_trace(out[-1])
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def test_verified_switch_gives_ntps_text_and_says_so(client, served):
 def test_details_views_and_show_call(client, served):
     decode(client, gamma=1.0)
     table, timeline, comparison, tradeoff, status, path = client.predict(api_name="/details")
-    trace = sv.Trace.load(path)
+    trace = sv.load_trace(path)
     rows = table["value"]["data"]  # a gr.update: the table and its label (with the count)
     fills = [row for row in rows if row[0] == "gap fill"]
     assert len(fills) == len(trace.gap_fills()) > 0  # every gap fill is listed; the label counts the kept ones

@@ -33,7 +33,7 @@ def test_the_page_offers_sbd_and_says_what_the_model_is(client_model):
     client, model = client_model
     assert {"SBD", "Jacobi", "prompt lookup"} <= set(decoder_labels(model))
     _, metrics, _, _ = decode(client)
-    trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+    trace = sv.load_trace(client.predict(api_name="/details")[-1])
     assert trace.output_ids == sv.decode(model, PROMPT, decoder="sbd", gamma=1.0, block_size=4,
                                          max_new_tokens=12).output_ids
     assert "tiny + adapter" in metrics and "the adapter on the block's rows only" in metrics
@@ -44,7 +44,7 @@ def test_verified_sbd_in_the_app_writes_the_bases_text_and_the_card_says_the_bas
 
     client, model = client_model
     _, metrics, _, _ = decode(client, verify=True, gamma=2.0)
-    trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+    trace = sv.load_trace(client.predict(api_name="/details")[-1])
     assert list(trace.output_ids) == generate_reference(0, model.encode(PROMPT), 12, head=32)
     assert "the base checked every draft" in metrics
     _, metrics, _, _ = decode(client, decoder="prompt lookup")
@@ -56,7 +56,7 @@ def test_moving_gamma_in_the_app_changes_what_sbd_writes(client_model):
     seen = set()
     for gamma in (0.0, 0.5, 2.0):
         decode(client, gamma=gamma, block_size=8)
-        trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+        trace = sv.load_trace(client.predict(api_name="/details")[-1])
         seen.add((trace.nfe, tuple(trace.output_ids)))
     assert len(seen) > 1
 
@@ -74,7 +74,7 @@ def test_the_slider_answers_from_the_gamma_map_with_the_fresh_decode(client_mode
             time.sleep(0.1)
         for gamma in (0.0, 1.3, 2.0):
             _, metrics, _, _ = decode(client, gamma=gamma, block_size=8, verify=verify)
-            trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+            trace = sv.load_trace(client.predict(api_name="/details")[-1])
             fresh = sv.decode(model, PROMPT, decoder="sbd", gamma=gamma, block_size=8, max_new_tokens=12,
                               verify=verify)
             assert trace.output_ids == fresh.output_ids and trace.nfe == fresh.nfe, (verify, gamma)

@@ -109,7 +109,7 @@ def test_a_release_inside_a_decoded_piece_answers_from_the_map_without_a_model_c
         figure, metrics, texts, _ = release(gamma)
         assert len(calls) == before, f"γ={gamma}: a release inside a decoded piece ran {len(calls) - before} calls"
         assert "data-from-map='1'" in metrics and "γ map" in metrics
-        trace = sv.Trace.load(client.predict(api_name="/details")[-1])  # the current decode, as the app offers it
+        trace = sv.load_trace(client.predict(api_name="/details")[-1])  # the current decode, as the app offers it
         fresh = expected(model, gamma)
         assert same_decode(trace, fresh), gamma
         assert trace.config["gamma"] == gamma and trace.config == fresh.config

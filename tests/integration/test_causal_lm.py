@@ -17,7 +17,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import causal_lm, plots
-from sbd_viz.trace import BYTE_PIECE, output_labels, token_label
+from sbd_viz.labels import BYTE_PIECE, output_labels, token_label
 
 pytestmark = pytest.mark.heavy
 MODEL = causal_lm.SMOLLM2
@@ -189,7 +189,7 @@ def test_block_fill_shows_a_split_character_whole_where_it_completes(smol):
     hover = next(h for t, h in cells if t == "京")
     assert "completes" in hover and "top candidates" in hover
     # the same in the summary, the heatmap and the token-by-token comparison
-    assert "京" in trace.summary() and BYTE_PIECE in trace.summary()
+    assert "京" in sv.trace_summary(trace) and BYTE_PIECE in sv.trace_summary(trace)
     assert "京" in str(plots.entropy_heatmap(trace, 0).data[0].text)
     assert "京" in str(plots.compare(trace, trace).data[0].text)  # the token-by-token comparison
 
@@ -204,9 +204,9 @@ def test_views_mark_leading_spaces_and_the_chat_templates_tokens(smol, tmp_path)
     assert any("special token &lt;|im_end|&gt;" in h or "special token <|im_end|>" in h for h in hovers)
     settings = " ".join(a.text for a in fig.layout.annotations)
     assert "not SBD-trained" in settings and "⟨im_start⟩assistant" in settings  # the prompt's template marked
-    summary = trace.summary()
+    summary = sv.trace_summary(trace)
     assert "pretrained LM, not SBD-trained" in summary and "⟨im_end⟩" in summary and "␣capital" in summary
-    html = trace.to_html(tmp_path / "t.html")
+    html = sv.save_html(trace, tmp_path / "t.html")
     assert "␣capital" in html and "not SBD-trained" in html
 
 
@@ -238,7 +238,7 @@ def test_compare_decoders_and_the_gif_read_real_tokens(smol, tmp_path):
 
 def test_a_trace_round_trips_with_its_labels(smol, tmp_path):
     trace = _decode(SPLIT, "prompt_lookup", 6)
-    again = sv.Trace.load(trace.save(tmp_path / "t.json"))
+    again = sv.load_trace(trace.save(tmp_path / "t.json"))
     assert output_labels(again) == output_labels(trace) and again.special_tokens == trace.special_tokens
 
 
@@ -249,7 +249,7 @@ def test_the_cli_summary_names_the_kind_and_reads_tokens(smol, capsys, tmp_path)
                  "--out", str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
     assert "model=smollm2-135m (pretrained LM, not SBD-trained)" in out and "prompt_lookup" in out
-    trace = sv.Trace.load(tmp_path / "t.json")
+    trace = sv.load_trace(tmp_path / "t.json")
     assert trace.output_ids == _decode(QUOTE, "ntp").output_ids[:8]
     assert all(label in out for label, _ in output_labels(trace))  # each token as the cells show it (␣ for a space)
 
@@ -285,13 +285,13 @@ def test_the_app_serves_it_with_its_chat_template_and_exact_decoders(smol):
                                   api_name="/decode")
 
         figure, metrics, texts, _ = decode(text)
-        trace = sv.Trace.load(client.predict(api_name="/details")[-1])
+        trace = sv.load_trace(client.predict(api_name="/details")[-1])
         assert trace.prompt == causal_app.chat_prompt(smol, text) and trace.config["decoder"] == "prompt_lookup"
         assert trace.output_ids == sv.decode(smol, trace.prompt, decoder="ntp", max_new_tokens=12).output_ids
         notes = " ".join(note["text"] for note in json.loads(figure)["layout"]["annotations"])
         assert "⟨im_start⟩assistant" in notes and "not SBD-trained" in notes
         decode(CODE, decoder="Jacobi", chat=False, n=6)
-        raw = sv.Trace.load(client.predict(api_name="/details")[-1])
+        raw = sv.load_trace(client.predict(api_name="/details")[-1])
         assert raw.prompt == CODE and raw.config["decoder"] == "jacobi"
         assert raw.output_ids == _decode(CODE, "ntp").output_ids[:6]
         with pytest.raises(Exception, match="decoder"):

@@ -83,7 +83,7 @@ def test_output_and_nfe_equal_generate(models, traces, k, gamma, adaptive, seed)
     # one encoder pass before each block's first step: the prompt, then the previous canvas
     passes = [(s.step, [p.n_input for p in s.passes]) for s in trace.steps if s.passes or s.step == 0]
     assert passes == [(0, [len(trace.prompt_ids) if i == 0 else k]) for i in range(trace.n_blocks)]
-    assert sv.Trace.from_json(trace.to_json()) == trace
+    assert sv.trace_from_json(trace.to_json()) == trace
 
 
 def test_gamma_reaches_the_sampler(models, traces):
@@ -233,7 +233,7 @@ def test_cli_trace_decodes_a_diffusion_folder(folders, tmp_path, capsys):
     out = tmp_path / "t.json"
     assert cli.main(["trace", PROMPT, "--model", str(folders[4]), "--gamma", "0.5", "--max-new-tokens", "8",
                      "--out", str(out), "--dtype", "float32", "--device", "cpu"]) == 0
-    trace = sv.Trace.load(out)
+    trace = sv.load_trace(out)
     assert trace.config["decoder"] == "diffusion_gemma" and trace.has_canvas
     assert f"{trace.nfe}" in capsys.readouterr().out
     assert cli.main(["trace", PROMPT, "--model", str(folders[4]), "--gap-free"]) == 2

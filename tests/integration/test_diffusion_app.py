@@ -37,7 +37,7 @@ def test_handlers_decode_draw_and_refuse_what_means_nothing(app, model):
     assert "no NTP decode for this model" in texts and '"frames"' in figure
     table, timeline, comparison, tradeoff, _, path = h.details(session)
     assert timeline is not None and comparison is None and tradeoff is None
-    assert sv.Trace.load(path) == trace
+    assert sv.load_trace(path) == trace
     heatmap, words = h.show_call(session, 1)
     assert heatmap is not None and "call 1" in words
     for flag, name in ((3, "gap_free"), (9, "verify")):

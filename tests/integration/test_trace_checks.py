@@ -27,12 +27,12 @@ def _canvas_trace() -> Trace:
 
 @pytest.fixture(scope="module")
 def saved(tiny):
-    """Saved traces of each kind: plain SBD with gap fills, verified SBD with rollbacks (a file of version 2), a
-    file of version 1, a canvas, NTP and Jacobi."""
+    """Saved traces of each kind: plain SBD with gap fills, verified SBD with rollbacks, the saved plain SBD of
+    tests/data, a canvas, NTP and Jacobi."""
     sbd = sv.decode(tiny, "assert 1 + 1 == ", rule="top_k", gamma=3, block_size=6, max_new_tokens=14)
     return {"sbd": json.loads(sbd.to_json()),
             "verified": json.loads((DATA / "trace_verified.json").read_text()),
-            "v1": json.loads((DATA / "trace_v1.json").read_text()),
+            "saved": json.loads((DATA / "trace_sbd.json").read_text()),
             "canvas": json.loads(_canvas_trace().to_json()),
             "ntp": json.loads(sv.decode_ntp(tiny, "ab", max_new_tokens=6).to_json()),
             "jacobi": json.loads(sv.decode(tiny, "ab", decoder="jacobi", max_new_tokens=8).to_json())}
@@ -40,9 +40,9 @@ def saved(tiny):
 
 def test_saved_traces_of_every_kind_load(saved):
     for name, d in saved.items():
-        trace = Trace.from_dict(d)
+        trace = sv.trace_from_dict(d)
         _assert_legal(trace)
-        assert Trace.from_json(trace.to_json()) == trace, name
+        assert sv.trace_from_json(trace.to_json()) == trace, name
 
 
 # -- what a decode can write: the oracle, stated independently of the loader ------------------------------
@@ -106,11 +106,11 @@ def _assert_legal(trace: Trace) -> None:
 
 def _use(trace: Trace) -> None:
     """What the views ask of a trace: none of it may raise on a trace the loader accepted."""
-    trace.summary(), trace.gap_fills(), trace.kept_gap_fills(), trace.token_calls(), trace.verdicts()
+    sv.trace_summary(trace), trace.gap_fills(), trace.kept_gap_fills(), trace.token_calls(), trace.verdicts()
     trace.calls_per_block(), trace.tokens_per_call, trace.accepted_fraction
     for s in trace.steps:
         trace.block_state(s), trace.block_state(s, after=False), trace.text_before(s)
-    assert Trace.from_json(trace.to_json()) == trace
+    assert sv.trace_from_json(trace.to_json()) == trace
 
 
 # -- the mutations --------------------------------------------------------------------------------------
@@ -143,14 +143,14 @@ def _mutate(d: dict, rng: random.Random) -> dict:
     return d
 
 
-@pytest.mark.parametrize("source", ["sbd", "verified", "v1", "canvas", "ntp", "jacobi"])
+@pytest.mark.parametrize("source", ["sbd", "verified", "saved", "canvas", "ntp", "jacobi"])
 def test_mutated_traces_load_legal_or_are_refused(saved, source):
     rng = random.Random(f"trace-fuzz-{source}")
     refused = loaded = 0
     for _ in range(MUTATIONS):
         text = json.dumps(_mutate(saved[source], rng))  # NaN and Infinity written as JSON's extensions
         try:
-            trace = Trace.from_json(text)
+            trace = sv.trace_from_json(text)
         except TraceFormatError:
             refused += 1
             continue
@@ -167,7 +167,7 @@ def test_loaded_mutants_still_draw(saved):
     rng, drawn = random.Random("trace-fuzz-draw"), 0
     while drawn < 15:
         try:
-            trace = Trace.from_json(json.dumps(_mutate(saved["sbd"], rng)))
+            trace = sv.trace_from_json(json.dumps(_mutate(saved["sbd"], rng)))
         except TraceFormatError:
             continue
         plots.block_fill(trace)
@@ -219,7 +219,7 @@ def test_values_no_decode_writes_are_refused_by_name(saved, mutate, message):
     d = copy.deepcopy(saved["sbd"])
     mutate(d)
     with pytest.raises(TraceFormatError, match=message):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)
 
 
 def test_a_gap_must_count_the_masked_slots_to_its_left(saved):
@@ -227,10 +227,10 @@ def test_a_gap_must_count_the_masked_slots_to_its_left(saved):
     step, i = next((s, i) for s in d["steps"] for i, c in enumerate(s["commits"]) if c["gap"] > 0)
     step["commits"][i]["gap"] -= 1
     with pytest.raises(TraceFormatError, match="must count the slots left of"):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)
     step["commits"][i]["gap"] = step["commits"][i]["slot"] + 1
     with pytest.raises(TraceFormatError, match="at most its slot"):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)
 
 
 def test_verified_and_canvas_facts(saved):
@@ -238,27 +238,27 @@ def test_verified_and_canvas_facts(saved):
     rb = next(s for s in d["steps"] if s.get("rollback"))
     rb["rollback"]["position"] += 1
     with pytest.raises(TraceFormatError, match="block's start plus its slot"):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)
     d = copy.deepcopy(saved["verified"])
     next(s for s in d["steps"] if s.get("checks"))["checks"][0]["draft_prob"] = 2.0
     with pytest.raises(TraceFormatError, match=r"draft_prob must be in \[0, 1\]"):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)
     d = copy.deepcopy(saved["canvas"])
     d["steps"][0]["canvas"][0]["held_id"] = 3  # slot 0 is open after step 0, so it holds nothing
     with pytest.raises(TraceFormatError, match="exactly when accepted"):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)
     d = copy.deepcopy(saved["canvas"])
     d["steps"][0]["passes"][0]["wall_time"] = -1
     with pytest.raises(TraceFormatError, match=r"passes\[0\].wall_time"):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)
 
 
 def test_deep_nesting_is_refused_not_a_crash(saved):
     with pytest.raises(TraceFormatError, match="nested too deeply"):
-        Trace.from_json("[" * 100_000 + "]" * 100_000)
+        sv.trace_from_json("[" * 100_000 + "]" * 100_000)
     d, deep = copy.deepcopy(saved["sbd"]), []
     for _ in range(100_000):
         deep = [deep]
     d["meta"]["x"] = deep  # a dict built in Python, never through JSON
     with pytest.raises(TraceFormatError, match="nested too deeply"):
-        Trace.from_dict(d)
+        sv.trace_from_dict(d)

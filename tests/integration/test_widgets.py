@@ -141,7 +141,7 @@ def test_verified_checkbox_redecodes_with_verification(tiny):
     # a rollback's step line names the rejected draft and NTP's token; a checking-only call that accepts commits nothing
     from pathlib import Path
 
-    explorer.trace = sv.Trace.load(Path(__file__).parents[1] / "data" / "trace_verified.json")
+    explorer.trace = sv.load_trace(Path(__file__).parents[1] / "data" / "trace_verified.json")
     step = explorer.trace.steps[7]
     line = explorer._step_html(7)
     assert "rollback: " in line and f"NTP wanted '{step.rejected[0].ntp_text}'" in line

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz.analysis import gaps
+from sbd_viz.analysis import gaps, suite_sweep
 from sbd_viz.cli import main as cli_main
 from sbd_viz import plots
 
@@ -177,13 +177,13 @@ SWEEP = dict(gammas=(0.0, 5.0), block_sizes=(4,), gap_free=(False, True), max_ne
 def counted(monkeypatch):
     """Counts the settings the sweep actually computes (each is one ``_measure`` run)."""
     runs = []
-    real = gaps._measure
+    real = suite_sweep._measure
 
     def counting(model, items, scored, setting, *args):
         runs.append(setting)
         return real(model, items, scored, setting, *args)
 
-    monkeypatch.setattr(gaps, "_measure", counting)
+    monkeypatch.setattr(suite_sweep, "_measure", counting)
     return runs
 
 
@@ -294,7 +294,7 @@ def test_sweep_rows_match_individual_decodes(tiny, swept):
 @pytest.mark.heavy
 def test_sweep_frame_has_a_verify_column(swept):
     df, _ = swept
-    assert list(df.columns) == list(gaps.SWEEP_COLUMNS)
+    assert list(df.columns) == list(suite_sweep.SWEEP_COLUMNS)
     assert df["verify"].dtype == bool and not df["verify"].any()  # the default: unverified; NTP's row too
 
 
@@ -376,7 +376,7 @@ def test_verified_gap_fills_use_the_free_verdicts(monkeypatch):
     """A verified trace brings NTP's verdicts: no model, no teacher-forced pass, and the verdicts equal one."""
     from test_verify import sharp
 
-    trace = sv.Trace.load(VERIFIED)
+    trace = sv.load_trace(VERIFIED)
     model = sharp("llama")  # the model that decoded it (seeded): only to recompute the verdicts independently
     tf = sv.teacher_forced_ntp(model, trace)
 

@@ -88,7 +88,7 @@ def test_the_explorer_and_the_cli_start_at_it(eight, tmp_path):
         out = tmp_path / f"t{expected}.json"
         assert cli.main(["trace", PROMPT, "--model", eight.model.name_or_path, "--max-new-tokens", "8",
                          "--out", str(out), *told]) == 0
-        assert sv.Trace.load(out).config["block_size"] == expected
+        assert sv.load_trace(out).config["block_size"] == expected
 
 
 @pytest.mark.heavy

@@ -18,7 +18,7 @@ PROMPTS = ["abc abc abc ", "go: 12 + 30 = ", "xyzzy"]
 
 
 def _round_trip(trace: Trace) -> Trace:
-    again = Trace.from_json(trace.to_json())
+    again = sv.trace_from_json(trace.to_json())
     assert again == trace
     return again
 
@@ -288,7 +288,7 @@ def test_compare_decoders_data(sharp):
     # the call that wrote it
     from sbd_viz.plots.side_by_side import CALL_SHADES
     from sbd_viz.plots.style import cell_label
-    from sbd_viz.trace import output_labels
+    from sbd_viz.labels import output_labels
 
     for i, t in enumerate(traces):
         panel = fig.data[i]
@@ -361,7 +361,7 @@ def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(c
 
     out = tmp_path / "t.json"
     assert cli.main(["trace", "assert 1 + 2 == ", "--decoder", "jacobi", "--stop", "\n", "--out", str(out)]) == 0
-    trace = sv.Trace.load(out)
+    trace = sv.load_trace(out)
     assert trace.config["decoder"] == "jacobi" and trace.text == sv.decode_ntp(shipped, "assert 1 + 2 == ",
                                                                                 stop="\n").text
     assert cli.main(["trace", "assert 1 + 2 == ", "--decoder", "jacobi", "--verify"]) == 2

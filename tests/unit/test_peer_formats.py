@@ -2,7 +2,7 @@
 
 Export then import gives the same commits: on hand traces (an SBD trace with gaps, one cut by a stop), and on the
 shipped character model's decodes by several decoders. An imported trace passes the trace checks (it is built by
-``Trace.from_dict``) and every view draws it."""
+``sv.trace_from_dict``) and every view draws it."""
 
 import dataclasses
 import json
@@ -28,8 +28,8 @@ def _drawn(trace: Trace) -> None:
     assert len(plots.block_fill(trace).frames) == trace.nfe
     plots.calls_timeline(trace)
     plots.entropy_heatmap(trace, 0)
-    assert trace.summary()
-    Trace.from_json(trace.to_json())  # and it saves as a trace file that loads
+    assert sv.trace_summary(trace)
+    sv.trace_from_json(trace.to_json())  # and it saves as a trace file that loads
 
 
 # -- hand traces ---------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
 
+import sbd_viz as sv
 from sbd_viz.plots import (STATE_COLORS, STATES, VERIFIED_STATES, block_fill, block_fill_spec, calls_timeline,
                            compare, entropy_heatmap, first_difference, save_html, sweep_frame, trace_html,
                            tradeoff)
@@ -269,14 +270,15 @@ def test_tradeoff_rules_and_current():
         tradeoff([dict(rule="eb", gamma=1)])
 
 
-def test_sweep_frame_reads_old_rows_and_frames_alike():
-    """One loader for sweep rows: a file from before the commit rule was called "rule" (a "solver" column) and
-    before verified decoding (no "verify") loads as unverified rows with a rule; a frame loads as its rows do."""
+def test_sweep_frame_reads_rows_and_frames_alike():
+    """One loader for sweep rows: rows without "verify" load as unverified rows with their rule; a frame loads as its
+    rows do; a row without a rule is refused (no other column stands for it)."""
     import pandas as pd
 
-    old = [{("solver" if k == "rule" else k): v for k, v in row.items()} for row in RESULTS]
-    df = sweep_frame(old)
-    assert list(df["rule"]) == [r["rule"] for r in RESULTS] and "solver" not in df.columns
+    df = sweep_frame(RESULTS)
+    assert list(df["rule"]) == [r["rule"] for r in RESULTS]
+    with pytest.raises(ValueError, match=r"missing columns \['rule'\]"):
+        sweep_frame([{("solver" if k == "rule" else k): v for k, v in row.items()} for row in RESULTS])
     assert not df["verify"].any() and list(df["gap_free"]) == [bool(r.get("gap_free")) for r in RESULTS]
     assert df["tokens_per_call"].tolist() == pytest.approx([1 / r["calls_per_token"] for r in RESULTS])
     given = pd.DataFrame(RESULTS)
@@ -460,12 +462,12 @@ VERIFIED = DATA / "trace_verified.json"
 
 @pytest.fixture
 def verified():
-    return Trace.load(VERIFIED)
+    return sv.load_trace(VERIFIED)
 
 
 def unverified_snapshot() -> dict:
     """The unverified pictures as plain JSON (plotly's template left out: it is not ours)."""
-    traces = {"gap": make_trace([[[0, 1], [3], [2]], [[0, 1, 2, 3]]]), "v1": Trace.load(DATA / "trace_v1.json")}
+    traces = {"gap": make_trace([[[0, 1], [3], [2]], [[0, 1, 2, 3]]]), "sbd": sv.load_trace(DATA / "trace_sbd.json")}
     out = {}
     for name, t in traces.items():
         spec = block_fill_spec(t)
@@ -477,9 +479,9 @@ def unverified_snapshot() -> dict:
 
 
 def test_unverified_pictures_are_unchanged_by_verification():
-    """tests/data/plots_unverified.json was saved by the code before the verified pictures existed (a hand-made
-    trace and a real version-1 trace), and saved again only when the timeline's title put its settings on a line of
-    their own: an unverified trace must draw exactly as it did."""
+    """tests/data/plots_unverified.json holds the pictures of two unverified traces (a hand-made one and
+    tests/data/trace_sbd.json) as ``unverified_snapshot`` draws them: the verified pictures' marks must not reach an
+    unverified trace. Save it again (``unverified_snapshot()``) only for a change meant for every trace."""
     assert unverified_snapshot() == json.loads((DATA / "plots_unverified.json").read_text())
 
 

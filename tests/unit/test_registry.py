@@ -71,7 +71,7 @@ PLUGIN_CHECKS = textwrap.dedent('''
     path = sys.argv[1]
     out["cli"] = cli.main(["trace", prompts[0], "--decoder", "fixed_blocks", "--slots", "3", "--stop", "\\n",
                            "--max-new-tokens", "12", "--out", path])
-    trace = sv.Trace.load(path)
+    trace = sv.load_trace(path)
     out["cli_trace"] = [trace.config["decoder"], list(trace.output_ids)]
     out["cli_ladder"] = cli.main(["ladder", prompts[0], "--decoder", "fixed_blocks", "--gammas", "1", "3",
                                   "--max-new-tokens", "8"])
@@ -107,7 +107,7 @@ PLUGIN_CHECKS = textwrap.dedent('''
     path = sys.argv[1] + ".drafts.json"
     drafts["cli"] = cli.main(["trace", prompts[2], "--decoder", "bigram_drafts", "--max-drafts", "2", "--stop",
                               "\\n", "--max-new-tokens", "12", "--out", path])
-    trace = sv.Trace.load(path)
+    trace = sv.load_trace(path)
     drafts["cli_trace"] = [trace.config["decoder"], list(trace.output_ids)]
     ladder = sv.gamma_ladder(model, prompts[2], decoder="bigram_drafts", gammas=[1, 2, 4], max_new_tokens=12)
     drafts["ladder"] = [list(ladder.columns)[:2], list(ladder["max_drafts"]), list(ladder["calls"]),
@@ -385,7 +385,6 @@ def test_every_batchable_decoder_batches_to_its_single_decodes(model, spec):
 SURFACES = sorted(str(p.relative_to(ROOT / "sbd_viz")) for p in (ROOT / "sbd_viz").rglob("*.py")
                   if p.parent.name != "decoders" or p.name == "batch.py")
 NAMING_ALLOWED = {
-    "trace_file.py",  # another branch removes these (the reader's list of old traces' decoders and settings)
 }
 
 

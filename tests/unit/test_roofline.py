@@ -228,7 +228,7 @@ def test_project_real_sbd_trace(traces, hardware):
     # a bigger batch makes the bigger SBD calls relatively dearer
     assert rf.project(trace, hardware, "paper-8b", batch=64)["speedup"] < p["speedup"]
     # JSON round trip changes nothing; several traces add up
-    assert rf.project(sv.Trace.from_json(trace.to_json()), hardware)["sbd_s"] == rf.project(trace, hardware)["sbd_s"]
+    assert rf.project(sv.trace_from_json(trace.to_json()), hardware)["sbd_s"] == rf.project(trace, hardware)["sbd_s"]
     two = rf.project([trace, trace], hardware, "paper-8b")
     assert two["sbd_s"] == pytest.approx(2 * p["sbd_s"]) and two["speedup"] == pytest.approx(p["speedup"])
 
@@ -304,9 +304,11 @@ def test_this_cpu_entry_comes_from_the_bench_json(tmp_path, monkeypatch):
 
 # -- the CLI and the figure ------------------------------------------------------------------------
 def _cli(*argv):
+    from sbd_viz.cli import add_roofline_args, roofline_report
+
     parser = argparse.ArgumentParser()
-    rf.add_arguments(parser)
-    return rf.run(parser.parse_args(list(argv)))
+    add_roofline_args(parser)
+    return roofline_report(parser.parse_args(list(argv)))
 
 
 def test_cli_prints_the_paper_tables():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import sbd_viz as sv
 from sbd_viz.summary import Measure, fed_text, measures, measures_text, step_text, trace_summary
 from sbd_viz.trace import Trace
 
@@ -48,7 +49,7 @@ def test_measures_while_ntp_runs_and_without_ntp():
 
 
 def test_the_verified_measure_says_what_checking_cost_and_whether_the_text_is_ntps():
-    trace = Trace.load(VERIFIED)
+    trace = sv.load_trace(VERIFIED)
     checks = trace.checks()
     alone = {m.label: m for m in measures(trace)}["verified"]
     assert alone.value == "NTP's text" and alone.verdict == ""
@@ -71,8 +72,8 @@ def test_step_text_says_what_a_call_fed_and_committed_and_shows_its_block():
         "before: go: <m><m><m><m><m>f",
         "after:  go: a<m><m>d<m>f"]
     newline = next(s for s in trace.steps if any(c.text == "\n" for c in s.commits))
-    assert "'⏎'" in step_text(trace, newline)  # whitespace visible, as trace.visible shows it
-    verified = Trace.load(VERIFIED)
+    assert "'⏎'" in step_text(trace, newline)  # whitespace visible, as labels.visible shows it
+    verified = sv.load_trace(VERIFIED)
     lines = step_text(verified, verified.steps[7]).split("\n")
     check = verified.steps[7].rejected[0]
     assert lines[2] == (f"rollback: the draft '{check.text}' in slot 3 was rejected, NTP wanted '{check.ntp_text}' "
@@ -82,7 +83,7 @@ def test_step_text_says_what_a_call_fed_and_committed_and_shows_its_block():
 def test_fed_text_of_verified_steps_counts_drafts_and_block():
     """A verified call feeds the last accepted token and the drafts causally, then the block from its first open
     slot (not ``n_input - k`` tokens causally): counted on the saved verified trace, without a model."""
-    trace = Trace.load(VERIFIED)
+    trace = sv.load_trace(VERIFIED)
     texts = {s.call: fed_text(trace, s) for s in trace.steps}
     assert texts[0] == f"the prompt's {trace.steps[0].n_input - 6} tokens causally + 6 masked slots " \
                        "(prefill fused with block 0)"
@@ -99,7 +100,7 @@ def test_fed_text_of_verified_steps_counts_drafts_and_block():
 
 
 def test_the_cli_summary_uses_the_same_measures_and_rollback_words():
-    trace = Trace.load(VERIFIED)
+    trace = sv.load_trace(VERIFIED)
     text = trace_summary(trace)
     assert measures_text(measures(trace)) in text
     for s in trace.rollbacks():
@@ -111,7 +112,7 @@ def test_the_cli_summary_uses_the_same_measures_and_rollback_words():
 def test_a_gap_fill_left_out_of_the_output_says_why():
     """A stop discards a gap fill; in verified decoding a check rejects it, or a rollback drops it with a rejected
     draft to its left: the summary says which, never "after the stop" for a draft NTP's check threw out."""
-    lines = [ln for ln in trace_summary(Trace.load(VERIFIED)).splitlines() if "gap fill:" in ln]
+    lines = [ln for ln in trace_summary(sv.load_trace(VERIFIED)).splitlines() if "gap fill:" in ln]
     assert "rejected by NTP's check in call 4" in lines[1] and "dropped in call 1" in lines[0]
     assert not any("after the stop" in ln for ln in lines)
     cut = hand_trace(stop_at=13)  # block 2's gap fill at slot 3 lies past the stop

@@ -2,10 +2,11 @@
 bytes span byte-level tokens whole where it completes (``BYTE_PIECE`` before it), special tokens marked. The same on
 the real SmolLM2 tokenizer is in tests/integration/test_causal_lm.py."""
 
+import sbd_viz as sv
 from sbd_viz import plots
 from sbd_viz.summary import trace_summary
-from sbd_viz.trace import (BYTE_PIECE, Candidate, Commit, SlotView, Step, Trace, mark_special, output_labels,
-                           special_label, token_label)
+from sbd_viz.labels import BYTE_PIECE, mark_special, output_labels, special_label, token_label
+from sbd_viz.trace import Candidate, Commit, SlotView, Step, Trace
 
 # A byte-level decode of " 日 is<|im_end|>": ' 日' spans three tokens, which alone decode to ' �', '�', '�';
 # read in context they are ' ', '' and '日'.
@@ -59,4 +60,4 @@ def test_block_fill_summary_and_heatmap_show_the_labels():
     text = trace_summary(trace)
     assert "model=tiny-bytes (pretrained LM, not SBD-trained)" in text and "⟨im_end⟩" in text and "日" in text
     assert "日" in str(plots.entropy_heatmap(trace, 2).data[0].text)
-    assert Trace.from_json(trace.to_json()) == trace
+    assert sv.trace_from_json(trace.to_json()) == trace

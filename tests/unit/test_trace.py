@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 import sbd_viz as sv
-from sbd_viz.trace import Trace, render_state, visible
+from sbd_viz.trace import SCHEMA_VERSION, Trace
+from sbd_viz.labels import render_state, visible
 
 from conftest import hand_trace
 
@@ -18,9 +19,9 @@ def trace(tiny):
 
 @pytest.mark.heavy
 def test_json_round_trip_is_lossless(trace, tmp_path):
-    assert sv.Trace.from_json(trace.to_json()) == trace
+    assert sv.trace_from_json(trace.to_json()) == trace
     path = trace.save(tmp_path / "t.json")
-    again = sv.Trace.load(path)
+    again = sv.load_trace(path)
     assert again == trace
     assert again.to_json() == trace.to_json()
 
@@ -28,7 +29,7 @@ def test_json_round_trip_is_lossless(trace, tmp_path):
 @pytest.mark.heavy
 def test_ntp_trace_round_trips(tiny):
     ntp = sv.decode_ntp(tiny, "hi", max_new_tokens=4)
-    assert sv.Trace.from_json(ntp.to_json()) == ntp
+    assert sv.trace_from_json(ntp.to_json()) == ntp
 
 
 def test_derived_measures(trace):
@@ -65,7 +66,7 @@ def test_malformed_traces_are_rejected(trace, mutate, message):
     d = json.loads(trace.to_json())
     mutate(d)
     with pytest.raises(sv.TraceFormatError, match=message):
-        sv.Trace.from_json(json.dumps(d))
+        sv.trace_from_json(json.dumps(d))
 
 
 def test_foreign_and_broken_files(tmp_path):
@@ -73,10 +74,10 @@ def test_foreign_and_broken_files(tmp_path):
     for name, text in bad.items():
         (tmp_path / name).write_text(text)
         with pytest.raises(sv.TraceFormatError, match=name):
-            sv.Trace.load(tmp_path / name)
+            sv.load_trace(tmp_path / name)
     (tmp_path / "bin.json").write_bytes(b"\x80\x04\x95pickle")
     with pytest.raises(sv.TraceFormatError, match="not a text file"):
-        sv.Trace.load(tmp_path / "bin.json")
+        sv.load_trace(tmp_path / "bin.json")
 
 
 def test_render_state():
@@ -91,7 +92,7 @@ def test_visible_shows_whitespace_and_spaces_only_when_asked():
 
 
 def test_verdicts_pair_each_check_with_the_draft_it_judged():
-    trace = Trace.load(Path(__file__).parents[1] / "data" / "trace_verified.json")
+    trace = sv.load_trace(Path(__file__).parents[1] / "data" / "trace_verified.json")
     verdicts = trace.verdicts()
     assert len(verdicts) == len(trace.checks()) > 0  # every check judged one draft, and no draft twice
     for (call, position), (checked_in, check) in verdicts.items():
@@ -101,10 +102,30 @@ def test_verdicts_pair_each_check_with_the_draft_it_judged():
         assert call < checked_in and check in trace.steps[checked_in].checks
 
 
-def test_files_that_name_the_commit_rule_solver_still_load():
-    """Traces saved before the commit rule was called ``rule`` (tests/data/trace_v1.json says ``solver``)."""
-    old = Path(__file__).parents[1] / "data" / "trace_v1.json"
-    assert json.loads(old.read_text())["config"]["solver"] == "entropy_bounded"
-    trace = Trace.load(old)
-    assert trace.config["rule"] == "entropy_bounded" and "solver" not in trace.config
-    assert json.loads(trace.to_json())["config"]["rule"] == "entropy_bounded"
+@pytest.mark.parametrize("version", [1, 2, 4, "3", None])
+def test_one_file_version_is_read(version):
+    """A file is written and read in one version (``SCHEMA_VERSION``); any other is refused, naming it."""
+    saved = json.loads((Path(__file__).parents[1] / "data" / "trace_sbd.json").read_text())
+    assert saved["version"] == SCHEMA_VERSION and sv.trace_from_dict(saved).config["rule"] == "entropy_bounded"
+    with pytest.raises(sv.TraceFormatError, match=f"version {version!r}; this sbd_viz reads version {SCHEMA_VERSION}"):
+        sv.trace_from_dict({**saved, "version": version})
+
+
+def test_a_trace_at_the_end_of_a_notebook_cell_shows_as_its_page(monkeypatch):
+    """The package registers a trace's HTML view with IPython's formatter when imported in a notebook (the trace
+    itself imports no renderer): a displayed trace is ``plots.trace_html``."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from sbd_viz import plots
+
+    trace = hand_trace()
+    assert plots.trace_html(trace).startswith("<div><style>")
+    monkeypatch.setattr(plots, "trace_html", lambda t: f"the page of {t.prompt!r}")  # the view is called, not copied
+    shell = InteractiveShell.instance()
+    try:
+        formatter = shell.display_formatter.formatters["text/html"]
+        assert formatter(trace) is None  # not known before the package registers it
+        sv._jupyter_view()
+        assert formatter(trace) == "the page of 'go: '"
+    finally:
+        InteractiveShell.clear_instance()

@@ -336,10 +336,10 @@ def test_the_trace_records_every_call_as_the_views_read_it(tmp_path, monkeypatch
     last = {s.block_start + c.slot: c.token_id for s in trace.steps for c in s.commits}
     assert [last[n_prompt + g] for g in range(trace.n_tokens)] == list(trace.output_ids)  # the views' "kept"
     assert len(trace.token_calls()) == trace.n_tokens
-    again = sv.Trace.load(trace.save(tmp_path / "tree.json"))  # the file checks pass
+    again = sv.load_trace(trace.save(tmp_path / "tree.json"))  # the file checks pass
     assert again == trace and again.config["drafting"] == "tree"
-    assert "verified" in trace.summary() and "rollback" in trace.summary()
-    assert "block 0" in trace.to_html()
+    assert "verified" in sv.trace_summary(trace) and "rollback" in sv.trace_summary(trace)
+    assert "block 0" in sv.save_html(trace)
 
 
 def test_a_decode_whose_drafts_reach_the_end_ends_with_a_checking_only_call():

@@ -13,7 +13,7 @@ from conftest import sharp_model as sharp, tiny_model
 
 ARCHS = ["llama", "qwen3", "gpt_neox", "mistral"]
 PROMPTS = ["assert 1 + 2 == ", "x = [3, 1", "def f(a):", "hi"]
-V1_TRACE = Path(__file__).parents[1] / "data" / "trace_v1.json"
+SBD_TRACE = Path(__file__).parents[1] / "data" / "trace_sbd.json"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny forwards: one thread is faster here
@@ -287,9 +287,9 @@ def test_verified_trace_round_trips_and_streams(models, tmp_path):
     trace = decoding.trace()
     assert trace.steps == tuple(steps) and trace.rollbacks()
     assert _same_decisions(sv.decode_steps(model, "assert 1 + 2 == ", config), steps)  # wall times differ
-    again = sv.Trace.load(trace.save(tmp_path / "v.json"))
-    assert again == trace and again.to_dict()["version"] == 2
-    assert "rollback" in trace.summary() and "verified" in trace.summary()
+    again = sv.load_trace(trace.save(tmp_path / "v.json"))
+    assert again == trace and again.to_dict()["version"] == sv.trace.SCHEMA_VERSION
+    assert "rollback" in sv.trace_summary(trace) and "verified" in sv.trace_summary(trace)
 
 
 def _same_decisions(a, b):
@@ -311,7 +311,7 @@ def test_malformed_verified_traces_are_rejected(models, mutate, message):
     d["_rb"] = next(i for i, s in enumerate(trace.steps) if s.rollback is not None)
     mutate(d)
     with pytest.raises(sv.TraceFormatError, match=message):
-        sv.Trace.from_dict(d)
+        sv.trace_from_dict(d)
 
 
 def test_temperature_with_verify_names_both(tiny):
@@ -322,15 +322,15 @@ def test_temperature_with_verify_names_both(tiny):
     assert sv.DecodeConfig(temperature=0.7).verify is False  # sampling without verification still works
 
 
-def test_version_1_traces_still_load():
-    """tests/data/trace_v1.json was saved by the decoder before verification existed (schema version 1)."""
-    raw = json.loads(V1_TRACE.read_text())
-    assert raw["version"] == 1 and "verify" not in raw["config"]
-    trace = sv.Trace.load(V1_TRACE)
+def test_a_saved_unverified_trace_has_no_verdicts():
+    """tests/data/trace_sbd.json: plain SBD (``tests/data/make_traces.py``)."""
+    raw = json.loads(SBD_TRACE.read_text())
+    assert raw["config"]["verify"] is False
+    trace = sv.load_trace(SBD_TRACE)
     assert (trace.nfe, trace.n_tokens, trace.verified, trace.n_check_only) == (10, 14, False, 0)
     assert trace.checks() == [] and trace.rollbacks() == [] and not any(c.ntp for s in trace.steps for c in s.commits)
     assert len(trace.kept_gap_fills()) == 7 and len(trace.token_calls()) == trace.n_tokens
-    assert sv.Trace.from_json(trace.to_json()) == trace  # re-saved as the current version
+    assert sv.trace_from_json(trace.to_json()) == trace
 
 
 @pytest.mark.heavy
@@ -345,7 +345,7 @@ def test_cli_trace_verify(models, tmp_path, capsys):
     assert cli_main(args) == 0
     out = capsys.readouterr().out
     assert "SBD verified top_k" in out and "drafts accepted" in out
-    trace = sv.Trace.load(tmp_path / "t.json")
+    trace = sv.load_trace(tmp_path / "t.json")
     assert trace.verified
     assert trace.output_ids == sv.decode_ntp(model, "assert 1 + 2 == ", max_new_tokens=20).output_ids
     assert cli_main(args + ["--temperature", "0.5"]) == 2
