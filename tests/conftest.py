@@ -7,6 +7,7 @@ import importlib
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,24 @@ ROOT = Path(__file__).resolve().parent.parent
 # notebook checks): a test of tests/integration imports them as ``from test_adapter import adapted``.
 sys.path[:0] = [p for p in (str(ROOT / "tests"), str(ROOT / "tests" / "unit")) if p not in sys.path]
 
-torch.set_num_threads(2)
+# Every temporary file of the run in one folder of its own, removed when the run passes (a failing run keeps it and
+# says where): pytest's tmp_path folders, the app's download folders, Gradio's and gradio_client's caches, and what
+# the subprocesses (notebook kernels, pip, accelerate) write, through TMPDIR. Set at import, before Gradio reads it.
+TMP = Path(tempfile.mkdtemp(prefix="sbd_viz_tests_"))
+tempfile.tempdir = os.environ["TMPDIR"] = os.environ["GRADIO_TEMP_DIR"] = str(TMP)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own clean-up of its folders in there
+def pytest_sessionfinish(session, exitstatus):
+    if exitstatus == 0:
+        shutil.rmtree(TMP, ignore_errors=True)
+    else:
+        print(f"\nthe run's temporary files are kept in {TMP}")
+
+
+# Two threads serially; under pytest-xdist (`make test`: one worker per core) one thread per worker, so the workers
+# do not fight over the cores.
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
 def tiny_model(arch: str = "llama", seed: int = 0, attn: str = "sdpa"):
@@ -268,8 +286,24 @@ def tier_of_folder(path: Path) -> str:
     return folder.name if folder.parent == TESTS and folder.name in TIERS else "unit"
 
 
+def work_unit(item) -> str:
+    """What one pytest-xdist worker runs in one go (`make test`: --dist loadgroup): a test marked slow on its own (a
+    notebook, a training run: minutes) alone, so two of them run at once; any other test with the rest of its file,
+    so the file's module-scoped fixtures (a served app, a model, the wheel) are built once."""
+    alone = item.get_closest_marker("slow") and not item.getparent(pytest.Module).get_closest_marker("slow")
+    return item.nodeid if alone else item.nodeid.split("::")[0]
+
+
+def run_order(item) -> int:
+    """Under pytest-xdist the tests of minutes go first and the quick ones last, so the two workers end together."""
+    if item.get_closest_marker("slow"):
+        return 0
+    return 2 if item.get_closest_marker("unit") else 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    loose = {}
+    loose, in_groups = {}, config.getoption("dist", "no") == "loadgroup"
     for item in items:
         tier = next((t for t in TIERS if item.get_closest_marker(t)), None)
         if tier is None:
@@ -279,6 +313,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, tier))
         if item.path.resolve().parent == TESTS:
             loose.setdefault(item.path, item.getparent(pytest.Module))
+        if in_groups and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(work_unit(item)))
+    if in_groups:
+        items.sort(key=run_order)  # stable: a file's tests keep their order
     for path, module in loose.items():
         module.warn(pytest.PytestCollectionWarning(
             f"tests/{path.name} is at the top of tests/, so it runs as a file of tests/unit would; move it into "
