@@ -38,9 +38,12 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\nthe run's temporary files are kept in {TMP}")
 
 
-# Two threads serially; under pytest-xdist (`make test`: one worker per core) one thread per worker, so the workers
-# do not fight over the cores.
-torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
+# Two torch threads serially; under pytest-xdist (`make test`: one worker per core) one per worker, and one for the
+# processes a worker starts (notebook kernels, sweeps, training), so the workers do not fight over the cores.
+THREADS = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+torch.set_num_threads(THREADS)
+if THREADS == 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def tiny_model(arch: str = "llama", seed: int = 0, attn: str = "sdpa"):
