@@ -298,7 +298,7 @@ def work_unit(item) -> str:
 
 
 def run_order(item) -> int:
-    """Under pytest-xdist the tests of minutes go first and the quick ones last, so the two workers end together."""
+    """0 for a test of minutes, 1 for one of seconds, 2 for a quick one."""
     if item.get_closest_marker("slow"):
         return 0
     return 2 if item.get_closest_marker("unit") else 1
@@ -316,10 +316,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, tier))
         if item.path.resolve().parent == TESTS:
             loose.setdefault(item.path, item.getparent(pytest.Module))
-        if in_groups and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(work_unit(item)))
-    if in_groups:
-        items.sort(key=run_order)  # stable: a file's tests keep their order
+    if in_groups:  # the work units of minutes first and the quick ones last, so the two workers end together
+        units = {item: work_unit(item) for item in items}
+        order = {}
+        for item, unit in units.items():
+            item.add_marker(pytest.mark.xdist_group(unit))
+            order[unit] = min(order.get(unit, 2), run_order(item))
+        items.sort(key=lambda item: order[units[item]])  # stable: a unit's tests keep their order
     for path, module in loose.items():
         module.warn(pytest.PytestCollectionWarning(
             f"tests/{path.name} is at the top of tests/, so it runs as a file of tests/unit would; move it into "
