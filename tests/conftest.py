@@ -285,8 +285,8 @@ TESTS = Path(__file__).resolve().parent
 
 def tier_of_folder(path: Path) -> str:
     """The tier a test file's folder gives it (``unit`` for a file left at the top of tests/)."""
-    folder = path.resolve().parent
-    return folder.name if folder.parent == TESTS and folder.name in TIERS else "unit"
+    parts = path.resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else "unit"
 
 
 def work_unit(item) -> str:
