@@ -17,11 +17,16 @@ run: setup
 # A test of seconds in tests/unit is marked heavy by hand and runs with the integration tier; a test of minutes
 # (training, the wheel, a whole suite) is marked slow.
 # make test: every tier; make test-quick: unit + integration, without the slow tests; make test-unit: unit alone.
+# make test and test-quick run on $(JOBS) pytest-xdist workers (one per core of a 2-core machine); --dist loadgroup
+# keeps a file's tests on one worker (its module fixtures built once) and gives each test of minutes a worker of its
+# own (tests/conftest.py: work_unit), in conftest's order (--no-loadscope-reorder: minutes first, not the largest
+# file first). JOBS=0 runs them in this process alone.
+JOBS ?= 2
 test: setup-dev
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --no-loadscope-reorder
 
 test-quick: setup-dev
-	$(PY) -m pytest -q -m "(unit or integration) and not slow" tests/unit tests/integration
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --no-loadscope-reorder -m "(unit or integration) and not slow" tests/unit tests/integration
 
 test-unit: setup-dev
 	$(PY) -m pytest -q -m unit tests/unit

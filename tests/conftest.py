@@ -7,6 +7,7 @@ import importlib
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,27 @@ ROOT = Path(__file__).resolve().parent.parent
 # notebook checks): a test of tests/integration imports them as ``from test_adapter import adapted``.
 sys.path[:0] = [p for p in (str(ROOT / "tests"), str(ROOT / "tests" / "unit")) if p not in sys.path]
 
-torch.set_num_threads(2)
+# Every temporary file of the run in one folder of its own, removed when the run passes (a failing run keeps it and
+# says where): pytest's tmp_path folders, the app's download folders, Gradio's and gradio_client's caches, and what
+# the subprocesses (notebook kernels, pip, accelerate) write, through TMPDIR. Set at import, before Gradio reads it.
+TMP = Path(tempfile.mkdtemp(prefix="sbd_viz_tests_"))
+tempfile.tempdir = os.environ["TMPDIR"] = os.environ["GRADIO_TEMP_DIR"] = str(TMP)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own clean-up of its folders in there
+def pytest_sessionfinish(session, exitstatus):
+    if exitstatus == 0:
+        shutil.rmtree(TMP, ignore_errors=True)
+    else:
+        print(f"\nthe run's temporary files are kept in {TMP}")
+
+
+# Two torch threads serially; under pytest-xdist (`make test`: one worker per core) one per worker, and one for the
+# processes a worker starts (notebook kernels, sweeps, training), so the workers do not fight over the cores.
+THREADS = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+torch.set_num_threads(THREADS)
+if THREADS == 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def tiny_model(arch: str = "llama", seed: int = 0, attn: str = "sdpa"):
@@ -264,12 +285,28 @@ TESTS = Path(__file__).resolve().parent
 
 def tier_of_folder(path: Path) -> str:
     """The tier a test file's folder gives it (``unit`` for a file left at the top of tests/)."""
-    folder = path.resolve().parent
-    return folder.name if folder.parent == TESTS and folder.name in TIERS else "unit"
+    parts = path.resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else "unit"
 
 
+def work_unit(item) -> str:
+    """What one pytest-xdist worker runs in one go (`make test`: --dist loadgroup): a test marked slow on its own (a
+    notebook, a training run: minutes) alone, so two of them run at once; any other test with the rest of its file,
+    so the file's module-scoped fixtures (a served app, a model, the wheel) are built once."""
+    alone = item.get_closest_marker("slow") and not item.getparent(pytest.Module).get_closest_marker("slow")
+    return item.nodeid if alone else item.nodeid.split("::")[0]
+
+
+def run_order(item) -> int:
+    """0 for a test of minutes, 1 for one of seconds, 2 for a quick one."""
+    if item.get_closest_marker("slow"):
+        return 0
+    return 2 if item.get_closest_marker("unit") else 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    loose = {}
+    loose, in_groups = {}, config.getoption("dist", "no") == "loadgroup"
     for item in items:
         tier = next((t for t in TIERS if item.get_closest_marker(t)), None)
         if tier is None:
@@ -279,6 +316,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, tier))
         if item.path.resolve().parent == TESTS:
             loose.setdefault(item.path, item.getparent(pytest.Module))
+    if in_groups:  # the work units of minutes first and the quick ones last, so the two workers end together
+        units = {item: work_unit(item) for item in items}
+        order = {}
+        for item, unit in units.items():
+            item.add_marker(pytest.mark.xdist_group(unit))
+            order[unit] = min(order.get(unit, 2), run_order(item))
+        items.sort(key=lambda item: order[units[item]])  # stable: a unit's tests keep their order
     for path, module in loose.items():
         module.warn(pytest.PytestCollectionWarning(
             f"tests/{path.name} is at the top of tests/, so it runs as a file of tests/unit would; move it into "

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ARTIFACTS
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 
 
 def metrics_nfe(page) -> str:

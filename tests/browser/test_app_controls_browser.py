@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 
 
 def _fn_indexes(url: str) -> dict[str, int]:

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import ARTIFACTS
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 
 # the widest decoded piece that is not the current one: a click on its middle lands on it alone
 WIDEST = """() => {

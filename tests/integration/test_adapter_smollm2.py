@@ -15,6 +15,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import adapted_lm, causal_lm, gated_adapter
+from conftest import THREADS
 
 pytestmark = pytest.mark.heavy
 NAME = "smollm2-135m-sbd"
@@ -27,7 +28,7 @@ N = 24
 @functools.lru_cache(maxsize=1)
 def _model():
     os.environ["HF_HUB_OFFLINE"] = "1"
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     return sv.load_model(NAME)
 
 

@@ -3,17 +3,16 @@ model, through the page's own handlers."""
 
 import pytest
 
-import sbd_viz as sv
-
 pytestmark = pytest.mark.heavy
 
 
 @pytest.fixture(scope="module")
-def handlers():
+def handlers(shipped):
     from sbd_viz.app import page
 
-    model = sv.load_model()
-    return page, page.Handlers(model, page.SpeedQualityCurve(compute=False))
+    h = page.Handlers(shipped, page.SpeedQualityCurve(compute=False))
+    yield page, h
+    h.maps.close()  # its background γ maps stop with the module
 
 
 @pytest.mark.parametrize("which", range(8))

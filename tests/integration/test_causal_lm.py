@@ -18,6 +18,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz import causal_lm, plots
 from sbd_viz.labels import BYTE_PIECE, output_labels, token_label
+from conftest import THREADS
 
 pytestmark = pytest.mark.heavy
 MODEL = causal_lm.SMOLLM2
@@ -50,7 +51,7 @@ def smol():
 
 @functools.lru_cache(maxsize=None)
 def _decode(prompt: str, decoder: str, max_new_tokens: int = 16) -> sv.Trace:
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     return sv.decode(_model(), prompt, decoder=decoder, max_new_tokens=max_new_tokens)
 
 

@@ -165,13 +165,16 @@ def test_loaded_mutants_still_draw(saved):
     from sbd_viz import plots
 
     rng, drawn = random.Random("trace-fuzz-draw"), 0
-    while drawn < 15:
+    for _ in range(MUTATIONS):  # bounded: a loader that refused every mutant would fail here, not hang
         try:
             trace = sv.trace_from_json(json.dumps(_mutate(saved["sbd"], rng)))
         except TraceFormatError:
             continue
         plots.block_fill(trace)
         drawn += 1
+        if drawn == 15:
+            break
+    assert drawn == 15, f"only {drawn} of {MUTATIONS} mutants loaded"
 
 
 # -- out-of-range values and broken cross-field facts a file can hold: refused on load, naming the field ----
