@@ -6,10 +6,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-pytest.importorskip("gradio")
-
-from sbd_viz.app.page import reading_controls  # noqa: E402
-from sbd_viz.app.state import Controls, Session, decoded  # noqa: E402
+from sbd_viz.app.state import Controls, Session, decoded, reading_controls
 
 NAMES = ["prompt", "rule", "gamma", "gap_free", "block_size", "max_new_tokens", "temperature", "seed",
          "stop_at_newline", "verify", "decoder", "session", "chat"]

@@ -20,7 +20,6 @@ decode without calling the model).
 from __future__ import annotations
 
 import html
-import inspect
 import json
 import math
 import os
@@ -28,7 +27,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -46,7 +45,7 @@ from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_f
 from .decoders import compare as compare_decoders, decoders_tab
 from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
-from .state import Controls, Session, decoded
+from .state import Controls, Session, decoded, reading_controls
 from .views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html,
                                progress_html, step_markdown, texts_html)
 from ..decoders.sbd import MAX_BLOCK_SIZE
@@ -103,29 +102,6 @@ def example_label(model, suite: dict, prompt: str) -> str:
     if item is not None and not tasks.score(item, trace.text):
         label += ", wrong at the default γ"
     return label
-
-
-def reading_controls(handler, names):
-    """``handler`` as Gradio calls it: the inputs' values in ``names``' order, the main view's controls read into one
-    ``Controls`` and the rest (the session, the chosen decoders) passed by name. ``run.handler`` is ``handler``."""
-    own = {f.name for f in fields(Controls)}
-
-    def split(values):
-        named = dict(zip(names, values))
-        return (Controls(**{k: v for k, v in named.items() if k in own}),
-                {k: v for k, v in named.items() if k not in own})
-
-    if inspect.isgeneratorfunction(handler):  # Gradio streams a generator's yields: the wrapper must be one too
-        def run(*values):
-            controls, rest = split(values)
-            yield from handler(controls, **rest)
-    else:
-        def run(*values):
-            controls, rest = split(values)
-            return handler(controls, **rest)
-    run.__name__ = run.__qualname__ = handler.__name__  # Gradio names an unnamed event's endpoint after it
-    run.handler = handler
-    return run
 
 
 # -- handlers ---------------------------------------------------------------------------------

@@ -1,11 +1,13 @@
-"""The app's typed state: what the main view's controls send (``Controls``) and what a browser session keeps between
-events (``Session``, in ``gr.State``). Plain frozen data: a handler reads named fields and returns a new
-``Session`` (``dataclasses.replace``), never edits one another request may hold.
+"""The app's typed state: what the main view's controls send (``Controls``; ``reading_controls`` turns Gradio's
+positional values into one) and what a browser session keeps between events (``Session``, in ``gr.State``). Plain
+frozen data: a handler reads named fields and returns a new ``Session`` (``dataclasses.replace``), never edits one
+another request may hold.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import inspect
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .views import PROJECTION
@@ -74,3 +76,26 @@ class Session:
 def decoded(session: Session | None) -> bool:
     """Whether ``session`` (None before the first event) holds a decode."""
     return session is not None and session.decoded
+
+
+def reading_controls(handler, names):
+    """``handler`` as Gradio calls it: the inputs' values in ``names``' order, the main view's controls read into one
+    ``Controls`` and the rest (the session, the chosen decoders) passed by name. ``run.handler`` is ``handler``."""
+    own = {f.name for f in fields(Controls)}
+
+    def split(values):
+        named = dict(zip(names, values))
+        return (Controls(**{k: v for k, v in named.items() if k in own}),
+                {k: v for k, v in named.items() if k not in own})
+
+    if inspect.isgeneratorfunction(handler):  # Gradio streams a generator's yields: the wrapper must be one too
+        def run(*values):
+            controls, rest = split(values)
+            yield from handler(controls, **rest)
+    else:
+        def run(*values):
+            controls, rest = split(values)
+            return handler(controls, **rest)
+    run.__name__ = run.__qualname__ = handler.__name__  # Gradio names an unnamed event's endpoint after it
+    run.handler = handler
+    return run
