@@ -19,6 +19,8 @@ from .decoders import door, registry
 from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
 from .decoders.batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
+from . import model_kinds
+from .model_kinds import ModelKind, register_model_kind
 from . import adapted_lm, causal_lm
 from .adapted_lm import AdaptedLM
 from .causal_lm import CausalLM
@@ -47,7 +49,9 @@ from .peer_formats import (from_step_map, from_trajectory, load_step_maps, load_
 
 
 def load_model(path=None, dtype=None, device=None):
-    """Load an SBD model folder; ``path=None`` loads the shipped default model. A DiffusionGemma folder
+    """Load a model: ``path`` (a folder, a file or a name) goes to the first model kind that opens it
+    (``sbd_viz.model_kinds``: a plugin's kinds first, then the built-ins). ``path=None`` loads the shipped default
+    model (``default_model_path``); an SBD model folder loads as an ``SBDModel``. A DiffusionGemma folder
     (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.decoders.diffusion.DiffusionModel``.
     ``"smollm2-135m-sbd"`` loads SmolLM2-135M-Instruct with the SBD adapter shipped in this package (an
     ``sbd_viz.adapted_lm.AdaptedLM``: every SBD decoder, base frozen), as does a folder holding an adapter.
@@ -75,14 +79,8 @@ def load_model(path=None, dtype=None, device=None):
             device = torch.device(device)
         except (RuntimeError, TypeError) as exc:
             raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
-    if path is not None and diffusion.is_diffusion_folder(path):
-        return DiffusionModel.from_pretrained(path, dtype=dtype or torch.float32, device=device)
     source = path if path is not None else default_model_path()  # SBD_VIZ_MODEL=smollm2-135m too (a Space)
-    if adapted_lm.is_adapter_source(source):  # "smollm2-135m-sbd", or a folder holding an adapter
-        return adapted_lm.load(source, dtype=dtype or torch.float32, device=device)
-    if causal_lm.is_causal_source(source):  # "smollm2-135m", a .gguf file, a folder without a mask token
-        return causal_lm.load(source, dtype=dtype or torch.float32, device=device)
-    return SBDModel.from_pretrained(path or default_model_path(), dtype=dtype or torch.float32, device=device)
+    return model_kinds.opening(source).load(source, dtype=dtype or torch.float32, device=device)
 
 
 # SBD's positional order, which ``sv.decode(model, prompt, rule, gamma, ...)`` has always had
@@ -149,7 +147,10 @@ def explore(model, prompt, **decode_kwargs):
 
 
 __all__ = [
-    "BatchDecoding", "Batchable", "COMMIT_RULES", "DecodeRun", "Decoder", "DecoderSpec", "DraftAndCheck", "Knob", "NTPDecoding", "decoders", "register_decoder", "Candidate", "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass", "RULES", "Rollback",
+    "BatchDecoding", "Batchable", "COMMIT_RULES", "DecodeRun", "Decoder", "DecoderSpec", "DraftAndCheck", "Knob",
+    "NTPDecoding", "decoders", "register_decoder", "ModelKind", "model_kinds", "register_model_kind", "Candidate",
+    "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass",
+    "RULES", "Rollback",
     "SBDModel", "CausalLM", "causal_lm", "AdaptedLM", "adapted_lm", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",

@@ -23,6 +23,7 @@ import torch
 
 from . import causal_lm, gated_adapter
 from .causal_lm import CausalLM
+from .model_kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"
 SHIPPED = {"smollm2-135m-sbd": "smollm2-135m"}  # shipped adapter name -> the named base it adapts
@@ -34,9 +35,10 @@ def shipped_folder(name: str) -> Path:
 
 class AdaptedLM(CausalLM):
     """A ``CausalLM`` whose block calls carry a gated SBD adapter. ``base_name`` names the frozen base,
-    ``adapter`` is the adapter's ``AdapterConfig`` and ``gate`` the switch its layers read."""
+    ``adapter`` is the adapter's ``AdapterConfig`` and ``gate`` the switch its layers read. Its kind is
+    ``"adapted"`` (``MODEL_KIND``): the SBD decoders and the causal ones serve it."""
 
-    kind = "sbd"
+    kind = "adapted"
     kind_label = KIND
 
     def __init__(self, model, tokenizer, adapter: gated_adapter.AdapterConfig, gate: gated_adapter.Gate,
@@ -116,3 +118,9 @@ def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = Tr
                        base_name=config.base)
     loaded.loaded_from, loaded.load_seconds = base.loaded_from, time.perf_counter() - t0
     return loaded
+
+
+# An adapted LM's model kind: an SBD model (the adapter drafts the blocks) and a causal LM (the base's logits)
+MODEL_KIND = ModelKind("adapted", "an SBD adapter on a frozen causal LM (AdaptedLM): it reads the mask slots' "
+                       "predictions with the adapter on", AdaptedLM, opens=is_adapter_source, load=load,
+                       also=("sbd", "causal"))

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from .model import MaskTokenError, SBDModel
+from .model_kinds import ModelKind
 
 KIND = "pretrained LM, not SBD-trained"
 SMOLLM2 = "smollm2-135m"
@@ -356,3 +357,8 @@ def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = Tr
     loaded = CausalLM.from_pretrained(p, dtype=dtype, device=device)
     loaded.loaded_from, loaded.load_seconds = "folder", time.perf_counter() - t0
     return loaded
+
+
+# A causal LM's model kind: the decoders that read causal logits only serve it (NTP, Jacobi, prompt lookup)
+MODEL_KIND = ModelKind("causal", "any causal LM (SBDModel or CausalLM): it reads the causal logits only", CausalLM,
+                       opens=is_causal_source, load=load)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from .model_kinds import ModelKind
+
 MASK_TOKEN = "<|mask|>"
 DEFAULT_MODEL = "sbd-char-5m"
 # The block size a decode uses when none is given: the paper's 16, unless the model folder records the size its
@@ -136,8 +138,8 @@ def default_model_path() -> Path:
 class ModelBase:
     """What every model kind shares: a transformers model, its tokenizer and name; the device; the context it
     was trained on and the check that a decode fits in it; how the vocabulary is spelled. A model kind
-    (``SBDModel``, ``sbd_viz.decoders.diffusion.DiffusionModel``) is one subclass: it checks its model's type
-    and adds what only it has (SBD's block call, DiffusionGemma's canvas)."""
+    (``sbd_viz.model_kinds``: ``SBDModel``, ``sbd_viz.decoders.diffusion.DiffusionModel``) is one subclass: it
+    checks its model's type and adds what only it has (SBD's block call, DiffusionGemma's canvas)."""
 
     # How an error names the context: "was trained on a context of N" (recorded at training), or the architecture's.
     context_words = "was trained on a context of"
@@ -239,8 +241,10 @@ class SBDModel(ModelBase):
 
     ``SBDModel(hf_model, hf_tokenizer)`` wraps loaded objects; ``SBDModel.from_pretrained(path)``
     loads a folder (no ``trust_remote_code`` unless asked). The mask token id comes from
-    ``config.mask_token_id`` or the tokenizer's mask token.
+    ``config.mask_token_id`` or the tokenizer's mask token. Its kind is ``"sbd"`` (``MODEL_KIND``).
     """
+
+    kind = "sbd"
 
     def __init__(self, model, tokenizer, name: str | None = None):
         if not hasattr(model, "config") or not callable(model):
@@ -414,3 +418,9 @@ class SBDModel(ModelBase):
             raise ValueError(f"length: must be in [0, {current}] (the cached positions), got {length}")
         if length < current:  # crop(n) with n > 0 raises on transformers 5's cache; crop(0) does nothing
             cache.crop(length - current)
+
+
+# SBD's model kind: every SBD decoder and every causal one serves it. ``sv.load_model`` asks it last, so it opens any
+# folder no other kind opens (``from_pretrained`` names what is wrong with one that is not an SBD model).
+MODEL_KIND = ModelKind("sbd", "an SBD-trained model (SBDModel): it reads the mask slots' predictions", SBDModel,
+                       opens=lambda source: True, load=SBDModel.from_pretrained, also=("causal",))

@@ -219,7 +219,8 @@ def app_server(model, **kwargs):
 
 def handlers_of(demo):
     """A built page's ``Handlers`` (its decode event's owner): the tests reach the γ maps' worker through it."""
-    return next(fn.fn.__self__ for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "decode")
+    return next(getattr(fn.fn, "handler", fn.fn).__self__ for fn in demo.fns.values()
+                if getattr(fn.fn, "__name__", "") == "decode")
 
 
 @pytest.fixture(scope="module")

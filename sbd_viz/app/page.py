@@ -9,11 +9,12 @@ with ``python -c "from sbd_viz import app; app.precompute_sweep()"``, else the a
 A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
 streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis.incoherence``; what the
 page shows is rendered by ``app_views`` (markup around ``sbd_viz.summary``'s words); the
-rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own results in
-``gr.State``; nothing mutable is shared between requests except the read-only model, the
-speed/quality curve (written once by a background thread, read-only afterwards) and the γ maps
-(``map_builder``: one background thread builds each session's map after its first decode of a prompt,
-and a slider release inside a decoded piece shows that piece's decode without calling the model).
+rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. The handlers read the main view's controls as one
+``app.state.Controls``; each session keeps its own results in ``gr.State`` (an ``app.state.Session``); nothing
+mutable is shared between requests except the read-only model, the speed/quality curve (written once by a
+background thread, read-only afterwards) and the γ maps (``map_builder``: one background thread builds each
+session's map after its first decode of a prompt, and a slider release inside a decoded piece shows that piece's
+decode without calling the model).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -43,6 +45,7 @@ from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_f
 from .compare import compare as compare_decoders, decoders_tab
 from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
+from .state import Controls, Session, decoded, reading_controls
 from .views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html,
                                progress_html, step_markdown, texts_html)
 from ..decoders.sbd import MAX_BLOCK_SIZE
@@ -101,11 +104,6 @@ def example_label(model, suite: dict, prompt: str) -> str:
     return label
 
 
-def _decoded(session) -> bool:
-    """Whether the session holds a decode (it may hold only the projection choice)."""
-    return isinstance(session, dict) and "trace" in session
-
-
 # -- handlers ---------------------------------------------------------------------------------
 class Handlers:
     """The event handlers. They hold read-only things (the model, the suite lookup, the curve) and the γ maps, which
@@ -120,29 +118,35 @@ class Handlers:
         self.suite = {item.prompt: item for item in items}
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
-    def decode(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-               verify, decoder=None, session=None, chat=False):
+    def _settings(self, controls: Controls) -> dict:
+        """The controls as ``sv.decode`` keyword arguments (``read_settings``), the prompt among them, with a text
+        LM's chat template applied if its switch is on."""
+        c = controls
+        settings = read_settings(c.prompt, c.rule, c.gamma, c.gap_free, c.block_size, c.max_new_tokens,
+                                 c.temperature, c.seed, c.stop_at_newline, c.verify,
+                                 max(MAX_BLOCK_SIZE, self.model.block_size), prompt_limit(self.model))
+        if c.chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
+            settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
+        return settings
+
+    def decode(self, controls: Controls, session: Session | None = None):
         """Decode with the chosen decoder (``sv.decoders()``; SBD by default), streaming its steps while the block
         fills; then the metrics, then the animation; then NTP on the same prompt (once per prompt and length: it does
         not depend on the other settings)."""
-        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size),
-                                 prompt_limit(self.model))
+        settings = self._settings(controls)
         prompt = settings.pop("prompt")
-        if chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
-            prompt = causal_app.chat_prompt(self.model, prompt)
         if self.canvas:
             yield from self._decode_canvas(prompt, settings, session)
             return
-        spec, own = read_decoder(decoder, settings, self.model)
-        map_id = (session.get("map_id") if isinstance(session, dict) else None) or uuid.uuid4().hex
+        spec, own = read_decoder(controls.decoder, settings, self.model)
+        map_id = (session.map_id if session is not None else None) or uuid.uuid4().hex
         key = map_key(prompt, spec, own)
         answered = self.maps.answer(map_id, key, own.get("gamma"))
-        stop = tuple(settings["stop"] or ())
+        ntp_key = (prompt, settings["max_new_tokens"], tuple(settings["stop"] or ()))
         if answered is not None:  # a piece of this session's γ map holds γ: its decode, no model call
             with self.maps.gate.interactive(wait=False):  # no call to wait for; the worker stays off meanwhile
-                yield from self._views(prompt, answered, None, settings["max_new_tokens"], stop, session, spec.label,
-                                       rerun=(spec.name, own), map_id=map_id)
+                yield from self._views(self._finished(session, prompt, answered, None, spec.label, ntp_key,
+                                                      rerun=(spec.name, own), map_id=map_id))
             return
         try:  # the one door's checks name the argument, before any call (the trained context included)
             spec, decoding = door.start(self.model, prompt, spec.name, **own)
@@ -161,69 +165,64 @@ class Handlers:
                     paused += last - now  # time spent showing progress is not decoding time
             trace = spec.trace(decoding)
             self.maps.want(map_id, key, prompt, spec, own)  # this prompt's map, built once this decode is shown
-            yield from self._views(prompt, trace, time.perf_counter() - t0 - paused, settings["max_new_tokens"],
-                                   stop, session, spec.label, rerun=(spec.name, own), map_id=map_id)
+            yield from self._views(self._finished(session, prompt, trace, time.perf_counter() - t0 - paused,
+                                                  spec.label, ntp_key, rerun=(spec.name, own), map_id=map_id))
 
-    def _views(self, prompt, trace, seconds, max_new_tokens, stop, session, label, rerun=None, map_id=None):
-        """A finished decode's views: the metrics and texts, then the animation, then NTP beside it. ``seconds``
-        None: the trace was answered from the session's γ map (``map_id``), not decoded."""
+    def _finished(self, old: Session | None, prompt: str, trace, seconds: float | None, label: str,
+                  ntp_key: tuple | None, rerun: tuple | None = None, map_id: str | None = None) -> Session:
+        """The session after a decode, the one place a ``Session`` is built: NTP kept from ``old`` if it ran on the
+        same ``ntp_key`` (prompt, max new tokens, stop; None: a model without NTP), the projection choice kept."""
+        old = old or Session()
+        cached = ntp_key is not None and old.ntp_key == ntp_key and old.ntp is not None
+        return Session(trace=trace, label=label, prompt=prompt, item=tasks.item_in_prompt(prompt, self.suite),
+                       seconds=seconds, ntp=old.ntp if cached else None, ntp_key=ntp_key,
+                       ntp_seconds=old.ntp_seconds if cached else None, ntp_cached=cached, no_ntp=ntp_key is None,
+                       rerun=rerun, map_id=map_id, projection=old.projection)
+
+    def _views(self, session: Session):
+        """A finished decode's views: the metrics and texts, then the animation, then NTP beside it (unless the
+        session holds it already, or the model has none)."""
         from .. import plots
 
         skip = gr.skip()
-        ntp_key = (prompt, max_new_tokens, stop)
-        old = session if isinstance(session, dict) else {}
-        cached = old.get("ntp_key") == ntp_key
-        result = dict(trace=trace, ntp=old["ntp"] if cached else None, ntp_key=ntp_key,
-                      ntp_seconds=old["ntp_seconds"] if cached else None, ntp_cached=cached,
-                      sbd_seconds=seconds, label=label, item=tasks.item_in_prompt(prompt, self.suite),
-                      gap_fills=len(trace.kept_gap_fills()), rerun=rerun, prompt=prompt,
-                      projection=old.get("projection", PROJECTION), map_id=map_id, from_map=seconds is None)
         # The numbers and texts first (cheap), then the animation (its frames take longer to build).
-        yield result, skip, metrics_html(result), texts_html(result), skip
+        yield session, skip, metrics_html(session), texts_html(session), skip
         # plain data, not graph objects: validating every frame's properties cost as much as the decode
-        figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
-        last_call = trace.nfe - 1
+        figure = json.dumps(plots.block_fill_spec(session.trace), separators=(",", ":"))
+        last_call = session.trace.nfe - 1
         call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
-        yield result, figure, metrics_html(result), texts_html(result), call_slider
-        if not cached:
+        yield session, figure, metrics_html(session), texts_html(session), call_slider
+        if session.ntp is None and not session.no_ntp:
+            prompt, max_new_tokens, stop = session.ntp_key
             t0 = time.perf_counter()
-            result["ntp"] = sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop)
-            result["ntp_seconds"] = time.perf_counter() - t0
+            ntp = sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop)
+            session = replace(session, ntp=ntp, ntp_seconds=time.perf_counter() - t0)
             # Everything again in the last message (API clients read only that one); Gradio sends
             # generator updates as diffs, so the unchanged figure costs nothing on the wire.
-            yield result, figure, metrics_html(result), texts_html(result), call_slider
+            yield session, figure, metrics_html(session), texts_html(session), call_slider
 
     def _decode_canvas(self, prompt, settings, session):
         """A block-diffusion model: its own generate, recorded; no NTP to compare (it has no causal decoder)."""
-        from .. import plots
-
         settings["stop"] = None  # it stops at its end-of-text token only
         t0 = time.perf_counter()
         try:
             trace = sv.decode(self.model, prompt, **settings)  # refuses verify and gap-free, naming them
         except ValueError as exc:
             raise refused(str(exc)) from None
-        old = session if isinstance(session, dict) else {}
-        result = dict(trace=trace, ntp=None, ntp_key=None, ntp_seconds=None, ntp_cached=False, no_ntp=True,
-                      sbd_seconds=time.perf_counter() - t0, label=registry.default_decoder(self.model).label,
-                      item=tasks.item_in_prompt(prompt, self.suite),
-                      gap_fills=len(trace.kept_gap_fills()), projection=old.get("projection", PROJECTION))
-        figure = json.dumps(plots.block_fill_spec(trace), separators=(",", ":"))
-        last_call = trace.nfe - 1
-        call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
-        yield result, figure, metrics_html(result), texts_html(result), call_slider
+        yield from self._views(self._finished(session, prompt, trace, time.perf_counter() - t0,
+                                              registry.default_decoder(self.model).label, ntp_key=None))
 
-    def details(self, session):
+    def details(self, session: Session | None):
         """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
         from .. import plots
 
-        if not _decoded(session):
+        if not decoded(session):
             raise refused("prompt: nothing decoded yet; decode a prompt first")
-        trace, ntp, cfg = session["trace"], session["ntp"], session["trace"].config
+        trace, ntp, cfg = session.trace, session.ntp, session.trace.config
         # the table's NTP column is the model's own causal prediction (teacher forced on the final prefix): a
         # block-diffusion model has none
         with self.maps.gate.interactive():  # its teacher-forced calls go before the background map's
-            events = [] if self.canvas else failure_events(self.model, trace, session["item"])
+            events = [] if self.canvas else failure_events(self.model, trace, session.item)
         # the curve is the commit rules' sweep: Jacobi's and prompt lookup's traces name no rule there, and say so
         tradeoff, status = self.curve.figure(cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False),
                                              cfg.get("verify", False))
@@ -233,76 +232,66 @@ class Handlers:
             f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: a block-diffusion model has "
             "no causal prediction to judge them against")
         table = gr.update(value=failure_rows(events), label=label)
-        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(session["label"], "NTP")))
+        comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(session.label, "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
                 fit(tradeoff), status, self._trace_file(trace))
 
-    def show_call(self, session, call):
+    def show_call(self, session: Session | None, call):
         """What one call saw and did, and the entropy heatmap of its block."""
         from .. import plots
 
-        if not _decoded(session):
+        if not decoded(session):
             return None, ""
-        trace = session["trace"]
+        trace = session.trace
         step = trace.steps[read_call(call, trace.nfe)]
         return fit(plots.entropy_heatmap(trace, step.block)), step_markdown(trace, step)
 
-    def select_failure(self, session, evt: gr.SelectData):
+    def select_failure(self, session: Session | None, evt: gr.SelectData):
         """A click on a failure row: show that call (the animation jumps to it in the browser)."""
         row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
-        if not _decoded(session) or not row or len(row) < 2:
+        if not decoded(session) or not row or len(row) < 2:
             return gr.update()
         try:
             call = int(row[1])  # FAILURE_COLUMNS: kind, call, ...
         except (TypeError, ValueError):
             return gr.update()
-        return gr.update(value=call) if 0 <= call < session["trace"].nfe else gr.update()
+        return gr.update(value=call) if 0 <= call < session.trace.nfe else gr.update()
 
-    def ladder(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-               verify, chat=False):
+    def ladder(self, controls: Controls):
         """This prompt across γ: NTP once, then every γ of the rule's ladder, each row streamed as it is decoded."""
         if self.canvas:
             raise refused("ladder: a block-diffusion model has no NTP to compare each γ with")
-        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size),
-                                 prompt_limit(self.model))
-        if chat is True:
-            settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
+        settings = self._settings(controls)
         try:
             for rows, figure, status, _ in stream_ladder(self.model, settings.pop("prompt"), settings):
                 yield rows, fit(figure), status
         except ValueError as exc:  # the library's checks name the argument
             raise refused(str(exc)) from None
 
-    def compare(self, prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                verify, chosen, chat=False):
-        """The prompt through each chosen decoder, beside NTP (``app_decoders``)."""
+    def compare(self, controls: Controls, chosen):
+        """The prompt through each ``chosen`` decoder (their labels), beside NTP (``app.compare``)."""
         if self.canvas:
             raise refused("decoders: a block-diffusion model decodes with its own sampler only")
-        settings = read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                                 stop_at_newline, verify, max(MAX_BLOCK_SIZE, self.model.block_size),
-                                 prompt_limit(self.model))
-        if chat is True:
-            settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
+        settings = self._settings(controls)
         try:
             figure, rows = compare_decoders(self.model, settings, chosen)
         except ValueError as exc:  # the library's checks name the argument
             raise refused(str(exc)) from None
         return fit(figure), rows
 
-    def strip(self, session):
+    def strip(self, session: Session | None):
         """The γ strip under the slider (the session's map as built so far), and its timer: on while it builds."""
         from .. import plots
 
-        found = self.maps.current(session.get("map_id")) if _decoded(session) else None
+        found = self.maps.current(session.map_id) if decoded(session) else None
         if found is None:  # no map for this decode (another decoder, sampling) or none yet
             return "", gr.Timer(active=False)
         gamma_map, state = found
         if state == "failed":
             return ("<div class='sbd-strip' data-failed='1'>This prompt's γ map failed (the server log says why); "
                     "each release decodes.</div>", gr.Timer(active=False))
-        ntp = session["ntp"]  # None until NTP has run (or for a model without one)
-        strip = plots.gamma_strip(gamma_map, session["trace"].config.get("gamma"), None if ntp is None else ntp.text)
+        ntp = session.ntp  # None until NTP has run (or for a model without one)
+        strip = plots.gamma_strip(gamma_map, session.trace.config.get("gamma"), None if ntp is None else ntp.text)
         return strip, gr.Timer(active=state in ("queued", "building"))
 
     def strip_pick(self, evt: gr.EventData):
@@ -321,33 +310,32 @@ class Handlers:
         except (TypeError, ValueError, IndexError):
             return gr.update()
 
-    def gif(self, session):
+    def gif(self, session: Session | None):
         """The current decode's block-fill animation as a GIF, one frame per call."""
-        if not _decoded(session):
+        if not decoded(session):
             raise refused("prompt: nothing decoded yet; decode a prompt first")
-        return str(animation_file(session["trace"], self._new_folder()))
+        return str(animation_file(session.trace, self._new_folder()))
 
-    def time_it(self, session):
+    def time_it(self, session: Session | None):
         """The current decode and NTP timed side by side (``analysis.timing``): a speedup in seconds, as a median of
         rounds with its range, on the metrics card."""
         from ..analysis.timing import side_by_side
 
-        if not _decoded(session) or session["ntp"] is None or session.get("rerun") is None:
+        if not decoded(session) or session.ntp is None or session.rerun is None:
             raise refused("prompt: nothing decoded beside NTP yet; decode a prompt first")
-        name, own = session["rerun"]
-        prompt, max_new_tokens, stop = session["ntp_key"]
+        name, own = session.rerun
+        prompt, max_new_tokens, stop = session.ntp_key
         with self.maps.gate.interactive():  # no background map call runs beside the timed rounds
-            timing = side_by_side(lambda: door.decode(self.model, session["prompt"], name, **own),
+            timing = side_by_side(lambda: door.decode(self.model, session.prompt, name, **own),
                                   lambda: sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop))
-        session = {**session, "timing": timing}
+        session = replace(session, timing=timing)
         return session, metrics_html(session)
 
-    def project(self, hardware, model, batch, session):
+    def project(self, hardware, model, batch, session: Session | None):
         """A projection dropdown changed: re-cost the current decode's calls (no re-decode)."""
-        projection = read_projection(hardware, model, batch)
-        session = {**(session if isinstance(session, dict) else {}), "projection": projection}
+        session = replace(session or Session(), projection=read_projection(hardware, model, batch))
         # nothing decoded yet: the next decode uses the choice
-        return session, metrics_html(session) if _decoded(session) else gr.skip()
+        return session, metrics_html(session) if session.decoded else gr.skip()
 
     def decoder_changed(self, label, rule):
         """Grey out the controls the chosen decoder does not take (its spec's ``takes``), so they cannot re-decode."""
@@ -523,8 +511,12 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 gr.Markdown(glossary_markdown())
 
         # -- wiring -------------------------------------------------------------------------------
-        controls = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                    verify, decoder, session] + ([chat] if text_lm else [])
+        # the inputs by name: the main view's controls reach a handler as one Controls (``reading_controls``)
+        settings = dict(prompt=prompt, rule=rule, gamma=gamma, gap_free=gap_free, block_size=block_size,
+                        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                        stop_at_newline=stop_at_newline, verify=verify)
+        chat_switch = dict(chat=chat) if text_lm else {}
+        decode_inputs = {**settings, "decoder": decoder, "session": session, **chat_switch}
         # preprocess=False: the handler checks the raw values itself, so errors name the field
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
         # Two concurrency groups, each with its own line in the queue (Gradio takes the next event from any group
@@ -533,7 +525,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         # a time. So a slider move never waits behind a heavy job, and heavy jobs take at most one core.
         # trigger_mode "always_last": a click or move while a decode runs is kept and decoded after it (Gradio's
         # default for a click drops it without a word)
-        decode_kw = dict(fn=h.decode, inputs=controls, outputs=[session, animation, metrics, texts, show_call],
+        decode_kw = dict(fn=reading_controls(h.decode, list(decode_inputs)), inputs=list(decode_inputs.values()),
+                         outputs=[session, animation, metrics, texts, show_call],
                          preprocess=False, show_progress="minimal", trigger_mode="always_last", **MODEL_QUEUE)
         details_kw = dict(fn=h.details, inputs=[session],
                           outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
@@ -570,12 +563,13 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
                          api_name="show_call", show_progress="hidden", preprocess=False)  # read_call checks it
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
-        settings = [prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed, stop_at_newline,
-                    verify]
-        ladder_run.click(h.ladder, inputs=settings + ([chat] if text_lm else []), outputs=[ladder_table, ladder_plot, ladder_status],
+        ladder_inputs = {**settings, **chat_switch}
+        ladder_run.click(reading_controls(h.ladder, list(ladder_inputs)), inputs=list(ladder_inputs.values()),
+                         outputs=[ladder_table, ladder_plot, ladder_status],
                          preprocess=False, show_progress="minimal", **HEAVY_QUEUE, api_name="ladder")
         views(ladder_table.select(h.ladder_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
-        compare_run.click(h.compare, inputs=settings + [chosen] + ([chat] if text_lm else []),
+        compare_inputs = {**settings, "chosen": chosen, **chat_switch}
+        compare_run.click(reading_controls(h.compare, list(compare_inputs)), inputs=list(compare_inputs.values()),
                           outputs=[compare_plot, compare_table], preprocess=False,
                           show_progress="minimal", **HEAVY_QUEUE, api_name="compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")

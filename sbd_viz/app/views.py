@@ -1,6 +1,6 @@
 """What the app shows, as HTML and Markdown strings: the metric cards, the two texts, the view while decoding,
-and one call in words. Pure functions of a decode's result (the ``dict`` ``app.Handlers.decode`` keeps per
-session); the words and numbers come from ``sbd_viz.summary``, and this module adds only markup.
+and one call in words. Pure functions of a session's decode (``app.state.Session``, which ``app.Handlers.decode``
+keeps per session); the words and numbers come from ``sbd_viz.summary``, and this module adds only markup.
 """
 
 from __future__ import annotations
@@ -58,18 +58,18 @@ def range_card(trace) -> str:
             f"<div class='sub'>this exact decode for every γ in {html.escape(str(r))}</div></div>")
 
 
-def metrics_html(result: dict) -> str:
-    """The headline numbers of one decode beside NTP on the same prompt (NTP may still be running): the
-    library's measures, the roofline projection after the speedups, and the suite's verdict on the answer."""
-    trace, ntp = result["trace"], result["ntp"]
-    # a speedup in seconds only from side-by-side runs (the "time it" button: result["timing"]); else the seconds
-    shown = measures(trace, ntp, seconds=result["sbd_seconds"], ntp_seconds=result["ntp_seconds"],
-                     pending=ntp is None and not result.get("no_ntp"), label=result.get("label", "SBD"),
-                     timing=result.get("timing"))  # no_ntp: a model without NTP
-    if ntp is not None and result["ntp_cached"] and result.get("timing") is None:  # NTP: once per prompt and length
+def metrics_html(session) -> str:
+    """The headline numbers of one decode (a ``Session``'s) beside NTP on the same prompt (NTP may still be
+    running): the library's measures, the roofline projection after the speedups, and the suite's verdict."""
+    trace, ntp = session.trace, session.ntp
+    # a speedup in seconds only from side-by-side runs (the "time it" button: session.timing); else the seconds
+    shown = measures(trace, ntp, seconds=session.seconds, ntp_seconds=session.ntp_seconds,
+                     pending=ntp is None and not session.no_ntp, label=session.label,
+                     timing=session.timing)  # no_ntp: a model without NTP
+    if ntp is not None and session.ntp_cached and session.timing is None:  # NTP: once per prompt and length
         shown = [m._replace(note=m.note.replace("timed apart", "timed apart, on the first decode of this prompt"))
                  if m.label == "wall clock" else m for m in shown]
-    from_map = result.get("from_map") and result.get("timing") is None
+    from_map = session.from_map and session.timing is None
     if from_map:  # nothing was decoded for this move: its seconds would be another decode's
         shown = [m._replace(value="γ map", note="answered from this prompt's γ map: no model call for this move")
                  if m.label == "wall clock" else m for m in shown]
@@ -78,10 +78,10 @@ def metrics_html(result: dict) -> str:
     if weights:
         cards.append(weights)
     after_speed = next((i + 1 for i, m in enumerate(shown) if m.label in WALL_CLOCK), len(cards))
-    cards.insert(after_speed, projection_card(trace, result.get("projection", PROJECTION)))
+    cards.insert(after_speed, projection_card(trace, session.projection))
     if trace.gamma_range is not None:
         cards.insert(after_speed + 1, range_card(trace))
-    item = result["item"]
+    item = session.item
     if item is None:
         cards.append(_card("answer", "—", "not a suite prompt: unscored"))
     elif tasks.score(item, trace.text):
@@ -90,7 +90,7 @@ def metrics_html(result: dict) -> str:
         cards.append(_card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad"))
     return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
             f"data-from-map='{int(bool(from_map))}' "
-            f"data-ntp='{'none' if result.get('no_ntp') else 'pending' if ntp is None else ntp.nfe}'>"
+            f"data-ntp='{'none' if session.no_ntp else 'pending' if ntp is None else ntp.nfe}'>"
             f"{''.join(cards)}</div>")
 
 
@@ -134,9 +134,10 @@ def filling_html(prompt: str, steps, label: str = "SBD") -> str:
             f"<div class='note'>prompt: <code><bdi>{_esc(prompt[-80:])}</bdi></code></div>")
 
 
-def texts_html(result: dict) -> str:
-    """The decoder's and NTP's outputs one above the other, from the first difference on highlighted."""
-    a, ntp, who = result["trace"].text, result["ntp"], result.get("label", "SBD")
+def texts_html(session) -> str:
+    """The decoder's and NTP's outputs (a ``Session``'s) one above the other, from the first difference on
+    highlighted."""
+    a, ntp, who = session.trace.text, session.ntp, session.label
     diff = first_difference(a, ntp.text) if ntp is not None else None
 
     def row(who, text, mark_from):
@@ -151,15 +152,15 @@ def texts_html(result: dict) -> str:
         return f"<tr><td class='who'>{who}</td><td class='text'>{body}</td></tr>"
 
     rows = [row(html.escape(who), a, diff), row("NTP (greedy)", "running…" if ntp is None else ntp.text, diff)]
-    if result.get("no_ntp"):  # a block-diffusion model: its text alone
+    if session.no_ntp:  # a block-diffusion model: its text alone
         rows = [row(html.escape(who), a, None)]
-    if result["item"] is not None:
-        rows.append(row("expected", result["item"].answer, None))
-    note = ("no NTP decode for this model" if result.get("no_ntp") else
+    if session.item is not None:
+        rows.append(row("expected", session.item.answer, None))
+    note = ("no NTP decode for this model" if session.no_ntp else
             "NTP is running" if ntp is None else f"{html.escape(who)} and NTP wrote the same text" if diff is None
             else f"{html.escape(who)} and NTP first differ at character {diff} (highlighted)")
     return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
-            f"<code><bdi>{_esc(result['trace'].prompt[-80:])}</bdi></code> · {note}</div>")
+            f"<code><bdi>{_esc(session.trace.prompt[-80:])}</bdi></code> · {note}</div>")
 
 
 def step_markdown(trace, step) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .. import model_kinds
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
 from .run import Decoder
 
@@ -45,12 +46,6 @@ COMMON = {"max_new_tokens": 64, "stop": None, "top_n": 5}
 # to any decoder.
 SHARED = {"rule": DEFAULT_RULE, "gamma": DEFAULT_GAMMA, "block_size": None, "temperature": 0.0, "seed": 0,
           "gap_free": False, "verify": False}
-# which models a decoder serves: the model kinds, each with the model class that has it
-MODEL_KINDS = {
-    "sbd": "an SBD-trained model (SBDModel): it reads the mask slots' predictions",
-    "causal": "any causal LM (SBDModel or CausalLM): it reads the causal logits only",
-    "diffusion": "a DiffusionGemma model (DiffusionModel)",
-}
 
 
 @dataclass(frozen=True)
@@ -90,7 +85,7 @@ class DecoderSpec:
     - ``own``: its own settings and their defaults, passed to ``decoding`` as keyword arguments;
     - ``exact``: it writes greedy NTP's text by construction;
     - ``knob``: the setting a slider moves (a ``Knob``), or None;
-    - ``model``: the kind of model it serves (a key of ``MODEL_KINDS``);
+    - ``model``: the kind of model it serves (a ``sbd_viz.model_kinds`` name: ``sbd``, ``causal``, ...);
     - ``variants``: labelled settings shown as decoders of their own (SBD's ``"verified SBD": {"verify": True}``);
     - ``color``: the colour its line is drawn in (``"#RRGGBB"``; None: one of ``PALETTE``, ``color_of``);
     - ``sweep``: the values ``sv.sweep_decoders`` runs its own settings along unless the caller gives others (a
@@ -129,8 +124,8 @@ class DecoderSpec:
         object.__setattr__(self, "own", MappingProxyType(dict(self.own)))
         if self.knob is not None and (not isinstance(self.knob, Knob) or self.knob.name not in self.settings):
             raise ValueError(f"knob: {where}'s knob must be a Knob over a setting it takes, got {self.knob!r}")
-        if self.model not in MODEL_KINDS:
-            raise ValueError(f"model: {where} serves one of {', '.join(MODEL_KINDS)}, got {self.model!r}")
+        if self.model not in model_kinds.names():
+            raise ValueError(f"model: {where} serves one of {', '.join(model_kinds.names())}, got {self.model!r}")
         variants = {str(k): MappingProxyType(dict(v)) for k, v in dict(self.variants).items()}
         for label, settings in variants.items():
             bad = [s for s in settings if s not in self.settings]
@@ -166,9 +161,9 @@ class DecoderSpec:
                     self.label)
 
     def serves(self, model) -> bool:
-        """Whether it can decode with ``model`` (its kind: an SBD or causal decoder takes an ``SBDModel``)."""
-        kind = model_kind(model)
-        return self.model == kind or (self.model == "causal" and kind == "sbd")  # an SBD model is a causal LM too
+        """Whether it can decode with ``model``: its kind is this decoder's, or is one too (``ModelKind.also``: a
+        causal decoder takes an ``SBDModel``)."""
+        return model_kinds.get(model_kind(model)).is_a(self.model)
 
     def trace(self, decoding):
         """The finished ``decoding``'s trace, its config naming this decoder (a decoder built on another's class,
@@ -195,9 +190,9 @@ def color_of(spec) -> str:
 
 
 def model_kind(model) -> str:
-    """A model's kind (a key of ``MODEL_KINDS``): its class says it (``kind``; a CausalLM is "causal": pretrained,
-    not SBD-trained; a DiffusionModel "diffusion"); an SBDModel has none and is "sbd"."""
-    return getattr(model, "kind", "sbd")
+    """A model's kind's name (``sbd_viz.model_kinds``): its class says it (``kind``; an SBDModel is "sbd", a
+    CausalLM "causal": pretrained, not SBD-trained; a DiffusionModel "diffusion")."""
+    return getattr(model, "kind", model_kinds.DEFAULT)
 
 
 # -- the registry -------------------------------------------------------------------------------
@@ -331,10 +326,7 @@ def _owned(name: str) -> bool:
 
 
 def check_serves(spec: DecoderSpec, model) -> None:
-    from ..checks import check_model
-
-    if model_kind(model) != "diffusion":
-        check_model(model)
+    model_kinds.kind_of(model)  # a model of its kind's class, else a TypeError naming model
     if not spec.serves(model) and model_kind(model) == "causal" and spec.model == "sbd":
         from ..causal_lm import KIND, train_hint
 
@@ -344,6 +336,6 @@ def check_serves(spec: DecoderSpec, model) -> None:
                          f"({train_hint(model.name)}), or use one of its decoders: "
                          f"{', '.join(s.name for s in decoders(model))}")
     if not spec.serves(model):
-        raise ValueError(f"decoder: {spec.name!r} decodes with {MODEL_KINDS[spec.model]}; this model is "
-                         f"{MODEL_KINDS[model_kind(model)].split(':')[0]} (its decoders: "
+        raise ValueError(f"decoder: {spec.name!r} decodes with {model_kinds.get(spec.model).description}; this model "
+                         f"is {model_kinds.kind_of(model).description.split(':')[0]} (its decoders: "
                          f"{', '.join(s.name for s in decoders(model))})")

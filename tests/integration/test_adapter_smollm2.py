@@ -65,7 +65,7 @@ def smol_sbd():
 
 
 def test_it_loads_offline_from_the_installed_packages_and_says_what_it_is(smol_sbd):
-    assert isinstance(smol_sbd, adapted_lm.AdaptedLM) and smol_sbd.kind == "sbd"
+    assert isinstance(smol_sbd, adapted_lm.AdaptedLM) and smol_sbd.kind == "adapted"
     assert "SBD adapter on smollm2-135m, base frozen" in smol_sbd.description
     folder = adapted_lm.shipped_folder(NAME)
     size = (folder / gated_adapter.WEIGHTS).stat().st_size

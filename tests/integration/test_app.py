@@ -253,12 +253,14 @@ def test_a_request_past_the_models_context_is_an_error_naming_the_field(app_modu
                                                                         field):
     import gradio as gr
 
+    from sbd_viz.app.state import Controls
+
     model = tiny_model()
     model.model.config.sbd_context_length = 64  # as `sbd-viz train` records it
     handlers = app_module.Handlers(model, app_module.SpeedQualityCurve(results=SWEEP_ROWS, compute=False))
     with pytest.raises(gr.Error, match=f"{field}.*64"):
-        next(handlers.decode("x" * prompt_chars, "entropy_bounded", 0.5, False, 16, max_new_tokens, 0, 0, False,
-                             False, session=None))
+        next(handlers.decode(Controls("x" * prompt_chars, "entropy_bounded", 0.5, False, 16, max_new_tokens, 0, 0,
+                                      False, False), session=None))
 
 
 def test_nan_gamma_over_raw_http_is_an_error_and_the_app_keeps_serving(served, client):

@@ -17,14 +17,17 @@ def handlers(shipped):
 
 @pytest.mark.parametrize("which", range(8))
 def test_every_example_decodes_and_fills_every_panel(handlers, which):
+    from sbd_viz.app.state import Controls
+
     page, h = handlers
     prompt = page.EXAMPLES[which]
     d = page.DEFAULTS
     session = None
-    for session, *_ in h.decode(prompt, d["rule"], 0.5, d["gap_free"], h.model.block_size, d["max_new_tokens"],
-                                d["temperature"], d["seed"], d["stop_at_newline"], d["verify"]):
+    controls = Controls(prompt, d["rule"], 0.5, d["gap_free"], h.model.block_size, d["max_new_tokens"],
+                        d["temperature"], d["seed"], d["stop_at_newline"], d["verify"])
+    for session, *_ in h.decode(controls):
         pass
-    assert session["trace"].prompt == prompt and session["ntp"] is not None
+    assert session.trace.prompt == prompt and session.ntp is not None
     table, timeline, comparison, tradeoff, status, trace_file = h.details(session)
     assert timeline is not None and comparison is not None and trace_file
     assert table["value"] is not None  # the failure table was rebuilt for this decode

@@ -19,6 +19,7 @@ import sbd_viz as sv
 from conftest import SWEEP_ROWS, free_port, handlers_of, load_app, sharp_model
 from sbd_viz.analysis.gamma_map import walks_gamma
 from sbd_viz.app.map_builder import Gate, GammaMaps, map_key
+from sbd_viz.app.state import Controls
 from sbd_viz.decoders import registry
 
 # heavy: the app served on a free port, driven over HTTP and through its handlers (seconds per test)
@@ -64,9 +65,7 @@ def calls(app):
 def released(handlers, session=None, **changes):
     """One release through the decode handler (as the slider's event runs it): the session it leaves."""
     s = {**SETTINGS, **changes}
-    out = list(handlers.decode(s["prompt"], s["rule"], s["gamma"], s["gap_free"], s["block_size"],
-                               s["max_new_tokens"], s["temperature"], s["seed"], s["stop_at_newline"], s["verify"],
-                               s["decoder"], session))
+    out = list(handlers.decode(Controls(**s), session))
     return out[-1][0]
 
 
@@ -127,21 +126,21 @@ def test_every_decoder_with_a_map_answers_with_the_fresh_decode_at_each_slider_p
     for k in range(0, 201, 10):
         gamma = round(k * 0.01, 2)
         session = released(handlers, session, gamma=gamma, max_new_tokens=12, **changes)
-        assert session["from_map"], gamma
-        assert same_decode(session["trace"], expected(model, gamma, max_new_tokens=12, **changes)), gamma
+        assert session.from_map, gamma
+        assert same_decode(session.trace, expected(model, gamma, max_new_tokens=12, **changes)), gamma
 
 
 def test_the_decode_states_its_gamma_range(app):
     _, model, handlers = app
     session = released(handlers, gamma=0.77)
-    trace = session["trace"]
+    trace = session.trace
     from sbd_viz.app.views import metrics_html
 
     cards = metrics_html(session)
     assert trace.gamma_range is not None and 0.77 in trace.gamma_range
     assert f"this exact decode for every γ in {trace.gamma_range}" in cards
     jacobi = released(handlers, session, decoder="Jacobi")  # no commit rule's γ: no range to state
-    assert jacobi["trace"].gamma_range is None and "γ range" not in metrics_html(jacobi)
+    assert jacobi.trace.gamma_range is None and "γ range" not in metrics_html(jacobi)
 
 
 # -- when the map goes -----------------------------------------------------------------------------------------------
@@ -156,17 +155,17 @@ def test_a_prompt_or_setting_change_drops_the_map(app, change):
     _, _, handlers = app
     session = released(handlers)
     handlers.maps.wait()
-    first, _ = handlers.maps.current(session["map_id"])
+    first, _ = handlers.maps.current(session.map_id)
     session = released(handlers, session, gamma=1.3)
-    assert session["from_map"] and handlers.maps.current(session["map_id"])[0] is first  # γ alone: the same map
+    assert session.from_map and handlers.maps.current(session.map_id)[0] is first  # γ alone: the same map
     session = released(handlers, session, gamma=1.3, **change)
-    assert not session["from_map"]
+    assert not session.from_map
     handlers.maps.wait()
-    now, state = handlers.maps.current(session["map_id"])
+    now, state = handlers.maps.current(session.map_id)
     assert now is not first and state == "done"
     assert now.prompt == change.get("prompt", PROMPT)
     back = released(handlers, session, gamma=1.3)  # the old settings again: the old map is gone, so it decodes
-    assert not back["from_map"]
+    assert not back.from_map
 
 
 @pytest.mark.parametrize("changes", [dict(decoder="Jacobi"), dict(decoder="prompt lookup"), dict(temperature=0.7)],
@@ -176,12 +175,12 @@ def test_decoders_without_a_map_and_sampling_decode_every_release(app, calls, ch
     _, _, handlers = app
     session = released(handlers)
     handlers.maps.wait()
-    assert handlers.maps.current(session["map_id"]) is not None
+    assert handlers.maps.current(session.map_id) is not None
     for gamma in (0.5, 0.5, 1.2):
         before = len(calls)
         session = released(handlers, session, gamma=gamma, **changes)
-        assert not session["from_map"] and len(calls) > before
-        assert handlers.maps.current(session["map_id"]) is None
+        assert not session.from_map and len(calls) > before
+        assert handlers.maps.current(session.map_id) is None
     html, timer = handlers.strip(session)
     assert html == "" and timer.active is False
 
@@ -296,7 +295,7 @@ def test_the_strip_draws_the_map_as_it_builds(app):
         assert [p["kind"] for p in _pieces(strip)] == ["pending"]
     handlers.maps.wait()
     strip, timer = handlers.strip(session)
-    gamma_map, _ = handlers.maps.current(session["map_id"])
+    gamma_map, _ = handlers.maps.current(session.map_id)
     assert "data-complete='true'" in strip and timer.active is False
     pieces = _pieces(strip)
     assert len(pieces) == len(gamma_map.pieces) > 1
@@ -318,8 +317,8 @@ def test_a_click_on_a_piece_moves_the_slider_there_and_shows_that_piece(app, cal
     assert moved["value"] == float(target["gamma"]) != 0.5
     before = len(calls)
     session = released(handlers, session, gamma=moved["value"])
-    assert session["from_map"] and len(calls) == before
+    assert session.from_map and len(calls) == before
     assert float(target["lo"]) <= moved["value"] <= float(target["hi"])
-    assert same_decode(session["trace"], expected(model, moved["value"]))
+    assert same_decode(session.trace, expected(model, moved["value"]))
     for junk in (None, {}, {"gamma": "x"}, {"gamma": float("nan")}):  # a raw call can send anything: no move
         assert "value" not in handlers.strip_pick(gr.EventData(None, junk))

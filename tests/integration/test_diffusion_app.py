@@ -27,12 +27,16 @@ def app():
 
 
 def test_handlers_decode_draw_and_refuse_what_means_nothing(app, model):
+    from dataclasses import replace
+
     import gradio as gr
 
+    from sbd_viz.app.state import Controls
+
     h = app.Handlers(model, app.SpeedQualityCurve(compute=False))
-    args = ["assert 1 + 1 == ", "entropy_bounded", 0.5, False, 8, 16, 0.0, 0, True, False, None]
-    session, figure, metrics, texts, _ = list(h.decode(*args))[-1]
-    trace = session["trace"]
+    controls = Controls("assert 1 + 1 == ", "entropy_bounded", 0.5, False, 8, 16, 0.0, 0, True, False, None)
+    session, figure, metrics, texts, _ = list(h.decode(controls))[-1]
+    trace = session.trace
     assert trace.has_canvas and f"data-nfe='{trace.nfe}'" in metrics and "data-ntp='none'" in metrics
     assert "no NTP decode for this model" in texts and '"frames"' in figure
     table, timeline, comparison, tradeoff, _, path = h.details(session)
@@ -40,11 +44,9 @@ def test_handlers_decode_draw_and_refuse_what_means_nothing(app, model):
     assert sv.load_trace(path) == trace
     heatmap, words = h.show_call(session, 1)
     assert heatmap is not None and "call 1" in words
-    for flag, name in ((3, "gap_free"), (9, "verify")):
-        bad = list(args)
-        bad[flag] = True
+    for name in ("gap_free", "verify"):
         with pytest.raises(gr.Error, match=f"{name}:"):
-            list(h.decode(*bad))
+            list(h.decode(replace(controls, **{name: True})))
 
 
 @pytest.mark.browser

@@ -136,7 +136,7 @@ def test_the_adapter_drives_the_blocks_so_moving_it_changes_plain_sbd():
 
 def test_an_adapted_model_says_what_it_is():
     model = adapted()
-    assert model.kind == "sbd"
+    assert model.kind == "adapted" and sv.model_kinds.kind_of(model).is_a("sbd")
     assert "SBD adapter on tiny, base frozen" in model.description
     assert model.token_text(model.mask_token_id) == "<|mask|>"
     assert "sbd" in [spec.name for spec in sv.decoders(model)]

@@ -3,6 +3,7 @@ the page around it (bidi isolation). On hand-made traces; the browser test rende
 
 import pytest
 
+from sbd_viz.app.state import Session
 from sbd_viz.app.views import texts_html
 
 CODE = "def area(w, h):\n    return w * h\n"
@@ -11,7 +12,7 @@ CODE = "def area(w, h):\n    return w * h\n"
 def result(text, ntp_text=None, prompt="go: "):
     fake = type("T", (), {"text": text, "prompt": prompt})()
     ntp = None if ntp_text is None else type("T", (), {"text": ntp_text})()
-    return {"trace": fake, "ntp": ntp, "label": "SBD", "item": None}
+    return Session(trace=fake, ntp=ntp, label="SBD", item=None)
 
 
 def test_code_keeps_its_line_breaks_and_indentation():

@@ -44,6 +44,7 @@ PLUGIN_CHECKS = textwrap.dedent('''
     import sbd_viz as sv
     from sbd_viz import cli
     from sbd_viz.app import Handlers, SpeedQualityCurve
+    from sbd_viz.app.state import Controls
 
     out = {}
     model = sv.load_model()
@@ -78,8 +79,8 @@ PLUGIN_CHECKS = textwrap.dedent('''
     ladder = sv.gamma_ladder(model, prompts[0], decoder="fixed_blocks", gammas=[1, 2, 4], max_new_tokens=8)
     out["ladder"] = [list(ladder.columns)[:2], list(ladder["slots"]), list(ladder["calls"])]
     handlers = Handlers(model, SpeedQualityCurve(compute=False))
-    figure, rows = handlers.compare(prompts[0], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False,
-                                    ["SBD", "fixed blocks"])
+    controls = Controls(prompts[0], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False)
+    figure, rows = handlers.compare(controls, ["SBD", "fixed blocks"])
     out["compare"] = rows
     out["compare_single"] = [sv.decode(model, prompts[0], decoder="fixed_blocks", max_new_tokens=12,
                                        stop="\\n").nfe]
@@ -137,7 +138,9 @@ def installed(tmp_path_factory):
 @pytest.fixture(scope="module")
 def plugin_run(installed, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "t.json"
-    env = {**os.environ, "PYTHONPATH": with_path(installed), "SBD_VIZ_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    # the package first; a PYTHONPATH already set (a checkout under test) stays after it
+    path = os.pathsep.join(p for p in (str(installed), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "SBD_VIZ_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", PLUGIN_CHECKS, str(out)], capture_output=True, text=True,
                           env=env, cwd=installed.parent, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -484,6 +487,7 @@ def test_each_built_in_decoder_is_described_in_its_own_module():
 @pytest.fixture(scope="module")
 def handlers(model):
     from sbd_viz.app import Handlers, SpeedQualityCurve
+    from sbd_viz.app.state import Controls
 
     return Handlers(model, SpeedQualityCurve(compute=False))
 
@@ -506,11 +510,13 @@ def test_the_app_streams_any_decoder_and_labels_it(handlers, model, monkeypatch)
     from sbd_viz.app import page
 
     monkeypatch.setattr(page, "PROGRESS_EVERY", -1.0)  # a progress view after every step
-    out = list(handlers.decode("abc abc abc ", "entropy_bounded", 0.1, False, 4, 12, 0.0, 0, False, False,
-                               "Jacobi", None))
+    from sbd_viz.app.state import Controls
+
+    out = list(handlers.decode(Controls("abc abc abc ", "entropy_bounded", 0.1, False, 4, 12, 0.0, 0, False, False,
+                                        "Jacobi")))
     progress = [o for o in out if "data-progress" in str(o[2])]
-    result, _, metrics, texts, _ = out[-1]
-    trace = result["trace"]
+    session, _, metrics, texts, _ = out[-1]
+    trace = session.trace
     assert trace.config["decoder"] == "jacobi" and len(progress) >= trace.nfe - 1 >= 1
     assert "Jacobi (decoding)" in str(progress[0][3])
     assert "Jacobi " in metrics and " ms" in metrics and "SBD" not in metrics

@@ -1,0 +1,209 @@
+"""Model kinds: what a decoder serves (``DecoderSpec.model``) and how ``sv.load_model`` opens a model of each.
+
+A ``ModelKind`` describes one kind of model once: its ``name`` (a model class's ``kind`` attribute, and what a
+decoder spec's ``model`` names), how a message describes it, the class its models are, the other kinds whose
+decoders also serve it (``also``: an SBD-trained model is a causal LM too), and how ``sv.load_model`` recognises
+and loads one (``opens``, ``load``). The built-in kinds live beside their model class: ``adapted``
+(``sbd_viz.adapted_lm``: SmolLM2 with the shipped SBD adapter), ``causal`` (``sbd_viz.causal_lm``: SmolLM2 and any
+pretrained causal LM), ``sbd`` (``sbd_viz.model``: the character model and any SBD-trained folder) and
+``diffusion`` (``sbd_viz.decoders.diffusion_kind``: DiffusionGemma, beside its sampler).
+
+A package adds a kind for every process through the entry-point group ``sbd_viz.model_kinds`` (the object is its
+``ModelKind``, the entry point named as the kind); a notebook adds one with ``register_model_kind``. A decoder spec
+may name a kind before it is loaded: ``names()`` reads the entry points' names without importing them, so a
+plugin module can build its kind and its decoder's spec side by side.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+ENTRY_POINT_GROUP = "sbd_viz.model_kinds"
+# the built-in kinds and the modules that name them (``MODEL_KIND``), in the order ``sv.load_model`` asks them
+# (after the plugins'): SBD's last, as it opens any folder the others do not
+BUILTIN = {"diffusion": "decoders.diffusion_kind", "adapted": "adapted_lm", "causal": "causal_lm", "sbd": "model"}
+DEFAULT = "sbd"  # the kind of a model whose class names none
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """One kind of model, described once.
+
+    - ``name``: the kind's name: its models' ``kind`` attribute, and what a ``DecoderSpec``'s ``model`` names;
+    - ``description``: how a message names it, e.g. ``"an SBD-trained model (SBDModel): it reads the mask slots'
+      predictions"`` (the part before a colon names the model; the rest says what its decoders read);
+    - ``model_class``: the class its models are instances of;
+    - ``opens``: ``opens(source) -> bool``: whether ``sv.load_model(source)`` is a model of this kind (``source`` a
+      path or a name, as the caller gave it); must return False, not raise, for a source that is not its own;
+    - ``load``: ``load(source, dtype=..., device=...)``, returning a ``model_class`` instance (``dtype`` a torch
+      dtype, ``device`` a ``torch.device`` or None); ``opens`` and ``load`` are both given or both None (a kind
+      whose models are built in code);
+    - ``also``: the other kinds whose decoders serve it too (an SBD model is a causal LM: ``("causal",)``).
+    """
+
+    name: str
+    description: str
+    model_class: type
+    opens: Callable[[Any], bool] | None = None
+    load: Callable[..., Any] | None = None
+    also: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"name: a model kind's name must be an identifier, got {self.name!r}")
+        where = f"ModelKind {self.name!r}"
+        if not isinstance(self.description, str) or not self.description:
+            raise ValueError(f"description: {where} needs a non-empty description, got {self.description!r}")
+        if not isinstance(self.model_class, type):
+            raise TypeError(f"model_class: {where} needs a class, got {self.model_class!r}")
+        if (self.opens is None) != (self.load is None) or not all(f is None or callable(f)
+                                                                   for f in (self.opens, self.load)):
+            raise TypeError(f"opens: {where} needs opens and load both callable, or both None; got "
+                            f"opens={self.opens!r}, load={self.load!r}")
+        object.__setattr__(self, "also", tuple(self.also))
+        bad = [k for k in self.also if not isinstance(k, str) or not k.isidentifier() or k == self.name]
+        if bad:
+            raise ValueError(f"also: {where} names {bad[0]!r}, not another kind's name")
+
+    def is_a(self, kind: str) -> bool:
+        """Whether a decoder that serves ``kind`` serves models of this kind."""
+        return kind == self.name or kind in self.also
+
+
+# -- the registry -------------------------------------------------------------------------------
+_KINDS: dict[str, ModelKind] = {}
+_LOADED = False
+_LOADING = False
+_LOCK = threading.RLock()
+_entry_names: tuple[str, ...] | None = None
+
+
+def register_model_kind(kind: ModelKind, replace_existing: bool = False) -> ModelKind:
+    """Add ``kind`` for this process (a notebook's; a package uses the ``sbd_viz.model_kinds`` entry point). A name
+    already registered is refused unless ``replace_existing``."""
+    if not isinstance(kind, ModelKind):
+        raise TypeError(f"kind: expected an sbd_viz.ModelKind, got {type(kind).__name__}")
+    with _LOCK:
+        _load()
+        if kind.name in _KINDS and _KINDS[kind.name] is not kind and not replace_existing:
+            raise ValueError(f"kind: a model kind named {kind.name!r} is already registered "
+                             "(pass replace_existing=True to replace it)")
+        _KINDS[kind.name] = kind
+    return kind
+
+
+def kinds() -> tuple[ModelKind, ...]:
+    """Every registered kind, in the order ``sv.load_model`` asks them: the entry points' (by name), the ones
+    registered in this process, then the built-ins (``BUILTIN``)."""
+    with _LOCK:
+        _load()
+        found = tuple(_KINDS.values())
+    return tuple(k for k in found if k.name not in BUILTIN) + tuple(k for k in found if k.name in BUILTIN)
+
+
+def names() -> tuple[str, ...]:
+    """The kinds' names, without importing any (the entry points' names are read from the installed metadata):
+    what ``DecoderSpec`` checks its ``model`` against, so a plugin can build its spec while its kind loads."""
+    return tuple(dict.fromkeys(tuple(BUILTIN) + _entry_point_names() + tuple(_KINDS)))
+
+
+def get(name: str) -> ModelKind:
+    """The kind named ``name``, else a ``ValueError`` naming ``model`` and the kinds."""
+    found = {k.name: k for k in kinds()}
+    if name not in found:
+        raise ValueError(f"model: {name!r} is not a registered model kind; the kinds: {', '.join(found)}")
+    return found[name]
+
+
+def kind_of(model) -> ModelKind:
+    """``model``'s kind: its class's ``kind`` (``DEFAULT`` if it has none), checked: ``model`` is an instance of
+    that kind's class, else a ``TypeError`` naming ``model``."""
+    kind = get(getattr(model, "kind", DEFAULT))
+    if not isinstance(model, kind.model_class):
+        raise TypeError(f"model: expected a model of kind {kind.name!r} (class {kind.model_class.__name__}; see "
+                        f"sv.load_model), got {type(model).__name__}")
+    return kind
+
+
+def opening(source) -> ModelKind:
+    """The kind that opens ``source`` (``sv.load_model``'s path or name): the first in ``kinds()``'s order whose
+    ``opens`` says so. A plugin's ``opens`` that raises is named in a warning and passed over."""
+    for kind in kinds():
+        if kind.opens is not None and _opens(kind, source):
+            return kind
+    raise ValueError(f"path: no model kind opens {source!r}")  # the SBD kind opens anything: only if it is replaced
+
+
+def _opens(kind: ModelKind, source) -> bool:
+    if kind.name in BUILTIN:
+        return bool(kind.opens(source))
+    try:
+        return bool(kind.opens(source))
+    except Exception as exc:  # a third party's bug: say which kind, keep the built-ins working
+        warnings.warn(f"sbd_viz.model_kinds: the plugin kind {kind.name!r} failed to check {source!r}: "
+                      f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
+        return False
+
+
+def _builtins() -> list[ModelKind]:
+    """The built-in kinds, from the modules that name them (imported here, at the first look-up, so each can build
+    its kind from this module)."""
+    return [importlib.import_module(f"{__package__}.{module}").MODEL_KIND for module in BUILTIN.values()]
+
+
+def _load() -> None:
+    """The built-ins, then the entry points: once per process. A kind's module that looks a kind up while it loads
+    (building a decoder spec) sees the ones loaded so far."""
+    global _LOADED, _LOADING
+    if _LOADED or _LOADING:
+        return
+    _LOADING = True
+    try:
+        loaded = {k.name: k for k in _builtins()}  # filled aside, so a failed import leaves the registry to try again
+        for kind in _entry_point_kinds():
+            if kind.name in loaded:
+                warnings.warn(f"sbd_viz.model_kinds: the plugin kind {kind.name!r} has the name of one already "
+                              "registered; the plugin's is ignored", RuntimeWarning, stacklevel=3)
+                continue
+            loaded[kind.name] = kind
+        registered = dict(_KINDS)  # by a plugin's module while it loaded: after the loaded ones, and it wins
+        _KINDS.clear()
+        _KINDS.update({**loaded, **registered})
+        _LOADED = True
+    finally:
+        _LOADING = False
+
+
+def _entry_point_names() -> tuple[str, ...]:
+    global _entry_names
+    if _entry_names is None:
+        from importlib.metadata import entry_points
+
+        _entry_names = tuple(sorted({p.name for p in entry_points(group=ENTRY_POINT_GROUP)}))
+    return _entry_names
+
+
+def _entry_point_kinds() -> list[ModelKind]:
+    """The ``sbd_viz.model_kinds`` entry points' kinds, by entry-point name. One that fails to load, is not a
+    ``ModelKind`` or is named unlike its kind is named in a warning (it never silently vanishes) and left out."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        try:
+            kind = point.load()
+        except Exception as exc:  # any error of a third-party import: say which plugin, keep the built-ins working
+            warnings.warn(f"sbd_viz.model_kinds: the plugin kind {point.name!r} ({point.value}) failed to load: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
+            continue
+        if not isinstance(kind, ModelKind) or kind.name != point.name:
+            what = f"a {type(kind).__name__}" if not isinstance(kind, ModelKind) else f"the kind {kind.name!r}"
+            warnings.warn(f"sbd_viz.model_kinds: the plugin kind {point.name!r} ({point.value}) is {what}, not an "
+                          f"sbd_viz.ModelKind named {point.name!r}; left out", RuntimeWarning, stacklevel=4)
+            continue
+        found.append(kind)
+    return found
