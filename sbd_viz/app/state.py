@@ -80,7 +80,7 @@ def decoded(session: Session | None) -> bool:
 
 def reading_controls(handler, names):
     """``handler`` as Gradio calls it: the inputs' values in ``names``' order, the main view's controls read into one
-    ``Controls`` and the rest (the session, the chosen decoders) passed by name. ``run.handler`` is ``handler``."""
+    ``Controls`` and the rest (the session, the chosen decoders) passed by name. the wrapper keeps ``handler`` as its attribute of that name."""
     own = {f.name for f in fields(Controls)}
 
     def split(values):

@@ -148,7 +148,7 @@ def plugin_run(installed, tmp_path_factory):
 
 
 def test_the_page_is_short_and_names_its_files():
-    assert len(DOC.read_text().splitlines()) <= 125  # two decoders, each under 25 lines of code
+    assert len(DOC.read_text().splitlines()) <= 135  # two decoders (each under 25 lines of code) and a model kind
     assert set(doc_files()) == {"my_decoders/__init__.py", "my_decoders/bigram.py", "pyproject.toml"}
     assert '"sbd_viz.decoders"' in doc_files()["pyproject.toml"]
 
@@ -419,8 +419,10 @@ def naming(source: str) -> list[str]:
             keys.update(id(k) for k in n.keys if k is not None)
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args:
             keys.add(id(n.args[0]))
-        elif isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["kind"]:
-            kinds.add(id(n.value))  # a model class's kind (registry.MODEL_KINDS), which a decoder may share
+        elif isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] in (["kind"], ["DEFAULT"]):
+            kinds.add(id(n.value))  # a model class's kind (sbd_viz.model_kinds), which a decoder may share
+        elif isinstance(n, ast.Call) and getattr(n.func, "id", None) == "ModelKind":
+            kinds.update(id(c) for c in ast.walk(n) if isinstance(c, ast.Constant))  # a kind's name and its also
     found = []
     for n in ast.walk(tree):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
