@@ -76,10 +76,11 @@ def leaderboard_max_tps(tps, acc, x):
 
 
 def random_items(rng, n_items=6, cuts=5):
-    """Items whose pieces end at random γ in [0, 2], accuracy mostly falling and parallelism rising with γ."""
+    """Items whose pieces end at random hundredths of γ in [0, 2], accuracy mostly falling and parallelism rising
+    with γ."""
     items = []
     for _ in range(n_items):
-        ends = sorted(rng.uniform(0.05, 1.95) for _ in range(cuts))
+        ends = sorted({round(rng.uniform(0.05, 1.95), 2) for _ in range(cuts)})
         bounds = [0.0, *ends, 2.0]
         item = []
         for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
@@ -92,9 +93,8 @@ def random_items(rng, n_items=6, cuts=5):
 def test_exact_numbers_equal_a_dense_grid_computed_the_way_the_field_does(seed):
     items = random_items(random.Random(seed))
     segs = curve(items)
-    narrowest = min(s.width for s in segs)
-    step = narrowest / 3  # every segment holds a grid point
-    gammas = [i * step for i in range(int(2.0 / step) + 1)] + [2.0]
+    assert min(s.width for s in segs) > 0.009
+    gammas = [i / 200 for i in range(401)]  # every segment holds a grid point
     grid = grid_points(items, gammas)
     y_max = max(s.accuracy for s in segs)
     assert aup(segs, y_max=y_max) == pytest.approx(d3llm_get_aup(*zip(*grid), y_max=y_max), rel=1e-12)
