@@ -30,6 +30,8 @@ from .analysis.gamma_ladder import Ladder, gamma_ladder
 from .analysis.gamma_map import GammaMap, Piece, gamma_map
 from .analysis.incoherence import failure_report, incoherence_report
 from .analysis.decoder_sweep import sweep_decoders
+from .analysis.parallelism import aup, pbx
+from . import list_tasks
 
 
 def load_model(path=None, dtype=None, device=None):
@@ -108,4 +110,5 @@ __all__ = [
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "GammaMap", "Piece", "gamma_map", "failure_report",
     "incoherence_report", "sweep_decoders",
+    "aup", "pbx", "list_tasks",
 ]
