@@ -144,6 +144,7 @@ def test_summary_and_errors():
         grid_points(two_items(), [3.0])
 
 
+@pytest.mark.heavy
 @pytest.mark.usefixtures("one_thread")
 def test_a_real_map_reads_as_decoding_at_each_gamma(sharp):
     prompts = ["assert 12 + 7 == ", "assert 3 + 4 == "]
