@@ -17,7 +17,7 @@ def evaluate_assert(prompt: str):
         name, value = line.split(" = ", 1)
         names[name] = ast.literal_eval(value)
     expr = last.removeprefix("assert ").removesuffix(" == ")
-    return eval(compile(ast.parse(expr, mode="eval"), "<item>", "eval"), {"__builtins__": {"sorted": sorted}, **names})
+    return eval(compile(ast.parse(expr, mode="eval"), "<item>", "eval"), {"__builtins__": {"sorted": sorted, "list": list}, **names})
 
 
 def test_the_suite_is_fixed_by_its_seed_and_covers_every_task_and_length():
@@ -32,17 +32,22 @@ def test_the_suite_is_fixed_by_its_seed_and_covers_every_task_and_length():
 def test_every_answer_is_what_python_computes():
     for item in lt.list_suite(per_length=6):
         value = evaluate_assert(item.assert_prompt)
+        if item.task == "repeat":
+            assert f'"{value}"' == item.answer and len(value) % item.length == 0
+            continue
         assert lt.render_list(value) == item.answer, item
         assert len(value) == item.length + (item.task == "insert")
 
 
 def test_the_tasks_do_what_they_say():
     by_task = {i.task: i for i in lt.list_suite(lengths=(5,), per_length=1)}
-    assert by_task["copy"].answer in by_task["copy"].assert_prompt
+    assert by_task["copy"].assert_prompt == f"assert list({by_task['copy'].answer}) == "
     shuffled = by_task["shuffle"].assert_prompt.split("\n")[0].removeprefix("ys = ")
     assert shuffled != by_task["shuffle"].answer and sorted(ast.literal_eval(shuffled)) == sorted(
         ast.literal_eval(by_task["shuffle"].answer))
-    assert len(set(ast.literal_eval(by_task["repeat"].answer))) == 1
+    word = by_task["repeat"].assert_prompt.split('"')[1]
+    assert by_task["repeat"].answer == '"' + word * 5 + '"'
+    assert ast.literal_eval(by_task["copy"].answer) == [int(v) for v in by_task["copy"].answer[1:-1].split(", ")]
 
 
 def test_assert_prompts_fit_the_character_model():
@@ -55,7 +60,7 @@ def test_assert_prompts_fit_the_character_model():
 
 def test_chat_prompts_name_the_list_and_ask_for_a_list():
     for item in lt.list_suite(per_length=2):
-        assert item.prompt("chat").endswith(("square brackets.", "double quotes."))
+        assert item.prompt("chat").endswith("square brackets." if item.task != "repeat" else "double quotes.")
         assert "assert" not in item.prompt("chat")
     with pytest.raises(ValueError, match="style"):
         item.prompt("yaml")
