@@ -38,6 +38,8 @@ from .analysis.divergence import divergence_report, first_divergence
 from .decoders import diffusion
 from .decoders.diffusion import DiffusionModel
 from .analysis.gamma_ladder import Ladder, gamma_ladder
+from .analysis.parallelism import aup, pbx
+from . import list_tasks
 from .analysis.gamma_map import GammaMap, Piece, gamma_map
 from .analysis.incoherence import failure_report, incoherence_report
 from .analysis.decoder_sweep import sweep_decoders
@@ -153,6 +155,7 @@ __all__ = [
     "RULES", "Rollback",
     "SBDModel", "CausalLM", "causal_lm", "AdaptedLM", "adapted_lm", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
     "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
+    "aup", "pbx", "list_tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "GammaMap", "Piece", "gamma_map", "failure_report",
     "incoherence_report", "sweep_decoders",
