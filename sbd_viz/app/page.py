@@ -574,6 +574,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         for control in (shape, batch):
             control.input(**project_kw, api_visibility="undocumented")
         show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
+        gamma.change(None, inputs=[gamma], js=scrubber.follow_js("sbd-gamma"))  # in the browser: no request
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
                          api_name="show_call", show_progress="hidden", preprocess=False)  # read_call checks it
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")

@@ -11,8 +11,8 @@ slider there, and the full views (the animation, the cards, the panels below) fo
 
 Reading a drawn scrubber without a browser's eyes (the tests do): its ``.sbd-scrub`` root carries ``data-gamma`` (the
 γ shown), ``data-piece`` (the index of the piece holding it, ``-1`` for none), ``data-pieces`` and
-``data-decoded``, ``data-complete`` (the map is built), ``data-bytes`` (the value's length) and ``data-drawn`` (how many
-pictures it has drawn); each piece of the strip (``.track``) carries ``data-lo``, ``data-hi`` and ``data-decoded``, and
+``data-decoded``, ``data-complete`` (the map is built), ``data-bytes`` (the value's length), ``data-loads`` (how many
+values it has received) and ``data-drawn`` (how many pictures it has drawn); each piece of the strip (``.track``) carries ``data-lo``, ``data-hi`` and ``data-decoded``, and
 each cell of the block fill (``.fill``) ``data-call`` and ``data-flags``.
 """
 
@@ -113,42 +113,44 @@ def payload(gamma_map, current_gamma: float | None = None, ntp_text: str | None 
 
 class Feed:
     """The scrubber's value per session (``page.Handlers``' session dict), from the γ maps (``map_builder.GammaMaps``):
-    its map's ``payload`` as JSON at the decode's γ, or "" when the session has no map (nothing decoded yet, a decoder
-    without the commit rule's γ, sampling) or its map failed. A map's pieces are turned into JSON once per state of
-    the map (its pieces so far, NTP's text known or not) and kept for the most recent maps; each decode then sends
-    that JSON with its own γ."""
+    its map's ``payload`` as JSON, or "" when the session has no map (nothing decoded yet, a decoder without the
+    commit rule's γ, sampling) or its map failed. Each state of a map (its pieces so far, NTP's text known or not,
+    building or done) goes to a session's page once: a later decode answered from the same map sends nothing
+    (``gr.skip()``), as the page moves through the pieces it holds by itself. ``keep``: the sessions remembered, the
+    least recently served dropped first."""
 
-    def __init__(self, maps, keep: int = 8):
+    def __init__(self, maps, keep: int = 64):
         self.maps, self.keep = maps, keep
-        self._json: OrderedDict = OrderedDict()  # session's map id -> (the map, its state, its payload's JSON)
+        self._sent: OrderedDict = OrderedDict()  # session's map id -> (the map, its state) its page holds
         self._lock = threading.Lock()  # Gradio runs handlers on several threads
 
-    def scrubber(self, session) -> str:
-        """The value for ``session`` (see the class)."""
-        if not isinstance(session, dict) or "trace" not in session:
-            return ""
-        found = self.maps.current(session.get("map_id"))
+    def scrubber(self, session):
+        """The value for ``session`` (see the class): JSON, "", or ``gr.skip()`` when its page holds it already."""
+        import gradio as gr
+
+        map_id = session.get("map_id") if isinstance(session, dict) and "trace" in session else None
+        found = self.maps.current(map_id) if map_id is not None else None
         if found is None or found[1] == "failed":
+            with self._lock:
+                self._sent.pop(map_id, None)
             return ""
         gamma_map, state = found
         ntp = session.get("ntp")
         ntp_text = None if ntp is None else ntp.text
-        map_id, known = session.get("map_id"), (len(gamma_map.pieces), ntp_text)
+        known = (len(gamma_map.pieces), ntp_text, state in ("queued", "building"))
         with self._lock:
-            held = self._json.get(map_id)
-        if held is None or held[0] is not gamma_map or held[1] != known:  # another map, or it has grown
-            data = payload(gamma_map, None, ntp_text)
-            del data["gamma"]
-            held = (gamma_map, known, json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)[1:-1])
+            sent = self._sent.get(map_id)
+        if sent is not None and sent[0] is gamma_map and sent[1] == known:
+            return gr.skip()
+        data = payload(gamma_map, session["trace"].config.get("gamma"), ntp_text)
+        data["building"] = known[2]
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         with self._lock:
-            self._json[map_id] = held
-            self._json.move_to_end(map_id)
-            while len(self._json) > self.keep:
-                self._json.popitem(last=False)
-        body = held[2]
-        gamma = session["trace"].config.get("gamma")
-        building = state in ("queued", "building")
-        return "{" + f'"gamma":{json.dumps(gamma)},"building":{json.dumps(building)},' + body + "}"
+            self._sent[map_id] = (gamma_map, known)
+            self._sent.move_to_end(map_id)
+            while len(self._sent) > self.keep:
+                self._sent.popitem(last=False)
+        return text
 
 
 TEMPLATE = """<div class='sbd-scrub' data-piece='-1' data-pieces='0' data-drawn='0'>
@@ -268,8 +270,10 @@ function show(g) {
   r.dataset.gamma = String(g);
   r.dataset.drawn = String(++drawn);
 }
+let loads = 0;
 function load() {
   const r = root();
+  r.dataset.loads = String(++loads);
   try { data = props.value ? JSON.parse(props.value) : null; } catch (e) { data = null; }
   cached = [];
   r.dataset.piece = '';
@@ -309,6 +313,8 @@ element.addEventListener('change', (e) => {
 // request's work would otherwise hold the frame that shows the picture the user let go at
 const onSlider = (e) => e.target.type === 'range' && e.target.closest && e.target.closest(`#${SLIDER}`);
 document.addEventListener('input', (e) => { if (onSlider(e)) show(Number(e.target.value)); }, true);
+// the server moved the slider (a strip click, a ladder row, a rule's default): ``follow_js`` passes it on
+document.addEventListener(`sbd-scrub-${SLIDER}`, (e) => show(Number(e.detail)));
 document.addEventListener('pointerup', (e) => {
   if (!onSlider(e) || e.sbdLater || !data) return;
   e.stopImmediatePropagation();
@@ -324,13 +330,26 @@ watch('value', load);
 """
 
 
+def follow_js(slider_id: str = "sbd-gamma") -> str:
+    """The page's γ slider's ``change`` event, in the browser only (``slider.change(None, inputs=[slider],
+    js=follow_js())``): it passes every new value, the server's moves included, to the scrubber that follows it."""
+    _check_id(slider_id)
+    return (f"(g) => {{ document.dispatchEvent(new CustomEvent('sbd-scrub-{slider_id}', {{detail: g}})); "
+            "return g; }")
+
+
+def _check_id(slider_id: str) -> None:
+    if not isinstance(slider_id, str) or not slider_id.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"slider_id: must be an elem_id of letters, digits, - and _, got {slider_id!r}")
+
+
 def component(slider_id: str = "sbd-gamma", elem_id: str = "sbd-scrubber", visible: bool = True):
     """The scrubber as a ``gr.HTML``: its value is ``Feed.scrubber``'s JSON ("" shows how to start). ``slider_id``:
-    the elem_id of the page's γ slider, whose moves it follows too. Its ``release`` event carries the released γ as
+    the elem_id of the page's γ slider, whose moves it follows too (wire ``follow_js`` to that slider's ``change``
+    for the moves the server makes). Its ``release`` event carries the released γ as
     the event data's ``gamma`` (wire it to move that slider, as a click on the γ strip does)."""
     import gradio as gr
 
-    if not slider_id.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"slider_id: must be an elem_id of letters, digits, - and _, got {slider_id!r}")
+    _check_id(slider_id)
     return gr.HTML("", html_template=TEMPLATE, css_template=CSS_TEMPLATE, js_on_load=JS.replace("__SLIDER__", slider_id),
                    elem_id=elem_id, visible=visible)

@@ -42,6 +42,7 @@ def test_dragging_scrubs_through_the_decodes_without_a_request(served, page):
     here = float(page.locator(bench.SCRUB_RANGE).input_value())
     aim = max(aims, key=lambda g: abs(g - here))  # the far end: several pieces lie on the way
 
+    loads = page.locator(ROOT_SEL).get_attribute("data-loads")
     page.evaluate(WATCH)
     sent.clear()
     during = {}
@@ -71,6 +72,22 @@ def test_dragging_scrubs_through_the_decodes_without_a_request(served, page):
     assert during["requests"] == [] and during["fill"] != before["fill"]
     assert float(during["gamma"]) == float(page.locator(bench.PAGE_RANGE).input_value())
     page.wait_for_selector("#sbd-metrics .cards[data-from-map='1']", timeout=60000)
+
+    # the server moves the slider (a click on the γ strip): the scrubber follows
+    page.wait_for_timeout(1500)
+    target = page.evaluate("""() => {
+      const pieces = [...document.querySelectorAll('#sbd-gamma-strip .piece[data-gamma]')]
+        .filter(p => p.dataset.current === '0');
+      pieces.sort((a, b) => b.getBoundingClientRect().width - a.getBoundingClientRect().width);
+      pieces[0].id = 'sbd-test-target';
+      return pieces[0].dataset.gamma;
+    }""")
+    page.locator("#sbd-test-target").click()
+    page.wait_for_function(f"() => Number(document.querySelector('{ROOT_SEL}').dataset.gamma) === {float(target)!r}",
+                           timeout=60000)
+    page.wait_for_selector("#sbd-metrics .cards[data-from-map='1']", timeout=60000)
+    page.wait_for_timeout(1500)
+    assert page.locator(ROOT_SEL).get_attribute("data-loads") == loads  # the map came once, not with every release
 
     # release to redraw, on the page's clock (no bound asserted: bench/SLIDER.md reports it with the load)
     page.wait_for_timeout(1500)

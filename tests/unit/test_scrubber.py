@@ -7,6 +7,7 @@ import dataclasses
 import json
 import random
 
+import gradio as gr
 import pytest
 
 import sbd_viz as sv
@@ -125,31 +126,42 @@ class _Maps:
         return None if session != "s" or self.map is None else (self.map, self.state)
 
 
-def test_the_feed_sends_the_sessions_map_at_its_decodes_gamma(step_map):
+def skipped(value) -> bool:
+    return value == gr.skip()
+
+
+def test_the_feed_sends_each_map_to_its_page_once(step_map):
     feed = scrubber.Feed(_Maps(step_map))
     trace = step_map.decoded_trace_at(0.73)
-    session = dict(trace=trace, map_id="s", ntp=None)
-    at = json.loads(feed.scrubber({**session, "trace": dataclasses.replace(trace, config={**trace.config,
-                                                                                          "gamma": 0.73})}))
-    assert at["gamma"] == 0.73 and at["building"] is False
-    assert at["pieces"] == json.loads(json.dumps(scrubber.payload(step_map)["pieces"]))
-    assert json.loads(feed.scrubber(session))["gamma"] == trace.config["gamma"]
-    # nothing decoded, another session, a failed map: no map on the page
+    session = dict(trace=dataclasses.replace(trace, config={**trace.config, "gamma": 0.73}), map_id="s", ntp=None)
+    sent = json.loads(feed.scrubber(session))
+    assert sent["gamma"] == 0.73 and sent["building"] is False
+    assert sent["pieces"] == json.loads(json.dumps(scrubber.payload(step_map)["pieces"]))
+    moved = dict(session, trace=step_map.decoded_trace_at(1.5))  # another release, answered from the same map
+    assert skipped(feed.scrubber(moved))  # the page holds this map: nothing sent
+    # nothing decoded, another session's page, a failed map: no map on the page
     assert feed.scrubber(None) == feed.scrubber({"projection": {}}) == feed.scrubber({**session, "map_id": "t"}) == ""
     assert scrubber.Feed(_Maps(step_map, "failed")).scrubber(session) == ""
     assert json.loads(scrubber.Feed(_Maps(step_map, "building")).scrubber(session))["building"] is True
 
 
-def test_the_feed_follows_a_growing_map():
+def test_the_feed_sends_a_map_again_when_it_grows_or_learns_ntps_text():
     one = hand_trace([("abcd", [{0, 1}, {2, 3}])])
     growing = GammaMap("go: ", "entropy_bounded", 0.0, 2.0, 0.01, {}, pieces=[Piece(0.0, 0.5, one)])
-    feed = scrubber.Feed(_Maps(growing, "building"))
+    maps = _Maps(growing, "building")
+    feed = scrubber.Feed(maps)
     session = dict(trace=one, map_id="s", ntp=None)
     assert len(json.loads(feed.scrubber(session))["pieces"]) == 1
+    assert skipped(feed.scrubber(session))
     growing.pieces.append(Piece(0.5, 2.0, hand_trace([("abce", [{0}, {1}, {2, 3}])]), True, True))
+    maps.state = "done"
     data = json.loads(feed.scrubber(session))
     assert len(data["pieces"]) == 2 and data["complete"] is True and data["pieces"][1]["text"] == "abce"
     assert json.loads(feed.scrubber({**session, "ntp": one}))["pieces"][0]["ntp"] is True  # NTP known: marked
+    maps.map = None  # a decode without a map (Jacobi): the page's map goes, and comes back whole after
+    assert feed.scrubber(session) == ""
+    maps.map = growing
+    assert len(json.loads(feed.scrubber(session))["pieces"]) == 2
 
 
 def test_step_shades_run_light_to_dark_and_the_component_names_a_bad_slider():
@@ -160,3 +172,6 @@ def test_step_shades_run_light_to_dark_and_the_component_names_a_bad_slider():
     with pytest.raises(ValueError, match="slider_id"):
         scrubber.component("sbd gamma'); alert(1); ('")
     assert "const SLIDER = 'my-gamma';" in scrubber.component("my-gamma").js_on_load  # it follows that slider
+    assert "'sbd-scrub-my-gamma'" in scrubber.follow_js("my-gamma")  # and the server's moves of it
+    with pytest.raises(ValueError, match="slider_id"):
+        scrubber.follow_js("x y")
