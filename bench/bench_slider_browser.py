@@ -135,7 +135,8 @@ def moves(page, selector: str, n: int) -> dict:
 
 
 def _start(model: str, port: int, log) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "sbd_viz", "app", "--port", str(port)] + ([] if model == "char" else ["--model", model])
+    cmd = [sys.executable, "-m", "sbd_viz", "app", "--port", str(port)]
+    cmd += [] if model == "char" else ["--model", model]
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 600
@@ -167,7 +168,7 @@ def _summary(ms: list) -> str:
             f"n = {len(done)})" + (f", {failed} never shown" if failed else ""))
 
 
-def bench_model(model: str, n: int) -> list[str]:
+def bench_model(model: str, n: int, shots: str | None = None) -> list[str]:
     from playwright.sync_api import sync_playwright
 
     port = _free_port()
@@ -195,6 +196,8 @@ def bench_model(model: str, n: int) -> list[str]:
                               f"  input -> redraw (while dragging)  {_summary(times['input'])}",
                               f"  release -> full views (Plotly)    {_summary(times['views'])}"]
                 lines += ["```", ""]
+                if shots:
+                    page.locator(SCRUBBER).screenshot(path=str(Path(shots) / f"scrubber_{model}.png"))
                 browser.close()
         finally:
             proc.terminate()
@@ -211,6 +214,7 @@ def main() -> None:
     ap.add_argument("--models", default="char,smollm2-135m-sbd",
                     help="comma-separated: char (the shipped character model) and/or smollm2-135m-sbd")
     ap.add_argument("--out", default=str(ROOT / "bench" / "SLIDER.md"), help="the report to write")
+    ap.add_argument("--shots", default=None, metavar="DIR", help="save a screenshot of each model's scrubber there")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     from run_info import load, machine, utc_now
@@ -218,7 +222,7 @@ def main() -> None:
     start_load = load()
     body = []
     for model in args.models.split(","):
-        body += bench_model(model.strip(), args.moves)
+        body += bench_model(model.strip(), args.moves, args.shots)
         print("\n".join(body[-8:]), flush=True)
     import gradio
 

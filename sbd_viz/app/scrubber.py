@@ -3,17 +3,19 @@
 The γ map (``map_builder``, ``sbd_viz.analysis.gamma_map``) holds every distinct decode of the prompt over the
 slider's range, each with its γ interval. ``payload`` turns it into compact plain data: per piece its interval, its
 numbers (calls, tokens, tokens per call, gap fills, whether its text is NTP's), its text, and its block fill's final
-state as a grid (one row per block, one cell per slot: the token's label, the call that committed it and flags). The
-page keeps that JSON, and ``component``'s script redraws the block fill, the numbers and the strip from it on every
-``input`` event of its own range input and of the page's γ slider: dragging scrubs through the decodes with no
-request. On release it sends γ to the server (a ``release`` event whose data carries ``gamma``), which moves the γ
-slider there, and the full views (the animation, the cards, the panels below) follow as for any slider release.
+state as a grid (one row per block, one cell per slot: the token's label, the call that committed it and flags).
+``Feed`` sends it to each session's page once per state of the map. The page keeps that JSON, and ``component``'s
+script redraws the block fill, the numbers and the strip from it on every ``input`` event of its own range input and
+of the page's γ slider: dragging scrubs through the decodes with no request. On release, once the frame showing the
+released γ is painted, it sends γ to the server (a ``release`` event whose data carries ``gamma``), which moves the γ
+slider there; the full views (the animation, the cards, the panels below) follow as for any slider release.
 
 Reading a drawn scrubber without a browser's eyes (the tests do): its ``.sbd-scrub`` root carries ``data-gamma`` (the
-γ shown), ``data-piece`` (the index of the piece holding it, ``-1`` for none), ``data-pieces`` and
-``data-decoded``, ``data-complete`` (the map is built), ``data-bytes`` (the value's length), ``data-loads`` (how many
-values it has received) and ``data-drawn`` (how many pictures it has drawn); each piece of the strip (``.track``) carries ``data-lo``, ``data-hi`` and ``data-decoded``, and
-each cell of the block fill (``.fill``) ``data-call`` and ``data-flags``.
+γ shown), ``data-piece`` (the index of the piece holding it, ``-1`` for none), ``data-pieces``, ``data-decoded``,
+``data-complete`` (the map is built), ``data-bytes`` (the value's length), ``data-loads`` (how many values it has
+received) and ``data-drawn`` (how many pictures it has drawn); each piece of the strip (``.track``) carries
+``data-lo``, ``data-hi`` and ``data-decoded``, and each cell of the block fill (``.fill``) ``data-call`` and
+``data-flags``.
 """
 
 from __future__ import annotations
@@ -85,10 +87,9 @@ def payload(gamma_map, current_gamma: float | None = None, ntp_text: str | None 
     ``complete``: every piece up to the map's top walked; ``shades``: the step colours (``step_shades``), as many
     as the most steps any block took; ``pieces``: ascending, contiguous over ``[lo, hi]`` once complete, each with
     ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``range`` (its text, rounded), ``exact`` (its exact ends) and
-    ``decoded``; a decoded piece adds
-    ``calls``, ``tokens``, ``tpc`` (tokens per call), ``gap_fills`` (kept ones, as the cards count them), ``ntp``
-    (its text is NTP's: true, false, or None when ``ntp_text`` is None), ``text``, ``blocks`` (``block_cells``)
-    and ``shade`` (its colour on the strip: darker = more tokens per call)."""
+    ``decoded``; a decoded piece adds ``calls``, ``tokens``, ``tpc`` (tokens per call), ``gap_fills`` (kept ones,
+    as the cards count them), ``ntp`` (its text is NTP's: true, false, or None when ``ntp_text`` is None),
+    ``text``, ``blocks`` (``block_cells``) and ``shade`` (its colour on the strip: darker = more tokens per call)."""
     pieces = list(gamma_map.pieces)  # a snapshot: a background walk may append while this reads
     decoded = [p for p in pieces if p.decoded]
     top = max((p.trace.tokens_per_call for p in decoded), default=1.0)
@@ -346,10 +347,10 @@ def _check_id(slider_id: str) -> None:
 def component(slider_id: str = "sbd-gamma", elem_id: str = "sbd-scrubber", visible: bool = True):
     """The scrubber as a ``gr.HTML``: its value is ``Feed.scrubber``'s JSON ("" shows how to start). ``slider_id``:
     the elem_id of the page's γ slider, whose moves it follows too (wire ``follow_js`` to that slider's ``change``
-    for the moves the server makes). Its ``release`` event carries the released γ as
-    the event data's ``gamma`` (wire it to move that slider, as a click on the γ strip does)."""
+    for the moves the server makes). Its ``release`` event carries the released γ as the event data's ``gamma``
+    (wire it to move that slider, as a click on the γ strip does)."""
     import gradio as gr
 
     _check_id(slider_id)
-    return gr.HTML("", html_template=TEMPLATE, css_template=CSS_TEMPLATE, js_on_load=JS.replace("__SLIDER__", slider_id),
-                   elem_id=elem_id, visible=visible)
+    return gr.HTML("", html_template=TEMPLATE, css_template=CSS_TEMPLATE,
+                   js_on_load=JS.replace("__SLIDER__", slider_id), elem_id=elem_id, visible=visible)
