@@ -237,7 +237,8 @@ def main() -> None:
         "to the first frame after the scrubber (`sbd_viz/app/scrubber.py`) shows the released γ's block fill, "
         "numbers and strip; **input -> redraw** from each `input` event of the drag to the frame showing it; "
         "**release -> full views** from the `pointerup` to the frame after the Plotly animation redrew with the "
-        "server's answer (from the γ map, no model call), which the scrubber does not wait for.", "",
+        "server's answer (from the γ map, no model call), which the scrubber does not wait for. \"Never shown\": no "
+        "redraw within 5 s (the scrubber) or 60 s (the full views) of that release.", "",
         *body])
     Path(args.out).write_text(text + "\n")
     print(f"wrote {args.out}")

@@ -293,7 +293,8 @@ function load() {
   r.querySelector('.hint').textContent = `${decoded} decode${decoded === 1 ? '' : 's'} of this prompt` +
     (data.building ? ' so far (the map is building)' : '') + ' · drag to scrub, release to show below';
   r.querySelector('.legend').textContent = "cell shade: the block's step that committed it (lighter = earlier) · " +
-    'black outline: gap fill · faded: not in the output · strip: darker = more tokens per call, ' +
+    `black outline: gap fill · faded: not in the output · ${data.colors.mask}: never committed (the decode ` +
+    'stopped first) · strip: darker = more tokens per call, ' +
     "green: NTP's text, hatched: not decoded";
   track();
   const slider = document.querySelector(`#${SLIDER} input[type=range]`);
