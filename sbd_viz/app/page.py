@@ -13,7 +13,8 @@ rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. Each session keeps its own 
 ``gr.State``; nothing mutable is shared between requests except the read-only model, the
 speed/quality curve (written once by a background thread, read-only afterwards) and the γ maps
 (``map_builder``: one background thread builds each session's map after its first decode of a prompt,
-and a slider release inside a decoded piece shows that piece's decode without calling the model).
+and a slider release inside a decoded piece shows that piece's decode without calling the model; ``scrubber`` sends
+each map to the page, whose script redraws its decodes as the γ thumb moves, with no request).
 """
 
 from __future__ import annotations
