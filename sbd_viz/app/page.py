@@ -14,7 +14,8 @@ rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. The handlers read the main 
 mutable is shared between requests except the read-only model, the speed/quality curve (written once by a
 background thread, read-only afterwards) and the γ maps (``map_builder``: one background thread builds each
 session's map after its first decode of a prompt, and a slider release inside a decoded piece shows that piece's
-decode without calling the model).
+decode without calling the model; ``scrubber`` sends
+each map to the page, whose script redraws its decodes as the γ thumb moves, with no request).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .. import tasks
 from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS, queue
 from .assets import ANIM_JS, ANIM_TEMPLATE, CSS, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
 from .map_builder import GammaMaps, map_key
+from . import scrubber
 from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, prompt_limit, read_call,
                      read_decoder, read_projection, read_settings, refused)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
@@ -467,6 +469,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                     batch = gr.Dropdown(list(PROJECTION_BATCHES), value=PROJECTION["batch"], label="batch")
                 run = gr.Button("Decode", variant="primary", elem_id="sbd-run")
             with gr.Column(scale=3, min_width=600):
+                # the γ map's decodes in the page: a move of γ redraws them there, without a request
+                live = scrubber.component("sbd-gamma", visible=not canvas and not causal)
                 metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
                 time_run = gr.Button(f"Time it: this decode and NTP side by side, {TIMING_ROUNDS} rounds (a speedup in "
                                      "seconds)", size="sm", elem_id="sbd-time", visible=not canvas)
@@ -536,7 +540,10 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         strip_kw = dict(fn=h.strip, inputs=[session], outputs=[strip, strip_timer], show_progress="hidden")
         hidden = dict(api_visibility="undocumented")
 
+        scrub_kw = dict(fn=scrubber.Feed(h.maps).scrubber, inputs=[session], outputs=[live], show_progress="hidden")
+
         def views(event, **api):
+            event.then(**scrub_kw, **hidden)  # the scrubber's map, beside the strip
             return event.then(**strip_kw, **hidden).then(**details_kw, **(api or hidden))
 
         views(gamma.release(**decode_kw, api_name="decode"), api_name="details")
@@ -550,8 +557,9 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         views(rule.select(h.rule_changed, inputs=[rule], outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         views(examples.load_input_event.then(**decode_kw, **hidden))
         views(demo.load(**decode_kw, **hidden))
-        strip_timer.tick(**strip_kw, api_name="gamma_strip")
-        views(strip.click(h.strip_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
+        strip_timer.tick(**strip_kw, api_name="gamma_strip").then(**scrub_kw, **hidden)
+        for pick in (strip.click, live.release):  # a piece clicked, the scrubber released: that γ, from the map
+            views(pick(h.strip_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         demo.load(None, js=PROMPT_KEYS_JS)  # Enter decodes, Shift+Enter a new line (in the browser, no request)
 
         project_kw = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
@@ -560,6 +568,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         for control in (shape, batch):
             control.input(**project_kw, api_visibility="undocumented")
         show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
+        gamma.change(None, inputs=[gamma], js=scrubber.follow_js("sbd-gamma"))  # in the browser: no request
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
                          api_name="show_call", show_progress="hidden", preprocess=False)  # read_call checks it
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")

@@ -1,0 +1,357 @@
+"""The live γ scrubber: a prompt's γ map sent to the page once, so a slider move switches the picture in the browser.
+
+The γ map (``map_builder``, ``sbd_viz.analysis.gamma_map``) holds every distinct decode of the prompt over the
+slider's range, each with its γ interval. ``payload`` turns it into compact plain data: per piece its interval, its
+numbers (calls, tokens, tokens per call, gap fills, whether its text is NTP's), its text, and its block fill's final
+state as a grid (one row per block, one cell per slot: the token's label, the call that committed it and flags).
+``Feed`` sends it to each session's page once per state of the map. The page keeps that JSON, and ``component``'s
+script redraws the block fill, the numbers and the strip from it on every ``input`` event of its own range input and
+of the page's γ slider: dragging scrubs through the decodes with no request. On release, once the frame showing the
+released γ is painted, it sends γ to the server (a ``release`` event whose data carries ``gamma``), which moves the γ
+slider there; the full views (the animation, the cards, the panels below) follow as for any slider release.
+
+Reading a drawn scrubber without a browser's eyes (the tests do): its ``.sbd-scrub`` root carries ``data-gamma`` (the
+γ shown), ``data-piece`` (the index of the piece holding it, ``-1`` for none), ``data-pieces``, ``data-decoded``,
+``data-complete`` (the map is built), ``data-bytes`` (the value's length), ``data-loads`` (how many values it has
+received) and ``data-drawn`` (how many pictures it has drawn); each piece of the strip (``.track``) carries
+``data-lo``, ``data-hi`` and ``data-decoded``, and each cell of the block fill (``.fill``) ``data-call`` and
+``data-flags``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import OrderedDict
+
+from ..plots.ladder_figure import SAFE_COLOR
+from ..plots.style import CALL_SCALE, MASK_GLYPH, STATE_COLORS
+from ..labels import output_labels, token_label
+from ..trace import Trace
+
+# a cell's flags (bits): a gap fill (masked slots to its left when committed), not in the output (after the stop, or
+# a verified draft replaced later), NTP's exact token (verified decoding)
+GAP, DROPPED, NTP_TOKEN = 1, 2, 4
+
+
+def _rgb(color: str) -> tuple[int, int, int]:
+    return tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def step_shades(n: int) -> list[list[str]]:
+    """``n`` (fill, ink) colour pairs for a block's steps 0..n-1: CALL_SCALE from its lightest (the block's first
+    call) to its darkest, with dark or white ink to read on each."""
+    shades = []
+    for i in range(n):
+        fill = _mix(0.0 if n <= 1 else i / (n - 1))
+        r, g, b = _rgb(fill)
+        shades.append([fill, "#222222" if (0.299 * r + 0.587 * g + 0.114 * b) / 255 > 0.55 else "#FFFFFF"])
+    return shades
+
+
+def _end(value: float):
+    """A range end for JSON: an unbounded end as None (JSON has no infinity)."""
+    return None if isinstance(value, float) and math.isinf(value) else value
+
+
+def _mix(t: float) -> str:
+    """CALL_SCALE at ``t`` in [0, 1]: its lightest at 0, its darkest at 1."""
+    a, b = (_rgb(c) for _, c in CALL_SCALE)
+    return "#" + "".join(f"{round(x + t * (y - x)):02X}" for x, y in zip(a, b))
+
+
+def block_cells(trace: Trace) -> list[dict]:
+    """The block fill's final state: per block, ``first`` (its first call) and ``cells``, one per slot: ``[label,
+    call, flags]`` for the last commit at that slot (``flags``: ``GAP``, ``DROPPED``, ``NTP_TOKEN``), None for a slot
+    left masked (a rollback dropped it and nothing wrote it again)."""
+    labels = output_labels(trace)
+    n0, special = len(trace.prompt_ids), trace.special_tokens
+    rows: dict[int, dict] = {}
+    for s in trace.steps:
+        row = rows.setdefault(s.block, dict(block=s.block, first=s.call, cells=[None] * s.block_size))
+        for c in s.commits:
+            kept = trace.kept(s, c.slot)
+            out = s.block_start + c.slot - n0
+            label = labels[out][0] if kept else token_label(c.text, special)
+            flags = (GAP if c.gap else 0) | (0 if kept else DROPPED) | (NTP_TOKEN if c.ntp else 0)
+            row["cells"][c.slot] = [label, s.call, flags]
+        for slot in s.rollback.dropped if s.rollback is not None else ():
+            row["cells"][slot] = None
+    return [rows[b] for b in sorted(rows)]
+
+
+def payload(gamma_map, current_gamma: float | None = None, ntp_text: str | None = None) -> dict:
+    """``gamma_map`` (a ``GammaMap``, complete or still building) as the scrubber's plain data.
+
+    ``lo``, ``hi``, ``step``: the map's range and slider step; ``gamma``: the γ the page shows now (None: none);
+    ``complete``: every piece up to the map's top walked; ``shades``: the step colours (``step_shades``), as many
+    as the most steps any block took; ``pieces``: ascending, contiguous over ``[lo, hi]`` once complete, each with
+    ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``range`` (its text, rounded), ``exact`` (its exact ends) and
+    ``decoded``; a decoded piece adds ``calls``, ``tokens``, ``tpc`` (tokens per call), ``gap_fills`` (kept ones,
+    as the cards count them), ``ntp`` (its text is NTP's: true, false, or None when ``ntp_text`` is None),
+    ``text``, ``blocks`` (``block_cells``) and ``shade`` (its colour on the strip: darker = more tokens per call)."""
+    pieces = list(gamma_map.pieces)  # a snapshot: a background walk may append while this reads
+    decoded = [p for p in pieces if p.decoded]
+    top = max((p.trace.tokens_per_call for p in decoded), default=1.0)
+    out, steps = [], 1
+    for p in pieces:
+        row = dict(lo=_end(p.lo), hi=_end(p.hi), lo_closed=p.lo_closed, hi_closed=p.hi_closed, range=str(p.interval),
+                   exact=str(p), decoded=p.decoded)
+        if p.decoded:
+            t = p.trace
+            blocks = block_cells(t)
+            steps = max([steps] + [len(t.block_steps(b["block"])) for b in blocks])
+            row.update(calls=t.nfe, tokens=t.n_tokens, tpc=round(t.tokens_per_call, 4),
+                       gap_fills=len(t.kept_gap_fills()), ntp=None if ntp_text is None else t.text == ntp_text,
+                       text=t.text, blocks=blocks,
+                       shade=_mix(0.0 if top <= 1 else min(1.0, max(0.0, (t.tokens_per_call - 1) / (top - 1)))))
+        out.append(row)
+    complete = bool(pieces) and pieces[-1].hi == gamma_map.hi and pieces[-1].hi_closed
+    return dict(lo=_end(gamma_map.lo), hi=_end(gamma_map.hi), step=gamma_map.step, gamma=current_gamma,
+                complete=complete, shades=step_shades(steps), pieces=out,
+                colors=dict(future=STATE_COLORS["future"], safe=SAFE_COLOR, mask=MASK_GLYPH))
+
+
+class Feed:
+    """The scrubber's value per session (``page.Handlers``' session dict), from the γ maps (``map_builder.GammaMaps``):
+    its map's ``payload`` as JSON, or "" when the session has no map (nothing decoded yet, a decoder without the
+    commit rule's γ, sampling) or its map failed. Each state of a map (its pieces so far, NTP's text known or not,
+    building or done) goes to a session's page once: a later decode answered from the same map sends nothing
+    (``gr.skip()``), as the page moves through the pieces it holds by itself. ``keep``: the sessions remembered, the
+    least recently served dropped first."""
+
+    def __init__(self, maps, keep: int = 64):
+        self.maps, self.keep = maps, keep
+        self._sent: OrderedDict = OrderedDict()  # session's map id -> (the map, its state) its page holds
+        self._lock = threading.Lock()  # Gradio runs handlers on several threads
+
+    def scrubber(self, session):
+        """The value for ``session`` (see the class): JSON, "", or ``gr.skip()`` when its page holds it already."""
+        import gradio as gr
+
+        map_id = session.map_id if session is not None and session.trace is not None else None
+        found = self.maps.current(map_id) if map_id is not None else None
+        if found is None or found[1] == "failed":
+            with self._lock:
+                self._sent.pop(map_id, None)
+            return ""
+        gamma_map, state = found
+        ntp_text = None if session.ntp is None else session.ntp.text
+        known = (len(gamma_map.pieces), ntp_text, state in ("queued", "building"))
+        with self._lock:
+            sent = self._sent.get(map_id)
+        if sent is not None and sent[0] is gamma_map and sent[1] == known:
+            return gr.skip()
+        data = payload(gamma_map, session.trace.config.get("gamma"), ntp_text)
+        data["building"] = known[2]
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self._sent[map_id] = (gamma_map, known)
+            self._sent.move_to_end(map_id)
+            while len(self._sent) > self.keep:
+                self._sent.popitem(last=False)
+        return text
+
+
+TEMPLATE = """<div class='sbd-scrub' data-piece='-1' data-pieces='0' data-drawn='0'>
+<div class='empty'>Decode a prompt: once its γ map is built, drag γ here (or the γ slider) to scrub through its
+decodes.</div>
+<div class='live' hidden>
+<div class='head'><b>γ <span class='g'></span></b> <span class='nums'></span></div>
+<div class='rail'><div class='track'></div><input type='range' aria-label='scrub γ'></div>
+<div class='ends'><span class='lo'></span><span class='hint'></span><span class='hi'></span></div>
+<div class='fill'></div>
+<div class='text'></div>
+<div class='legend'></div>
+</div></div>"""
+
+CSS_TEMPLATE = """
+.sbd-scrub {font-size: 13px; padding: 6px 2px}
+.sbd-scrub .empty {color: var(--body-text-color-subdued); padding: 4px 0}
+.sbd-scrub .head {font-variant-numeric: tabular-nums; margin-bottom: 2px}
+.sbd-scrub .rail {position: relative; height: 34px}
+.sbd-scrub .track {position: absolute; left: 8px; right: 8px; top: 20px; height: 12px}
+.sbd-scrub .track div {position: absolute; top: 0; bottom: 0; box-sizing: border-box; min-width: 1px}
+.sbd-scrub .track div.here {outline: 2px solid #000000; outline-offset: -2px; z-index: 1}
+.sbd-scrub input[type=range] {position: absolute; left: 0; right: 0; top: 0; width: 100%; margin: 0; height: 20px}
+.sbd-scrub .ends {display: flex; justify-content: space-between; color: var(--body-text-color-subdued);
+                  font-size: 12px}
+.sbd-scrub .fill {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; margin-top: 6px}
+.sbd-scrub .row {display: flex; align-items: center; gap: 2px; margin: 2px 0}
+.sbd-scrub .row .who {width: 62px; flex: none; font-size: 11px; color: var(--body-text-color-subdued)}
+.sbd-scrub .cell {flex: 1 1 0; min-width: 0; height: 22px; line-height: 22px; text-align: center;
+                  overflow: hidden; white-space: pre; text-overflow: ellipsis; font-size: 12px;
+                  box-sizing: border-box; border-radius: 2px}
+.sbd-scrub .cell.gap {box-shadow: inset 0 0 0 2px #000000}
+.sbd-scrub .cell.dropped {opacity: 0.35}
+.sbd-scrub .text {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; white-space: pre-wrap;
+                  overflow-wrap: anywhere; unicode-bidi: isolate; margin-top: 4px}
+.sbd-scrub .legend {font-size: 12px; color: var(--body-text-color-subdued); margin-top: 2px}
+"""
+
+# The script: parse the value once per update (the pieces, sent once per map), then redraw from it on every move.
+# A piece's block-fill markup is built on first show and kept, so a move is a lookup and one innerHTML.
+JS = """
+const SLIDER = '__SLIDER__';
+let data = null, marks = [], cached = [], drawn = 0;
+const root = () => element.querySelector('.sbd-scrub');
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;',
+                                                          "'": '&#39;'}[c]));
+const visibleText = (s) => s.replace(/\\n/g, '⏎\\n').replace(/\\t/g, '⇥\\t');
+function holds(p, g) {
+  return (g > p.lo && g < p.hi) || (g === p.lo && p.lo_closed) || (g === p.hi && p.hi_closed);
+}
+function pieceAt(g) {
+  if (!data) return -1;
+  return data.pieces.findIndex((p) => holds(p, g));
+}
+function x(v) {
+  const span = data.hi - data.lo;
+  return span <= 0 ? 0 : 100 * (Math.min(Math.max(v, data.lo), data.hi) - data.lo) / span;
+}
+function fillHtml(p) {
+  const shades = data.shades, rows = [];
+  for (const b of p.blocks) {
+    const cells = b.cells.map((c, slot) => {
+      if (c === null) return `<div class='cell' data-call='' data-flags='' title='block ${b.block} · slot ${slot}: ` +
+        `masked' style='background:${data.colors.future}'>${data.colors.mask}</div>`;
+      const [label, call, flags] = c;
+      const [bg, ink] = shades[Math.min(call - b.first, shades.length - 1)];
+      const cls = 'cell' + (flags & 1 ? ' gap' : '') + (flags & 2 ? ' dropped' : '');
+      const title = `block ${b.block} · slot ${slot}: ${label} · call ${call} (step ${call - b.first} of the block)` +
+        (flags & 1 ? ' · gap fill' : '') + (flags & 2 ? ' · not in the output' : '') +
+        (flags & 4 ? " · NTP's token" : '');
+      return `<div class='${cls}' data-call='${call}' data-flags='${flags}' title='${esc(title)}' ` +
+             `style='background:${bg};color:${ink}'>${esc(label)}</div>`;
+    });
+    rows.push(`<div class='row'><span class='who'>block ${b.block}</span>${cells.join('')}</div>`);
+  }
+  return rows.join('');
+}
+function numbers(p) {
+  if (!p.decoded) return 'not decoded: release to decode this γ';
+  const ntp = p.ntp === null || p.ntp === undefined ? '' : p.ntp ? " · NTP's text" : ' · not NTP’s text';
+  return `${p.calls} call${p.calls === 1 ? '' : 's'} · ${p.tokens} token${p.tokens === 1 ? '' : 's'} · ` +
+         `${p.tpc.toFixed(2)} tokens/call · ${p.gap_fills} gap fill${p.gap_fills === 1 ? '' : 's'}${ntp} · ` +
+         `the same decode for γ in ${p.range}`;
+}
+function track() {
+  const t = element.querySelector('.track');
+  t.innerHTML = data.pieces.map((p, i) => {
+    const left = x(p.lo), width = Math.max(x(p.hi) - left, 0);
+    let style = `left:${left}%;width:${width}%;`;
+    if (!p.decoded) style += 'background:repeating-linear-gradient(45deg,#EEEEEE 0 4px,#D0D0D0 4px 6px);';
+    else style += `background:${p.shade};` + (p.ntp ? `box-shadow:inset 0 -4px 0 ${data.colors.safe};` : '');
+    return `<div data-i='${i}' data-lo='${p.lo}' data-hi='${p.hi}' data-decoded='${p.decoded ? 1 : 0}' ` +
+           `title='γ in ${esc(p.exact)}${p.decoded ? `: ${p.calls} calls` : ': not decoded'}' style='${style}'></div>`;
+  }).join('');
+  marks = [...t.children];
+}
+function show(g) {
+  const r = root();
+  if (!data || !Number.isFinite(g)) return;
+  const i = pieceAt(g);
+  r.querySelector('.g').textContent = String(g);
+  const input = r.querySelector('input[type=range]');
+  if (Number(input.value) !== g) input.value = String(g);
+  if (String(i) !== r.dataset.piece) {
+    const p = data.pieces[i];
+    const fill = r.querySelector('.fill'), text = r.querySelector('.text');
+    if (!p) { fill.innerHTML = ''; text.textContent = ''; r.querySelector('.nums').textContent = 'outside the map'; }
+    else {
+      if (p.decoded && cached[i] === undefined) cached[i] = fillHtml(p);
+      fill.innerHTML = p.decoded ? cached[i] : '';
+      text.textContent = p.decoded ? visibleText(p.text) : '';
+      r.querySelector('.nums').textContent = numbers(p);
+    }
+    marks.forEach((m, j) => m.classList.toggle('here', j === i));
+    r.dataset.piece = String(i);
+  }
+  r.dataset.gamma = String(g);
+  r.dataset.drawn = String(++drawn);
+}
+let loads = 0;
+function load() {
+  const r = root();
+  r.dataset.loads = String(++loads);
+  try { data = props.value ? JSON.parse(props.value) : null; } catch (e) { data = null; }
+  cached = [];
+  r.dataset.piece = '';
+  r.querySelector('.empty').hidden = !!data;
+  r.querySelector('.live').hidden = !data;
+  r.dataset.pieces = data ? String(data.pieces.length) : '0';
+  r.dataset.decoded = data ? String(data.pieces.filter((p) => p.decoded).length) : '0';
+  r.dataset.complete = String(!!data && data.complete && !data.building);
+  r.dataset.bytes = String((props.value || '').length);
+  if (!data) return;
+  const input = r.querySelector('input[type=range]');
+  input.min = String(data.lo); input.max = String(data.hi); input.step = String(data.step || 'any');
+  r.querySelector('.lo').textContent = String(data.lo);
+  r.querySelector('.hi').textContent = String(data.hi);
+  const decoded = Number(r.dataset.decoded);
+  r.querySelector('.hint').textContent = `${decoded} decode${decoded === 1 ? '' : 's'} of this prompt` +
+    (data.building ? ' so far (the map is building)' : '') + ' · drag to scrub, release to show below';
+  r.querySelector('.legend').textContent = "cell shade: the block's step that committed it (lighter = earlier) · " +
+    `black outline: gap fill · faded: not in the output · ${data.colors.mask}: never committed (the decode ` +
+    'stopped first) · strip: darker = more tokens per call, ' +
+    "green: NTP's text, hatched: not decoded";
+  track();
+  const slider = document.querySelector(`#${SLIDER} input[type=range]`);
+  const g = slider ? Number(slider.value) : data.gamma;
+  show(Number.isFinite(g) && pieceAt(g) >= 0 ? g : data.gamma);
+}
+// its own range input: redraw on every move; on release, send γ to the server (the full views follow)
+element.addEventListener('input', (e) => {
+  if (e.target.matches('.sbd-scrub input[type=range]')) show(Number(e.target.value));
+});
+// (after the next frame: the picture the user let go at is painted before the request's work starts)
+element.addEventListener('change', (e) => {
+  if (!e.target.matches('.sbd-scrub input[type=range]')) return;
+  const gamma = Number(e.target.value);
+  requestAnimationFrame(() => setTimeout(() => trigger('release', {gamma}), 0));
+});
+// the page's γ slider scrubs too; its own release (Gradio's, on pointerup) still decodes, one frame later: its
+// request's work would otherwise hold the frame that shows the picture the user let go at
+const onSlider = (e) => e.target.type === 'range' && e.target.closest && e.target.closest(`#${SLIDER}`);
+document.addEventListener('input', (e) => { if (onSlider(e)) show(Number(e.target.value)); }, true);
+// the server moved the slider (a strip click, a ladder row, a rule's default): ``follow_js`` passes it on
+document.addEventListener(`sbd-scrub-${SLIDER}`, (e) => show(Number(e.detail)));
+document.addEventListener('pointerup', (e) => {
+  if (!onSlider(e) || e.sbdLater || !data) return;
+  e.stopImmediatePropagation();
+  const target = e.target;
+  requestAnimationFrame(() => setTimeout(() => {
+    const again = new PointerEvent('pointerup', {bubbles: true, pointerId: e.pointerId, pointerType: e.pointerType});
+    again.sbdLater = true;
+    target.dispatchEvent(again);
+  }, 0));
+}, true);
+load();
+watch('value', load);
+"""
+
+
+def follow_js(slider_id: str = "sbd-gamma") -> str:
+    """The page's γ slider's ``change`` event, in the browser only (``slider.change(None, inputs=[slider],
+    js=follow_js())``): it passes every new value, the server's moves included, to the scrubber that follows it."""
+    _check_id(slider_id)
+    return (f"(g) => {{ document.dispatchEvent(new CustomEvent('sbd-scrub-{slider_id}', {{detail: g}})); "
+            "return g; }")
+
+
+def _check_id(slider_id: str) -> None:
+    if not isinstance(slider_id, str) or not slider_id.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"slider_id: must be an elem_id of letters, digits, - and _, got {slider_id!r}")
+
+
+def component(slider_id: str = "sbd-gamma", elem_id: str = "sbd-scrubber", visible: bool = True):
+    """The scrubber as a ``gr.HTML``: its value is ``Feed.scrubber``'s JSON ("" shows how to start). ``slider_id``:
+    the elem_id of the page's γ slider, whose moves it follows too (wire ``follow_js`` to that slider's ``change``
+    for the moves the server makes). Its ``release`` event carries the released γ as the event data's ``gamma``
+    (wire it to move that slider, as a click on the γ strip does)."""
+    import gradio as gr
+
+    _check_id(slider_id)
+    return gr.HTML("", html_template=TEMPLATE, css_template=CSS_TEMPLATE,
+                   js_on_load=JS.replace("__SLIDER__", slider_id), elem_id=elem_id, visible=visible)
