@@ -183,13 +183,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="bench_speed.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="model folder (default: the shipped model)")
     parser.add_argument("--per-family", type=int, default=10, help="test items per suite family")
-    parser.add_argument("--gammas", nargs="+", type=float, default=list(GAMMAS))
+    parser.add_argument("--gammas", nargs="+", type=float, default=list(GAMMAS),
+                        help="the entropy-bounded rule's γ values (default: %(default)s)")
     parser.add_argument("--block-size", type=int, default=None, help="default: the model's (else 16)")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most per item")
     parser.add_argument("--reps", type=int, default=30, help="repetitions of each single-call timing")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--note", default=None, help="a line added to the report, e.g. which checkpoint")
-    parser.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    parser.add_argument("--out", default=str(HERE / "RESULTS.md"), help="the page to write")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -251,7 +251,8 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
 
     knobs = "; ".join(f"{name}: {rule.meaning}, default {rule.default:g}" for name, rule in COMMIT_RULES.items())
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES)
+    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES,
+                   help="the commit rule (default: %(default)s)")
     p.add_argument("--gamma", type=float, default=None, help=f"the rule's knob ({knobs})")
     p.add_argument("--block-size", type=int, default=None,
                    help="slots decoded together (default: the model's, recorded in its folder, else 16)")
@@ -311,11 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("trace", help="decode one prompt and print a one-screen summary")
-    p.add_argument("prompt")
+    p.add_argument("prompt", help="the text to continue (quote it; $'\\n' for a newline)")
     _add_decode_args(p)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy; above 0: sampling at this temperature")
+    p.add_argument("--seed", type=int, default=0, help="the sampling seed (with --temperature above 0)")
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
     p.add_argument("--ntp", action="store_true", help="decode with NTP (HF generate, greedy) instead")
     _add_decoder_args(p)
@@ -329,15 +330,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ladder", help="decode one prompt at each γ of the rule's slider range and with NTP; "
                                       "print the calls and the largest γ that keeps NTP's text")
-    p.add_argument("prompt")
+    p.add_argument("prompt", help="the text to continue at every γ")
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES)
+    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES,
+                   help="the commit rule whose knob is walked (default: %(default)s)")
     p.add_argument("--gammas", nargs="+", type=float, default=None,
                    help="the knob values to try (default: nine spread over the rule's slider range, and its default)")
     p.add_argument("--block-size", type=int, default=None,
                    help="slots decoded together (default: the model's, recorded in its folder, else 16)")
     p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most (default: %(default)s)")
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
     p.add_argument("--html", help="also write the ladder figure here")
     _add_decoder_args(p)  # any decoder with a knob climbs its own ladder; --gammas are then its knob's values
@@ -345,8 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="score a decoder on the verifiable suite")
     _add_decode_args(p)
-    p.add_argument("--split", default="test", choices=["test", "train"])
-    p.add_argument("--per-family", type=int, default=40)
+    p.add_argument("--split", default="test", choices=["test", "train"],
+                   help="the suite's held-out items (test) or training ones (default: %(default)s)")
+    p.add_argument("--per-family", type=int, default=40, help="items of each family (default: %(default)s)")
     p.add_argument("--ntp", action="store_true", help="score greedy NTP alone (the same as --decoder ntp)")
     _add_decoder_args(p)
     p.add_argument("--verify", action="store_true", help="verified SBD: every draft checked against NTP greedy")
@@ -354,18 +357,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="score settings on the suite beside NTP; write a CSV (cached on disk)")
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--rules", nargs="+", default=["entropy_bounded"], choices=RULES)
-    p.add_argument("--gammas", nargs="+", type=float, default=[0.0, 0.1, 0.35, 1.0])
+    p.add_argument("--rules", nargs="+", default=["entropy_bounded"], choices=RULES,
+                   help="commit rules to sweep (default: %(default)s)")
+    p.add_argument("--gammas", nargs="+", type=float, default=[0.0, 0.1, 0.35, 1.0],
+                   help="each rule's knob values (default: %(default)s)")
     p.add_argument("--block-sizes", nargs="+", type=int, default=None,
                    help="default: the model's block size (recorded in its folder, else 16)")
     p.add_argument("--gap-free-too", action="store_true", help="also run every setting gap-free (the ablation)")
     p.add_argument("--verify-too", action="store_true",
                    help="also run every setting verified (lossless: exactly NTP's text; only the speed varies)")
-    p.add_argument("--split", default="test", choices=["test", "train"])
-    p.add_argument("--per-family", type=int, default=20)
+    p.add_argument("--split", default="test", choices=["test", "train"],
+                   help="the suite's held-out items (test) or training ones (default: %(default)s)")
+    p.add_argument("--per-family", type=int, default=20, help="items of each family (default: %(default)s)")
     p.add_argument("--families", nargs="+", default=None, help="only these suite families (default: all)")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--cache-dir", default=".sbd_cache")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most per item (default: %(default)s)")
+    p.add_argument("--cache-dir", default=".sbd_cache",
+                   help="where finished rows are kept, so a rerun decodes only what is new (default: %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="measure afresh and store nothing")
     p.add_argument("--batch-size", type=int, default=1, help="prompts per forward for the scored decodes")
     p.add_argument("--speed-batch", choices=["1", "batch", "none"], default="1",
@@ -376,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("gaps", help="list the gap fills of saved traces, most suspicious first")
-    p.add_argument("traces", nargs="+", metavar="TRACE.json")
+    p.add_argument("traces", nargs="+", metavar="TRACE.json",
+                   help="trace files saved by sbd-viz trace --out or the app")
     p.add_argument("--model", default=None, help="model folder: adds what NTP would have chosen (teacher forced)")
     p.add_argument("--top", type=int, default=30, help="show at most this many events")
     p.set_defaults(func=_gaps)
@@ -387,13 +395,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="SBD vs HF generate speed benchmark (bench/bench_speed.py)", add_help=False)
     p.set_defaults(func=_bench)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="the benchmark's own options (sbd-viz bench --help lists them)")
 
     p = sub.add_parser("train", add_help=False,
                        help="train an SBD model (sbd_viz/training/train.py), or with --adapter a gated SBD adapter on "
                             "a frozen causal LM (sbd_viz/training/adapter_train.py); --help lists either's options")
     p.set_defaults(func=_train)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="the trainer's own options (sbd-viz train --help, or --adapter --help)")
 
     p = sub.add_parser("app", help="start the Gradio app")
     p.add_argument("--model", default=None, metavar="MODEL",
