@@ -33,7 +33,7 @@ import sbd_viz as sv
 from sbd_viz import list_tasks as lt
 from sbd_viz.analysis import parallelism as par
 from sbd_viz.analysis.gamma_map import gamma_map, walks_gamma
-from sbd_viz.decoders.registry import MODEL_KINDS
+from sbd_viz import model_kinds
 from sbd_viz.rules import DEFAULT_RULE
 
 import run_info  # beside this file
@@ -98,7 +98,7 @@ def decode_model(key: str, args) -> dict:
         if spec.name == "ntp":
             continue
         if not spec.serves(model):
-            out["skipped"].append({"decoder": spec.name, "reason": f"serves {MODEL_KINDS[spec.model]}"})
+            out["skipped"].append({"decoder": spec.name, "reason": f"serves {model_kinds.get(spec.model).description}"})
             continue
         for label, variant in settings_of(spec):
             entry = {"decoder": spec.name, "label": label, "settings": variant,

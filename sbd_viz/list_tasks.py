@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .tasks import _WORDS
+from .tasks import WORDS
 
 LIST_TASKS = ("copy", "reverse", "sort", "shuffle", "insert", "replace", "repeat")
 LENGTHS = (3, 5, 8)
@@ -93,7 +93,7 @@ def _item(task: str, length: int, rng: random.Random) -> ListItem:
                         f"Replace the item at position {at} (counting from 0) of the list {shown} with {value}. "
                         f"{_ONLY}", render_list(out))
     if task == "repeat":
-        word = rng.choice(_WORDS)
+        word = rng.choice(WORDS)
         return ListItem(task, length, f'assert "{word}" * {length} == ',
                         f'Write the word "{word}" {length} times in a row, with nothing between, as one string. Only '
                         f"provide the final answer, in double quotes.", f'"{word * length}"')

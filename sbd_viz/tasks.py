@@ -22,7 +22,7 @@ from typing import Callable
 
 # Words for the string families: common English/programming words plus random letters
 # (mixed 50/50 by the generators) so copy-type tasks cannot be memorised.
-_WORDS = tuple(
+WORDS = tuple(
     """able about above access actual add after again agent alarm album alert alias align alive alpha amber angle
     apple april arena array arrow asset atlas audio audit aunt auto avoid award badge baker banana band bank base
     basic batch beach beam bear beast begin being bench berry best beta better bind bird black blade blank block blue
@@ -79,7 +79,7 @@ class SuiteItem:
 
 def _word(rng: random.Random, lo: int = 3, hi: int = 8) -> str:
     if rng.random() < 0.5:
-        return rng.choice(_WORDS)
+        return rng.choice(WORDS)
     return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(lo, hi)))
 
 

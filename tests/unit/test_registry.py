@@ -113,7 +113,7 @@ PLUGIN_CHECKS = textwrap.dedent('''
     ladder = sv.gamma_ladder(model, prompts[2], decoder="bigram_drafts", gammas=[1, 2, 4], max_new_tokens=12)
     drafts["ladder"] = [list(ladder.columns)[:2], list(ladder["max_drafts"]), list(ladder["calls"]),
                         list(ladder["same_as_ntp"])]
-    figure, rows = handlers.compare(prompts[2], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False,
+    figure, rows = handlers.compare(Controls(prompts[2], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False),
                                     ["bigram drafts"])
     drafts["compare"] = rows
     doc = sv.decode(model, prompts[2], decoder="bigram_drafts", stop="\\n")
