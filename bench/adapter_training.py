@@ -29,9 +29,12 @@ PAGE = HERE / "ADAPTER_TRAINING.md"
 def read_log(path: Path) -> tuple[list[dict], list[float]]:
     """The probe rows of a run's log, with the training tokens scored and the seconds trained before each; and every
     step's own seconds."""
-    rows, seconds, steps = [], 0.0, []
-    for line in path.read_text().splitlines():
+    entries = {}
+    for line in path.read_text().splitlines():  # a resumed run repeats the steps after its checkpoint: keep the last
         entry = json.loads(line)
+        entries[entry["step"]] = entry
+    rows, seconds, steps = [], 0.0, []
+    for entry in (entries[k] for k in sorted(entries)):
         seconds += entry.get("step_s", 0.0)
         steps.append(entry.get("step_s", 0.0))
         if "probe" in entry:
