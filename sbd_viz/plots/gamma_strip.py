@@ -114,8 +114,8 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
                      "pointer-events:none'></div>")
     texts = len({p.trace.text for p in decoded})
     gaps = sum(not p.decoded for p in pieces)
-    said = (f"{len(decoded)} pieces decoded" + (f" ({texts} texts)" if decoded else "")
-            + (f", {gaps} stretches not decoded" if gaps else "")
+    said = (_count(len(decoded), "piece") + " decoded" + (f" ({_count(texts, 'text')})" if decoded else "")
+            + (f", {_count(gaps, 'stretch', 'stretches')} not decoded" if gaps else "")
             + (f" · built in {gamma_map.seconds:.1f} s, {gamma_map.calls} calls" if complete else " · building…"))
     scale = f"lighter = fewer tokens per call (1.00 to {top:.2f})" if decoded else ""
     return (f"<div class='sbd-strip' data-pieces='{len(pieces)}' data-decoded='{len(decoded)}' "
@@ -126,3 +126,8 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
             f"<div>γ map: {esc(said)}</div>"
             f"<div>{esc(scale)}{' · green bar: NTP’s text' if ntp_text is not None and decoded else ''}"
             f"{' · hatched: not decoded' if gaps else ''} · click a piece to show it</div></div>")
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``1 piece``, ``2 pieces``."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -88,3 +88,10 @@ def test_the_slider_position_of_a_piece():
     assert slider_position(Piece(0.301, 0.309, None), 0.01) is None  # no step inside
     assert slider_position(Piece(0.3, 0.31, ONE_CALL, False, True), 0.01) == 0.31  # an open bottom is not in it
     assert slider_position(Piece(3, 5, ONE_CALL, True, True, whole=True), 1) == 4
+
+
+def test_the_caption_counts_in_words_that_agree_with_their_number():
+    one = plots.gamma_strip(_map([Piece(0.0, 2.0, ONE_CALL)]))
+    assert "1 piece decoded (1 text)" in one and "1 texts" not in one and "1 pieces" not in one
+    many = plots.gamma_strip(_map(PIECES))
+    assert "4 pieces decoded (2 texts), 1 stretch not decoded" in many
