@@ -73,7 +73,7 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         "| step | chat | code |",
         "|---:|---:|---:|",
     ]
-    rows = curve["rows"]
+    rows = [r for r in curve["rows"] if r["step"] <= extra["steps"]]  # this adapter's run, not what trained on after
     for r in rows[:: max(1, len(rows) // 6)] + ([rows[-1]] if rows and (len(rows) - 1) % max(1, len(rows) // 6) else []):
         lines.append(f"| {r['step']} | {r['chat']['single_tpc']:.2f} | {r['code']['single_tpc']:.2f} |")
     lines += [

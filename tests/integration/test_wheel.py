@@ -7,6 +7,7 @@ working folder and import path hold nothing of the checkout."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.slow  # builds and installs a 20 MB wheel (about half a
 def installed(tmp_path_factory):
     """(wheel, site folder, a working folder outside the checkout, the environment to run the installed copy in)."""
     base = tmp_path_factory.mktemp("wheel")
+    # setuptools builds in the checkout's build/ and fails on what an earlier build left there ("File exists")
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     # --no-build-isolation: build with the setuptools already installed (the tests run without a registry too)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                     "-w", str(base / "dist"), str(ROOT)], check=True, cwd=base)
