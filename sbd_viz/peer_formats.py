@@ -1,6 +1,6 @@
 """Traces in the formats peers' tools write, and back: lmdeploy's ``step_map`` and d3LLM's per-step trajectories.
 
-**lmdeploy ``step_map``** (InternLM/lmdeploy pull request 4057, asked for in issue 4052): a dLLM response carries
+**lmdeploy ``step_map``** (as InternLM/lmdeploy's pull request 4057 defines it): a dLLM response carries
 ``token_ids`` (the generated tokens) and ``step_map``, a list as long as ``token_ids`` holding the decoding step at
 which each token was unmasked. Steps are numbered from 1 and the counter moves only on a step that unmasks a token,
 so the numbers are consecutive. ``to_step_map(trace)`` writes that: ``step_map[i]`` is 1 + the rank of the call that
