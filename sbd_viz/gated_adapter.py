@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -53,23 +54,35 @@ class AdapterConfig:
 class Gate:
     """Which rows of the forward under way carry the adapter: ``None`` (none: the base model), or a bool tensor
     (batch, seq) with True on the block's rows. ``suffix`` is set when the on rows are the last ``suffix`` of
-    every sequence (the block call), so a layer computes the update on those rows only."""
+    every sequence (the block call), so a layer computes the update on those rows only.
+
+    The switch is per thread: the app decodes one model on several threads at once (a click's decode beside the
+    γ map's background decodes), and one thread's block call must not switch the adapter on for another's
+    causal rows, whose logits must stay the base's."""
 
     def __init__(self):
-        self.rows: torch.Tensor | None = None
-        self.suffix: int | None = None
+        self._state = threading.local()
+
+    @property
+    def rows(self) -> torch.Tensor | None:
+        return getattr(self._state, "rows", None)
+
+    @property
+    def suffix(self) -> int | None:
+        return getattr(self._state, "suffix", None)
 
     @contextlib.contextmanager
     def on(self, rows: torch.Tensor | None = None, suffix: int | None = None):
-        """Within the block: the adapter on for ``rows`` (bool, (batch, seq)) or for the last ``suffix`` rows."""
+        """Within the block: the adapter on for ``rows`` (bool, (batch, seq)) or for the last ``suffix`` rows,
+        on this thread."""
         if (rows is None) == (suffix is None):
             raise ValueError("rows, suffix: give exactly one")
         saved = self.rows, self.suffix
-        self.rows, self.suffix = rows, suffix
+        self._state.rows, self._state.suffix = rows, suffix
         try:
             yield self
         finally:
-            self.rows, self.suffix = saved
+            self._state.rows, self._state.suffix = saved
 
 
 class GatedLoRALinear(nn.Module):

@@ -24,15 +24,31 @@ PROMPT = "assert 48 + 37 == "
 pytestmark = pytest.mark.slow  # builds and installs a 20 MB wheel (about half a minute)
 
 
+def tracked_files() -> list[str]:
+    """The checkout's files under version control (what a clean clone holds), or, outside git, every file but the
+    local folders a build or a run leaves."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode == 0 and listed.stdout:
+        return [n for n in listed.stdout.decode().split("\0") if n and (ROOT / n).is_file()]
+    local = {".git", ".venv", "build", "dist", "runs", "__pycache__"}
+    return [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+            if p.is_file() and not local & set(p.relative_to(ROOT).parts) and ".egg-info" not in str(p)]
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(wheel, site folder, a working folder outside the checkout, the environment to run the installed copy in)."""
     base = tmp_path_factory.mktemp("wheel")
-    # setuptools builds in the checkout's build/ and fails on what an earlier build left there ("File exists")
-    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    # Built from a copy of the tracked files: setuptools writes build/ and *.egg-info into the folder it builds, so a
+    # build in the checkout trips over an earlier build's leftovers and over files other tests write meanwhile.
+    source = base / "source"
+    for name in tracked_files():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
     # --no-build-isolation: build with the setuptools already installed (the tests run without a registry too)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(base / "dist"), str(ROOT)], check=True, cwd=base)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "-w", str(base / "dist"), str(source)], cwd=base, capture_output=True, text=True)
+    assert built.returncode == 0, f"the wheel did not build:\n{built.stdout[-3000:]}\n{built.stderr[-6000:]}"
     (wheel,) = (base / "dist").glob("sbd_viz-*.whl")
     site = base / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],

@@ -3,6 +3,7 @@ NTP and verified SBD, training sees what decoding sees, and checkpoints round-tr
 shipped SmolLM2 adapter has its own heavy tests (test_adapter_smollm2.py)."""
 
 import random
+import threading
 
 import pytest
 import torch
@@ -69,6 +70,34 @@ def test_a_gated_layer_is_its_base_off_the_gate_and_a_lora_on_it():
     torch.testing.assert_close(y[rows], full[rows])
     assert torch.equal(y[~rows], plain[~rows])
     assert gate.rows is None and gate.suffix is None  # the context restores the gate
+
+
+def test_one_threads_block_call_leaves_another_threads_rows_to_the_base():
+    """The app decodes one model on two threads (a click beside the γ map's background decodes): while one thread
+    holds the gate on, a forward on another thread is the base's, bit for bit, and the first still gets its LoRA."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(16, 8)
+    gate = gated_adapter.Gate()
+    layer = gated_adapter.GatedLoRALinear(linear, rank=4, alpha=8.0, gate=gate)
+    with torch.no_grad():
+        layer.B.normal_()
+    x = torch.randn(2, 5, 16)
+    held, seen, done = threading.Event(), {}, threading.Event()
+
+    def block_call():
+        with gate.on(suffix=5):
+            held.set()
+            done.wait(timeout=60)
+            seen["block"] = layer(x)
+
+    worker = threading.Thread(target=block_call)
+    worker.start()
+    assert held.wait(timeout=60)
+    seen["other"] = layer(x)  # this thread never switched the gate on
+    done.set()
+    worker.join()
+    assert torch.equal(seen["other"], linear(x))
+    torch.testing.assert_close(seen["block"], lora_reference(linear, layer.A, layer.B, 2.0, x))
 
 
 def test_the_gate_takes_exactly_one_of_rows_and_suffix():
