@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .tasks import WORDS
+from .tasks import WORDS, distinct_draws
 
 LIST_TASKS = ("copy", "reverse", "sort", "shuffle", "insert", "replace", "repeat")
 LENGTHS = (3, 5, 8)
@@ -114,14 +114,8 @@ def list_suite(tasks=LIST_TASKS, lengths=LENGTHS, per_length: int = 4, seed: int
     items = []
     for task in tasks:
         for length in lengths:
-            rng, seen = random.Random(f"{seed}-{task}-{length}"), set()
-            for _ in range(per_length * 100):
-                item = _item(task, length, rng)
-                if item.assert_prompt not in seen:
-                    seen.add(item.assert_prompt)
-                    items.append(item)
-                if len(seen) == per_length:
-                    break
+            rng = random.Random(f"{seed}-{task}-{length}")
+            items += distinct_draws(lambda: _item(task, length, rng), lambda item: item.assert_prompt, per_length, 100)
     return items
 
 

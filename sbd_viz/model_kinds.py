@@ -17,10 +17,11 @@ plugin module can build its kind and its decoder's spec side by side.
 from __future__ import annotations
 
 import importlib
-import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from .plugins import Registry
 
 ENTRY_POINT_GROUP = "sbd_viz.model_kinds"
 # the built-in kinds and the modules that name them (``MODEL_KIND``), in the order ``sv.load_model`` asks them
@@ -75,40 +76,32 @@ class ModelKind:
 
 
 # -- the registry -------------------------------------------------------------------------------
-_KINDS: dict[str, ModelKind] = {}
-_LOADED = False
-_LOADING = False
-_LOCK = threading.RLock()
-_entry_names: tuple[str, ...] | None = None
+def _builtins() -> list[ModelKind]:
+    """The built-in kinds, from the modules that name them (imported here, at the first look-up, so each can build
+    its kind from this module)."""
+    return [importlib.import_module(f"{__package__}.{module}").MODEL_KIND for module in BUILTIN.values()]
+
+
+REGISTRY = Registry(ENTRY_POINT_GROUP, ModelKind, "model kind", "kind", _builtins, same_name=True)
 
 
 def register_model_kind(kind: ModelKind, replace_existing: bool = False) -> ModelKind:
     """Add ``kind`` for this process (a notebook's; a package uses the ``sbd_viz.model_kinds`` entry point). A name
     already registered is refused unless ``replace_existing``."""
-    if not isinstance(kind, ModelKind):
-        raise TypeError(f"kind: expected an sbd_viz.ModelKind, got {type(kind).__name__}")
-    with _LOCK:
-        _load()
-        if kind.name in _KINDS and _KINDS[kind.name] is not kind and not replace_existing:
-            raise ValueError(f"kind: a model kind named {kind.name!r} is already registered "
-                             "(pass replace_existing=True to replace it)")
-        _KINDS[kind.name] = kind
-    return kind
+    return REGISTRY.register(kind, replace_existing)
 
 
 def kinds() -> tuple[ModelKind, ...]:
     """Every registered kind, in the order ``sv.load_model`` asks them: the entry points' (by name), the ones
     registered in this process, then the built-ins (``BUILTIN``)."""
-    with _LOCK:
-        _load()
-        found = tuple(_KINDS.values())
+    found = REGISTRY.items()
     return tuple(k for k in found if k.name not in BUILTIN) + tuple(k for k in found if k.name in BUILTIN)
 
 
 def names() -> tuple[str, ...]:
     """The kinds' names, without importing any (the entry points' names are read from the installed metadata):
     what ``DecoderSpec`` checks its ``model`` against, so a plugin can build its spec while its kind loads."""
-    return tuple(dict.fromkeys(tuple(BUILTIN) + _entry_point_names() + tuple(_KINDS)))
+    return tuple(dict.fromkeys(tuple(BUILTIN) + REGISTRY.entry_point_names() + REGISTRY.names_so_far()))
 
 
 def get(name: str) -> ModelKind:
@@ -147,63 +140,3 @@ def _opens(kind: ModelKind, source) -> bool:
         warnings.warn(f"sbd_viz.model_kinds: the plugin kind {kind.name!r} failed to check {source!r}: "
                       f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
         return False
-
-
-def _builtins() -> list[ModelKind]:
-    """The built-in kinds, from the modules that name them (imported here, at the first look-up, so each can build
-    its kind from this module)."""
-    return [importlib.import_module(f"{__package__}.{module}").MODEL_KIND for module in BUILTIN.values()]
-
-
-def _load() -> None:
-    """The built-ins, then the entry points: once per process. A kind's module that looks a kind up while it loads
-    (building a decoder spec) sees the ones loaded so far."""
-    global _LOADED, _LOADING
-    if _LOADED or _LOADING:
-        return
-    _LOADING = True
-    try:
-        loaded = {k.name: k for k in _builtins()}  # filled aside, so a failed import leaves the registry to try again
-        for kind in _entry_point_kinds():
-            if kind.name in loaded:
-                warnings.warn(f"sbd_viz.model_kinds: the plugin kind {kind.name!r} has the name of one already "
-                              "registered; the plugin's is ignored", RuntimeWarning, stacklevel=3)
-                continue
-            loaded[kind.name] = kind
-        registered = dict(_KINDS)  # by a plugin's module while it loaded: after the loaded ones, and it wins
-        _KINDS.clear()
-        _KINDS.update({**loaded, **registered})
-        _LOADED = True
-    finally:
-        _LOADING = False
-
-
-def _entry_point_names() -> tuple[str, ...]:
-    global _entry_names
-    if _entry_names is None:
-        from importlib.metadata import entry_points
-
-        _entry_names = tuple(sorted({p.name for p in entry_points(group=ENTRY_POINT_GROUP)}))
-    return _entry_names
-
-
-def _entry_point_kinds() -> list[ModelKind]:
-    """The ``sbd_viz.model_kinds`` entry points' kinds, by entry-point name. One that fails to load, is not a
-    ``ModelKind`` or is named unlike its kind is named in a warning (it never silently vanishes) and left out."""
-    from importlib.metadata import entry_points
-
-    found = []
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
-        try:
-            kind = point.load()
-        except Exception as exc:  # any error of a third-party import: say which plugin, keep the built-ins working
-            warnings.warn(f"sbd_viz.model_kinds: the plugin kind {point.name!r} ({point.value}) failed to load: "
-                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
-            continue
-        if not isinstance(kind, ModelKind) or kind.name != point.name:
-            what = f"a {type(kind).__name__}" if not isinstance(kind, ModelKind) else f"the kind {kind.name!r}"
-            warnings.warn(f"sbd_viz.model_kinds: the plugin kind {point.name!r} ({point.value}) is {what}, not an "
-                          f"sbd_viz.ModelKind named {point.name!r}; left out", RuntimeWarning, stacklevel=4)
-            continue
-        found.append(kind)
-    return found

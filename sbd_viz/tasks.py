@@ -358,15 +358,20 @@ def load_suite(name: str = "pyasserts", split: str = "test", per_family: int = 4
     items: list[SuiteItem] = []
     for family in families or tuple(FAMILIES):
         rng = random.Random(f"{seed}-{split}-{family}")
-        seen: set[str] = set()
-        for _ in range(per_family * 200):
-            item = sample_item(family, rng, split)
-            if item.line not in seen:
-                seen.add(item.line)
-                items.append(item)
-            if len(seen) == per_family:
-                break
+        items += distinct_draws(lambda: sample_item(family, rng, split), lambda item: item.line, per_family, 200)
     return items
+
+
+def distinct_draws(draw, key, n: int, tries_per_item: int) -> list:
+    """Up to ``n`` results of ``draw()`` with distinct ``key(result)``, in the order drawn, giving up after
+    ``n * tries_per_item`` draws (a family with fewer distinct items than asked yields what it has)."""
+    found: dict = {}
+    for _ in range(n * tries_per_item):
+        item = draw()
+        found.setdefault(key(item), item)
+        if len(found) == n:
+            break
+    return list(found.values())
 
 
 def score(item: SuiteItem, output: str) -> bool:

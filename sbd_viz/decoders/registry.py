@@ -26,13 +26,12 @@ from __future__ import annotations
 import importlib
 import math
 import re
-import threading
-import warnings
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from .. import model_kinds
+from ..plugins import Registry
 from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
 from .run import Decoder
 
@@ -196,31 +195,24 @@ def model_kind(model) -> str:
 
 
 # -- the registry -------------------------------------------------------------------------------
-_SPECS: dict[str, DecoderSpec] = {}
-_LOADED = False
-_LOCK = threading.RLock()
+def _builtins() -> list[DecoderSpec]:
+    """The built-in decoders' specs, from their modules (imported at the first look-up)."""
+    return [spec for module in BUILTIN_MODULES for spec in importlib.import_module(f"{__package__}.{module}").SPECS]
+
+
+REGISTRY = Registry(ENTRY_POINT_GROUP, DecoderSpec, "decoder", "spec", _builtins)
 
 
 def register_decoder(spec: DecoderSpec, replace_existing: bool = False) -> DecoderSpec:
     """Add ``spec`` for this process (a notebook's decoder; a package uses the ``sbd_viz.decoders`` entry point).
     A name already registered is refused unless ``replace_existing``."""
-    if not isinstance(spec, DecoderSpec):
-        raise TypeError(f"spec: expected an sbd_viz.DecoderSpec, got {type(spec).__name__}")
-    with _LOCK:
-        _load()
-        if spec.name in _SPECS and _SPECS[spec.name] is not spec and not replace_existing:
-            raise ValueError(f"spec: a decoder named {spec.name!r} is already registered "
-                             "(pass replace_existing=True to replace it)")
-        _SPECS[spec.name] = spec
-    return spec
+    return REGISTRY.register(spec, replace_existing)
 
 
 def decoders(model=None) -> tuple[DecoderSpec, ...]:
     """Every registered decoder, in a stable order: the built-ins, then the entry points' (by name), then the ones
     registered in this process. With ``model``: only those that serve it."""
-    with _LOCK:
-        _load()
-        specs = tuple(_SPECS.values())
+    specs = REGISTRY.items()
     return specs if model is None else tuple(s for s in specs if s.serves(model))
 
 
@@ -249,46 +241,6 @@ def default_decoder(model) -> DecoderSpec:
     if not specs:
         raise ValueError(f"model: no registered decoder serves a {model_kind(model)} model")
     return specs[0]
-
-
-def _load() -> None:
-    """The built-ins, then the entry points: once per process (the lock makes a second caller wait for the first)."""
-    global _LOADED
-    if _LOADED:
-        return
-    loaded: dict[str, DecoderSpec] = {}  # filled aside, so a failed import leaves the registry to try again
-    for module in BUILTIN_MODULES:
-        for spec in importlib.import_module(f"{__package__}.{module}").SPECS:
-            loaded.setdefault(spec.name, spec)
-    for spec in _entry_point_specs():
-        if spec.name in loaded:
-            warnings.warn(f"sbd_viz.decoders: the plugin decoder {spec.name!r} has the name of one already "
-                          "registered; the plugin's is ignored", RuntimeWarning, stacklevel=3)
-            continue
-        loaded[spec.name] = spec
-    _SPECS.update(loaded)
-    _LOADED = True
-
-
-def _entry_point_specs() -> list[DecoderSpec]:
-    """The ``sbd_viz.decoders`` entry points' specs, by entry-point name. A plugin that fails to load, or whose
-    object is not a ``DecoderSpec``, is named in a warning (it never silently vanishes) and left out."""
-    from importlib.metadata import entry_points
-
-    specs = []
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
-        try:
-            spec = point.load()
-        except Exception as exc:  # any error of a third-party import: say which plugin, keep the built-ins working
-            warnings.warn(f"sbd_viz.decoders: the plugin decoder {point.name!r} ({point.value}) failed to load: "
-                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
-            continue
-        if not isinstance(spec, DecoderSpec):
-            warnings.warn(f"sbd_viz.decoders: the plugin decoder {point.name!r} ({point.value}) is a "
-                          f"{type(spec).__name__}, not an sbd_viz.DecoderSpec; left out", RuntimeWarning, stacklevel=4)
-            continue
-        specs.append(spec)
-    return specs
 
 
 # -- the door -----------------------------------------------------------------------------------

@@ -33,36 +33,49 @@ import torch
 
 from .. import gated_adapter
 from . import distill
+from .options import add_config_arguments, option
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 
 
 @dataclass
 class AdapterTrainConfig:
-    base: str = "smollm2-135m"
-    out: str = "runs/sbd-adapter"
-    rank: int = 16
-    alpha: float = 32.0
-    targets: str = ",".join(gated_adapter.TARGETS)
-    block_sizes: str = "4,8"
-    decode_block_size: int = 4
-    chat_prompts: int = 1500
-    code_prompts: int = 2500
-    probe_prompts: int = 24
-    new_tokens: int = 64
-    max_prompt_tokens: int = 256
-    data_seed: int = 0
-    batch_size: int = 8
-    lr: float = 1e-3
-    warmup: int = 20
-    decode_like: float = 0.5
-    bf16: bool = False
-    max_steps: int = 100000
-    time_budget_min: float = 0.0
-    save_every: int = 25
-    probe_every: int = 100
-    threads: int = 2
-    seed: int = 0
-    device: str = "cpu"
+    # the base and where the run lives
+    base: str = option("smollm2-135m", "the frozen base: a named model (smollm2-135m) or a causal LM folder")
+    out: str = option("runs/sbd-adapter", "run folder: data/ (cached continuations), checkpoint/ (resumed from), "
+                                          "final/ (the adapter), log.jsonl")
+    # the adapter
+    rank: int = option(16, "LoRA rank of every adapted layer")
+    alpha: float = option(32.0, "LoRA scale numerator (the update is multiplied by alpha / rank)")
+    targets: str = option(",".join(gated_adapter.TARGETS),
+                          "comma-separated linear layers to adapt (last part of their names)")
+    block_sizes: str = option("4,8", "comma-separated block sizes to train on; each sequence draws one")
+    decode_block_size: int = option(4, "the block size the adapter's model decodes with by default "
+                                       "(recorded in its settings)")
+    # the data: prompts and the base's greedy continuations
+    chat_prompts: int = option(1500, "chat questions in the data (templates x topics, through the chat template)")
+    code_prompts: int = option(2500, "standard-library signatures + docstrings in the data")
+    probe_prompts: int = option(24, "held-out prompts of each kind for the probe (never trained on)")
+    new_tokens: int = option(64, "greedy tokens generated per prompt (the training targets)")
+    max_prompt_tokens: int = option(256, "prompts longer than this are cut from the left for training")
+    data_seed: int = option(0, "seed that draws the prompts")
+    # the steps
+    batch_size: int = option(8, "sequences per step")
+    lr: float = option(1e-3, "AdamW learning rate (after warm-up; constant)")
+    warmup: int = option(20, "steps of linear warm-up (also after a resume: the optimizer's moments restart warm)")
+    decode_like: float = option(0.5, "share of blocks masked as a decode leaves them (a written prefix), "
+                                     "the rest as the paper trains")
+    bf16: bool = option(False, "run the forwards in bfloat16 autocast "
+                               "(measured slower than float32 on this CPU: 12.5 s vs 5 s a step)")
+    # how long, how often
+    max_steps: int = option(100000, "stop after this many steps in all (resumed runs count from the checkpoint)")
+    time_budget_min: float = option(0.0, "stop after this many minutes of this run (0: no limit)")
+    save_every: int = option(25, "steps between checkpoints")
+    probe_every: int = option(100, "steps between held-out probes")
+    # the machine
+    threads: int = option(2, "torch threads")
+    seed: int = option(0, "seed of the data order and the masks")
+    device: str = option("cpu", "where the base and the adapter run: cpu, cuda, cuda:1, ... "
+                                "(the data is generated there too)")
 
     def validate(self):
         if not self.ks():
@@ -78,35 +91,6 @@ class AdapterTrainConfig:
 
     def ks(self) -> list[int]:
         return [int(k) for k in str(self.block_sizes).split(",") if k.strip()]
-
-
-HELP = {
-    "base": "the frozen base: a named model (smollm2-135m) or a causal LM folder",
-    "out": "run folder: data/ (cached continuations), checkpoint/ (resumed from), final/ (the adapter), log.jsonl",
-    "rank": "LoRA rank of every adapted layer",
-    "alpha": "LoRA scale numerator (the update is multiplied by alpha / rank)",
-    "targets": "comma-separated linear layers to adapt (last part of their names)",
-    "block_sizes": "comma-separated block sizes to train on; each sequence draws one",
-    "decode_block_size": "the block size the adapter's model decodes with by default (recorded in its settings)",
-    "chat_prompts": "chat questions in the data (templates x topics, through the chat template)",
-    "code_prompts": "standard-library signatures + docstrings in the data",
-    "probe_prompts": "held-out prompts of each kind for the probe (never trained on)",
-    "new_tokens": "greedy tokens generated per prompt (the training targets)",
-    "max_prompt_tokens": "prompts longer than this are cut from the left for training",
-    "data_seed": "seed that draws the prompts",
-    "batch_size": "sequences per step",
-    "lr": "AdamW learning rate (after warm-up; constant)",
-    "warmup": "steps of linear warm-up (also after a resume: the optimizer's moments restart warm)",
-    "decode_like": "share of blocks masked as a decode leaves them (a written prefix), the rest as the paper trains",
-    "bf16": "run the forwards in bfloat16 autocast (measured slower than float32 on this CPU: 12.5 s vs 5 s a step)",
-    "max_steps": "stop after this many steps in all (resumed runs count from the checkpoint)",
-    "time_budget_min": "stop after this many minutes of this run (0: no limit)",
-    "save_every": "steps between checkpoints",
-    "probe_every": "steps between held-out probes",
-    "threads": "torch threads",
-    "seed": "seed of the data order and the masks",
-    "device": "where the base and the adapter run: cpu, cuda, cuda:1, ... (the data is generated there too)",
-}
 
 
 # -- data ---------------------------------------------------------------------------------------------
@@ -392,13 +376,7 @@ def _final_config(config, cfg: AdapterTrainConfig, state: dict) -> gated_adapter
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    for f in fields(AdapterTrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in (bool, "bool"):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=HELP[f.name])
-        else:
-            kind = {"int": int, "float": float, "str": str}.get(f.type if isinstance(f.type, str) else f.type.__name__)
-            p.add_argument(flag, type=kind, default=f.default, help=f"{HELP[f.name]} (default: %(default)s)")
+    add_config_arguments(p, AdapterTrainConfig)
     p.add_argument("--resume-from", default=None,
                    help="an adapter folder to start from when OUT has no checkpoint (e.g. a committed resume point)")
 

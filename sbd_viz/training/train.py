@@ -22,13 +22,14 @@ import os
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from .data import MIXES
 from .objective import sbd_loss
+from .options import add_config_arguments
 from .upscale import deepen_layers, widen_model
 
 # Model shapes for from-scratch runs. "char-5m" is the shipped model's shape (its card; why this size:
@@ -502,14 +503,7 @@ HELP = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    for field in fields(TrainConfig):
-        name, default = field.name, field.default
-        flag = "--" + name.replace("_", "-")
-        if "bool" in str(field.type):  # --bf16 / --no-bf16; left out, bf16 keeps its automatic None
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[name])
-        else:
-            kind = type(default) if default is not None else str
-            p.add_argument(flag, type=kind, default=default, help=f"{HELP[name]} (default: %(default)s)")
+    add_config_arguments(p, TrainConfig, HELP)
 
 
 def main(argv=None) -> None:

@@ -48,8 +48,8 @@ def plugin():
     try:
         yield kind, spec
     finally:
-        registry._SPECS.pop(spec.name, None)
-        model_kinds._KINDS.pop(kind.name, None)
+        registry.REGISTRY.unregister(spec.name)
+        model_kinds.REGISTRY.unregister(kind.name)
 
 
 def test_a_registered_kind_is_loaded_and_served_by_its_decoder(plugin):

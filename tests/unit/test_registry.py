@@ -319,7 +319,7 @@ def test_register_decoder_in_a_notebook(model):
         with pytest.raises(ValueError, match="already registered"):
             sv.register_decoder(sv.DecoderSpec(name="greedy_copy", label="x", decoding=Greedy))
     finally:
-        registry._SPECS.pop("greedy_copy", None)
+        registry.REGISTRY.unregister("greedy_copy")
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -362,7 +362,7 @@ def test_a_specs_colour_and_sweep_reach_the_figure_and_the_sweep():
         sv.register_decoder(dataclasses.replace(spec, color=None), replace_existing=True)
         assert plots.decoder_tradeoff(frame).data[0].line.color in registry.PALETTE  # one of the palette's
     finally:
-        registry._SPECS.pop("copy_test", None)
+        registry.REGISTRY.unregister("copy_test")
     assert len({s.color for s in registry.decoders()}) == len(registry.decoders())  # the built-ins' differ
 
 
