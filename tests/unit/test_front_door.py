@@ -44,3 +44,23 @@ def test_the_readme_opens_with_a_picture_the_two_commands_and_where_to_start():
     head = text[:text.index("## ", text.index("## Start here") + 3)]
     assert re.search(r"!\[[^\]]+\]\(docs/[\w.]+\.(png|gif)\)", head), "a picture before the first section's end"
     assert "make run" in head and "make test" in head and "## Start here" in head
+
+
+def test_the_package_map_names_every_module_in_its_folders_row():
+    """The README's map of the package is where a newcomer finds a module: each module is named in its folder's
+    row (a module added without a word there fails here)."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        head = re.match(r"^\| `(sbd_viz|\w+)/`(?: top)? \|", line)
+        if head:
+            rows[head.group(1)] = line
+    package = ROOT / "sbd_viz"
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        if path.stem in ("__main__", "_version") or (path.stem == "__init__" and path.parent != package):
+            continue
+        folder = "sbd_viz" if path.parent == package else path.parent.name
+        assert folder in rows, f"README's package map has no row for {folder}/"
+        if f"`{path.stem}`" not in rows[folder]:
+            missing.append(str(path.relative_to(ROOT)))
+    assert not missing, f"modules the README's package map does not name: {missing}"
