@@ -23,7 +23,7 @@ run: setup
 # file first). JOBS=0 runs them in this process alone.
 JOBS ?= 2
 test: setup-dev
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --no-loadscope-reorder
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --no-loadscope-reorder --durations=25
 
 test-quick: setup-dev
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --no-loadscope-reorder -m "(unit or integration) and not slow" tests/unit tests/integration
