@@ -20,7 +20,7 @@ run: setup
 # make test and test-quick run on $(JOBS) pytest-xdist workers (one per core of a 2-core machine); --dist loadgroup
 # keeps a file's tests on one worker (its module fixtures built once) and gives each test of minutes a worker of its
 # own (tests/conftest.py: work_unit), in conftest's order (--no-loadscope-reorder: minutes first, not the largest
-# file first). JOBS=0 runs them in this process alone.
+# file first). JOBS=0 runs them in this process alone. make test ends with its 25 slowest tests: where the time goes.
 JOBS ?= 2
 test: setup-dev
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --no-loadscope-reorder --durations=25
