@@ -75,7 +75,7 @@ def decoders(model, per_family: int):
 SWEEPS = {"speed": speed_page, "app": app_curve, "decoders": decoders}
 
 
-def own_counts(frames, reuse: bool) -> tuple[int, int]:
+def own_counts(frames) -> tuple[int, int]:
     """The sweeps' own count: calls of the decodes run, and of those not run (read off a piece)."""
     run = sum(f.attrs["calls_run"] for f in frames)
     saved = sum(f.attrs["calls_reused"] if "calls_reused" in f.attrs else f.attrs["calls_direct"] - f.attrs["calls_run"]
@@ -106,7 +106,7 @@ def run(args, argv):
                 frames[reuse] = sweep(reuse)
                 row[f"seconds_{reuse}"] = round(time.perf_counter() - t, 1)
             row[f"forwards_{reuse}"] = count[0]
-            row[f"own_run_{reuse}"], row[f"own_saved_{reuse}"] = own_counts(frames[reuse], reuse)
+            row[f"own_run_{reuse}"], row[f"own_saved_{reuse}"] = own_counts(frames[reuse])
         row["settings"] = sum(len(f) - 1 for f in frames[True])
         row["items"] = int(frames[True][0]["n_items"].iloc[0]) if name != "speed" else \
             sum(int(f["n_items"].iloc[0]) for f in frames[True])
