@@ -345,7 +345,8 @@ def main(argv=None) -> None:
     if args.decoders:
         unknown = [d for d in args.decoders if d not in {s.name for s in sv.decoders()}]
         if unknown:
-            p.error(f"--decoders: unknown decoder {unknown[0]!r}; choose from {', '.join(s.name for s in sv.decoders())}")
+            p.error(f"--decoders: unknown decoder {unknown[0]!r}; choose from "
+                    f"{', '.join(s.name for s in sv.decoders())}")
 
     def page(header, results, examples):
         if args.png:

@@ -8,8 +8,8 @@ network itself, so they hold every call made: the decoders', HF ``generate``'s f
 teacher-forced passes. The page also gives the sweeps' own counts (``attrs``) and compares every column of the two
 frames but the wall-clock ones.
 
-- **speed** (the speed page's): ``bench/bench_speed.py``'s sweep (held-out suite, its γ values, entropy-bounded, the model's
-  block; long- and short-answer families apart), decodes timed beside NTP;
+- **speed**: ``bench/bench_speed.py``'s sweep (held-out suite, its γ values, entropy-bounded, the model's block;
+  long- and short-answer families apart), decodes timed beside NTP;
 - **app**: the app's speed/quality curve (``sbd_viz.app.curve.SWEEP_GRID``: four rules, the verified line);
 - **decoders**: ``sv.sweep_decoders`` with its defaults (every decoder, γ 0.1, 0.5, 1, 2; plain and verified).
 
@@ -143,10 +143,10 @@ def markdown(header: dict, results: list[dict], examples: list[dict]) -> str:
             f"| {before - after:,} ({100 * (before - after) / before:.0f}%) | {own_before:,} | {own_after:,} "
             f"| {own_before - own_after:,} ({100 * (own_before - own_after) / own_before:.0f}%) "
             f"| {r['seconds_False']:.0f} | {r['seconds_True']:.0f} | {'yes' if r['same_rows'] else 'NO'} |")
-    lines += ["", "The seconds are one run each on a shared CPU (the speed page's and the app's sweeps time each decode "
-              "beside NTP; the decoders' sweep times nothing); the calls are exact. A reused row keeps the seconds "
-              "measured with the decode it reads (the same decode), so its wall-clock columns are one measurement, "
-              "not two.", ""]
+    lines += ["", "The seconds are one run each on a shared CPU (the speed page's and the app's sweeps time each "
+              "decode beside NTP; the decoders' sweep times nothing); the calls are exact. A reused row keeps the "
+              "seconds measured with the decode it reads (the same decode), so its wall-clock columns are one "
+              "measurement, not two.", ""]
     return "\n".join(lines)
 
 
