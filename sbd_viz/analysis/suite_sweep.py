@@ -140,8 +140,8 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
     ``pieces``: a ``PieceStore`` per item of this process's share (by its place in the share), holding the rows
     measured at other γ of the same line (the setting but γ): an item whose piece holding this γ is there takes
     that row (its decode at this γ, NTP's beside it, their seconds and teacher-forced counts) instead of decoding
-    again; each row measured here is added. Under ``accelerate launch`` every process decodes and teacher-forces its share of the items;
-    only plain numbers are gathered."""
+    again; each row measured here is added. Under ``accelerate launch`` every process decodes and teacher-forces its
+    share of the items; only plain numbers are gathered."""
     plan = Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
                  gap_free=setting["gap_free"], decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True,
                  stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
