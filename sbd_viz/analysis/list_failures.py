@@ -8,8 +8,8 @@ failure table judges them (``analysis.incoherence.failure_events``: gap fills an
 teacher-forced NTP forward, the one ``suspicion`` score), and the failure is ranked by its most suspicious commit,
 the one it names: ``kind``, ``call``, ``block``, ``slot``, the token, NTP's token there given the final prefix and
 whether they agree (``ntp_agrees``: the NTP verdict). A failure with no such commit (every commit left to right,
-each coherent) ranks below every one that has one. ``ntp_correct`` says whether NTP itself gets the item right: a failure NTP shares is
-the model's, not the parallel decode's.
+each coherent) ranks below every one that has one. ``ntp_correct`` says whether NTP itself gets the item right: a
+failure NTP shares is the model's, not the parallel decode's.
 
 Each row carries what re-draws it: ``prompt`` and ``settings`` (``sv.decode(model, prompt, **settings)`` gives its
 trace again) and the ``call`` and ``slot`` to select in that trace's failure table.
