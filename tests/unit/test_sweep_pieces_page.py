@@ -23,7 +23,8 @@ def test_the_page_states_calls_saved_and_whether_rows_are_the_same(tmp_path):
     script.main(["--from-json", str(data), "--out", str(out)])
     page = out.read_text()
     assert f"`{HEADER['command']}`" in page and "1.00 2.00 3.00" in page
-    assert "| speed | 140 | 14 | 1,000 | 600 | 400 (40%) | 900 | 500 | 400 (44%) | 50 | 30 | yes |" in page
+    assert "| speed | 140 | 14 | 1,000 | 600 | 400 (40%) | 900 | 500 | 400 (44%) | yes |" in page
+    assert "speed 50 s every γ, 30 s pieces" in page
     assert "| decoders | 140 | 14 |" in page and page.rstrip().count("| NO |") == 1
 
 
