@@ -146,7 +146,7 @@ def markdown(header: dict, results: list[dict], examples: list[dict]) -> str:
     seconds = "; ".join(f"{r['sweep']} {r['seconds_False']:.0f} s every γ, {r['seconds_True']:.0f} s pieces"
                         for r in results)
     lines += ["", "The calls are exact. The page compares calls, not seconds: each sweep ran once each way on a CPU "
-              f"shared with other jobs (load averages above), where a run's seconds measure the load as much as the "
+              "shared with other jobs (load averages above), where a run's seconds measure the load as much as the "
               f"sweep ({seconds}). In a sweep that times its decodes (the speed page's, the app's) a reused row keeps "
               "the seconds measured with the decode it reads (the same decode), so its wall-clock columns are one "
               "measurement, not two.", ""]
