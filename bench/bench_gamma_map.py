@@ -189,7 +189,11 @@ def markdown(header: dict, results: list[dict], examples: list[dict]) -> str:
                   f"{max(r['pieces'] for r in results)} pieces; only {min(r['step_pieces'] for r in results)} to "
                   f"{max(r['step_pieces'] for r in results)} of them hold a slider position, and the pieces carry "
                   f"{min(r['texts'] for r in results)} to {max(r['texts'] for r in results)} distinct texts."]
-    lines += ["", "## Where the text is NTP's (exact map)", "",
+    lines += ["", "The sweeps read the same pieces: `sv.sweep` and `sv.sweep_decoders` decode each item once per piece "
+              "holding one of their γ values, and the calls that saves on the bench suite, with rows equal to "
+              "decoding every γ, are measured in [SWEEP_PIECES.md](SWEEP_PIECES.md) "
+              "(`bench/bench_sweep_pieces.py`).", ""]
+    lines += ["## Where the text is NTP's (exact map)", "",
               "Exact ends (`GammaMap.text_runs`; `sv.gamma_ladder` states the same in `attrs[\"safe\"]`). A 64-token "
               "decode runs past the answer into lines the model makes up, where SBD and NTP part at every γ.", "",
               "| prompt | setting | γ ranges whose text equals NTP's |", "|---|---|---|"]

@@ -18,20 +18,25 @@ Parallelism is tokens per call pooled over a task's items (the prefill call coun
 right. PBx takes an absolute accuracy level, as ParallelBench's leaderboard does; "of NTP" columns take x percent of
 NTP's accuracy on the task. AUP's ``y_max`` is the task's highest accuracy across the model's decoders.
 
-    nice python bench/bench_list_tasks.py --threads 1 --out bench/LIST_TASKS.md --json bench/list_tasks.json
-    nice python bench/bench_list_tasks.py --limit 1 --models char   # a quick check of the script
+    nice python bench/bench_list_tasks.py --threads 1 --out bench/LIST_TASKS.md --json bench/list_tasks.json \
+        --png bench/list_tasks.png
+    nice python bench/bench_list_tasks.py --models char --tasks copy shuffle --lengths 3 --per-length 1 \
+        --decoders sbd --grid-points 3 --png /tmp/list_tasks.png --out /tmp/LIST_TASKS.md   # a quick check
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 import sbd_viz as sv
 from sbd_viz import list_tasks as lt
 from sbd_viz.analysis import parallelism as par
+from sbd_viz.analysis.closed_forms import CLOSED_FORMS, closed_form_curve
 from sbd_viz.analysis.gamma_map import gamma_map, walks_gamma
 from sbd_viz import model_kinds
 from sbd_viz.rules import DEFAULT_RULE
@@ -59,19 +64,13 @@ def pick(items: list, limit: int | None) -> list:
     return out
 
 
-def as_prompt(model, item, style: str) -> str:
-    text = item.prompt(style)
-    if style == "chat":
-        return model.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                   add_generation_prompt=True)
-    return text
-
-
-def room(model, item, style: str) -> int:
-    """Tokens to decode: the answer's own, plus a few for its end (a newline or the end token)."""
-    if style == "assert":
-        return len(item.answer) + 4
-    return len(model.tokenizer(item.answer, add_special_tokens=False)["input_ids"]) + 4
+def tokens_per_item(items, rooms) -> dict[str, dict[str, float]]:
+    """Per task and list length, the answer's tokens per list item (``answer_room`` less its room for the end),
+    averaged over the items: what turns the closed forms' items per step into tokens per call."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for item, n in zip(items, rooms):
+        out.setdefault(item.task, {}).setdefault(str(item.length), []).append((n - 4) / item.length)
+    return {task: {length: sum(v) / len(v) for length, v in by.items()} for task, by in out.items()}
 
 
 def settings_of(spec) -> list[tuple[str, dict]]:
@@ -82,11 +81,13 @@ def settings_of(spec) -> list[tuple[str, dict]]:
 def decode_model(key: str, args) -> dict:
     source, style = MODELS[key]
     model = sv.load_model(source)
-    items = pick(lt.list_suite(lengths=tuple(args.lengths), per_length=args.per_length, seed=args.seed), args.limit)
-    prompts = [as_prompt(model, i, style) for i in items]
-    rooms = [room(model, i, style) for i in items]
+    items = pick(lt.list_suite(tasks=tuple(args.tasks), lengths=tuple(args.lengths), per_length=args.per_length,
+                               seed=args.seed), args.limit)
+    prompts = [lt.model_prompt(model, i, style) for i in items]
+    rooms = [lt.answer_room(model, i, style) for i in items]
     out = {"model": key, "name": model.name, "style": style, "block_size": model.block_size, "items": len(items),
-           "tasks": list(dict.fromkeys(i.task for i in items)), "skipped": [], "curves": [], "calls": 0}
+           "tasks": list(dict.fromkeys(i.task for i in items)), "skipped": [], "curves": [], "calls": 0,
+           "tokens_per_item": tokens_per_item(items, rooms)}
     ntp = [sv.decode_ntp(model, p, max_new_tokens=n, stop=STOP) for p, n in zip(prompts, rooms)]
     out["calls"] += sum(t.nfe for t in ntp)
     out["curves"].append({"decoder": "ntp", "label": "NTP", "how": "one setting", "knob": None,
@@ -95,7 +96,7 @@ def decode_model(key: str, args) -> dict:
     out["examples"] = [{"task": i.task, "prompt": i.prompt(style), "answer": i.answer, "ntp": t.text}
                        for i, t in zip(items, ntp) if i is next(j for j in items if j.task == i.task)]
     for spec in sv.decoders():
-        if spec.name == "ntp":
+        if spec.name == "ntp" or (args.decoders and spec.name not in args.decoders):
             continue
         if not spec.serves(model):
             out["skipped"].append({"decoder": spec.name, "reason": f"serves {model_kinds.get(spec.model).description}"})
@@ -187,13 +188,57 @@ def run(args, argv) -> tuple[dict, dict, list[dict]]:
     for key in args.models:
         decoded = decode_model(key, args)
         results["models"].append({k: decoded[k] for k in ("model", "name", "style", "block_size", "items", "skipped",
-                                                           "calls")}
+                                                           "calls", "tokens_per_item")}
                                  | {"seconds": round(sum(c.get("seconds", 0) for c in decoded["curves"]), 1),
                                     "rows": metrics(decoded)})
         examples += [{"model": key, **e} for e in decoded["examples"]]
     header["seconds"] = round(time.perf_counter() - t0, 1)
     header["load_end"] = run_info.load()
     return header, results, examples
+
+
+def figure_panels(model: dict) -> list[dict]:
+    """The closed-form figure's panels of one model's page: each task a closed form covers (``CLOSED_FORMS``), its
+    decoders' measured points beside the closed form at each list length."""
+    panels = []
+    for task in [t for t in CLOSED_FORMS if t in model.get("tokens_per_item", {})]:
+        measured = [{"label": r["label"], "points": r["points"]} for r in model["rows"] if r["task"] == task]
+        closed = [{"label": f"closed form, {n} items" + (" (any order right)" if task == "shuffle" else ""),
+                   "points": closed_form_curve(task, int(n), per_item)}
+                  for n, per_item in sorted(model["tokens_per_item"][task].items(), key=lambda kv: int(kv[0]))]
+        panels.append({"task": task, "measured": measured, "closed": closed})
+    return panels
+
+
+def draw_figure(results: dict, png: str) -> None:
+    """The closed-form figure of every model as one PNG (headless Chromium, as the README's pictures)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs"))
+    from make_figures import screenshot
+    from sbd_viz.plots.list_tasks import closed_form_figure
+
+    figures = [closed_form_figure(figure_panels(m), title=f"{m['name']} ({m['style']} prompts)")
+               for m in results["models"] if figure_panels(m)]
+    if not figures:
+        return
+    if len(figures) == 1:
+        screenshot(figures[0], Path(png))
+        return
+    from PIL import Image  # one picture, the models one above the other
+
+    parts = []
+    for i, fig in enumerate(figures):
+        part = Path(png).with_suffix(f".{i}.png")
+        screenshot(fig, part)
+        parts.append(Image.open(part))
+    width = max(p.width for p in parts)
+    sheet = Image.new("RGB", (width, sum(p.height for p in parts)), "white")
+    y = 0
+    for part in parts:
+        sheet.paste(part, (0, y))
+        y += part.height
+    sheet.save(png)
+    for i in range(len(parts)):
+        Path(png).with_suffix(f".{i}.png").unlink()
 
 
 def _num(x: float | None) -> str:
@@ -243,6 +288,15 @@ def markdown(header: dict, results: dict, examples: list[dict]) -> str:
                 if g["differs"]:
                     misses.append((m["name"], r, g))
         lines.append("")
+    if header.get("figure"):
+        lines += ["## Closed form beside the measured curve", "",
+                  "ParallelBench's closed-form accuracy of an ideal model that commits k list items per step, each "
+                  "sampled independently (`sbd_viz.analysis.closed_forms`), dashed, beside each decoder's measured "
+                  "accuracy against tokens per call. Copy and replace (at a given position) are right at every k "
+                  "(Table 1). The dashed shuffle line is ParallelBench's shuffle, where any order of the items is "
+                  "right (Eq. 5); this suite's shuffle gives the order, so an ideal model gets it at every k, as "
+                  "copy. k items per step are drawn at k × the answer's tokens per item, its prefill call and end "
+                  "token not counted.", "", f"![Closed forms beside the measured curves]({header['figure']})", ""]
     lines += ["## Where the sampled γ grid gives another number", ""]
     if not misses:
         lines += ["Nowhere: every PBx and AUP from the grid equals the exact map's.", ""]
@@ -268,6 +322,12 @@ def markdown(header: dict, results: dict, examples: list[dict]) -> str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    p.add_argument("--tasks", nargs="+", choices=list(lt.LIST_TASKS), default=list(lt.LIST_TASKS),
+                   help="list tasks to run (a quick check: a few)")
+    p.add_argument("--decoders", nargs="+", default=None,
+                   help="registered decoders to run besides NTP (default: every one; a quick check: sbd)")
+    p.add_argument("--png", default=None, help="also draw the closed forms beside the measured curves (headless "
+                                               "Chromium) and show it on the page, e.g. bench/list_tasks.png")
     p.add_argument("--lengths", nargs="+", type=int, default=list(lt.LENGTHS), help="list lengths")
     p.add_argument("--per-length", type=int, default=4, help="items per task and length")
     p.add_argument("--limit", type=int, default=None, help="at most this many items per task (a quick check)")
@@ -282,7 +342,20 @@ def main(argv=None) -> None:
         p.error(f"--limit: need at least one item a task, got {args.limit}")
     if args.grid_points < 2:
         p.error(f"--grid-points: need at least 2, got {args.grid_points}")
-    run_info.write_page(p, args, argv, run, markdown)
+    if args.decoders:
+        unknown = [d for d in args.decoders if d not in {s.name for s in sv.decoders()}]
+        if unknown:
+            p.error(f"--decoders: unknown decoder {unknown[0]!r}; choose from "
+                    f"{', '.join(s.name for s in sv.decoders())}")
+
+    def page(header, results, examples):
+        if args.png:
+            draw_figure(results, args.png)
+            where = Path(args.out).resolve().parent if args.out else Path.cwd()
+            header = {**header, "figure": os.path.relpath(Path(args.png).resolve(), where)}
+        return markdown(header, results, examples)
+
+    run_info.write_page(p, args, argv, run, page)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,23 @@ def list_suite(tasks=LIST_TASKS, lengths=LENGTHS, per_length: int = 4, seed: int
     return items
 
 
+def model_prompt(model, item: ListItem, style: str) -> str:
+    """The prompt ``model`` decodes for ``item``: the assert as it is, or the chat message through the model's chat
+    template (with the assistant's turn opened)."""
+    text = item.prompt(style)
+    if style == "chat":
+        return model.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                   add_generation_prompt=True)
+    return text
+
+
+def answer_room(model, item: ListItem, style: str) -> int:
+    """Tokens to decode for ``item``: its answer's own, plus a few for its end (a newline or the end token)."""
+    if style == "assert":
+        return len(item.answer) + 4
+    return len(model.tokenizer(item.answer, add_special_tokens=False)["input_ids"]) + 4
+
+
 def score(item: ListItem, output: str) -> bool:
     """Exact match of the output's first line, stripped, against the item's answer."""
     return output.split("\n", 1)[0].strip() == item.answer

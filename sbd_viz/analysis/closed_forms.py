@@ -97,3 +97,28 @@ def replace_random_threshold_accuracy(n: int, gamma: float) -> float:
     if not 0 <= gamma <= 1:
         raise ValueError(f"gamma: a confidence threshold in [0, 1], got {gamma!r}")
     return 1.0 if gamma >= (n - 1) / n else 0.0
+
+
+# The list tasks (``sbd_viz.list_tasks``) a closed form covers, and which: ``copy`` and ``replace`` (at a given
+# position) are Table 1's copy, right at every k; ``shuffle`` is Eq. (5)'s shuffle, where any order of the items is
+# right. The suite's shuffle gives the order (positions that restore the list), so it has one right answer and an
+# ideal model gets it at every k, as copy: Eq. (5) is drawn beside it as ParallelBench's own shuffle, for reference.
+CLOSED_FORMS = {"copy": copy_accuracy, "replace": copy_accuracy, "shuffle": shuffle_accuracy}
+
+
+def closed_form_curve(task: str, n: int, tokens_per_item: float = 1.0) -> list[tuple[float, float]]:
+    """The closed form of ``task`` on ``n`` items as ``(tokens per call, accuracy %)`` points, one per k from 1 to
+    n: n items in ceil(n / k) calls of top-k decoding, each item ``tokens_per_item`` tokens (a list item is several
+    tokens: digits and a separator), so ``n * tokens_per_item / ceil(n / k)`` tokens per call. No prefill call and
+    no end token are counted: an ideal decode of the list alone. Several k that take the same number of calls give
+    one point, the smallest k's (its steps are the most even: for shuffle the most accurate)."""
+    if task not in CLOSED_FORMS:
+        raise ValueError(f"task: a closed form covers {', '.join(CLOSED_FORMS)}, got {task!r}")
+    _check(n)
+    if isinstance(tokens_per_item, bool) or not isinstance(tokens_per_item, (int, float)) or not tokens_per_item > 0:
+        raise ValueError(f"tokens_per_item: need a number > 0, got {tokens_per_item!r}")
+    form = CLOSED_FORMS[task]
+    points = {}
+    for k in range(1, n + 1):
+        points.setdefault(math.ceil(n / k), (n * tokens_per_item / math.ceil(n / k), 100.0 * form(n, k)))
+    return sorted(points.values())

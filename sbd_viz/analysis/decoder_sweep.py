@@ -4,6 +4,10 @@
 Every setting decodes every item greedily with ``sv.decode(..., decoder=...)`` and stops at the end of the line, as
 ``analysis.sweep`` does; greedy NTP (HF ``generate``) decodes each item once, the reference for ``speedup_calls``
 and ``same_as_ntp``. Calls are counted, not timed: a decoder's wall clock depends on how its calls are served.
+
+A decoder whose knob is γ (SBD, verified SBD, remasking) decodes each item once per γ piece holding one of the
+``gammas`` (``analysis.pieces.decode_at_gammas``): the other γ of a piece read the same decode, so the frame is the
+one decoding every γ gives, from fewer calls (``attrs["calls_run"]`` against ``attrs["calls_direct"]``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ..decoders.door import decode
 from ..decoders.registry import check_serves, decoders as registered, get_decoder
 from ..rules import DEFAULT_RULE
 from ..tasks import SuiteItem, score
+from .pieces import decode_at_gammas, shares_pieces
 
 DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "settings", "knob", "knob_value",
                          "accuracy",
@@ -50,7 +55,7 @@ def _own_settings(spec, setting: dict) -> str:
 def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders: Sequence[str] | None = None,
                    rule: str = DEFAULT_RULE, gammas: Sequence[float] = (0.1, 0.5, 1.0, 2.0),
                    block_sizes: Sequence[int | None] = (None,), verify: Sequence[bool] = (False, True),
-                   max_new_tokens: int = 64, **values):
+                   max_new_tokens: int = 64, reuse_pieces: bool = True, **values):
     """A tidy DataFrame (``DECODER_SWEEP_COLUMNS``): one row per decoder setting plus one NTP row.
 
     ``decoders``: registered names (``sv.decoders()``; None: every one that serves the model, NTP aside, which is
@@ -60,10 +65,16 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders:
     decoder's (its variant's, e.g. "verified SBD"); ``knob``/``knob_value`` name the knob its decoder's line runs
     along (its spec's ``knob``), ``settings`` its other own settings. ``accuracy`` is exact match (NaN for plain
     prompts); ``speedup_calls`` is NTP's calls over the setting's; ``same_as_ntp`` the fraction of items whose text
-    is NTP's; ``renoised`` the slots a decoder took back."""
+    is NTP's; ``renoised`` the slots a decoder took back.
+
+    ``reuse_pieces`` (default True): a γ decoder decodes each γ piece once (see the module's docstring; False
+    decodes every γ). ``attrs``: ``calls_run`` (model calls of the decodes run, NTP's included) and
+    ``calls_direct`` (the calls of decoding every setting on its own: the rows' calls and NTP's summed)."""
     import pandas as pd
 
     model = check_model(model)
+    if not isinstance(reuse_pieces, bool):
+        raise ValueError(f"reuse_pieces: must be True or False, got {reuse_pieces!r}")
     items = list(suite_or_prompts)
     if not items or not all(isinstance(i, (SuiteItem, str)) for i in items):
         raise ValueError("suite_or_prompts: need one or more tasks.SuiteItem or prompt strings")
@@ -91,10 +102,28 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders:
     ntp = [decode(model, p, NTP.name, max_new_tokens=max_new_tokens, stop=STOP) for p in prompts]
     ntp_calls = sum(t.nfe for t in ntp)
     rows = [_row({"decoder": NTP.name}, items, ntp, ntp, ntp_calls, scored, max_new_tokens)]
+    calls_run = ntp_calls
+    lines: dict[tuple, list] = {}  # a γ decoder's settings but γ -> per prompt, its traces at the line's γ
     for setting in settings:
-        traces = [decode(model, p, max_new_tokens=max_new_tokens, stop=STOP, **setting) for p in prompts]
+        spec = get_decoder(setting["decoder"])
+        if reuse_pieces and "gamma" in setting and shares_pieces(spec, setting):
+            key = tuple(sorted((k, v) for k, v in setting.items() if k != "gamma"))
+            if key not in lines:
+                gammas_of_line = [s["gamma"] for s in settings
+                                  if tuple(sorted((k, v) for k, v in s.items() if k != "gamma")) == key]
+                other = {k: v for k, v in setting.items() if k not in ("decoder", "rule", "gamma")}
+                decoded = [decode_at_gammas(model, p, gammas_of_line, setting["decoder"], setting.get("rule", rule),
+                                            max_new_tokens=max_new_tokens, stop=STOP, **other) for p in prompts]
+                calls_run += sum(d.calls for d in decoded)
+                lines[key] = decoded
+            traces = [d.traces[setting["gamma"]] for d in lines[key]]
+        else:
+            traces = [decode(model, p, max_new_tokens=max_new_tokens, stop=STOP, **setting) for p in prompts]
+            calls_run += sum(t.nfe for t in traces)
         rows.append(_row(setting, items, traces, ntp, ntp_calls, scored, max_new_tokens))
-    return pd.DataFrame(rows, columns=list(DECODER_SWEEP_COLUMNS))
+    df = pd.DataFrame(rows, columns=list(DECODER_SWEEP_COLUMNS))
+    df.attrs.update(calls_run=calls_run, calls_direct=int(df["calls"].sum()))
+    return df
 
 
 def _row(setting, items, traces, ntp, ntp_calls, scored, max_new_tokens) -> dict:

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
@@ -23,6 +24,7 @@ from ..decoders.ntp import NTP
 from ..decoders.sbd import SBD
 from .evaluation import STOP, Plan, is_main_process, main_decides, split_items
 from .gaps import agreement_counts
+from .pieces import PieceStore
 from ..model import SBDModel
 from ..tasks import SuiteItem
 
@@ -130,23 +132,41 @@ def _mean(flags: list[bool]) -> float:
 
 
 def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dict, max_new_tokens: int,
-             progress: bool, batch_size: int = 1, speed_batch_size: int | None = 1) -> tuple[dict, dict]:
-    """Run one setting (paired with NTP on every item, as ``evaluate`` does) and summarise it.
+             progress: bool, batch_size: int = 1, speed_batch_size: int | None = 1,
+             pieces: dict[int, PieceStore] | None = None) -> tuple[dict, dict, tuple[int, int]]:
+    """Run one setting (paired with NTP on every item, as ``evaluate`` does) and summarise it; also the model calls
+    of the decodes run and of those read off a piece measured before, ``(run, reused)``.
 
-    Under ``accelerate launch`` every process decodes and teacher-forces its share of the items;
-    only plain numbers are gathered."""
+    ``pieces``: a ``PieceStore`` per item of this process's share (by its place in the share), holding the rows
+    measured at other γ of the same line (the setting but γ): an item whose piece holding this γ is there takes
+    that row (its decode at this γ, NTP's beside it, their seconds and teacher-forced counts) instead of decoding
+    again; each row measured here is added. Under ``accelerate launch`` every process decodes and teacher-forces its
+    share of the items; only plain numbers are gathered."""
     plan = Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
                  gap_free=setting["gap_free"], decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True,
                  stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
     with split_items(items) as (share, gather):
-        rows = plan.rows(share, keep_traces=True, progress=progress)
-        traces, ntp_traces = [r.pop("trace") for r in rows], [r.pop("ntp_trace") for r in rows]
+        known = [pieces[i].find(setting["gamma"]) if pieces is not None else None for i in range(len(share))]
+        fresh = plan.rows([item for item, k in zip(share, known) if k is None], keep_traces=True, progress=progress)
+        traces, ntp_traces = [r.pop("trace") for r in fresh], [r.pop("ntp_trace") for r in fresh]
         mine = agreement_counts(model, traces, batch_size)
         ntps = agreement_counts(model, ntp_traces, batch_size)
-        for r, trace, ntp_trace, (agree, n), (ntp_agree, ntp_n) in zip(rows, traces, ntp_traces, mine, ntps):
+        for r, trace, ntp_trace, (agree, n), (ntp_agree, ntp_n) in zip(fresh, traces, ntp_traces, mine, ntps):
             r.update(tf_agree=agree, tf_tokens=n, ntp_tf_agree=ntp_agree, ntp_tf_tokens=ntp_n,
                      same=trace.output_ids == ntp_trace.output_ids)
+        rows, run, reused, measured = [], 0, 0, iter(zip(fresh, traces))
+        for i, k in enumerate(known):
+            if k is None:
+                r, trace = next(measured)
+                run += r["nfe"] + r["ntp_nfe"]
+                if pieces is not None:
+                    pieces[i].add(trace, dict(r))
+            else:  # the same decode as at the γ it was measured at: every number of the row is the same
+                r = dict(k)
+                reused += r["nfe"] + r["ntp_nfe"]
+            rows.append(r)
         rows = gather(rows)
+        run, reused = map(sum, zip(*gather([(run, reused)])))
     result = plan.summary(rows)
     agree, total = sum(r["tf_agree"] for r in rows), sum(r["tf_tokens"] for r in rows)
     ntp_agree, ntp_total = sum(r["ntp_tf_agree"] for r in rows), sum(r["ntp_tf_tokens"] for r in rows)
@@ -170,7 +190,7 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
                "wall_time": ntp["wall_time"], "ntp_agreement": ntp_agree / ntp_total if ntp_total else nan,
                "batch_size": batch_size, "speed_batch_size": row["speed_batch_size"],
                "measured_at": row["measured_at"]}
-    return row, ntp_row
+    return row, ntp_row, (run, reused)
 
 
 def _finite(value) -> bool:
@@ -197,7 +217,8 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
           gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] | None = None,
           gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
           cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
-          verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1):
+          verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1,
+          reuse_pieces: bool = True):
     """Score every (rule, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
 
     One row per setting plus one NTP row (``rule='ntp'``, ``verify`` False). Each setting runs through
@@ -233,10 +254,20 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     by the model's fingerprint and tokenizer, the setting, ``max_new_tokens``, the stop, the
     batch sizes and the items, so a repeated sweep returns the stored rows without calling the model; their
     wall-clock numbers are those measured when first computed (``measured_at``).
+
+    ``reuse_pieces`` (default True): each item is decoded once per γ piece (``Trace.gamma_range``, the pieces of
+    ``sv.gamma_map``) among the settings that differ only in γ: a γ whose piece was measured at another γ of the
+    sweep takes that measurement (the same decode, so the same output, calls and commits; NTP's decode and the
+    seconds of the pair measured beside it), and every row equals the one decoding each γ gives, but for the
+    seconds. False decodes and times every setting. ``attrs``: ``calls_run`` (model calls of the decodes this
+    sweep ran, the decoder's and NTP's beside it; teacher-forced passes and cached settings aside) and
+    ``calls_reused`` (the calls those read off a piece measured before would have run again).
     """
     import pandas as pd
 
     model = check_model(model)
+    if not isinstance(reuse_pieces, bool):
+        raise ValueError(f"reuse_pieces: must be True or False, got {reuse_pieces!r}")
     block_sizes = (check_block_size(None, model),) if block_sizes is None else block_sizes
     items, scored = _as_items(suite_or_prompts)
     check_whole(max_new_tokens, "max_new_tokens", 1)
@@ -254,6 +285,8 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
         from tqdm.auto import tqdm
         bar = tqdm(total=len(settings), desc="sweep", unit="setting")
     rows, ntp = [], None
+    lines: dict[tuple, dict[int, PieceStore]] = {}  # the setting but γ -> each item's pieces measured so far
+    calls_run = calls_reused = 0
     for setting in settings:
         key = _cache_key(model_id, setting, items_hash, len(items), max_new_tokens)
         key.update(batch_size=batch_size, speed_batch_size=speed_batch_size)
@@ -266,8 +299,13 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
                 bar.set_postfix_str(f"{setting['rule']} gamma={setting['gamma']:g} k={setting['block_size']}"
                                     f"{' gap-free' if setting['gap_free'] else ''}"
                                     f"{' verified' if setting['verify'] else ''}")
-            row, ntp_row = _measure(model, items, scored, setting, max_new_tokens, progress, batch_size,
-                                    speed_batch_size)
+            pieces = None
+            if reuse_pieces:
+                line = tuple(v for k, v in setting.items() if k != "gamma")
+                pieces = lines.setdefault(line, defaultdict(PieceStore))  # by item of this process's share
+            row, ntp_row, (run, reused) = _measure(model, items, scored, setting, max_new_tokens, progress,
+                                                   batch_size, speed_batch_size, pieces)
+            calls_run, calls_reused = calls_run + run, calls_reused + reused
             if cache is not None and is_main_process():
                 _write_cache(_cache_path(cache, key), key, row, ntp_row)
         rows.append({**row, "fingerprint": fingerprint})
@@ -283,6 +321,7 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
             df[col] = pd.to_numeric(df[col])
     df["gap_free"] = df["gap_free"].astype(bool)
     df["verify"] = df["verify"].astype(bool)
+    df.attrs.update(calls_run=calls_run, calls_reused=calls_reused)
     return df
 
 

@@ -42,3 +42,16 @@ def test_rows_hold_their_own_numbers(run):
             assert r["segments"] == len(r["points"]) == len(r["ranges"]) and len(r["grid"]) == 5
     page = run[1]
     assert "## `sbd-char-5m` (assert prompts)" in page and "exact γ map" in page
+
+
+def test_a_quick_subset_runs_only_what_it_names_and_draws_the_closed_forms(tmp_path):
+    data, page, png = tmp_path / "run.json", tmp_path / "page.md", tmp_path / "fig.png"
+    bench_script("bench_list_tasks").main(["--models", "char", "--tasks", "copy", "--decoders", "sbd", "--lengths",
+                                           "3", "--per-length", "1", "--grid-points", "2", "--json", str(data),
+                                           "--out", str(page), "--png", str(png)])
+    (model,) = json.loads(data.read_text())["results"]["models"]
+    assert {r["task"] for r in model["rows"]} == {"copy", "all tasks"}
+    assert {r["label"] for r in model["rows"]} == {"NTP", "SBD", "verified SBD"} and model["items"] == 1
+    assert set(model["tokens_per_item"]) == {"copy"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "![Closed forms beside the measured curves](fig.png)" \
+        in page.read_text()

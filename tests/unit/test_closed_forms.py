@@ -117,3 +117,20 @@ def test_outside_what_the_paper_covers_is_refused():
         shuffle_accuracy(3, 4)
     with pytest.raises(ValueError, match="n"):
         replace_random_threshold_accuracy(2, 0.9)
+
+
+def test_closed_form_curve_in_tokens_per_call():
+    from sbd_viz.analysis.closed_forms import closed_form_curve
+
+    # 5 items of 3 tokens: k = 1..5 take 5, 3, 2, 2, 1 calls; k = 3 and 4 share 2 calls and the point is k = 3's
+    points = closed_form_curve("shuffle", 5, 3.0)
+    assert [x for x, _ in points] == [3.0, 5.0, 7.5, 15.0]
+    assert [y for _, y in points] == pytest.approx([100.0, 100 * shuffle_accuracy(5, 2), 100 * shuffle_accuracy(5, 3),
+                                                    100 * shuffle_accuracy(5, 5)])
+    assert shuffle_accuracy(5, 3) > shuffle_accuracy(5, 4)  # the smallest k of a call count is the most accurate
+    assert closed_form_curve("copy", 3) == [(1.0, 100.0), (1.5, 100.0), (3.0, 100.0)]
+    assert closed_form_curve("replace", 4, 2.0) == closed_form_curve("copy", 4, 2.0)  # at a given position: copy
+    with pytest.raises(ValueError, match="task"):
+        closed_form_curve("sort", 3)
+    with pytest.raises(ValueError, match="tokens_per_item"):
+        closed_form_curve("copy", 3, 0)

@@ -92,3 +92,19 @@ def test_limit_takes_items_in_turn_from_the_lengths(script):
     assert [(i.task, i.length) for i in picked] == [("copy", 3), ("copy", 5), ("copy", 3), ("sort", 3), ("sort", 5),
                                                     ("sort", 3)]
     assert script.pick(items, None) == items
+
+
+def test_the_page_embeds_the_figure_it_is_given(script):
+    header = {"command": "c", "date": "d", "machine": "m", "load_start": "1", "load_end": "2", "seconds": 1.0,
+              "lengths": [3], "per_length": 1, "limit": None, "seed": 2510, "grid_points": 3,
+              "rule": "entropy_bounded"}
+    results = {"models": [{"model": "char", "name": "sbd-char-5m", "style": "assert", "block_size": 8, "items": 3,
+                           "calls": 1, "seconds": 1.0, "skipped": [], "rows": script.metrics(DECODED)}]}
+    assert "![Closed forms" not in script.markdown(header, results, [])
+    page = script.markdown({**header, "figure": "list_tasks.png"}, results, [])
+    assert "## Closed form beside the measured curve" in page and "(list_tasks.png)" in page
+
+
+def test_a_quick_subset_is_refused_with_an_unknown_decoder(script):
+    with pytest.raises(SystemExit):
+        script.main(["--decoders", "nope", "--models", "char"])

@@ -158,3 +158,42 @@ def test_a_real_map_reads_as_decoding_at_each_gamma(sharp):
         assert acc == 100.0 * sum(t.text == right[p] for t, p in zip(traces, prompts)) / len(prompts)
     with pytest.raises(ValueError, match="step map"):
         outcomes(gamma_map(sharp, prompts[0], step=0.5, **kw), bool)
+
+
+@pytest.mark.heavy
+@pytest.mark.usefixtures("one_thread")
+def test_real_maps_pbx_and_aup_equal_a_dense_grid_of_decodes_and_add_what_it_misses(sharp):
+    """PBx and AUP from real exact maps against the field's computation over ``sv.decode`` at every hundredth of γ:
+    equal where the grid sees every segment; where it misses some, ``compare_grid`` names them, and the grid with one
+    γ inside each missed segment added (read off the map's breakpoints) gives the exact numbers."""
+    prompts = ["assert 12 + 7 == ", "assert sorted([3, 1]) == "]
+    kw = dict(max_new_tokens=8)
+    right = {p: sv.decode(sharp, p, gamma=0.0, **kw).text for p in prompts}
+    items = [outcomes(gamma_map(sharp, p, **kw), lambda text, p=p: text == right[p]) for p in prompts]
+    segments = curve(items)
+    assert len(segments) > 3
+
+    def decoded_point(g):  # independent of the map: decode every item at g
+        traces = [sv.decode(sharp, p, gamma=g, **kw) for p in prompts]
+        return (sum(t.n_tokens for t in traces) / sum(t.nfe for t in traces),
+                100.0 * sum(t.text == right[p] for t, p in zip(traces, prompts)) / len(prompts))
+
+    grid = [i / 50 for i in range(101)]
+    points = [decoded_point(g) for g in grid]
+    missed = [s for s in segments if not any(g in s for g in grid)]
+    assert missed and len(missed) < len(segments)  # both cases: segments the grid sees, and slivers it misses
+    y_max = max(s.accuracy for s in segments)
+    rows = {r["metric"]: r for r in compare_grid(items, grid, y_max=y_max)}
+    for x in (90, 80, 70, 60):
+        assert rows[f"PB{x}"]["grid"] == leaderboard_max_tps(*zip(*points), x)
+    assert rows["AUP"]["grid"] == pytest.approx(d3llm_get_aup(*zip(*points), y_max=y_max), rel=1e-12)
+    assert rows["AUP"]["missed"] == [str(s) for s in missed if s.point not in set(points)]
+    # one γ inside each missed segment: its closed bottom, else the middle
+    added = sorted(grid + [s.lo if s.lo_closed else (s.lo + s.hi) / 2 for s in missed])
+    full = [decoded_point(g) for g in added]
+    assert aup(segments, y_max=y_max) == pytest.approx(d3llm_get_aup(*zip(*full), y_max=y_max), rel=1e-12)
+    for x in (90, 80, 70, 60, 50):
+        assert pbx(segments, x) == leaderboard_max_tps(*zip(*full), x)
+    for x in (90, 80, 70, 60):  # where the grid saw the deciding segment, its number is the exact one
+        row = rows[f"PB{x}"]
+        assert row["exact"] == pbx(segments, x) and (row["grid"] == row["exact"]) != bool(row["missed"])

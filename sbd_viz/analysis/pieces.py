@@ -1,0 +1,100 @@
+"""Decode each γ piece once: what the sweeps share with the γ map.
+
+A greedy decode by a commit rule records its γ range (``Trace.gamma_range``): every γ in it gives the same decode,
+the very pieces ``sv.gamma_map`` walks. A sweep over sampled γ values therefore needs one decode per piece that
+holds one of them; every other γ of that piece reads the same decode, given back as ``sv.decode`` gives it at that
+γ (``at_gamma``: the trace with its ``config["gamma"]``). The traces, and every number a sweep takes from them, are
+the same as decoding each γ; only the calls differ.
+
+- ``decode_at_gammas``: one prompt at several γ with one set of other settings, through ``GammaMapWalk`` with the γ
+  values as its points (one decode per piece holding a point, the calls a piece shares with the piece below it
+  replayed). ``sv.sweep_decoders`` decodes its γ settings this way.
+- ``PieceStore``: decodes kept with their γ ranges and found again by γ. ``sv.sweep`` keeps each item's measured
+  row (its decode, NTP's beside it and their seconds) this way, so a γ whose piece was measured already is not
+  decoded or timed again: every decode it times is a whole decode, none replayed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+from ..decoders.door import decode
+from ..decoders.registry import default_decoder, get_decoder
+from ..rules import DEFAULT_RULE
+from ..trace import Trace
+from .gamma_map import GammaMapWalk, walks_gamma
+
+
+def at_gamma(trace: Trace, gamma: float) -> Trace:
+    """``trace`` as ``sv.decode`` gives it at ``gamma``, a γ its range holds (a ``ValueError`` otherwise): the same
+    steps and output, its ``config["gamma"]`` set to ``gamma``."""
+    if trace.gamma_range is None or gamma not in trace.gamma_range:
+        raise ValueError(f"gamma: {gamma!r} is not in the trace's γ range {trace.gamma_range}")
+    if trace.config.get("gamma") == gamma:
+        return trace
+    return dataclasses.replace(trace, config={**trace.config, "gamma": gamma})
+
+
+def shares_pieces(spec, settings: dict) -> bool:
+    """Whether decodes of ``spec`` with ``settings`` have γ pieces to share: a greedy decode whose knob is the
+    commit rule's γ (SBD, verified SBD, remasking)."""
+    temperature = settings.get("temperature", 0.0)
+    return walks_gamma(spec) and not (isinstance(temperature, (int, float)) and temperature > 0)
+
+
+class PieceStore:
+    """Values kept with the γ range of the decode they came from; ``find(γ)`` gives the one whose range holds γ."""
+
+    def __init__(self):
+        self._kept: list[tuple[Any, Any]] = []  # (γ range, value)
+
+    def add(self, trace: Trace, value: Any) -> None:
+        """Keep ``value`` (what was measured of ``trace``) under ``trace``'s γ range; a trace without one is not
+        kept (nothing can share it)."""
+        if trace.gamma_range is not None:
+            self._kept.append((trace.gamma_range, value))
+
+    def find(self, gamma: float) -> Any:
+        """The value kept for the piece holding ``gamma``, or None."""
+        return next((value for interval, value in self._kept if gamma in interval), None)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+@dataclasses.dataclass
+class GammaDecodes:
+    """``decode_at_gammas``'s answer: ``traces`` (γ -> its ``Trace``, as ``sv.decode`` at that γ gives it),
+    ``calls`` (model forwards run), ``decodes`` (decodes run) and ``direct_calls`` (the calls of decoding every γ
+    on its own: the traces' calls summed)."""
+
+    traces: dict[float, Trace]
+    calls: int
+    decodes: int
+
+    @property
+    def direct_calls(self) -> int:
+        return sum(t.nfe for t in self.traces.values())
+
+
+def decode_at_gammas(model, prompt: str, gammas: Iterable[float], decoder=None, rule: str = DEFAULT_RULE,
+                     reuse_prefix: bool = True, **settings) -> GammaDecodes:
+    """``prompt`` decoded at every γ of ``gammas`` with ``decoder`` (None: the model's first) and the other
+    ``settings`` of ``sv.decode``: each trace is what ``sv.decode(model, prompt, decoder, rule=rule, gamma=γ,
+    **settings)`` gives. A decoder with γ pieces (``shares_pieces``) decodes one γ per piece and reads the others
+    off it (``GammaMapWalk`` with ``points``; ``reuse_prefix`` as ``sv.gamma_map``'s); any other decodes every
+    γ."""
+    values = list(gammas)
+    if not values:
+        raise ValueError("gammas: need one or more γ values")
+    spec = default_decoder(model) if decoder is None else get_decoder(decoder)
+    if not shares_pieces(spec, settings):
+        traces = {g: decode(model, prompt, spec.name, rule=rule, gamma=g, **settings) for g in values}
+        return GammaDecodes(traces, sum(t.nfe for t in traces.values()), len(traces))
+    walk = GammaMapWalk(model, prompt, rule, min(values), max(values), None, spec.name, reuse_prefix,
+                        points=values, **settings)
+    for _ in walk.pieces():
+        pass
+    traces = {g: at_gamma(walk.map.trace_at(g), g) for g in values}
+    return GammaDecodes(traces, walk.map.calls, walk.map.decodes)
