@@ -1,13 +1,23 @@
 """Tokens and texts as the views show them: whitespace made visible (``visible``), special tokens marked
 (``token_label``, ``mark_special``), a byte-level tokenizer's pieces of one character read in context
 (``output_labels``), a block's state as text (``render_state``: ``PREFIX <m> <m> TOKEN``), and where two texts first
-differ (``first_difference``). Plain strings in, plain strings out: the trace, the summary and the pictures share
+differ (``first_difference``), and the names of the tokens-per-call counts (``COUNT_LABELS``). Plain strings in, plain
+strings out: the trace, the summary and the pictures share
 them, so a token reads the same everywhere.
 """
 
 from __future__ import annotations
 
 MASK_TEXT = "<m>"  # a masked slot, in a block's state as text
+
+# Tokens per call as peers count them (``sbd_viz.analysis.counts``): (end token counted, prefill counted) -> the label
+# every view, figure and page uses for that ratio
+COUNT_LABELS = {
+    (True, True): "tokens per call (end token and prefill counted)",
+    (False, True): "tokens per call without the end token (d3LLM's TPF)",
+    (True, False): "tokens per call after the prefill",
+    (False, False): "tokens per call after the prefill, without the end token",
+}
 
 
 def render_state(slots: list[str | None], prefix: str = "", tail: int = 24) -> str:

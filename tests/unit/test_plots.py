@@ -160,6 +160,37 @@ def test_block_fill_one_row_per_block(multi_trace):
     assert fig.layout.height > block_fill(make_trace([[[0, 1, 2, 3]]])).layout.height
 
 
+@pytest.mark.parametrize("k", [4, 16, 32, 64])
+def test_block_fill_fits_a_notebook_and_wraps_a_wide_block(k):
+    """JupyterLab's output area is about 900 px wide: a block fill is never wider than FIT_WIDTH (k = 16 was 1230
+    px), its cells never narrower than MIN_CELL; a block too wide for that wraps over rows, each labelled with its
+    slots, and every cell is still drawn once, where its row and column say."""
+    from sbd_viz.plots.style import FIT_WIDTH, MIN_CELL
+
+    trace = make_trace([[list(range(k))], [list(range(k // 2)), list(range(k // 2, k))]], k=k)
+    fig = block_fill(trace)
+    layout = fig.layout
+    assert layout.width <= FIT_WIDTH
+    plot_w = layout.width - layout.margin.l - layout.margin.r
+    cols = len(layout.xaxis.tickvals)
+    assert plot_w / cols >= MIN_CELL and layout.margin.r >= 100  # room for the entropy scale
+    rows = layout.meta["rows"]
+    lines = rows // 2
+    assert (lines > 1) == (k * MIN_CELL > FIT_WIDTH - 260) and cols * lines >= k
+    for i in range(trace.nfe):
+        cells = frame_cells(fig, i)
+        assert set(cells) == {(b, s) for b in range(2) for s in range(k)}
+        assert {(b, s): (r, c) for (b, s), (_, r, c) in cells.items()} == \
+            {(b, s): (b * lines + s // cols, s % cols) for b in range(2) for s in range(k)}
+    labels = list(layout.yaxis.ticktext)
+    if lines > 1:
+        assert labels[:lines] == [f"block 0 · slots {j * cols}–{min(k, (j + 1) * cols) - 1}" for j in range(lines)]
+        assert "wraps" in layout.xaxis.title.text
+    else:
+        n0 = len(trace.prompt_ids)
+        assert labels == [f"block 0 · pos {n0}", f"block 1 · pos {n0 + k}"]
+
+
 def test_block_fill_frames_are_incremental(multi_trace, ntp_trace):
     for trace in (multi_trace, ntp_trace):
         fig = block_fill(trace)
@@ -197,7 +228,7 @@ def test_block_fill_text_hover_and_counters(gap_trace):
     assert "<b>&lt;b&gt;</b>" in hovers and "<b><b>" not in hovers
     last_title = fig.frames[-1].layout.title.text
     assert f"{gap_trace.nfe}/{gap_trace.nfe} calls · {gap_trace.n_tokens} tokens" in last_title
-    assert f"{gap_trace.tokens_per_call:.2f} tokens/call" in last_title
+    assert f"{gap_trace.tokens_per_call:.2f} {sv.COUNT_LABELS[(True, True)]}" in last_title  # named as everywhere
 
 
 def test_block_fill_legend_and_max_blocks(multi_trace):
@@ -555,6 +586,37 @@ def test_verified_counters_mark_rollbacks_and_checking_only_calls(verified):
     assert verified.n_check_only and verified.rollbacks()
     n = len(verified.checks())
     assert f"{sum(c.accepted for c in verified.checks())}/{n} accepted so far" in fig.frames[-1].layout.title.text
+
+
+def test_verified_counters_count_a_draft_only_once_its_check_accepts_it(verified):
+    """A verified call drafts tokens that a later call checks: the title counts a drafted token from the call whose
+    check accepted it, NTP's own token from the call that wrote it, and never a draft a rollback replaced."""
+    from sbd_viz.plots.blocks import committed_counts
+
+    verdicts, at = verified.verdicts(), [0] * verified.nfe
+    for s in verified.steps:
+        for c in s.commits:
+            if verified.kept(s, c.slot):
+                at[s.call if c.ntp else verdicts[(s.call, s.block_start + c.slot)][0]] += 1
+    expected = [sum(at[:i + 1]) for i in range(verified.nfe)]
+    assert committed_counts(verified) == expected and expected[-1] == verified.n_tokens
+    assert expected[0] == 1  # call 0 wrote NTP's token and drafted more: only NTP's token is committed
+    fig = block_fill(verified)
+    for step, n in zip(verified.steps, expected):
+        title = fig.frames[step.call].layout.title.text
+        assert f"{n} token{'' if n == 1 else 's'} committed" in title
+        assert f"{n / (step.call + 1):.2f} {sv.COUNT_LABELS[(True, True)]}" in title
+    assert f"{verified.tokens_per_call:.2f} tokens per call" in fig.frames[-1].layout.title.text
+
+
+def test_the_call_marks_are_explained_in_the_legend(verified, gap_trace):
+    legend = " ".join(a.text for a in block_fill(verified).layout.annotations)
+    assert "↺</b> a call that rejected a draft" in legend and "✓</b> a call that only checked drafts" in legend
+    plain = " ".join(a.text for a in block_fill(gap_trace).layout.annotations)
+    assert "↺" not in plain and "✓" not in plain  # no mark drawn, none explained
+    titles = [f.layout.title.text for f in block_fill(verified).frames]
+    assert all(("↺" in t) == (s.rollback is not None) and ("✓" in t) == s.check_only
+               for t, s in zip(titles, verified.steps))
 
 
 def test_verified_spec_is_what_validation_gives(verified):
