@@ -34,6 +34,10 @@ STATE_LABELS = {"done": "committed before", "now": "committed in this call", "ma
                 "dropped": "draft dropped by a rollback", "renoised": "accepted, then renoised (outlined)"}
 ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
 CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
+# calls in order, on one scale for every decoder of a comparison: the first call lightest (yellow), the last darkest
+# (purple); Viridis, perceptually even and readable without colour vision, never repeating a shade
+STEP_SCALE = [[i / 9, c] for i, c in enumerate(("#FDE725", "#B5DE2B", "#6ECE58", "#35B779", "#1F9E89", "#26828E",
+                                                 "#31688E", "#3E4989", "#482878", "#440154"))]
 RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
 VERIFIED_COLOR = "#000000"  # the verified line: black like NTP (its text is NTP's), dashed, diamond markers
 VERIFIED_DASHES = ("dash", "dot", "dashdot", "longdash")  # several verified lines (e.g. one per block size)
