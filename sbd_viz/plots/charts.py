@@ -15,7 +15,7 @@ from .style import (CALL_SCALE, RULE_COLORS, STATE_COLORS, FONT, block_size_of, 
                          outline_trace, settings_line, token_html)
 from ..checks import check_whole
 from ..trace import Step, Trace
-from ..labels import first_difference, output_labels
+from ..labels import COUNT_LABELS, first_difference, output_labels
 
 
 def per_call_counts(trace: Trace) -> tuple[list[int], list[int]]:
@@ -98,11 +98,11 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
     fig.update_layout(**common_layout(
         barmode="stack", width=820, height=520, margin=dict(l=70, r=30, t=75, b=90),
         # the settings on a line of their own: on one line with the counts they ran past the figure's edge
-        title=dict(text=f"{trace.n_tokens} tokens in {trace.nfe} calls · {trace.tokens_per_call:.2f} tokens per "
-                        f"call<br><sup>{esc(settings_line(trace))}</sup>", font=dict(size=13)),
+        title=dict(text=f"{trace.n_tokens} tokens in {trace.nfe} calls · {trace.tokens_per_call:.2f} "
+                        f"{COUNT_LABELS[(True, True)]}<br><sup>{esc(settings_line(trace))}</sup>", font=dict(size=13)),
         legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", traceorder="normal")))
     fig.update_yaxes(title_text="tokens so far", gridcolor="#EEEEEE", row=1, col=1)
-    fig.update_yaxes(title_text="tokens per call", gridcolor="#EEEEEE", row=2, col=1,
+    fig.update_yaxes(title_text="tokens the call wrote", gridcolor="#EEEEEE", row=2, col=1,
                      range=[-max(renoised) - 0.5 if any(renoised) else 0, k + 0.5])
     fig.update_xaxes(title_text="model calls", row=2, col=1)
     return fig
@@ -143,7 +143,8 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] = ("A", "B")
     lines = [max(1, math.ceil(t.n_tokens / width)) for _, t in runs]
     fig = make_subplots(rows=2, cols=1, row_heights=lines, vertical_spacing=0.1 + 0.2 / sum(lines),
                         subplot_titles=[f"{esc(label)}: {esc(settings_line(t))} · {t.nfe} calls · {t.n_tokens} tokens"
-                                        f" · {t.tokens_per_call:.2f} tokens per call" for label, t in runs])
+                                        f" · {t.tokens_per_call:.2f} {COUNT_LABELS[(True, True)]}"
+                                        for label, t in runs])
     for r, (label, t) in enumerate(runs, start=1):
         fig.add_trace(_token_row(label, t, width, lines[r - 1]), row=r, col=1)
         at = _token_at(t.output_texts, diff) if diff is not None else None

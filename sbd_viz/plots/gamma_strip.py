@@ -21,7 +21,7 @@ import math
 
 from .style import CALL_SCALE, STATE_COLORS, esc
 from .ladder_figure import SAFE_COLOR
-from ..labels import visible
+from ..labels import COUNT_LABELS, visible
 
 GAP_FILL = "repeating-linear-gradient(45deg, #EEEEEE 0 4px, #D0D0D0 4px 6px)"  # hatched: not decoded
 PENDING_FILL = "#F7F7F7"  # not walked yet: the map is still building
@@ -107,7 +107,7 @@ def _legend(marks: list[str], top: float) -> str:
     swatch = "display:inline-block;width:18px;height:11px;vertical-align:-1px;margin-right:3px;box-sizing:border-box;"
     says = {
         "shade": (f"background:linear-gradient(90deg,{light},{_shade(top, top)});",
-                  f"tokens per call: lighter = fewer (1.00 to {top:.2f})"),
+                  f"{COUNT_LABELS[(True, True)]}: lighter = fewer (1.00 to {top:.2f})"),
         "current": (f"background:#FFFFFF;{CURRENT_MARK}", "the piece shown"),
         "now": ("background:linear-gradient(90deg,transparent 8px,#000000 8px 10px,transparent 10px);", "γ now"),
         "change": (f"background:#FFFFFF;{CHANGE_MARK}", "the text changes here (from the piece to its left)"),
@@ -173,7 +173,7 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
                  + (CHANGE_MARK if change else "") + (NTP_MARK if same else ""))
         marks |= {"shade"} | ({"change"} if change else set()) | ({"ntp"} if same else set())
         text = visible(t.text)
-        title = (f"γ in {p}: {t.nfe} calls, {t.tokens_per_call:.2f} tokens per call"
+        title = (f"γ in {p}: {t.nfe} calls, {t.tokens_per_call:.2f} {COUNT_LABELS[(True, True)]}"
                  + ("" if same is None else ", NTP's text" if same else ", not NTP's text")
                  + (", the text changes here" if change else "") + f" · {text[:60]}{'…' if len(text) > 60 else ''}")
         boxes.append(_box(left, width, style, attrs, title))

@@ -8,9 +8,12 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .style import RULE_COLORS, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, common_layout
+from ..labels import COUNT_LABELS
 
 
-_X_AXES = {"tokens_per_call": "tokens per call", "calls_per_token": "calls per token",
+# the x axes a sweep can be drawn on; tokens per call named as every view names the count (a sweep's rows count
+# every output token and every call)
+_X_AXES = {"tokens_per_call": COUNT_LABELS[(True, True)], "calls_per_token": "calls per token (its inverse)",
            "speedup_calls": "speedup in calls vs NTP", "speedup_wall": "wall-clock speedup vs NTP"}
 _HOVER_COLUMNS = ("accuracy", "tokens_per_call", "calls_per_token", "speedup_calls", "speedup_wall", "same_as_ntp")
 

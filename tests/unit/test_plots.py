@@ -656,3 +656,33 @@ def test_a_decoder_without_masks_shows_its_open_slots_as_not_written_yet(gap_tra
         assert word in legend and other not in legend
         heat = " ".join(a.text for a in entropy_heatmap(trace, block=0).layout.annotations)
         assert word in heat and other not in heat
+
+
+# -- one name per count ---------------------------------------------------------------------
+def _unnamed_counts(text: str) -> list[str]:
+    """The places in a figure's text that show tokens per call without the name every view gives that count."""
+    import re
+
+    for label in sv.COUNT_LABELS.values():
+        text = text.replace(label, "")
+    return re.findall(r".{0,30}(?:tokens per call|tokens/call|tok/call|/call)", text)
+
+
+def test_every_figure_names_tokens_per_call_as_count_labels_does(gap_trace, verified):
+    """Peers count tokens per call with or without the end token and the prefill call: every figure that shows the
+    ratio names it with ``sv.COUNT_LABELS`` (it was "tokens/call", "tok/call", "/call" and "tokens per call" in
+    turn), so one count reads alike everywhere."""
+    from test_gamma_strip import PIECES, _map
+    from test_ladder import _frame
+
+    from sbd_viz.plots import compare, compare_decoders, gamma_ladder, gamma_strip, tradeoff
+
+    label = sv.COUNT_LABELS[(True, True)]
+    figures = {"block_fill": block_fill(verified), "calls_timeline": calls_timeline(gap_trace),
+               "compare": compare(gap_trace, gap_trace), "compare_decoders": compare_decoders([gap_trace]),
+               "tradeoff": tradeoff(RESULTS), "gamma_ladder": gamma_ladder(_frame([True, True, False, True]))}
+    for name, fig in figures.items():
+        text = json.dumps(json.loads(fig.to_json()), ensure_ascii=False)  # plotly's JSON writes / as \u002f
+        assert label in text and not _unnamed_counts(text), (name, _unnamed_counts(text))
+    strip = gamma_strip(_map(PIECES))
+    assert label in strip and not _unnamed_counts(strip)
