@@ -310,7 +310,8 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
     history, verdicts = _history(trace), trace.verdicts() if trace.verified else None
     states = VERIFIED_STATES if verdicts is not None else CANVAS_STATES if trace.has_canvas else STATES
     fills, emax, titles = trace.gap_fills(), max_entropy(trace), _counters(trace)
-    marks = tuple(m for m, shown in ((ROLLBACK_MARK, trace.rollbacks()), (CHECK_ONLY_MARK, trace.n_check_only)) if shown)
+    marks = tuple(m for m, shown in ((ROLLBACK_MARK, trace.rollbacks()), (CHECK_ONLY_MARK, trace.n_check_only))
+                  if shown)
     # Pixel plan, top to bottom: counters (title), settings, prompt, legend, slot axis, grid, buttons, slider. A
     # title line past the first and a legend line past the second each push what is below by 18 px. The figure is
     # FIT_WIDTH wide: the cells share what the row labels and the entropy scale leave (a wide block wraps).
@@ -336,7 +337,8 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
     for step in trace.steps:
         # Only the rows of this call's block and the previous call's block change (now -> done).
         rows = range(grid.rows) if step.call == 0 else sorted(
-            {r for s in trace.steps[step.call - 1: step.call + 1] if s.block in grid.index for r in grid.rows_of(s.block)})
+            {r for s in trace.steps[step.call - 1: step.call + 1] if s.block in grid.index
+             for r in grid.rows_of(s.block)})
         frame = dict(name=str(step.call), data=rows_at(step.call, rows),
                      traces=list(rows) + [grid.rows + r for r in rows]
                      + [2 * grid.rows + r for r in (rows if trace.has_canvas else ())],

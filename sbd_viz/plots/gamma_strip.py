@@ -10,8 +10,8 @@ and, for a decoded piece, ``data-tpc`` (tokens per call), ``data-calls``, ``data
 ``data-gamma``: the slider position inside it that a click moves the slider to; every piece has ``data-widened``
 (``1`` where it is drawn wider than its share of the range, ``piece_spans``). The piece holding ``current_gamma``
 has ``data-current='1'``, and a ``div`` of class ``now`` marks that γ. The legend (``.legend``) holds one ``.mark``
-per kind of mark drawn, its ``data-mark`` one of ``shade``, ``current``, ``now``, ``change``, ``ntp``, ``gap`` and
-``pending``.
+per kind of mark drawn, its ``data-mark`` one of ``shade``, ``current``, ``now``, ``change``, ``greedy`` (NTP's
+text), ``gap`` and ``pending``.
 """
 
 from __future__ import annotations
@@ -43,33 +43,30 @@ def piece_spans(pieces, lo: float, hi: float) -> list[tuple[float, float]]:
     """Where each of ``pieces`` is drawn on a strip over ``[lo, hi]``: ``(left, width)`` in % of the strip, in order,
     side by side, never overlapping. A piece takes its share of the range, but a decoded piece at least ``MIN_PIECE``
     and a stretch not decoded at least ``MIN_GAP`` (scaled down together when the pieces are too many for that): the
-    others give up width in proportion to their length. The pieces cover ``[lo, their last hi]``; what they leave
-    of 100 % is the part not walked yet."""
-    span = hi - lo
-    length = [max(0.0, min(p.hi, hi) - max(p.lo, lo)) for p in pieces]
-    last = min(max((p.hi for p in pieces), default=lo), hi)
-    total = 100.0 if span <= 0 else 100.0 * (last - lo) / span  # the rest is drawn as pending
+    others give up width in proportion to their length. What the pieces leave of 100 % (from the last one's end) is
+    the part not walked yet, which gives up width like a piece."""
     if not pieces:
         return []
-    if span <= 0 or sum(length) <= 0:
-        return [(total * i / len(pieces), total / len(pieces)) for i in range(len(pieces))]
-    least = [MIN_PIECE if p.decoded else MIN_GAP for p in pieces]
-    if sum(least) > 0.9 * total:  # too many pieces for the minimums: all shrink alike, keeping room for the rest
-        least = [m * 0.9 * total / sum(least) for m in least]
-    widths, fixed = [0.0] * len(pieces), set()
+    last = min(max(p.hi for p in pieces), hi)
+    length = [max(0.0, min(p.hi, hi) - max(p.lo, lo)) for p in pieces] + [max(0.0, hi - last)]
+    least = [MIN_PIECE if p.decoded else MIN_GAP for p in pieces] + [0.0]
+    if sum(length) <= 0:  # a range of one value: the pieces share the strip
+        return [(100.0 * i / len(pieces), 100.0 / len(pieces)) for i in range(len(pieces))]
+    if sum(least) > 90.0:  # too many pieces for the minimums: all shrink alike
+        least = [m * 90.0 / sum(least) for m in least]
+    widths, fixed = [0.0] * len(length), set()
     while True:  # the pieces below their minimum take it; the rest share what is left by length, until none is short
-        free = total - sum(least[i] for i in fixed)
-        rest = sum(length[i] for i in range(len(pieces)) if i not in fixed)
+        free = 100.0 - sum(least[i] for i in fixed)
+        rest = sum(length[i] for i in range(len(length)) if i not in fixed)
         short = set()
-        for i in range(len(pieces)):
-            widths[i] = least[i] if i in fixed else (free * length[i] / rest if rest > 0 else free / (len(pieces) - len(fixed)))
+        for i in range(len(length)):
+            widths[i] = least[i] if i in fixed else free * length[i] / rest
             if i not in fixed and widths[i] < least[i]:
                 short.add(i)
         if not short:
             break
         fixed |= short
-    lefts = [sum(widths[:i]) for i in range(len(pieces))]
-    return list(zip(lefts, widths))
+    return [(sum(widths[:i]), widths[i]) for i in range(len(pieces))]
 
 
 def slider_position(piece, step: float | None) -> float | None:
@@ -90,8 +87,8 @@ def slider_position(piece, step: float | None) -> float | None:
 
 def _box(left: float, width: float, style: str, attrs: str, title: str) -> str:
     """A piece's box (a white right edge tells two pieces of one shade apart)."""
-    return (f"<div class='piece' {attrs} title='{html.escape(title, quote=True)}' style='position:absolute;top:0;bottom:8px;"
-            f"left:{left:.4f}%;width:{width:.4f}%;box-sizing:border-box;border-right:1px solid #FFFFFF;{style}'></div>")
+    return (f"<div class='piece' {attrs} title='{html.escape(title, quote=True)}' "
+            f"style='position:absolute;top:0;bottom:8px;left:{left:.4f}%;width:{width:.4f}%;box-sizing:border-box;border-right:1px solid #FFFFFF;{style}'></div>")
 
 
 # The marks a strip can draw, each with its legend swatch (inline CSS) and what it says
@@ -111,7 +108,7 @@ def _legend(marks: list[str], top: float) -> str:
         "current": (f"background:#FFFFFF;{CURRENT_MARK}", "the piece shown"),
         "now": ("background:linear-gradient(90deg,transparent 8px,#000000 8px 10px,transparent 10px);", "γ now"),
         "change": (f"background:#FFFFFF;{CHANGE_MARK}", "the text changes here (from the piece to its left)"),
-        "ntp": (f"background:#FFFFFF;{NTP_MARK}", "NTP’s text"),
+        "greedy": (f"background:#FFFFFF;{NTP_MARK}", "NTP’s text"),
         "gap": (f"background:{GAP_FILL};", "not decoded (no slider position in it)"),
         "pending": (f"background:{PENDING_FILL};border:1px dashed #BBBBBB;", "not decoded yet (the map is building)"),
     }
@@ -171,7 +168,7 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
                   f" data-text-change='{int(change)}'" + ("" if position is None else f" data-gamma='{position!r}'"))
         style = (f"background:{_shade(t.tokens_per_call, top)};cursor:pointer;z-index:{2 if here else 1};{outline}"
                  + (CHANGE_MARK if change else "") + (NTP_MARK if same else ""))
-        marks |= {"shade"} | ({"change"} if change else set()) | ({"ntp"} if same else set())
+        marks |= {"shade"} | ({"change"} if change else set()) | ({"greedy"} if same else set())
         text = visible(t.text)
         title = (f"γ in {p}: {t.nfe} calls, {t.tokens_per_call:.2f} {COUNT_LABELS[(True, True)]}"
                  + ("" if same is None else ", NTP's text" if same else ", not NTP's text")
@@ -199,7 +196,7 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
             + (f" · built in {gamma_map.seconds:.1f} s, {gamma_map.calls} calls" if complete else " · building…"))
     scale = (f" · not to scale: {_count(widened, 'narrow piece')} drawn wider, so each can be seen and clicked"
              if widened else "")
-    order = ("shade", "current", "now", "change", "ntp", "gap", "pending")
+    order = ("shade", "current", "now", "change", "greedy", "gap", "pending")
     return (f"<div class='sbd-strip' data-pieces='{len(pieces)}' data-decoded='{len(decoded)}' "
             f"data-complete='{str(complete).lower()}' data-seconds='{gamma_map.seconds:.3f}' "
             f"data-widened='{widened}' style='font-size:12px;color:#555555'>"

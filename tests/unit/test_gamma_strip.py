@@ -37,7 +37,8 @@ def _darkness(style: str) -> int:
     return -sum(int(colour[i:i + 2], 16) for i in (0, 2, 4))
 
 
-WIDE = [Piece(0.0, 0.5, FOUR_CALLS), Piece(0.5, 0.8, TWO_CALLS), Piece(0.8, 1.2, OTHER), Piece(1.2, 2.0, ONE_CALL, True, True)]
+WIDE = [Piece(0.0, 0.5, FOUR_CALLS), Piece(0.5, 0.8, TWO_CALLS), Piece(0.8, 1.2, OTHER),
+        Piece(1.2, 2.0, ONE_CALL, True, True)]
 
 
 def _spans(strip: str) -> list[tuple[float, float]]:
@@ -97,6 +98,10 @@ def test_a_map_still_building_shows_the_rest_as_pending():
     assert float(pieces[-1]["lo"]) == 0.8 and float(pieces[-1]["hi"]) == 2.0 and "gamma" not in pieces[-1]
     assert "data-complete='false'" in strip and "building" in strip
     assert [p["kind"] for p in _pieces(plots.gamma_strip(_map([])))] == ["pending"]  # nothing walked yet
+    from sbd_viz.plots.gamma_strip import MIN_PIECE
+
+    first = _spans(plots.gamma_strip(_map([Piece(0.0, 0.01, ONE_CALL, True, False)])))  # a sliver walked so far
+    assert first[0] == (0.0, MIN_PIECE) and first[1] == (MIN_PIECE, 100.0 - MIN_PIECE)  # seen; the rest pending
 
 
 def test_the_slider_position_of_a_piece():
@@ -127,14 +132,16 @@ def test_every_piece_is_wide_enough_to_see_and_click():
     strip = plots.gamma_strip(_map(SEVEN), current_gamma=0.03)
     pieces, spans = _pieces(strip), _spans(strip)
     assert len(pieces) == 7 and all(w >= MIN_PIECE for _, w in spans)
-    assert all(abs(a + w - b) < 1e-3 for (a, w), (b, _) in zip(spans, spans[1:])) and abs(sum(w for _, w in spans) - 100) < 1e-3
+    assert all(abs(a + w - b) < 1e-3 for (a, w), (b, _) in zip(spans, spans[1:]))
+    assert abs(sum(w for _, w in spans) - 100) < 1e-3
     assert [float(p["gamma"]) for p in pieces[:6]] == [0.0, 0.01, 0.02, 0.03, 0.04, 0.05]
     assert [p["current"] for p in pieces] == ["0", "0", "0", "1", "0", "0", "0"]
     assert "not to scale: 6 narrow pieces drawn wider" in strip and "data-widened='6'" in strip
 
 
 def test_many_pieces_share_the_strip_without_overlapping():
-    many = [Piece(i / 100, (i + 1) / 100, ONE_CALL, True, False) for i in range(199)] + [Piece(1.99, 2.0, ONE_CALL, True, True)]
+    many = [Piece(i / 100, (i + 1) / 100, ONE_CALL, True, False) for i in range(199)]
+    many.append(Piece(1.99, 2.0, ONE_CALL, True, True))
     spans = _spans(plots.gamma_strip(_map(many)))
     assert all(w > 0 for _, w in spans) and abs(sum(w for _, w in spans) - 100) < 1e-3
     assert all(a + w <= b + 1e-3 for (a, w), (b, _) in zip(spans, spans[1:]))
@@ -157,7 +164,7 @@ def test_the_legend_explains_every_mark_the_strip_draws():
     full = plots.gamma_strip(_map(building), current_gamma=1.0, ntp_text="abcd")  # the rest pending
     drawn = _pieces(full)
     assert any(p.get("text-change") == "1" for p in drawn) and any(p.get("ntp") == "same" for p in drawn)
-    assert _legend_marks(full) == ["shade", "current", "now", "change", "ntp", "gap", "pending"]
+    assert _legend_marks(full) == ["shade", "current", "now", "change", "greedy", "gap", "pending"]
     for said in ("lighter = fewer", "the piece shown", "γ now", "the text changes here", "NTP’s text",
                  "not decoded (no slider position", "not decoded yet"):
         assert said in full

@@ -352,6 +352,41 @@ def test_tradeoff_leaves_bunched_labels_blank():
     assert list(line.text) == ["γ=0.1", "γ=0.35", "", "", ""]
 
 
+def test_tradeoff_colours_each_rule_from_the_house_palette_and_names_ntp_by_its_spec():
+    """A rule's line takes its own colour of RULE_COLORS whatever else is drawn (it took the i-th colour of the
+    lines present, so a rule changed colour between figures), every line its own; NTP is named by its spec, and
+    its accuracy line in the legend, not by a note printed over the points."""
+    from sbd_viz.decoders.ntp import NTP
+    from sbd_viz.plots.style import RULE_COLORS
+    from sbd_viz.rules import RULES
+
+    def colors(rows):
+        return {t.name: t.line.color for t in tradeoff(rows).data if t.meta and t.meta["role"] == "rule"}
+
+    row = dict(gamma=0.5, accuracy=0.8, tokens_per_call=2.0)
+    alone = colors([dict(row, rule="entropy_threshold")])
+    both = colors([dict(row, rule="entropy_threshold"), dict(row, rule="confidence_threshold", gamma=0.9)])
+    assert alone["entropy_threshold"] == both["entropy_threshold"] == RULE_COLORS[RULES.index("entropy_threshold")]
+    mixed = colors([dict(row, rule="entropy_bounded"), dict(row, rule="entropy_bounded", gap_free=True),
+                    dict(row, rule="plugin_rule"), dict(row, rule="top_k", gamma=2)])
+    assert mixed["entropy_bounded"] == RULE_COLORS[0] and mixed["top_k"] == RULE_COLORS[RULES.index("top_k")]
+    assert len(set(mixed.values())) == 4 and set(mixed.values()) <= set(RULE_COLORS)
+    fig = tradeoff(RESULTS)
+    assert NTP.label in [t.name for t in fig.data] and f"{NTP.label} accuracy" in [t.name for t in fig.data]
+    assert not [a for a in fig.layout.annotations if "accuracy" in (a.text or "")]
+
+
+def test_decoder_tradeoff_gives_an_unregistered_decoder_a_house_colour():
+    import pandas as pd
+
+    from sbd_viz.plots import decoder_tradeoff
+    from sbd_viz.plots.style import RULE_COLORS
+
+    frame = pd.DataFrame([dict(decoder=f"not_registered_{i}", label=f"mine {i}", speedup_calls=1.5, accuracy=1.0,
+                               knob_value=float("nan"), knob="") for i in range(3)])
+    assert {t.marker.color for t in decoder_tradeoff(frame).data} <= set(RULE_COLORS)
+
+
 VERIFIED_RESULTS = RESULTS + [
     dict(rule="eb", gamma=0.1, accuracy=0.82, calls_per_token=0.9, verify=True, same_as_ntp=1.0),
     dict(rule="eb", gamma=0.5, accuracy=0.82, calls_per_token=0.7, verify=True, same_as_ntp=1.0),
