@@ -23,6 +23,7 @@ from ..checks import check_whole
 from ..model import block_call_mask
 from ..training.objective import sbd_attention_mask
 from .style import CALL_SCALE, FONT, MASK_GLYPH, STATE_COLORS
+from ..labels import drawable
 
 KINDS = ("training", "inference")
 # The same three parts in both masks: the inference call is the training layout's last block.
@@ -94,7 +95,8 @@ def _labels(labels: Sequence[str] | None, count: int, prefix: str) -> list[str]:
     labels = [str(t) for t in labels]
     if len(labels) != count:
         raise ValueError(f"labels: expected {count} texts (one per position), got {len(labels)}")
-    return [t.replace(" ", "␣").replace("\n", "⏎") for t in labels]  # blanks made visible, as in block_fill
+    # blanks made visible, as in block_fill; a control picture (␂) named, as no default font draws it
+    return [drawable(t.replace(" ", "␣").replace("\n", "⏎")) for t in labels]
 
 
 def _cells(mask: torch.Tensor, queries: list[str], keys: list[str], causal_rows: int, key_region: int):
