@@ -423,6 +423,8 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
     labels, special = output_labels(trace), trace.special_tokens
     z, entropy, text, hover = ([[fill] * k for _ in range(n)] for fill in (None, None, "", ""))
     gaps, renoised = [], []
+    cell_w = min(52.0, (FIT_WIDTH - 260) / k)  # at most FIT_WIDTH wide: a wide block's cells narrow
+    chars = int((cell_w - 4) // text_px("x", 11))  # a cell's label; an entropy (4 characters) only where it fits
     for r, step in enumerate(steps):
         committed = {c.slot: c for c in step.commits}
         for slot in range(k):
@@ -439,14 +441,14 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
                 continue
             if view is not None:
                 z[r][slot], entropy[r][slot], text[r][slot] = masked_z(view.entropy, emax), view.entropy, \
-                    f"{view.entropy:.2f}"
+                    f"{view.entropy:.2f}" if chars >= 4 else ""
                 hover[r][slot] = f"{head}<br>entropy {view.entropy:.3f} nats" + candidates_hover(step, slot,
                                                                                                   special=special)
             if slot in committed:
                 c = committed[slot]
                 label, note = labels[step.block_start + slot - len(trace.prompt_ids)] \
                     if trace.kept(step, slot) else (token_label(c.text, special), "")
-                z[r][slot], text[r][slot] = Z["now"], cell_label(label, 6)
+                z[r][slot], text[r][slot] = Z["now"], cell_label(label, max(1, min(6, chars)))
                 hover[r][slot] += f"<br>committed <b>{esc(label)}</b>" + (f" · {esc(note)}" if note else "") \
                     + f" p = {c.prob:.3f}"
                 if c.gap:
@@ -463,10 +465,11 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
     fig.update_layout(**common_layout(
         title=dict(text=f"Entropy per slot and step · block {block}<br><sup>{esc(settings_line(trace))}</sup>",
                    font=dict(size=13)),
-        width=max(560, 140 + k * int(min(52, max(34, 960 / k))) + 120), height=170 + max(n * 36, 120),
+        width=max(560, int(260 + k * cell_w)), height=170 + max(n * 36, 120),
         margin=dict(l=140, r=120, t=130, b=40), showlegend=False,
         annotations=[top_note(legend_html(("done", "now", "masked") + (("renoised",) if trace.has_canvas else ()),
-                                          open_slot_label(trace)), 8, 140)],
+                                          open_slot_label(trace), width=max(560, int(260 + k * cell_w)) - 40), 8,
+                              140)],
         xaxis=dict(title="slot", tickvals=list(range(k)), range=[-0.5, k - 0.5], fixedrange=True),
         yaxis=dict(tickvals=list(range(n)), ticktext=[f"step {s.step} (call {s.call})" for s in steps],
                    range=[n - 0.5, -0.5], fixedrange=True)))

@@ -721,3 +721,22 @@ def test_every_figure_names_tokens_per_call_as_count_labels_does(gap_trace, veri
         assert label in text and not _unnamed_counts(text), (name, _unnamed_counts(text))
     strip = gamma_strip(_map(PIECES))
     assert label in strip and not _unnamed_counts(strip)
+
+
+@pytest.mark.parametrize("k", [4, 16, 32])
+def test_no_figure_of_a_trace_is_wider_than_a_notebook(k):
+    """JupyterLab's output area is about 900 px wide: compare (1048 px at 16 tokens a line) and the entropy heatmap
+    (1092 px at k = 16) were cut; every figure of a trace is at most FIT_WIDTH wide."""
+    from sbd_viz.plots import attention_mask
+    from sbd_viz.plots.style import FIT_WIDTH
+
+    trace = make_trace([[list(range(k))], [list(range(k // 2)), list(range(k // 2, k))]], k=k)
+    figures = {"block_fill": block_fill(trace), "entropy_heatmap": entropy_heatmap(trace, block=1),
+               "calls_timeline": calls_timeline(trace), "compare": compare(trace, trace),
+               "compare 32 a line": compare(trace, trace, width=32),
+               "compare_decoders": sv.plots.compare_decoders([trace]),
+               "attention_mask": attention_mask("inference", past=min(64, 3 * k), n_causal=k, block_size=k)}
+    for name, fig in figures.items():
+        assert fig.layout.width <= FIT_WIDTH, (name, fig.layout.width)
+    with pytest.raises(ValueError, match="width"):
+        compare(trace, trace, width=0)
