@@ -86,7 +86,7 @@ class _Grid:
 
     def axis_title(self) -> str:
         if self.lines > 1:
-            return f"slot in the row (a block of {self.k} wraps over {self.lines} rows)"
+            return "slot in the row"  # the row labels name the slots each row holds
         return "slot" if self.per_row == 1 else "position in row (blocks share a row)"
 
 

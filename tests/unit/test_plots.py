@@ -185,7 +185,7 @@ def test_block_fill_fits_a_notebook_and_wraps_a_wide_block(k):
     labels = list(layout.yaxis.ticktext)
     if lines > 1:
         assert labels[:lines] == [f"block 0 · slots {j * cols}–{min(k, (j + 1) * cols) - 1}" for j in range(lines)]
-        assert "wraps" in layout.xaxis.title.text
+        assert layout.xaxis.title.text == "slot in the row"
     else:
         n0 = len(trace.prompt_ids)
         assert labels == [f"block 0 · pos {n0}", f"block 1 · pos {n0 + k}"]
