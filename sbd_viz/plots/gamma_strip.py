@@ -100,7 +100,7 @@ CURRENT_MARK = "outline:2px solid #000000;outline-offset:-2px;"
 def _legend(marks: list[str], top: float) -> str:
     """One line explaining each mark the strip draws (``marks``, in order), each beside a swatch drawn as the
     strip draws it."""
-    (_, light), (_, dark) = CALL_SCALE
+    light = CALL_SCALE[0][1]  # the shade of 1 token per call
     swatch = "display:inline-block;width:18px;height:11px;vertical-align:-1px;margin-right:3px;box-sizing:border-box;"
     says = {
         "shade": (f"background:linear-gradient(90deg,{light},{_shade(top, top)});",

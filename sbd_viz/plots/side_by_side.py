@@ -81,7 +81,7 @@ def _row(trace: Trace, label: str, line: int, lines: int, decoders: int, index: 
     return z, text, hover
 
 
-def _call_edges(pairs, line: int, lines: int) -> dict:
+def _call_edges(pairs, line: int) -> dict:
     """A dark line between two neighbouring cells of a row written by different calls: where one call's run ends,
     however close their shades."""
     xs, ys, n = [], [], len(pairs)
@@ -149,7 +149,7 @@ def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace |
                          marker_color="#4C78A8", showlegend=False), row=2, col=1)
     fig.update_yaxes(autorange="reversed", row=2, col=1)
     fig.update_xaxes(range=[0, calls * 1.7], row=2, col=1)  # room for the numbers right of the longest bar
-    fig.add_trace(go.Scatter(_call_edges(pairs, line, lines)), row=1, col=1)
+    fig.add_trace(go.Scatter(_call_edges(pairs, line)), row=1, col=1)
     cell = 24  # pixels per grid row
     fig.update_layout(**common_layout(
         title=dict(text=f"one prompt, {n} decoders", font=dict(size=14)), width=FIT_WIDTH,
