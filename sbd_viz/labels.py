@@ -1,13 +1,23 @@
 """Tokens and texts as the views show them: whitespace made visible (``visible``), special tokens marked
 (``token_label``, ``mark_special``), a byte-level tokenizer's pieces of one character read in context
 (``output_labels``), a block's state as text (``render_state``: ``PREFIX <m> <m> TOKEN``), and where two texts first
-differ (``first_difference``). Plain strings in, plain strings out: the trace, the summary and the pictures share
-them, so a token reads the same everywhere.
+differ (``first_difference``), a hand-given label's control pictures named (``drawable``: ``␂`` -> ``⟨start⟩``),
+and the names of the tokens-per-call counts (``COUNT_LABELS``). Plain strings in, plain strings out: the trace, the
+summary and the pictures share them, so a token reads the same everywhere.
 """
 
 from __future__ import annotations
 
 MASK_TEXT = "<m>"  # a masked slot, in a block's state as text
+
+# Tokens per call as peers count them (``sbd_viz.analysis.counts``): (end token counted, prefill counted) -> the label
+# every view, figure and page uses for that ratio
+COUNT_LABELS = {
+    (True, True): "tokens per call (end token and prefill counted)",
+    (False, True): "tokens per call without the end token (d3LLM's TPF)",
+    (True, False): "tokens per call after the prefill",
+    (False, False): "tokens per call after the prefill, without the end token",
+}
 
 
 def render_state(slots: list[str | None], prefix: str = "", tail: int = 24) -> str:
@@ -22,6 +32,19 @@ def visible(text: str, spaces: bool = False) -> str:
     matters) also shows a space as ␣ and an empty text as ∅: it never looks blank."""
     text = text.replace("\n", "⏎").replace("\t", "⇥")
     return (text.replace(" ", "␣") or "∅") if spaces else text
+
+
+# The Unicode control pictures (␀ .. ␡) are missing from the fonts the pictures use (DejaVu Sans Mono and the
+# browsers' defaults draw a box): a label holding one is drawn with the control's name, marked as a special token is
+_CONTROLS = ("NUL SOH start end EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB "
+             "ESC FS GS RS US SP DEL").split()
+CONTROL_PICTURES = {chr(0x2400 + i): f"⟨{name}⟩" for i, name in enumerate(_CONTROLS)}  # ␂ -> ⟨start⟩
+
+
+def drawable(text: str) -> str:
+    """``text`` with each control picture (``␂``, the start-of-text mark) written as its name (``⟨start⟩``), so a
+    label given by hand shows in every font instead of a box."""
+    return "".join(CONTROL_PICTURES.get(c, c) for c in text)
 
 
 # -- tokens as the pictures show them ---------------------------------------------------

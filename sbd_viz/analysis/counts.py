@@ -21,16 +21,8 @@ every view and page names them alike; ``tokens_per_call(trace, end_token=..., pr
 from __future__ import annotations
 
 from ..checks import check_trace
+from ..labels import COUNT_LABELS
 from ..trace import Trace
-
-# (end token counted, prefill counted) -> the label every view and page uses for that ratio
-COUNT_LABELS = {
-    (True, True): "tokens per call (end token and prefill counted)",
-    (False, True): "tokens per call without the end token (d3LLM's TPF)",
-    (True, False): "tokens per call after the prefill",
-    (False, False): "tokens per call after the prefill, without the end token",
-}
-
 
 def has_end_token(trace: Trace) -> bool:
     """Whether the output's last token is an end token (see the module docstring)."""

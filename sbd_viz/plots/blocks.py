@@ -29,38 +29,65 @@ from __future__ import annotations
 
 import functools
 import math
+from itertools import accumulate
 
 import plotly.graph_objects as go
 
-from .style import (CANVAS_STATES, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES, VERIFIED_SCALE,
+from .style import (CANVAS_STATES, CHECK_ONLY_MARK, FIT_WIDTH, MIN_CELL, ROLLBACK_MARK, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES, VERIFIED_SCALE,
                          VERIFIED_STATES, Z, Z_VERIFIED, FONT, block_size_of, candidates_hover, cell_label, common_layout, entropy_bar,
                          esc, legend_html, masked_z, open_slot_label, max_entropy, outline_spec, outline_trace, settings_line,
-                         token_html, top_note)
+                         text_px, token_html, top_note)
 from ..checks import check_whole
 from ..trace import Step, Trace
-from ..labels import mark_special, output_labels, token_label, visible
+from ..labels import COUNT_LABELS, mark_special, output_labels, token_label, visible
 
 
 class _Grid:
-    """Where each (block, slot) sits: one row per block; tiny blocks (NTP, k = 1) share a row."""
+    """Where each (block, slot) sits: one row per block; tiny blocks (NTP, k = 1) share a row; a block wider than
+    ``max_cols`` slots wraps over several rows of equal width (each row labelled with its first position)."""
 
-    def __init__(self, trace: Trace, blocks: list[int]):
+    def __init__(self, trace: Trace, blocks: list[int], max_cols: int):
         self.blocks, self.k = blocks, block_size_of(trace)
         self.per_row = 1 if self.k >= 4 else max(1, 16 // self.k)
-        self.rows = math.ceil(len(blocks) / self.per_row)
-        self.cols = self.k * min(self.per_row, len(blocks))
+        self.lines = math.ceil(self.k / max_cols)  # rows per block
+        self.span = math.ceil(self.k / self.lines)  # slots per row of a wrapped block
+        self.rows = math.ceil(len(blocks) / self.per_row) * self.lines
+        self.cols = self.k * min(self.per_row, len(blocks)) if self.lines == 1 else self.span
         self.steps = {b: trace.block_steps(b) for b in blocks}
-        self.row_of = {b: i // self.per_row for i, b in enumerate(blocks)}
+        self.index = {b: i for i, b in enumerate(blocks)}
         self.labels = output_labels(trace)  # each output token's cell label and hover note, read in context
 
-    def row_blocks(self, row: int) -> list[int]:
-        return self.blocks[row * self.per_row:(row + 1) * self.per_row]
+    def where(self, block: int, slot: int) -> tuple[int, int]:
+        """(row, col) of a block's slot."""
+        i = self.index[block]
+        return (i // self.per_row) * self.lines + slot // self.span, (i % self.per_row) * self.k + slot % self.span
+
+    def rows_of(self, block: int) -> range:
+        first = (self.index[block] // self.per_row) * self.lines
+        return range(first, first + self.lines)
+
+    def row_slots(self, row: int) -> list[tuple[int, int, int]]:
+        """(col, block, slot) of every cell of a grid row."""
+        group, line = divmod(row, self.lines)
+        out = []
+        for block in self.blocks[group * self.per_row:(group + 1) * self.per_row]:
+            for slot in range(line * self.span, min(self.k, (line + 1) * self.span)):
+                out.append((self.where(block, slot)[1], block, slot))
+        return out
 
     def row_label(self, row: int) -> str:
-        blocks = self.row_blocks(row)
+        group, line = divmod(row, self.lines)
+        blocks = self.blocks[group * self.per_row:(group + 1) * self.per_row]
         if len(blocks) > 1:
             return f"blocks {blocks[0]}–{blocks[-1]}"
+        if self.lines > 1:
+            return f"block {blocks[0]} · slots {line * self.span}–{min(self.k, (line + 1) * self.span) - 1}"
         return f"block {blocks[0]} · pos {self.steps[blocks[0]][0].block_start}"
+
+    def axis_title(self) -> str:
+        if self.lines > 1:
+            return "slot in the row"  # the row labels name the slots each row holds
+        return "slot" if self.per_row == 1 else "position in row (blocks share a row)"
 
 
 def _shown_blocks(trace: Trace, max_blocks: int | None, last: bool) -> list[int]:
@@ -185,47 +212,67 @@ def _canvas_cell(steps: tuple[Step, ...], block: int, slot: int, call: int, emax
 
 def _renoise_outlines(grid: _Grid, row: int, call: int) -> list:
     """Cells of one grid row that ``call`` renoised (outlined in that frame only: the flicker)."""
-    blocks = grid.row_blocks(row)
-    return [(blocks.index(b) * grid.k + slot, row, (b, slot, call))
-            for b in blocks for s in grid.steps[b] if s.call == call for slot in s.renoised]
+    return [(col, row, (b, slot, call)) for col, b, slot in grid.row_slots(row)
+            for s in grid.steps[b] if s.call == call and slot in s.renoised]
 
 
 def _row_cells(trace: Trace, grid: _Grid, history: dict, row: int, call: int, emax: float,
-               max_chars: int, verdicts: dict | None = None) -> dict:
+               max_chars: int, font: int, verdicts: dict | None = None) -> dict:
     """One grid row after ``call``, as heatmap data (1 x cols)."""
     z, text, hover, custom = [None] * grid.cols, [""] * grid.cols, [""] * grid.cols, [None] * grid.cols
-    for i, block in enumerate(grid.row_blocks(row)):
-        for slot in range(grid.k):
-            col = i * grid.k + slot
-            if trace.has_canvas:
-                state, label, z[col], hover[col] = _canvas_cell(grid.steps[block], block, slot, call, emax)
-            else:
-                state, label, z[col], hover[col] = _cell(trace, grid.steps[block], history, block, slot, call,
-                                                         emax, verdicts, grid.labels)
-            text[col] = label if label == MASK_GLYPH else cell_label(label, max_chars) if label else ""
-            custom[col] = (state, block, slot)
+    for col, block, slot in grid.row_slots(row):
+        if trace.has_canvas:
+            state, label, z[col], hover[col] = _canvas_cell(grid.steps[block], block, slot, call, emax)
+        else:
+            state, label, z[col], hover[col] = _cell(trace, grid.steps[block], history, block, slot, call,
+                                                     emax, verdicts, grid.labels)
+        text[col] = label if label == MASK_GLYPH else cell_label(label, max_chars) if label else ""
+        custom[col] = (state, block, slot)
     scale, zmax = (VERIFIED_SCALE, 6) if verdicts is not None else (STATE_SCALE, 4)
     return dict(z=[z], text=[text], hovertext=[hover], customdata=[custom], x=list(range(grid.cols)), y=[row],
                 colorscale=scale, zmin=0, zmax=zmax, showscale=False, xgap=2, ygap=6, hoverongaps=False,
                 texttemplate="%{text}", hovertemplate="%{hovertext}<extra></extra>",
-                textfont=dict(family=FONT, size=12 if max_chars >= 5 else 10))
+                textfont=dict(family=FONT, size=font))
 
 
 def _row_outlines(grid: _Grid, fills: list, row: int, call: int) -> list:
     """Outlined cells of one grid row after ``call``: every gap fill made so far in its blocks."""
-    blocks = grid.row_blocks(row)
-    return [(blocks.index(g.block) * grid.k + g.slot, row, (g.block, g.slot, g.call))
-            for g in fills if g.call <= call and g.block in blocks]
+    cols = {(b, slot): col for col, b, slot in grid.row_slots(row)}
+    return [(cols[g.block, g.slot], row, (g.block, g.slot, g.call))
+            for g in fills if g.call <= call and (g.block, g.slot) in cols]
+
+
+def committed_counts(trace: Trace) -> list[int]:
+    """Per call: the output tokens committed by the end of that call. A token counts once it is in the output for
+    good: an unverified decode's commit at its call (a commit past the stop never), a verified decode's drafted token
+    only at the call whose check accepted it (a draft still waiting for its check is not a token yet), NTP's own
+    token at the call that wrote it. The last call's count is every output token of a decode that checked them all."""
+    verdicts = trace.verdicts() if trace.verified else {}
+    at = [0] * trace.nfe
+    for s in trace.steps:
+        for c in s.commits:
+            if not trace.kept(s, c.slot):
+                continue
+            if trace.verified and not c.ntp:
+                checked = verdicts.get((s.call, s.block_start + c.slot))
+                if checked is None:  # never checked: not committed
+                    continue
+                at[checked[0]] += 1
+            else:
+                at[s.call] += 1
+    return list(accumulate(at))
 
 
 def _counters(trace: Trace) -> list[str]:
-    """Per call: the running counters shown as the frame title."""
-    tokens, titles = 0, []
-    for s in trace.steps:
-        tokens += sum(1 for c in s.commits if trace.kept(s, c.slot))
+    """Per call: the running counters shown as the frame title (tokens counted as ``committed_counts`` counts them,
+    the ratio named as ``COUNT_LABELS`` names it)."""
+    label = COUNT_LABELS[(True, True)]
+    titles = []
+    for s, tokens in zip(trace.steps, committed_counts(trace)):
         titles.append(f"<b>call {s.call}</b> · block {s.block} step {s.step} · {s.call + 1}/{trace.nfe} calls · "
-                      f"{tokens} tokens · {tokens / (s.call + 1):.2f} tokens/call" + _verified_counter(trace, s)
-                      + (f" · {len(s.renoised)} renoised" if s.renoised else ""))
+                      f"{tokens} token{'' if tokens == 1 else 's'} committed"
+                      + (f" · {len(s.renoised)} renoised" if s.renoised else "")
+                      + f"<br>{tokens / (s.call + 1):.2f} {label}" + _verified_counter(trace, s))
     return titles
 
 
@@ -235,8 +282,8 @@ def _verified_counter(trace: Trace, step: Step) -> str:
         return ""
     done = [c for s in trace.steps[: step.call + 1] for c in s.checks]
     rollbacks = sum(1 for s in trace.steps[: step.call + 1] if s.rollback is not None)
-    now = (" · <b>checking only</b>" if step.check_only else "") + (
-        f" · <b>rollback</b> at slot {step.rollback.slot}" if step.rollback is not None else "")
+    now = (f" · {CHECK_ONLY_MARK} <b>checking only</b>" if step.check_only else "") + (
+        f" · {ROLLBACK_MARK} <b>rollback</b> at slot {step.rollback.slot}" if step.rollback is not None else "")
     return (f"{now}<br>verified: {len(step.checks)} draft(s) checked in this call · {sum(c.accepted for c in done)}"
             f"/{len(done)} accepted so far · {rollbacks} rollback(s)")
 
@@ -258,20 +305,29 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
     """
     if not isinstance(trace, Trace) or not trace.steps:
         raise ValueError("trace: must be a Trace with at least one step")
-    grid = _Grid(trace, _shown_blocks(trace, max_blocks, last))
+    left, right = 140, 120  # the row labels; the entropy scale
+    grid = _Grid(trace, _shown_blocks(trace, max_blocks, last), (FIT_WIDTH - left - right) // MIN_CELL)
     history, verdicts = _history(trace), trace.verdicts() if trace.verified else None
     states = VERIFIED_STATES if verdicts is not None else CANVAS_STATES if trace.has_canvas else STATES
     fills, emax, titles = trace.gap_fills(), max_entropy(trace), _counters(trace)
-    # Pixel plan, top to bottom: counters (title), settings, prompt, legend, slot axis, grid, buttons, slider.
-    cell_w = int(min(64, max(30, 960 / grid.cols)))
-    plot_w, row_h, top, bottom, left = grid.cols * cell_w, 32, 180, 140, 140
-    width = left + plot_w + max(130, 860 - left - plot_w)  # room on the right for the entropy scale
+    marks = tuple(m for m, shown in ((ROLLBACK_MARK, trace.rollbacks()), (CHECK_ONLY_MARK, trace.n_check_only))
+                  if shown)
+    # Pixel plan, top to bottom: counters (title), settings, prompt, legend, slot axis, grid, buttons, slider. A
+    # title line past the first and a legend line past the second each push what is below by 18 px. The figure is
+    # FIT_WIDTH wide: the cells share what the row labels and the entropy scale leave (a wide block wraps).
+    width = FIT_WIDTH
+    legend = legend_html(states, open_slot_label(trace), marks, width - 40)
+    below_title = 18 * (max(t.count("<br>") for t in titles))
+    below_legend = below_title + 18 * (legend.count("<br>") - 1)
+    cell_w = int(min(64, (width - left - right) / grid.cols))
+    plot_w, row_h, top, bottom = grid.cols * cell_w, 32, 180 + below_legend, 140
     height = top + bottom + grid.rows * row_h
-    max_chars = max(2, cell_w // 8)
+    font = 12 if cell_w >= 48 else 10
+    max_chars = max(2, int((cell_w - 4) // text_px("x", font)))
 
     def rows_at(call: int, rows) -> list:
         """Heatmap and outline traces of these grid rows after ``call``."""
-        return ([dict(type="heatmap", **_row_cells(trace, grid, history, r, call, emax, max_chars, verdicts))
+        return ([dict(type="heatmap", **_row_cells(trace, grid, history, r, call, emax, max_chars, font, verdicts))
                  for r in rows]
                 + [outline_spec(_row_outlines(grid, fills, r, call), STATE_COLORS["gap"]) for r in rows]
                 + [outline_spec(_renoise_outlines(grid, r, call), STATE_COLORS["renoised"], inset=0.04)
@@ -281,7 +337,8 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
     for step in trace.steps:
         # Only the rows of this call's block and the previous call's block change (now -> done).
         rows = range(grid.rows) if step.call == 0 else sorted(
-            {grid.row_of[s.block] for s in trace.steps[step.call - 1: step.call + 1] if s.block in grid.row_of})
+            {r for s in trace.steps[step.call - 1: step.call + 1] if s.block in grid.index
+             for r in grid.rows_of(s.block)})
         frame = dict(name=str(step.call), data=rows_at(step.call, rows),
                      traces=list(rows) + [grid.rows + r for r in rows]
                      + [2 * grid.rows + r for r in (rows if trace.has_canvas else ())],
@@ -306,13 +363,12 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
         title=dict(text=titles[-1], x=10 / width, xanchor="left", y=1 - 10 / height, yanchor="top",
                    font=dict(size=14)),
         xaxis=dict(side="top", tickvals=list(range(grid.cols)), range=[-0.5, grid.cols - 0.5], fixedrange=True,
-                   showgrid=False, zeroline=False, title=dict(standoff=2, text="slot" if grid.per_row == 1 else
-                                                              "position in row (blocks share a row)")),
+                   showgrid=False, zeroline=False, title=dict(standoff=2, text=grid.axis_title())),
         yaxis=dict(tickvals=list(range(grid.rows)), ticktext=[grid.row_label(r) for r in range(grid.rows)],
                    range=[grid.rows - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False),
-        annotations=[top_note(esc(settings_line(trace) + shown), top - 58, left),
-                     top_note("prompt: " + esc(prompt), top - 80, left),
-                     top_note(legend_html(states, open_slot_label(trace)), top - 124, left)],
+        annotations=[top_note(esc(settings_line(trace) + shown), top - 58 - below_title, left),
+                     top_note("prompt: " + esc(prompt), top - 80 - below_title, left),
+                     top_note(legend, top - 124 - below_legend, left)],
         updatemenus=[_play_buttons()], sliders=[_slider(trace, max(1.0, 360 / plot_w))],
         meta=dict(rows=grid.rows, states=list(states), cells="fig.data[row].customdata[0][col] = (state, block, "
                   "slot); fig.data[rows + row] = gap outlines; frames incremental via baseframe (sbd_viz.plots)"))
@@ -346,8 +402,8 @@ def _play_buttons() -> dict:
 def _slider(trace: Trace, length: float) -> dict:
     jump = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
     # a verified trace marks its rollbacks (↺) and checking-only calls (✓) on the scrubber
-    steps = [dict(method="animate", label=f"call {s.call}" + (" ↺" if s.rollback is not None else "")
-                  + (" ✓" if s.check_only else ""), args=[[str(s.call)], jump]) for s in trace.steps]
+    steps = [dict(method="animate", label=f"call {s.call}" + (f" {ROLLBACK_MARK}" if s.rollback is not None else "")
+                  + (f" {CHECK_ONLY_MARK}" if s.check_only else ""), args=[[str(s.call)], jump]) for s in trace.steps]
     return dict(active=len(steps) - 1, steps=steps, x=0, len=length, y=0, yanchor="top", pad=dict(t=58),
                 currentvalue=dict(prefix="", font=dict(size=13)))
 
@@ -367,6 +423,8 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
     labels, special = output_labels(trace), trace.special_tokens
     z, entropy, text, hover = ([[fill] * k for _ in range(n)] for fill in (None, None, "", ""))
     gaps, renoised = [], []
+    cell_w = min(52.0, (FIT_WIDTH - 260) / k)  # at most FIT_WIDTH wide: a wide block's cells narrow
+    chars = int((cell_w - 4) // text_px("x", 11))  # a cell's label; an entropy (4 characters) only where it fits
     for r, step in enumerate(steps):
         committed = {c.slot: c for c in step.commits}
         for slot in range(k):
@@ -383,14 +441,14 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
                 continue
             if view is not None:
                 z[r][slot], entropy[r][slot], text[r][slot] = masked_z(view.entropy, emax), view.entropy, \
-                    f"{view.entropy:.2f}"
+                    f"{view.entropy:.2f}" if chars >= 4 else ""
                 hover[r][slot] = f"{head}<br>entropy {view.entropy:.3f} nats" + candidates_hover(step, slot,
                                                                                                   special=special)
             if slot in committed:
                 c = committed[slot]
                 label, note = labels[step.block_start + slot - len(trace.prompt_ids)] \
                     if trace.kept(step, slot) else (token_label(c.text, special), "")
-                z[r][slot], text[r][slot] = Z["now"], cell_label(label, 6)
+                z[r][slot], text[r][slot] = Z["now"], cell_label(label, max(1, min(6, chars)))
                 hover[r][slot] += f"<br>committed <b>{esc(label)}</b>" + (f" · {esc(note)}" if note else "") \
                     + f" p = {c.prob:.3f}"
                 if c.gap:
@@ -407,10 +465,11 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
     fig.update_layout(**common_layout(
         title=dict(text=f"Entropy per slot and step · block {block}<br><sup>{esc(settings_line(trace))}</sup>",
                    font=dict(size=13)),
-        width=max(560, 140 + k * int(min(52, max(34, 960 / k))) + 120), height=170 + max(n * 36, 120),
+        width=max(560, int(260 + k * cell_w)), height=170 + max(n * 36, 120),
         margin=dict(l=140, r=120, t=130, b=40), showlegend=False,
         annotations=[top_note(legend_html(("done", "now", "masked") + (("renoised",) if trace.has_canvas else ()),
-                                          open_slot_label(trace)), 8, 140)],
+                                          open_slot_label(trace), width=max(560, int(260 + k * cell_w)) - 40), 8,
+                              140)],
         xaxis=dict(title="slot", tickvals=list(range(k)), range=[-0.5, k - 0.5], fixedrange=True),
         yaxis=dict(tickvals=list(range(n)), ticktext=[f"step {s.step} (call {s.call})" for s in steps],
                    range=[n - 0.5, -0.5], fixedrange=True)))

@@ -11,11 +11,11 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import (CALL_SCALE, RULE_COLORS, STATE_COLORS, FONT, block_size_of, cell_label, common_layout, esc,
-                         outline_trace, settings_line, token_html)
+from .style import (CALL_SCALE, FIT_WIDTH, RULE_COLORS, STATE_COLORS, FONT, block_size_of, cell_label, common_layout, esc,
+                         outline_trace, settings_line, text_px, token_html)
 from ..checks import check_whole
 from ..trace import Step, Trace
-from ..labels import first_difference, output_labels
+from ..labels import COUNT_LABELS, first_difference, output_labels
 
 
 def per_call_counts(trace: Trace) -> tuple[list[int], list[int]]:
@@ -98,11 +98,11 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
     fig.update_layout(**common_layout(
         barmode="stack", width=820, height=520, margin=dict(l=70, r=30, t=75, b=90),
         # the settings on a line of their own: on one line with the counts they ran past the figure's edge
-        title=dict(text=f"{trace.n_tokens} tokens in {trace.nfe} calls · {trace.tokens_per_call:.2f} tokens per "
-                        f"call<br><sup>{esc(settings_line(trace))}</sup>", font=dict(size=13)),
+        title=dict(text=f"{trace.n_tokens} tokens in {trace.nfe} calls · {trace.tokens_per_call:.2f} "
+                        f"{COUNT_LABELS[(True, True)]}<br><sup>{esc(settings_line(trace))}</sup>", font=dict(size=13)),
         legend=dict(orientation="h", x=0, y=-0.12, yanchor="top", traceorder="normal")))
     fig.update_yaxes(title_text="tokens so far", gridcolor="#EEEEEE", row=1, col=1)
-    fig.update_yaxes(title_text="tokens per call", gridcolor="#EEEEEE", row=2, col=1,
+    fig.update_yaxes(title_text="tokens the call wrote", gridcolor="#EEEEEE", row=2, col=1,
                      range=[-max(renoised) - 0.5 if any(renoised) else 0, k + 0.5])
     fig.update_xaxes(title_text="model calls", row=2, col=1)
     return fig
@@ -116,14 +116,14 @@ def _token_at(texts: tuple[str, ...], char: int) -> int | None:
     return min(bisect_right(ends, char), len(texts) - 1) if texts else None
 
 
-def _token_row(label: str, trace: Trace, width: int, n_lines: int) -> go.Heatmap:
+def _token_row(label: str, trace: Trace, width: int, n_lines: int, chars: int = 5) -> go.Heatmap:
     """A run's output as wrapped cells, each shaded by how many tokens its call committed."""
     calls = trace.token_calls()
     size = {c: calls.count(c) for c in set(calls)}
     z, text, hover = ([[fill] * width for _ in range(n_lines)] for fill in (None, "", ""))
     for i, ((tok, note), call) in enumerate(zip(output_labels(trace), calls)):
         row, col = divmod(i, width)
-        z[row][col], text[row][col] = size[call], cell_label(tok, 5)
+        z[row][col], text[row][col] = size[call], cell_label(tok, chars)
         hover[row][col] = (f"<b>{esc(label)}</b> token {i}: <b>{esc(tok)}</b>" + (f" ({esc(note)})" if note else "")
                            + f"<br>committed in call {call} with {size[call] - 1} other token(s)")
     return go.Heatmap(z=z, text=text, hovertext=hover, texttemplate="%{text}", coloraxis="coloraxis", xgap=2, ygap=4,
@@ -138,14 +138,17 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] = ("A", "B")
     """
     if len(labels) != 2:
         raise ValueError(f"labels: need two labels, got {labels!r}")
+    check_whole(width, "width", 1)
     runs = list(zip(labels, (trace_a, trace_b)))
     diff = first_difference("".join(trace_a.output_texts), "".join(trace_b.output_texts))
     lines = [max(1, math.ceil(t.n_tokens / width)) for _, t in runs]
+    cell = min(58.0, (FIT_WIDTH - 120) / width)  # pixels per token: at most FIT_WIDTH wide
+    chars = max(1, min(5, int((cell - 4) // text_px("x", 11))))
     fig = make_subplots(rows=2, cols=1, row_heights=lines, vertical_spacing=0.1 + 0.2 / sum(lines),
-                        subplot_titles=[f"{esc(label)}: {esc(settings_line(t))} · {t.nfe} calls · {t.n_tokens} tokens"
-                                        f" · {t.tokens_per_call:.2f} tokens per call" for label, t in runs])
+                        subplot_titles=[f"{esc(label)}: {t.nfe} calls · {t.n_tokens} tokens · "
+                                        f"{t.tokens_per_call:.2f} {COUNT_LABELS[(True, True)]}" for label, t in runs])
     for r, (label, t) in enumerate(runs, start=1):
-        fig.add_trace(_token_row(label, t, width, lines[r - 1]), row=r, col=1)
+        fig.add_trace(_token_row(label, t, width, lines[r - 1], chars), row=r, col=1)
         at = _token_at(t.output_texts, diff) if diff is not None else None
         marks = [] if at is None else [(at % width, at // width, (label, at))]
         fig.add_trace(outline_trace(marks, STATE_COLORS["diff"], inset=0.04, showlegend=r == 1 and bool(marks),
@@ -155,8 +158,11 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] = ("A", "B")
         fig.update_xaxes(range=[-0.5, width - 0.5], showticklabels=False, fixedrange=True, row=r, col=1)
     note = "the texts are identical" if diff is None else f"texts first differ at character {diff}"
     fig.update_layout(**common_layout(
-        title=dict(text=f"{esc(labels[0])} vs {esc(labels[1])}: {note}", font=dict(size=14)),
-        width=120 + width * 58, height=200 + 30 * sum(lines), margin=dict(l=80, r=40, t=90, b=50),
+        # each run's settings under the title: beside its counts they ran past the figure's edge
+        title=dict(text=f"{esc(labels[0])} vs {esc(labels[1])}: {note}" + "".join(
+            f"<br><sup>{esc(label)}: {esc(settings_line(t))}</sup>" for label, t in runs), font=dict(size=14)),
+        width=int(120 + width * cell), height=220 + 30 * sum(lines),
+        margin=dict(l=80, r=40, t=110, b=50),
         coloraxis=dict(colorscale=CALL_SCALE, cmin=1, cmax=max(block_size_of(trace_a), block_size_of(trace_b), 2),
                        colorbar=dict(title=dict(text="tokens<br>in its call"), thickness=12, len=0.8)),
         legend=dict(orientation="h", x=0, y=-0.02, yanchor="top"), meta=dict(first_difference=diff)))

@@ -1,4 +1,4 @@
-"""A γ map as a strip under the slider: each piece drawn where it lies on the knob, shaded by tokens per call.
+"""A γ map as a strip under the slider: each piece drawn in order along the knob, shaded by tokens per call.
 
 ``gamma_strip(gamma_map, current_gamma)`` returns a small HTML string (inline styles only, so it shows the same in the
 app, a notebook or a saved page). Reading it without a browser (the tests do): the outer ``div`` carries
@@ -7,8 +7,11 @@ app, a notebook or a saved page). Reading it without a browser (the tests do): t
 ``data-kind`` (``decoded``, ``gap``: a stretch the step map did not decode, or ``pending``: not walked yet),
 and, for a decoded piece, ``data-tpc`` (tokens per call), ``data-calls``, ``data-ntp`` (``same`` / ``differs`` /
 ``unknown``), ``data-text-change`` (``1`` where its text differs from the decoded piece just below it) and
-``data-gamma``: the slider position inside it that a click moves the slider to. The piece holding
-``current_gamma`` has ``data-current='1'``, and a ``div`` of class ``now`` marks that γ.
+``data-gamma``: the slider position inside it that a click moves the slider to; every piece has ``data-widened``
+(``1`` where it is drawn wider than its share of the range, ``piece_spans``). The piece holding ``current_gamma``
+has ``data-current='1'``, and a ``div`` of class ``now`` marks that γ. The legend (``.legend``) holds one ``.mark``
+per kind of mark drawn, its ``data-mark`` one of ``shade``, ``current``, ``now``, ``change``, ``greedy`` (NTP's
+text), ``gap`` and ``pending``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import math
 
 from .style import CALL_SCALE, STATE_COLORS, esc
 from .ladder_figure import SAFE_COLOR
-from ..labels import visible
+from ..labels import COUNT_LABELS, visible
 
 GAP_FILL = "repeating-linear-gradient(45deg, #EEEEEE 0 4px, #D0D0D0 4px 6px)"  # hatched: not decoded
 PENDING_FILL = "#F7F7F7"  # not walked yet: the map is still building
@@ -30,6 +33,40 @@ def _shade(tpc: float, top: float) -> str:
     t = 0.0 if top <= 1 else min(1.0, max(0.0, (tpc - 1) / (top - 1)))
     rgb = [round(int(a[i:i + 2], 16) + t * (int(b[i:i + 2], 16) - int(a[i:i + 2], 16))) for i in (1, 3, 5)]
     return "#" + "".join(f"{c:02X}" for c in rgb)
+
+
+MIN_PIECE = 4.0  # the narrowest a decoded piece is drawn, in % of the strip (about 35 px of an 880 px strip)
+MIN_GAP = 1.0  # the narrowest a stretch not decoded is drawn
+
+
+def piece_spans(pieces, lo: float, hi: float) -> list[tuple[float, float]]:
+    """Where each of ``pieces`` is drawn on a strip over ``[lo, hi]``: ``(left, width)`` in % of the strip, in order,
+    side by side, never overlapping. A piece takes its share of the range, but a decoded piece at least ``MIN_PIECE``
+    and a stretch not decoded at least ``MIN_GAP`` (scaled down together when the pieces are too many for that): the
+    others give up width in proportion to their length. What the pieces leave of 100 % (from the last one's end) is
+    the part not walked yet, which gives up width like a piece."""
+    if not pieces:
+        return []
+    last = min(max(p.hi for p in pieces), hi)
+    length = [max(0.0, min(p.hi, hi) - max(p.lo, lo)) for p in pieces] + [max(0.0, hi - last)]
+    least = [MIN_PIECE if p.decoded else MIN_GAP for p in pieces] + [0.0]
+    if sum(length) <= 0:  # a range of one value: the pieces share the strip
+        return [(100.0 * i / len(pieces), 100.0 / len(pieces)) for i in range(len(pieces))]
+    if sum(least) > 90.0:  # too many pieces for the minimums: all shrink alike
+        least = [m * 90.0 / sum(least) for m in least]
+    widths, fixed = [0.0] * len(length), set()
+    while True:  # the pieces below their minimum take it; the rest share what is left by length, until none is short
+        free = 100.0 - sum(least[i] for i in fixed)
+        rest = sum(length[i] for i in range(len(length)) if i not in fixed)
+        short = set()
+        for i in range(len(length)):
+            widths[i] = least[i] if i in fixed else free * length[i] / rest
+            if i not in fixed and widths[i] < least[i]:
+                short.add(i)
+        if not short:
+            break
+        fixed |= short
+    return [(sum(widths[:i]), widths[i]) for i in range(len(pieces))]
 
 
 def slider_position(piece, step: float | None) -> float | None:
@@ -49,8 +86,35 @@ def slider_position(piece, step: float | None) -> float | None:
 
 
 def _box(left: float, width: float, style: str, attrs: str, title: str) -> str:
-    return (f"<div class='piece' {attrs} title='{html.escape(title, quote=True)}' style='position:absolute;top:0;bottom:8px;"
-            f"left:{left:.4f}%;width:{width:.4f}%;min-width:2px;box-sizing:border-box;{style}'></div>")
+    """A piece's box (a white right edge tells two pieces of one shade apart)."""
+    return (f"<div class='piece' {attrs} title='{html.escape(title, quote=True)}' "
+            f"style='position:absolute;top:0;bottom:8px;left:{left:.4f}%;width:{width:.4f}%;box-sizing:border-box;border-right:1px solid #FFFFFF;{style}'></div>")
+
+
+# The marks a strip can draw, each with its legend swatch (inline CSS) and what it says
+CHANGE_MARK = f"border-left:3px solid {STATE_COLORS['diff']};"
+NTP_MARK = f"box-shadow:inset 0 -5px 0 {SAFE_COLOR};"
+CURRENT_MARK = "outline:2px solid #000000;outline-offset:-2px;"
+
+
+def _legend(marks: list[str], top: float) -> str:
+    """One line explaining each mark the strip draws (``marks``, in order), each beside a swatch drawn as the
+    strip draws it."""
+    light = CALL_SCALE[0][1]  # the shade of 1 token per call
+    swatch = "display:inline-block;width:18px;height:11px;vertical-align:-1px;margin-right:3px;box-sizing:border-box;"
+    says = {
+        "shade": (f"background:linear-gradient(90deg,{light},{_shade(top, top)});",
+                  f"{COUNT_LABELS[(True, True)]}: lighter = fewer (1.00 to {top:.2f})"),
+        "current": (f"background:#FFFFFF;{CURRENT_MARK}", "the piece shown"),
+        "now": ("background:linear-gradient(90deg,transparent 8px,#000000 8px 10px,transparent 10px);", "γ now"),
+        "change": (f"background:#FFFFFF;{CHANGE_MARK}", "the text changes here (from the piece to its left)"),
+        "greedy": (f"background:#FFFFFF;{NTP_MARK}", "NTP’s text"),
+        "gap": (f"background:{GAP_FILL};", "not decoded (no slider position in it)"),
+        "pending": (f"background:{PENDING_FILL};border:1px dashed #BBBBBB;", "not decoded yet (the map is building)"),
+    }
+    items = [f"<span class='mark' data-mark='{m}' style='white-space:nowrap;margin-right:10px'>"
+             f"<span style='{swatch}{says[m][0]}'></span>{esc(says[m][1])}</span>" for m in marks]
+    return f"<div class='legend'>{''.join(items)}</div>"
 
 
 def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | None = None,
@@ -60,27 +124,39 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
     Decoded pieces are shaded by tokens per call (lighter: fewer); a vermillion tick marks where the text changes
     from the piece below; a green bar under a piece says its text is NTP's (``ntp_text``; None: not marked); hatched
     stretches were not decoded (they hold no slider position); a pale stretch is not walked yet. ``current_gamma``
-    (None: none) is marked with a black line. ``step``: the slider's step, for the position a click moves to (None:
-    the map's own)."""
+    (None: none) is marked with a black line, its piece outlined. Every piece is drawn wide enough to see and click
+    (``piece_spans``): where a narrow piece is widened the strip is not to scale, and it says so. A legend below
+    explains each mark the strip draws. ``step``: the slider's step, for the position a click moves to (None: the
+    map's own)."""
     lo, hi = gamma_map.lo, gamma_map.hi
-    span = hi - lo
     step = gamma_map.step if step is None else step
     pieces = list(gamma_map.pieces)  # a snapshot: a background walk may append while this draws
+    spans = piece_spans(pieces, lo, hi)
+    span = hi - lo
 
     def x(value: float) -> float:
-        return 0.0 if span <= 0 else 100.0 * (min(max(value, lo), hi) - lo) / span
+        """Where γ = ``value`` is drawn: inside the piece holding it, at its place between the piece's ends."""
+        for p, (left, width) in zip(pieces, spans):
+            if value in p or p.lo <= value <= p.hi:
+                return left + (0.0 if p.hi <= p.lo else width * (value - p.lo) / (p.hi - p.lo))
+        done = sum(spans[-1]) if spans else 0.0  # not walked yet: the pending part is to scale
+        last = pieces[-1].hi if pieces else lo
+        return done + (0.0 if hi <= last else (100.0 - done) * (min(max(value, last), hi) - last) / (hi - last))
 
     decoded = [p for p in pieces if p.decoded]
     top = max((p.trace.tokens_per_call for p in decoded), default=1.0)
-    boxes, below = [], None
-    for p in pieces:
-        left, width = x(p.lo), (100.0 if span <= 0 else x(p.hi) - x(p.lo))
+    boxes, below, marks, widened = [], None, set(), 0
+    for p, (left, width) in zip(pieces, spans):
         here = current_gamma is not None and current_gamma in p
-        attrs = f"data-lo='{p.lo!r}' data-hi='{p.hi!r}' data-current='{int(here)}'"
-        outline = "outline:2px solid #000000;outline-offset:-2px;z-index:1;" if here else ""
-        if not p.decoded:
-            boxes.append(_box(left, width, f"background:{GAP_FILL};{outline}", attrs + " data-kind='gap'",
+        wide = span > 0 and width > 100.0 * (min(p.hi, hi) - max(p.lo, lo)) / span + 1e-6
+        widened += wide
+        attrs = f"data-lo='{p.lo!r}' data-hi='{p.hi!r}' data-current='{int(here)}' data-widened='{int(wide)}'"
+        outline = CURRENT_MARK if here else ""
+        marks |= {"current"} if here else set()
+        if not p.decoded:  # under the decoded pieces: the clickable ones stay on top
+            boxes.append(_box(left, width, f"background:{GAP_FILL};z-index:0;{outline}", attrs + " data-kind='gap'",
                               f"γ in {p}: not decoded (no slider position lies in it)"))
+            marks.add("gap")
             below = None  # what lies in a stretch not decoded is unknown: no text change is claimed across it
             continue
         t = p.trace
@@ -90,13 +166,11 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
         attrs += (f" data-kind='decoded' data-tpc='{t.tokens_per_call:.4f}' data-calls='{t.nfe}'"
                   f" data-ntp='{'unknown' if same is None else 'same' if same else 'differs'}'"
                   f" data-text-change='{int(change)}'" + ("" if position is None else f" data-gamma='{position!r}'"))
-        style = f"background:{_shade(t.tokens_per_call, top)};cursor:pointer;{outline}"
-        if change:
-            style += f"border-left:3px solid {STATE_COLORS['diff']};"
-        if same:
-            style += f"box-shadow:inset 0 -5px 0 {SAFE_COLOR};"
+        style = (f"background:{_shade(t.tokens_per_call, top)};cursor:pointer;z-index:{2 if here else 1};{outline}"
+                 + (CHANGE_MARK if change else "") + (NTP_MARK if same else ""))
+        marks |= {"shade"} | ({"change"} if change else set()) | ({"greedy"} if same else set())
         text = visible(t.text)
-        title = (f"γ in {p}: {t.nfe} calls, {t.tokens_per_call:.2f} tokens per call"
+        title = (f"γ in {p}: {t.nfe} calls, {t.tokens_per_call:.2f} {COUNT_LABELS[(True, True)]}"
                  + ("" if same is None else ", NTP's text" if same else ", not NTP's text")
                  + (", the text changes here" if change else "") + f" · {text[:60]}{'…' if len(text) > 60 else ''}")
         boxes.append(_box(left, width, style, attrs, title))
@@ -105,27 +179,31 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
     complete = last is not None and last.hi == hi and last.hi_closed
     if not complete:  # the rest of the range is not walked yet
         start = lo if last is None else last.hi
-        attrs = f"data-lo='{start!r}' data-hi='{hi!r}' data-kind='pending' data-current='0'"
-        boxes.append(_box(x(start), 100.0 - x(start), f"background:{PENDING_FILL};border:1px dashed #BBBBBB;",
+        done = sum(spans[-1]) if spans else 0.0
+        attrs = f"data-lo='{start!r}' data-hi='{hi!r}' data-kind='pending' data-current='0' data-widened='0'"
+        boxes.append(_box(done, 100.0 - done, f"background:{PENDING_FILL};border:1px dashed #BBBBBB;z-index:0;",
                           attrs, "not decoded yet: the map is building"))
+        marks.add("pending")
     if current_gamma is not None and lo <= current_gamma <= hi:
         boxes.append(f"<div class='now' data-gamma='{current_gamma!r}' style='position:absolute;top:-3px;bottom:5px;"
-                     f"left:calc({x(current_gamma):.4f}% - 1px);width:2px;background:#000000;z-index:2;"
+                     f"left:calc({x(current_gamma):.4f}% - 1px);width:2px;background:#000000;z-index:3;"
                      "pointer-events:none'></div>")
+        marks.add("now")
     texts = len({p.trace.text for p in decoded})
     gaps = sum(not p.decoded for p in pieces)
     said = (_count(len(decoded), "piece") + " decoded" + (f" ({_count(texts, 'text')})" if decoded else "")
             + (f", {_count(gaps, 'stretch', 'stretches')} not decoded" if gaps else "")
             + (f" · built in {gamma_map.seconds:.1f} s, {gamma_map.calls} calls" if complete else " · building…"))
-    scale = f"lighter = fewer tokens per call (1.00 to {top:.2f})" if decoded else ""
+    scale = (f" · not to scale: {_count(widened, 'narrow piece')} drawn wider, so each can be seen and clicked"
+             if widened else "")
+    order = ("shade", "current", "now", "change", "greedy", "gap", "pending")
     return (f"<div class='sbd-strip' data-pieces='{len(pieces)}' data-decoded='{len(decoded)}' "
             f"data-complete='{str(complete).lower()}' data-seconds='{gamma_map.seconds:.3f}' "
-            "style='font-size:12px;color:#555555'>"
+            f"data-widened='{widened}' style='font-size:12px;color:#555555'>"
             f"<div class='track' style='position:relative;height:30px;margin:4px 0'>{''.join(boxes)}</div>"
             f"<div style='display:flex;justify-content:space-between'><span>{lo:g}</span><span>{hi:g}</span></div>"
-            f"<div>γ map: {esc(said)}</div>"
-            f"<div>{esc(scale)}{' · green bar: NTP’s text' if ntp_text is not None and decoded else ''}"
-            f"{' · hatched: not decoded' if gaps else ''} · click a piece to show it</div></div>")
+            f"<div>γ map: {esc(said)}{esc(scale)} · click a piece to show it</div>"
+            f"{_legend([m for m in order if m in marks], top)}</div>")
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

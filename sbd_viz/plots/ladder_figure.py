@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from ..analysis.gamma_ladder import largest_safe_gamma
 from .style import RULE_COLORS, STATE_COLORS, common_layout, esc
-from ..labels import visible
+from ..labels import COUNT_LABELS, visible
 
 SAFE_COLOR = "#009E73"  # bluish green (Okabe-Ito): the γ range that keeps NTP's text
 NEEDED = ("gamma", "calls", "same_as_ntp")
@@ -39,7 +39,7 @@ def _frame(frame):
 
 def _hover(row) -> str:
     text = (f"γ = {row['gamma']:g}<br>{row['calls']} calls"
-            + (f" · {row['tokens_per_call']:.2f} tokens/call" if "tokens_per_call" in row else "")
+            + (f" · {row['tokens_per_call']:.2f} {COUNT_LABELS[(True, True)]}" if "tokens_per_call" in row else "")
             + ("<br>text = NTP's" if row["same_as_ntp"] else "<br><b>text differs from NTP's</b>"))
     call = row.get("divergence_call")
     if call is not None and not (isinstance(call, float) and math.isnan(call)) and str(call) != "<NA>":

@@ -22,7 +22,8 @@ import torch
 from ..checks import check_whole
 from ..model import block_call_mask
 from ..training.objective import sbd_attention_mask
-from .style import CALL_SCALE, FONT, MASK_GLYPH, STATE_COLORS
+from .style import CALL_SCALE, FIT_WIDTH, FONT, MASK_GLYPH, STATE_COLORS
+from ..labels import drawable
 
 KINDS = ("training", "inference")
 # The same three parts in both masks: the inference call is the training layout's last block.
@@ -94,7 +95,8 @@ def _labels(labels: Sequence[str] | None, count: int, prefix: str) -> list[str]:
     labels = [str(t) for t in labels]
     if len(labels) != count:
         raise ValueError(f"labels: expected {count} texts (one per position), got {len(labels)}")
-    return [t.replace(" ", "␣").replace("\n", "⏎") for t in labels]  # blanks made visible, as in block_fill
+    # blanks made visible, as in block_fill; a control picture (␂) named, as no default font draws it
+    return [drawable(t.replace(" ", "␣").replace("\n", "⏎")) for t in labels]
 
 
 def _cells(mask: torch.Tensor, queries: list[str], keys: list[str], causal_rows: int, key_region: int):
@@ -118,13 +120,13 @@ def _figure(z, hover, queries, keys, title, col_lines, row_lines, meta) -> go.Fi
     scale = [[0.0, BLOCKED], [0.125, BLOCKED]]
     for code, (_, color) in REGIONS.items():  # one flat band per code: z = 0, 1, 2, 3 on zmin 0 .. zmax 3
         scale += [[max((code - 0.5) / 3, 0.125), color], [min(1.0, (code + 0.5) / 3), color]]
-    cell = 22 if len(keys) <= 24 else 16
+    cell = min(22 if len(keys) <= 24 else 16, (FIT_WIDTH - 150) / len(keys))  # at most FIT_WIDTH wide
     fig = go.Figure(go.Heatmap(z=z, hovertext=hover, colorscale=scale, zmin=0, zmax=3, showscale=False, xgap=1,
                                ygap=1, hovertemplate="%{hovertext}<extra></extra>"))
     for label, color in REGIONS.values():  # legend entries: heatmap cells have none of their own
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=label,
                                  marker=dict(symbol="square", size=12, color=color)))
-    width, height = max(640, 150 + cell * len(keys)), 235 + cell * len(queries)
+    width, height = max(640, int(150 + cell * len(keys))), int(235 + cell * len(queries))
     line = dict(color="#333333", width=1.5)
     shapes = [dict(type="line", x0=c - 0.5, x1=c - 0.5, y0=-0.5, y1=len(queries) - 0.5, line=line) for c in col_lines]
     shapes += [dict(type="line", x0=-0.5, x1=len(keys) - 0.5, y0=r - 0.5, y1=r - 0.5, line=line) for r in row_lines]

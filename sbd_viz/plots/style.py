@@ -5,6 +5,7 @@ and the sibling modules it gathers (``plots.blocks``, ``plots.charts``, ...)."""
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 import plotly.graph_objects as go
@@ -33,12 +34,27 @@ STATE_LABELS = {"done": "committed before", "now": "committed in this call", "ma
                 "dropped": "draft dropped by a rollback", "renoised": "accepted, then renoised (outlined)"}
 ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
 CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
+# calls in order, on one scale for every decoder of a comparison: the first call lightest (yellow), the last darkest
+# (purple); Viridis, perceptually even and readable without colour vision, never repeating a shade
+STEP_SCALE = [[i / 9, c] for i, c in enumerate(("#FDE725", "#B5DE2B", "#6ECE58", "#35B779", "#1F9E89", "#26828E",
+                                                 "#31688E", "#3E4989", "#482878", "#440154"))]
 RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
 VERIFIED_COLOR = "#000000"  # the verified line: black like NTP (its text is NTP's), dashed, diamond markers
 VERIFIED_DASHES = ("dash", "dot", "dashdot", "longdash")  # several verified lines (e.g. one per block size)
 VERIFIED_LABEL = "verified (lossless)"
 MASK_GLYPH = "▒"
+ROLLBACK_MARK = "↺"  # verified decoding: a call that rejected a draft (frame titles, the slider's call labels)
+CHECK_ONLY_MARK = "✓"  # verified decoding: a call spent only on checking drafts
+MARK_LABELS = {ROLLBACK_MARK: "a call that rejected a draft (rollback)",
+               CHECK_ONLY_MARK: "a call that only checked drafts"}
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+FIT_WIDTH = 880  # the widest a figure is drawn (pixels): JupyterLab's output area is about 900 to 1000 px wide
+MIN_CELL = 30  # the narrowest a token cell is drawn (pixels); a row needing narrower cells wraps
+
+
+def text_px(text: str, size: int = 12) -> float:
+    """About how wide ``text`` is drawn in ``FONT`` at ``size`` px (a monospace glyph is 0.6 em wide)."""
+    return 0.61 * size * len(text)
 
 # Block-fill cells encode their state as a band of z (one colour per band, entropy inside the masked band).
 Z = {"future": 0.5, "done": 1.5, "now": 2.5}
@@ -129,10 +145,13 @@ def open_slot_label(trace: Trace) -> str:
     return "not written yet" if drafts_checked(trace.config) else STATE_LABELS["masked"]
 
 
-def legend_html(states: tuple[str, ...] = STATES, masked: str = STATE_LABELS["masked"]) -> str:
-    """The state legend as two lines of coloured squares. Drawn as text, not a plotly legend: heatmap
-    cells have no legend entries, and a wrapping legend pushes the margins and squashes small grids.
-    ``masked``: the open slots' label (``open_slot_label``)."""
+def legend_html(states: tuple[str, ...] = STATES, masked: str = STATE_LABELS["masked"], marks: tuple[str, ...] = (),
+                width: int = FIT_WIDTH - 40) -> str:
+    """The state legend as lines of coloured squares: the committed states and gap fills, then the open ones, then
+    the call marks the figure shows (``marks``: ``ROLLBACK_MARK``, ``CHECK_ONLY_MARK``), each group wrapped to lines
+    of about ``width`` pixels. Drawn as text, not a plotly legend: heatmap cells have no legend entries, and a
+    wrapping legend pushes the margins and squashes small grids. ``masked``: the open slots' label
+    (``open_slot_label``)."""
     def item(state: str) -> str:
         glyph = "□" if state == "future" else "■"
         color = "#999999" if state == "future" else STATE_COLORS[state]
@@ -146,7 +165,21 @@ def legend_html(states: tuple[str, ...] = STATES, masked: str = STATE_LABELS["ma
     if "renoised" in states:  # a grey cell with a coloured outline
         second.append(f"<span style='color:{STATE_COLORS['renoised']};font-size:17px'><b>□</b></span> "
                       f"{STATE_LABELS['renoised']}")
-    return "   ".join(first) + "<br>" + "   ".join(second)
+    groups = [first, second] + ([[f"<b>{mark}</b> {MARK_LABELS[mark]}" for mark in marks]] if marks else [])
+    return "<br>".join(line for group in groups for line in _packed(group, width))
+
+
+def _packed(items: list[str], width: int) -> list[str]:
+    """Legend items (markup) joined into lines of at most about ``width`` pixels each."""
+    lines, line, used = [], [], 0.0
+    for item in items:
+        shown = text_px(re.sub(r"<[^>]+>", "", item)) + 6  # the glyph is drawn larger than the text
+        if line and used + text_px("   ") + shown > width:
+            lines.append("   ".join(line))
+            line, used = [], 0.0
+        used += (text_px("   ") if line else 0) + shown
+        line.append(item)
+    return lines + (["   ".join(line)] if line else [])
 
 
 def entropy_bar(emax: float, length: int) -> dict:

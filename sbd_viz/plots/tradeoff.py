@@ -7,10 +7,13 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .style import RULE_COLORS, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, common_layout
+from .style import RULE_COLORS, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, common_layout, text_px
+from ..labels import COUNT_LABELS
 
 
-_X_AXES = {"tokens_per_call": "tokens per call", "calls_per_token": "calls per token",
+# the x axes a sweep can be drawn on; tokens per call named as every view names the count (a sweep's rows count
+# every output token and every call)
+_X_AXES = {"tokens_per_call": COUNT_LABELS[(True, True)], "calls_per_token": "calls per token (its inverse)",
            "speedup_calls": "speedup in calls vs NTP", "speedup_wall": "wall-clock speedup vs NTP"}
 _HOVER_COLUMNS = ("accuracy", "tokens_per_call", "calls_per_token", "speedup_calls", "speedup_wall", "same_as_ntp")
 
@@ -21,6 +24,38 @@ def _reference() -> str:
     from ..decoders.ntp import NTP
 
     return NTP.name
+
+
+def _reference_spec():
+    """Greedy NTP's spec: its display name (``label``) and colour."""
+    from ..decoders.ntp import NTP
+
+    return NTP
+
+
+def _rule_colors(names) -> dict:
+    """A colour of the house palette (``RULE_COLORS``) for each rule line (``names``, sorted: each starts with its
+    rule, as ``_results_frame`` names lines), every line its own: the first line of a commit rule of
+    ``sbd_viz.rules`` takes that rule's colour, so a rule reads alike in every figure (the default rule in SBD's
+    blue); any other line the next colour no line has and no rule drawn owns."""
+    from ..rules import RULES
+
+    own = {r: RULE_COLORS[i % len(RULE_COLORS)] for i, r in enumerate(RULES)}
+    rules = [name.split(" · ")[0] for name in names]
+    colors, used = {}, set()
+    for name, rule in zip(names, rules):
+        if rule in own and own[rule] not in used:
+            colors[name] = own[rule]
+            used.add(own[rule])
+    reserved = used | {own[r] for r in rules if r in own}
+    for name in names:
+        if name not in colors:
+            free = [c for c in RULE_COLORS if c not in reserved] or [c for c in RULE_COLORS if c not in used] \
+                or list(RULE_COLORS)
+            colors[name] = free[0]
+            used.add(free[0])
+            reserved.add(free[0])
+    return colors
 
 
 def sweep_frame(results: Any):
@@ -111,13 +146,80 @@ def _gamma_labels(rows, x: str, spans: tuple[float, float],
     return labels
 
 
+# The tradeoff figure's pixel plan: a fixed plot area, so a label's box can be known before the browser draws it
+WIDTH, HEIGHT = 760, 480
+MARGIN = dict(l=70, r=20, t=60, b=140)  # the legend sits below the plot, in a row
+LABEL_FONT = 10
+_SPOTS = ("top center", "bottom center", "middle right", "middle left", "top right", "top left", "bottom right",
+          "bottom left")
+
+
+def _padded(values, share: float, floor: float | None = None) -> list[float]:
+    lo, hi = float(min(values)), float(max(values))
+    pad = (hi - lo) * share or max(abs(hi), 1.0) * share
+    return [lo - pad if floor is None else max(floor, lo - pad), hi + pad]
+
+
+def _label_box(px: float, py: float, text: str, spot: str) -> tuple[float, float, float, float]:
+    """The pixel box (left, top, right, bottom; y down) a point's label takes at ``spot`` (a plotly textposition)."""
+    w, h = text_px(text, LABEL_FONT) + 2, LABEL_FONT + 4
+    vert, horiz = spot.split()
+    cx = px + {"center": 0.0, "right": w / 2 + 9, "left": -w / 2 - 9}[horiz]  # clear of the point's marker
+    cy = py + {"top": -h / 2 - 9, "bottom": h / 2 + 9, "middle": 0.0}[vert]
+    return cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+
+
+def _hits(box, others, circles=(), pad: float = 1.0) -> bool:
+    """Whether ``box`` comes within ``pad`` pixels of one of ``others`` (boxes) or ``circles`` (x, y, radius)."""
+    x0, y0, x1, y1 = box
+    return (any(x0 - pad < b[2] and b[0] < x1 + pad and y0 - pad < b[3] and b[1] < y1 + pad for b in others)
+            or any(math.hypot(cx - min(max(cx, x0), x1), cy - min(max(cy, y0), y1)) < r + pad for cx, cy, r in circles))
+
+
+def _place_labels(lines: list[dict], marks: list[tuple[float, float, float]], xr, yr) -> None:
+    """Give each labelled point of ``lines`` (dicts with ``x``, ``y``, ``text``, ``side``: its line's first choice)
+    a ``textposition`` where its label covers no other label, no point (``marks``: x, y and radius in pixels) and no
+    line, inside the plot; a label with no such place is left blank (its point keeps its hover). Sets each line's
+    ``spots`` and blanks ``text`` in place."""
+    w = WIDTH - MARGIN["l"] - MARGIN["r"]
+    h = HEIGHT - MARGIN["t"] - MARGIN["b"]
+
+    def px(x, y):
+        return w * (x - xr[0]) / (xr[1] - xr[0]), h * (yr[1] - y) / (yr[1] - yr[0])
+
+    circles, taken = [px(x, y) + (r,) for x, y, r in marks], []
+    for line in lines:  # the lines as chains of small boxes, every 3 px along each segment
+        points = [px(x, y) for x, y in zip(line["x"], line["y"])]
+        for (ax, ay), (bx, by) in zip(points, points[1:]):
+            n = max(1, int(math.hypot(bx - ax, by - ay) // 3))
+            taken += [(ax + (bx - ax) * i / n - 1, ay + (by - ay) * i / n - 1,
+                       ax + (bx - ax) * i / n + 1, ay + (by - ay) * i / n + 1) for i in range(n + 1)]
+    for line in lines:
+        line["spots"] = []
+        for i, (x, y) in enumerate(zip(line["x"], line["y"])):
+            text, spot = line["text"][i], line["side"]
+            if text:
+                cx, cy = px(x, y)
+                for candidate in (line["side"],) + tuple(s for s in _SPOTS if s != line["side"]):
+                    box = _label_box(cx, cy, text, candidate)
+                    if box[0] >= 0 and box[2] <= w and box[1] >= 0 and box[3] <= h and not _hits(box, taken, circles):
+                        spot = candidate
+                        taken.append(box)
+                        break
+                else:
+                    line["text"][i] = ""
+            line["spots"].append(spot)
+
+
 def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_call") -> go.Figure:
     """Speed vs suite accuracy: one line per commit rule (rule, gap-free or not), a point per gamma.
 
-    Rows with rule "ntp" are drawn as the reference star and dotted accuracy line. Rows with
+    Rows with rule "ntp" are drawn as the reference star (named by NTP's spec) and a dotted accuracy line. Rows with
     ``verify`` True (``sweep(..., verify=(False, True))``) are drawn as the "verified (lossless)" line,
     black and dashed (several verified lines get different dashes): their text is NTP's, so they sit at
-    NTP's accuracy and only their speed varies.
+    NTP's accuracy and only their speed varies. Each rule line takes its rule's colour of the house palette
+    (``RULE_COLORS``). Each point is labelled with its γ where the label covers no other label, point or line (a
+    point among a bunch at one spot, or with no free place, is left to its hover).
     When the rows hold several block sizes, each (rule, block size) gets its own line. ``current``
     (``dict(rule=..., gamma=...[, gap_free=...][, verify=...][, block_size=...])``) rings the current setting.
     """
@@ -125,49 +227,68 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
     is_ntp = df["rule"].astype(str).str.lower() == _reference()
     fig = go.Figure()
     spans = (float(df[x].max() - df[x].min()), float(df["accuracy"].max() - df["accuracy"].min()))
-    for i, (rule, rows) in enumerate(df[~is_ntp & ~df["verify"]].groupby("line", sort=True)):
-        rows, color = rows.sort_values(x), RULE_COLORS[i % len(RULE_COLORS)]
-        fig.add_trace(go.Scatter(
-            x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="rule"),
-            text=_gamma_labels(rows, x, spans), textposition=("top center", "bottom center")[i % 2],
-            textfont=dict(size=10, color=color), line=dict(color=color, width=2), marker=dict(size=9, color=color),
-            hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
+    xr, yr = _padded(df[x], 0.06), _padded(df["accuracy"], 0.14, floor=0.0)
+    lossy = dict(list(df[~is_ntp & ~df["verify"]].groupby("line", sort=True)))
+    colors = _rule_colors(list(lossy))
+    lines = []
+    for i, (rule, rows) in enumerate(lossy.items()):
+        rows = rows.sort_values(x)
+        lines.append(dict(name=rule, rows=rows, role="rule", color=colors[rule],
+                          side=("top center", "bottom center")[i % 2]))
     for j, (rule, rows) in enumerate(df[~is_ntp & df["verify"]].groupby("line", sort=True)):
-        rows, dash = rows.sort_values(x), VERIFIED_DASHES[j % len(VERIFIED_DASHES)]
+        lines.append(dict(name=rule, rows=rows.sort_values(x), role="verified", color=VERIFIED_COLOR,
+                          dash=VERIFIED_DASHES[j % len(VERIFIED_DASHES)], side="bottom center"))
+    for line in lines:
+        line.update(x=list(line["rows"][x]), y=list(line["rows"]["accuracy"]),
+                    text=_gamma_labels(line["rows"], x, spans))
+    marks = [(px, py, 4.5) for line in lines for px, py in zip(line["x"], line["y"])]
+    ntp = df[is_ntp]
+    marks += [(px, py, 7.5) for px, py in zip(ntp[x], ntp["accuracy"])]
+    hit = _current_rows(df, current) if current is not None else None
+    marks += [] if hit is None else [(px, py, 13.5) for px, py in zip(hit[x], hit["accuracy"])]
+    _place_labels(lines, marks, xr, yr)
+    for line in lines:
+        verified = line["role"] == "verified"
         fig.add_trace(go.Scatter(
-            x=rows[x], y=rows["accuracy"], name=rule, mode="lines+markers+text", meta=dict(role="verified"),
-            text=_gamma_labels(rows, x, spans), textposition="bottom center",
-            textfont=dict(size=10, color=VERIFIED_COLOR), line=dict(color=VERIFIED_COLOR, width=2, dash=dash),
-            marker=dict(symbol="diamond", size=10, color=VERIFIED_COLOR),
-            hovertext=_hover_rows(rows), hovertemplate="%{hovertext}<extra></extra>"))
+            x=line["x"], y=line["y"], name=line["name"], mode="lines+markers+text", meta=dict(role=line["role"]),
+            text=line["text"], textposition=line["spots"], textfont=dict(size=LABEL_FONT, color=line["color"]),
+            line=dict(color=line["color"], width=2, **({"dash": line["dash"]} if verified else {})),
+            marker=dict(symbol="diamond", size=10, color=line["color"]) if verified else
+            dict(size=9, color=line["color"]),
+            hovertext=_hover_rows(line["rows"]), hovertemplate="%{hovertext}<extra></extra>"))
     if is_ntp.any():
-        ntp = df[is_ntp]
-        fig.add_trace(go.Scatter(x=ntp[x], y=ntp["accuracy"], name="NTP", mode="markers", meta=dict(role=_reference()),
-                                 marker=dict(symbol="star", size=15, color="#000000"), hovertext=_hover_rows(ntp),
-                                 hovertemplate="%{hovertext}<extra></extra>"))
-        fig.add_hline(y=float(ntp["accuracy"].mean()), line=dict(color="#777777", dash="dot", width=1),
-                      annotation_text="NTP accuracy", annotation_position="bottom right")
-    if current is not None:
-        hit = _current_rows(df, current)
+        spec = _reference_spec()
+        fig.add_trace(go.Scatter(x=ntp[x], y=ntp["accuracy"], name=spec.label, mode="markers",
+                                 meta=dict(role=_reference()),
+                                 marker=dict(symbol="star", size=15, color=spec.color or "#000000"),
+                                 hovertext=_hover_rows(ntp), hovertemplate="%{hovertext}<extra></extra>"))
+        accuracy = float(ntp["accuracy"].mean())
+        # the accuracy line is named in the legend, not by a note on the plot (a note covered points and labels)
+        fig.add_hline(y=accuracy, line=dict(color="#777777", dash="dot", width=1))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"{spec.label} accuracy",
+                                 meta=dict(role="ntp_accuracy"), line=dict(color="#777777", dash="dot", width=1)))
+    if hit is not None:
         fig.add_trace(go.Scatter(x=hit[x], y=hit["accuracy"], name="current setting", mode="markers",
                                  meta=dict(role="current"), hoverinfo="skip",
                                  marker=dict(symbol="circle-open", size=24, color="#000000", line=dict(width=3))))
     fig.update_layout(**common_layout(
-        title=dict(text="Speed vs quality", font=dict(size=14)), width=760, height=480, legend=dict(title="rule"),
-        xaxis=dict(title=_X_AXES[x], gridcolor="#EEEEEE"),
-        # an accuracy is never negative (autorange pads a flat line to [-0.5, 1] otherwise)
-        yaxis=dict(title="suite accuracy", gridcolor="#EEEEEE", rangemode="nonnegative")))
+        title=dict(text="Speed vs quality", font=dict(size=14)), width=WIDTH, height=HEIGHT, margin=MARGIN,
+        legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
+        xaxis=dict(title=_X_AXES[x], gridcolor="#EEEEEE", range=xr),
+        # an accuracy is never negative
+        yaxis=dict(title="suite accuracy", gridcolor="#EEEEEE", range=yr)))
     return fig
 
 
 def _decoder_color(decoder: str, index: int) -> str:
-    """The decoder's colour (its spec's); a decoder not registered in this process takes the palette's in turn."""
-    from ..decoders.registry import PALETTE, color_of  # read when drawing, as _reference
+    """The decoder's colour (its spec's, or the registry's for a registered decoder that names none); a decoder not
+    registered in this process takes the house palette's (``RULE_COLORS``) in turn."""
+    from ..decoders.registry import color_of  # read when drawing, as _reference
 
     try:
         return color_of(decoder)
     except ValueError:
-        return PALETTE[index % len(PALETTE)]
+        return RULE_COLORS[index % len(RULE_COLORS)]
 
 
 def decoder_tradeoff(frame, y: str = "accuracy") -> go.Figure:

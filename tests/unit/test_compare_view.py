@@ -1,14 +1,15 @@
 """The compare view (plots.compare_decoders): one row per decoder, output token i in column i for
-every decoder, each cell shaded by the call that wrote it, calls and "equals greedy?" at the row's end; every token
-drawn (no cut at 12 blocks), spaces as the main view shows them (␣), no colour bar, two-decimal numbers. Hand-made
-traces, no model."""
+every decoder, each cell shaded by the call that wrote it on one sequential scale, calls and "equals greedy?" in the
+bars below; every token drawn (no cut at 12 blocks), every row labelled, spaces as the main view shows them (␣), no
+colour bar, two-decimal numbers, at most FIT_WIDTH wide with whole token labels. Hand-made traces, no model."""
 
 import html
 
 import pytest
 
+import sbd_viz as sv
 from sbd_viz import plots
-from sbd_viz.plots.side_by_side import CALL_SHADES
+from sbd_viz.plots.style import FIT_WIDTH, STEP_SCALE
 
 from conftest import hand_trace
 
@@ -45,27 +46,68 @@ def test_every_token_is_drawn_in_the_same_columns_for_every_decoder():
     assert fig.layout.meta["line"] == 10
 
 
-def test_a_run_of_one_shade_is_one_call():
+def _lightness(color: str) -> float:
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return 0.299 * r + 0.587 * g + 0.114 * b
+
+
+def test_each_call_has_its_own_shade_on_one_sequential_scale():
+    """The shades cycled through 6 colours, so neighbouring calls could share one: now a cell's shade is its call's
+    number on one sequential scale for every decoder (lighter = earlier), and a line ends each call's run."""
     fig = plots.compare_decoders({"NTP": ntp(), "SBD": sbd()})
     calls = fig.layout.meta["calls"]
     assert calls["SBD"] == sbd().token_calls() and calls["NTP"] == list(range(len(TEXT)))
     for i, label in enumerate(("NTP", "SBD")):
-        shades = _shades(fig, i)
-        assert shades == [c % len(CALL_SHADES) for c in calls[label]]
-        # neighbouring tokens written by different calls never share a shade
-        for a, b, ca, cb in zip(shades, shades[1:], calls[label], calls[label][1:]):
-            assert (a == b) == (ca == cb) or abs(ca - cb) >= len(CALL_SHADES)
+        assert _shades(fig, i) == calls[label]  # the call itself: no two calls share a shade
+        assert (fig.data[i].zmin, fig.data[i].zmax) == (0, len(TEXT) - 1)  # one scale: NTP's last call is the darkest
+        assert fig.data[i].colorscale == tuple(tuple(c) for c in STEP_SCALE)
+    light = [_lightness(c) for _, c in STEP_SCALE]
+    assert all(a > b for a, b in zip(light, light[1:]))  # sequential: every step darker than the one before
+    edges = next(t for t in fig.data if t.meta and t.meta["role"] == "call_edges")
+    line = fig.layout.meta["line"]
+    drawn = {(x + 0.5, round(y + 0.42)) for x, y in zip(edges.x[::3], edges.y[::3])}
+    expected = {(j % line, (j // line) * 3 + i) for i, label in enumerate(("NTP", "SBD"))
+                for j in range(1, len(TEXT)) if calls[label][j] != calls[label][j - 1] and j % line}
+    assert drawn == expected
     assert not any(getattr(t, "showscale", False) for t in fig.data)  # no colour bar (it started at -0.4)
 
 
-def test_numbers_at_the_rows_end_and_in_the_rows_have_two_decimals():
+def test_numbers_in_the_bars_have_two_decimals_and_name_the_count():
     greedy = ntp()
     fig = plots.compare_decoders({"NTP": greedy, "SBD": sbd()}, ntp=greedy)
     rows = fig.layout.meta["rows"]
     assert [r["tokens_per_call"] for r in rows] == [1.0, 2.89]  # 26 tokens in 9 calls: 2.888…
-    ends = [a.text for a in fig.layout.annotations if "calls ·" in (a.text or "")]
-    assert ends[0] == "26 calls · 1.00/call · = greedy" and ends[1] == "9 calls · 2.89/call · = greedy"
-    assert fig.data[2].x == (26, 9)  # the bar of calls below
+    bars = fig.data[2]
+    assert bars.x == (26, 9)  # the bar of calls below
+    assert bars.text == ("26 calls · 1.00 per call · = greedy", "9 calls · 2.89 per call · = greedy")
+    titles = [a.text for a in fig.layout.annotations]
+    assert any(sv.COUNT_LABELS[(True, True)] in t for t in titles)  # the count named as every view names it
+
+
+def test_every_row_is_labelled_and_the_figure_fits_a_notebook():
+    """A wrapped line's rows were unlabelled and the figure was 1180 px wide: every row of every line carries its
+    decoder's label, and the figure is at most FIT_WIDTH wide."""
+    words = "␣refract ed␣when ␣light␣is".replace("␣", " ")
+    long = hand_trace([(words * 3, [set(range(len(words) * 3))])])
+    fig = plots.compare_decoders({"NTP": ntp(), "SBD": sbd(), "long": long})
+    layout = fig.layout
+    assert layout.width <= FIT_WIDTH
+    line = layout.meta["line"]
+    lines = -(-len(words * 3) // line)
+    assert lines > 1 and list(layout.yaxis.ticktext) == ["NTP", "SBD", "long"] * lines
+    assert list(layout.yaxis.tickvals) == [k * 4 + i for k in range(lines) for i in range(3)]
+    wide = plots.compare_decoders({"words": hand_trace([(TEXT, [set(range(len(TEXT)))])])}, line=10)
+    assert wide.layout.width <= FIT_WIDTH
+
+
+def test_a_long_token_label_is_drawn_whole():
+    """SmolLM2's tokens were cut to 5 characters ("␣ref…"): a token of up to 8 is drawn whole."""
+    from dataclasses import replace
+
+    trace = sbd()
+    trace = replace(trace, output_texts=tuple(" refract" if i == 3 else c for i, c in enumerate(trace.output_texts)))
+    fig = plots.compare_decoders({"SBD": trace})
+    assert "␣refract" in _cells(fig, 0) and fig.layout.width <= FIT_WIDTH
 
 
 def test_bad_line_is_refused_by_name():

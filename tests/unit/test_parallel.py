@@ -286,14 +286,15 @@ def test_compare_decoders_data(sharp):
     assert rows[3]["renoised"] > 0
     # each decoder's cells spell its whole output, token by token as the pictures label them; each cell's shade is
     # the call that wrote it
-    from sbd_viz.plots.side_by_side import CALL_SHADES
+    from sbd_viz.plots.side_by_side import LABEL_CHARS
     from sbd_viz.plots.style import cell_label
     from sbd_viz.labels import output_labels
 
     for i, t in enumerate(traces):
         panel = fig.data[i]
-        assert [x for row in panel.text for x in row if x] == [cell_label(label, 5) for label, _ in output_labels(t)]
-        assert [z for row in panel.z for z in row if z is not None] == [c % len(CALL_SHADES) for c in t.token_calls()]
+        assert [x for row in panel.text for x in row if x] == [cell_label(label, LABEL_CHARS)
+                                                               for label, _ in output_labels(t)]
+        assert [z for row in panel.z for z in row if z is not None] == t.token_calls()
     assert fig.data[len(traces)].x == tuple(t.nfe for t in traces)
     with pytest.raises(ValueError, match="traces"):
         plots.compare_decoders([traces[0], sv.decode(sharp, "other", max_new_tokens=4)])

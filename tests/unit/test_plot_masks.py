@@ -1,5 +1,7 @@
 """plots.attention_mask shows, cell for cell, the masks training and decoding build."""
 
+import json
+
 import pytest
 import torch
 
@@ -46,6 +48,15 @@ def test_labels_and_bad_input():
     assert fig.layout.meta["keys"] == ["x", "y", "z", m, m] and fig.layout.meta["queries"] == ["z", m, m]
     with pytest.raises(ValueError, match="kind"):
         plot_masks.attention_mask("decode")
+
+
+def test_a_start_of_text_mark_is_drawn_by_name_not_as_a_box():
+    """Notebook 01 labels the start-of-text token ␂, a glyph the default fonts lack (it showed as a box): every
+    control picture is drawn by its name, marked as a special token is."""
+    fig = plot_masks.attention_mask("inference", past=2, n_causal=1, block_size=2, labels=["␂", "a", "␛"])
+    assert fig.layout.meta["keys"][:3] == ["⟨start⟩", "a", "⟨ESC⟩"]
+    shown = json.dumps(json.loads(fig.to_json()), ensure_ascii=False)
+    assert not any(chr(c) in shown for c in range(0x2400, 0x2427) if chr(c) != "␣")  # no control picture left
     with pytest.raises(ValueError, match="block_size"):
         plot_masks.attention_mask("training", n=4, block_size=0)
     with pytest.raises(ValueError, match="labels"):

@@ -160,6 +160,37 @@ def test_block_fill_one_row_per_block(multi_trace):
     assert fig.layout.height > block_fill(make_trace([[[0, 1, 2, 3]]])).layout.height
 
 
+@pytest.mark.parametrize("k", [4, 16, 32, 64])
+def test_block_fill_fits_a_notebook_and_wraps_a_wide_block(k):
+    """JupyterLab's output area is about 900 px wide: a block fill is never wider than FIT_WIDTH (k = 16 was 1230
+    px), its cells never narrower than MIN_CELL; a block too wide for that wraps over rows, each labelled with its
+    slots, and every cell is still drawn once, where its row and column say."""
+    from sbd_viz.plots.style import FIT_WIDTH, MIN_CELL
+
+    trace = make_trace([[list(range(k))], [list(range(k // 2)), list(range(k // 2, k))]], k=k)
+    fig = block_fill(trace)
+    layout = fig.layout
+    assert layout.width <= FIT_WIDTH
+    plot_w = layout.width - layout.margin.l - layout.margin.r
+    cols = len(layout.xaxis.tickvals)
+    assert plot_w / cols >= MIN_CELL and layout.margin.r >= 100  # room for the entropy scale
+    rows = layout.meta["rows"]
+    lines = rows // 2
+    assert (lines > 1) == (k * MIN_CELL > FIT_WIDTH - 260) and cols * lines >= k
+    for i in range(trace.nfe):
+        cells = frame_cells(fig, i)
+        assert set(cells) == {(b, s) for b in range(2) for s in range(k)}
+        assert {(b, s): (r, c) for (b, s), (_, r, c) in cells.items()} == \
+            {(b, s): (b * lines + s // cols, s % cols) for b in range(2) for s in range(k)}
+    labels = list(layout.yaxis.ticktext)
+    if lines > 1:
+        assert labels[:lines] == [f"block 0 · slots {j * cols}–{min(k, (j + 1) * cols) - 1}" for j in range(lines)]
+        assert layout.xaxis.title.text == "slot in the row"
+    else:
+        n0 = len(trace.prompt_ids)
+        assert labels == [f"block 0 · pos {n0}", f"block 1 · pos {n0 + k}"]
+
+
 def test_block_fill_frames_are_incremental(multi_trace, ntp_trace):
     for trace in (multi_trace, ntp_trace):
         fig = block_fill(trace)
@@ -197,7 +228,7 @@ def test_block_fill_text_hover_and_counters(gap_trace):
     assert "<b>&lt;b&gt;</b>" in hovers and "<b><b>" not in hovers
     last_title = fig.frames[-1].layout.title.text
     assert f"{gap_trace.nfe}/{gap_trace.nfe} calls · {gap_trace.n_tokens} tokens" in last_title
-    assert f"{gap_trace.tokens_per_call:.2f} tokens/call" in last_title
+    assert f"{gap_trace.tokens_per_call:.2f} {sv.COUNT_LABELS[(True, True)]}" in last_title  # named as everywhere
 
 
 def test_block_fill_legend_and_max_blocks(multi_trace):
@@ -319,6 +350,41 @@ def test_tradeoff_leaves_bunched_labels_blank():
     flat = [dict(r, accuracy=0.95) for r in rows]
     (line,) = [t for t in tradeoff(flat).data if t.meta and t.meta["role"] == "rule"]
     assert list(line.text) == ["γ=0.1", "γ=0.35", "", "", ""]
+
+
+def test_tradeoff_colours_each_rule_from_the_house_palette_and_names_ntp_by_its_spec():
+    """A rule's line takes its own colour of RULE_COLORS whatever else is drawn (it took the i-th colour of the
+    lines present, so a rule changed colour between figures), every line its own; NTP is named by its spec, and
+    its accuracy line in the legend, not by a note printed over the points."""
+    from sbd_viz.decoders.ntp import NTP
+    from sbd_viz.plots.style import RULE_COLORS
+    from sbd_viz.rules import RULES
+
+    def colors(rows):
+        return {t.name: t.line.color for t in tradeoff(rows).data if t.meta and t.meta["role"] == "rule"}
+
+    row = dict(gamma=0.5, accuracy=0.8, tokens_per_call=2.0)
+    alone = colors([dict(row, rule="entropy_threshold")])
+    both = colors([dict(row, rule="entropy_threshold"), dict(row, rule="confidence_threshold", gamma=0.9)])
+    assert alone["entropy_threshold"] == both["entropy_threshold"] == RULE_COLORS[RULES.index("entropy_threshold")]
+    mixed = colors([dict(row, rule="entropy_bounded"), dict(row, rule="entropy_bounded", gap_free=True),
+                    dict(row, rule="plugin_rule"), dict(row, rule="top_k", gamma=2)])
+    assert mixed["entropy_bounded"] == RULE_COLORS[0] and mixed["top_k"] == RULE_COLORS[RULES.index("top_k")]
+    assert len(set(mixed.values())) == 4 and set(mixed.values()) <= set(RULE_COLORS)
+    fig = tradeoff(RESULTS)
+    assert NTP.label in [t.name for t in fig.data] and f"{NTP.label} accuracy" in [t.name for t in fig.data]
+    assert not [a for a in fig.layout.annotations if "accuracy" in (a.text or "")]
+
+
+def test_decoder_tradeoff_gives_an_unregistered_decoder_a_house_colour():
+    import pandas as pd
+
+    from sbd_viz.plots import decoder_tradeoff
+    from sbd_viz.plots.style import RULE_COLORS
+
+    frame = pd.DataFrame([dict(decoder=f"not_registered_{i}", label=f"mine {i}", speedup_calls=1.5, accuracy=1.0,
+                               knob_value=float("nan"), knob="") for i in range(3)])
+    assert {t.marker.color for t in decoder_tradeoff(frame).data} <= set(RULE_COLORS)
 
 
 VERIFIED_RESULTS = RESULTS + [
@@ -557,6 +623,37 @@ def test_verified_counters_mark_rollbacks_and_checking_only_calls(verified):
     assert f"{sum(c.accepted for c in verified.checks())}/{n} accepted so far" in fig.frames[-1].layout.title.text
 
 
+def test_verified_counters_count_a_draft_only_once_its_check_accepts_it(verified):
+    """A verified call drafts tokens that a later call checks: the title counts a drafted token from the call whose
+    check accepted it, NTP's own token from the call that wrote it, and never a draft a rollback replaced."""
+    from sbd_viz.plots.blocks import committed_counts
+
+    verdicts, at = verified.verdicts(), [0] * verified.nfe
+    for s in verified.steps:
+        for c in s.commits:
+            if verified.kept(s, c.slot):
+                at[s.call if c.ntp else verdicts[(s.call, s.block_start + c.slot)][0]] += 1
+    expected = [sum(at[:i + 1]) for i in range(verified.nfe)]
+    assert committed_counts(verified) == expected and expected[-1] == verified.n_tokens
+    assert expected[0] == 1  # call 0 wrote NTP's token and drafted more: only NTP's token is committed
+    fig = block_fill(verified)
+    for step, n in zip(verified.steps, expected):
+        title = fig.frames[step.call].layout.title.text
+        assert f"{n} token{'' if n == 1 else 's'} committed" in title
+        assert f"{n / (step.call + 1):.2f} {sv.COUNT_LABELS[(True, True)]}" in title
+    assert f"{verified.tokens_per_call:.2f} tokens per call" in fig.frames[-1].layout.title.text
+
+
+def test_the_call_marks_are_explained_in_the_legend(verified, gap_trace):
+    legend = " ".join(a.text for a in block_fill(verified).layout.annotations)
+    assert "↺</b> a call that rejected a draft" in legend and "✓</b> a call that only checked drafts" in legend
+    plain = " ".join(a.text for a in block_fill(gap_trace).layout.annotations)
+    assert "↺" not in plain and "✓" not in plain  # no mark drawn, none explained
+    titles = [f.layout.title.text for f in block_fill(verified).frames]
+    assert all(("↺" in t) == (s.rollback is not None) and ("✓" in t) == s.check_only
+               for t, s in zip(titles, verified.steps))
+
+
 def test_verified_spec_is_what_validation_gives(verified):
     spec = block_fill_spec(verified)
     assert json.loads(json.dumps(spec)) == json.loads(go.Figure(spec).to_json())
@@ -594,3 +691,52 @@ def test_a_decoder_without_masks_shows_its_open_slots_as_not_written_yet(gap_tra
         assert word in legend and other not in legend
         heat = " ".join(a.text for a in entropy_heatmap(trace, block=0).layout.annotations)
         assert word in heat and other not in heat
+
+
+# -- one name per count ---------------------------------------------------------------------
+def _unnamed_counts(text: str) -> list[str]:
+    """The places in a figure's text that show tokens per call without the name every view gives that count."""
+    import re
+
+    for label in sv.COUNT_LABELS.values():
+        text = text.replace(label, "")
+    return re.findall(r".{0,30}(?:tokens per call|tokens/call|tok/call|/call)", text)
+
+
+def test_every_figure_names_tokens_per_call_as_count_labels_does(gap_trace, verified):
+    """Peers count tokens per call with or without the end token and the prefill call: every figure that shows the
+    ratio names it with ``sv.COUNT_LABELS`` (it was "tokens/call", "tok/call", "/call" and "tokens per call" in
+    turn), so one count reads alike everywhere."""
+    from test_gamma_strip import PIECES, _map
+    from test_ladder import _frame
+
+    from sbd_viz.plots import compare, compare_decoders, gamma_ladder, gamma_strip, tradeoff
+
+    label = sv.COUNT_LABELS[(True, True)]
+    figures = {"block_fill": block_fill(verified), "calls_timeline": calls_timeline(gap_trace),
+               "compare": compare(gap_trace, gap_trace), "compare_decoders": compare_decoders([gap_trace]),
+               "tradeoff": tradeoff(RESULTS), "gamma_ladder": gamma_ladder(_frame([True, True, False, True]))}
+    for name, fig in figures.items():
+        text = json.dumps(json.loads(fig.to_json()), ensure_ascii=False)  # plotly's JSON writes / as \u002f
+        assert label in text and not _unnamed_counts(text), (name, _unnamed_counts(text))
+    strip = gamma_strip(_map(PIECES))
+    assert label in strip and not _unnamed_counts(strip)
+
+
+@pytest.mark.parametrize("k", [4, 16, 32])
+def test_no_figure_of_a_trace_is_wider_than_a_notebook(k):
+    """JupyterLab's output area is about 900 px wide: compare (1048 px at 16 tokens a line) and the entropy heatmap
+    (1092 px at k = 16) were cut; every figure of a trace is at most FIT_WIDTH wide."""
+    from sbd_viz.plots import attention_mask
+    from sbd_viz.plots.style import FIT_WIDTH
+
+    trace = make_trace([[list(range(k))], [list(range(k // 2)), list(range(k // 2, k))]], k=k)
+    figures = {"block_fill": block_fill(trace), "entropy_heatmap": entropy_heatmap(trace, block=1),
+               "calls_timeline": calls_timeline(trace), "compare": compare(trace, trace),
+               "compare 32 a line": compare(trace, trace, width=32),
+               "compare_decoders": sv.plots.compare_decoders([trace]),
+               "attention_mask": attention_mask("inference", past=min(64, 3 * k), n_causal=k, block_size=k)}
+    for name, fig in figures.items():
+        assert fig.layout.width <= FIT_WIDTH, (name, fig.layout.width)
+    with pytest.raises(ValueError, match="width"):
+        compare(trace, trace, width=0)
