@@ -27,7 +27,7 @@ from collections import OrderedDict
 
 from ..plots.ladder_figure import SAFE_COLOR
 from ..plots.style import CALL_SCALE, MASK_GLYPH, STATE_COLORS
-from ..labels import output_labels, token_label
+from ..labels import COUNT_LABELS, output_labels, token_label
 from ..trace import Trace
 
 # a cell's flags (bits): a gap fill (masked slots to its left when committed), not in the output (after the stop, or
@@ -90,7 +90,8 @@ def payload(gamma_map, current_gamma: float | None = None, ntp_text: str | None 
     ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``range`` (its text, rounded), ``exact`` (its exact ends) and
     ``decoded``; a decoded piece adds ``calls``, ``tokens``, ``tpc`` (tokens per call), ``gap_fills`` (kept ones,
     as the cards count them), ``ntp`` (its text is NTP's: true, false, or None when ``ntp_text`` is None),
-    ``text``, ``blocks`` (``block_cells``) and ``shade`` (its colour on the strip: darker = more tokens per call)."""
+    ``text``, ``blocks`` (``block_cells``) and ``shade`` (its colour on the strip: darker = more tokens per call);
+    ``count_label``: what ``tpc`` counts, named as every view names it (``COUNT_LABELS``)."""
     pieces = list(gamma_map.pieces)  # a snapshot: a background walk may append while this reads
     decoded = [p for p in pieces if p.decoded]
     top = max((p.trace.tokens_per_call for p in decoded), default=1.0)
@@ -110,7 +111,8 @@ def payload(gamma_map, current_gamma: float | None = None, ntp_text: str | None 
     complete = bool(pieces) and pieces[-1].hi == gamma_map.hi and pieces[-1].hi_closed
     return dict(lo=_end(gamma_map.lo), hi=_end(gamma_map.hi), step=gamma_map.step, gamma=current_gamma,
                 complete=complete, shades=step_shades(steps), pieces=out,
-                colors=dict(future=STATE_COLORS["future"], safe=SAFE_COLOR, mask=MASK_GLYPH))
+                colors=dict(future=STATE_COLORS["future"], safe=SAFE_COLOR, mask=MASK_GLYPH),
+                count_label=COUNT_LABELS[(True, True)])
 
 
 class Feed:
@@ -233,7 +235,7 @@ function numbers(p) {
   if (!p.decoded) return 'not decoded: release to decode this γ';
   const ntp = p.ntp === null || p.ntp === undefined ? '' : p.ntp ? " · NTP's text" : ' · not NTP’s text';
   return `${p.calls} call${p.calls === 1 ? '' : 's'} · ${p.tokens} token${p.tokens === 1 ? '' : 's'} · ` +
-         `${p.tpc.toFixed(2)} tokens/call · ${p.gap_fills} gap fill${p.gap_fills === 1 ? '' : 's'}${ntp} · ` +
+         `${p.tpc.toFixed(2)} ${data.count_label} · ${p.gap_fills} gap fill${p.gap_fills === 1 ? '' : 's'}${ntp} · ` +
          `the same decode for γ in ${p.range}`;
 }
 function track() {

@@ -68,3 +68,16 @@ def test_plain_sbd_and_the_other_counts_are_within_their_bounds():
         for pair in timing["ratios"].values():
             assert 0 <= pair["pairs"] <= pair["of"]
             assert pair["pairs"] == 0 or pair["lo"] <= pair["median"] <= pair["hi"]
+
+
+def test_the_real_text_guide_quotes_the_pages_numbers():
+    """docs/real_text.md sums the page up in a sentence: its tokens per call (tree drafting at its best γ, prompt
+    lookup) and the paired wall-clock ratio are the JSON's."""
+    results = data()["results"]
+    guide = (ROOT / "docs" / "real_text.md").read_text()
+    for name in ("chat", "code"):
+        best = max(row["tokens_per_call"] for row in results["sets"][name]["tree"].values())
+        lookup = results["sets"][name]["lookup"]["tokens_per_call"]
+        assert f"{best:.2f}" in guide and f"{lookup:.2f}" in guide, name
+    ratio = results["timing_summary"]["ratios"]["verified SBD vs generate"]["median"]
+    assert f"{ratio:.2f}×" in guide

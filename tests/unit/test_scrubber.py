@@ -176,3 +176,14 @@ def test_step_shades_run_light_to_dark_and_the_component_names_a_bad_slider():
     assert "'sbd-scrub-my-gamma'" in scrubber.follow_js("my-gamma")  # and the server's moves of it
     with pytest.raises(ValueError, match="slider_id"):
         scrubber.follow_js("x y")
+
+
+def test_the_scrubbers_numbers_name_the_count_as_every_view_does(step_map):
+    """The live numbers say which tokens-per-call count they show, in the words of ``sv.COUNT_LABELS`` (the block
+    fill's and the figures' too), and ``tpc`` is that count of the piece's decode."""
+    data = scrubber.payload(step_map)
+    assert data["count_label"] == sv.COUNT_LABELS[(True, True)]
+    piece = next(p for p in step_map.pieces if p.decoded)
+    row = next(r for r in data["pieces"] if r["decoded"])
+    assert row["tpc"] == pytest.approx(sv.tokens_per_call(piece.trace, end_token=True, prefill=True), abs=1e-4)
+    assert "data.count_label" in scrubber.JS and "tokens/call" not in scrubber.JS
