@@ -47,6 +47,33 @@ def examples(model) -> list[tuple[str, bool, str]]:
     return ADAPTER_EXAMPLES if getattr(model, "adapter", None) is not None else EXAMPLES
 
 
+def measured(model) -> dict[str, dict]:
+    """This model's examples as ``bench/app_examples.py`` measured them (``example_defaults.MEASURED``): prompt ->
+    its row (the chosen decoder, each decoder's calls and tokens). Empty for a model it did not measure; a row whose
+    prompt is no longer an example is not read."""
+    from .example_defaults import MEASURED
+
+    return {row["prompt"]: row for row in MEASURED.get(model.name, ())}
+
+
+def example_choices(model, offered: list[str]) -> list[tuple[str, bool, str, str]]:
+    """The page's examples for ``model`` with the decoder each opens with: (prompt, apply the chat template, label,
+    decoder label). The decoder is the one that wrote the most tokens per call when the example was measured
+    (``measured``), and the label says what it measured; an example not measured opens with the first of
+    ``offered`` (the decoder menu) and its label alone."""
+    rows = measured(model)
+    out = []
+    for prompt, chat, label in examples(model):
+        row = rows.get(prompt)
+        if row is None or row["decoder"] not in offered:
+            out.append((prompt, chat, label, offered[0]))
+            continue
+        run = row["runs"][row["decoder"]]
+        out.append((prompt, chat, f"{label} ({row['decoder']}: {run['tokens']} tokens in {run['calls']} calls, "
+                                  f"NTP {row['ntp_calls']})", row["decoder"]))
+    return out
+
+
 def header(model) -> str:
     """The page's note on the model: what kind it is, and what it can and cannot do here."""
     from ..causal_lm import KIND, train_hint

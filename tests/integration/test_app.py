@@ -393,8 +393,10 @@ def test_the_decoder_selector_decodes_with_that_decoder(client, served, decoder)
                                       decoder, api_name="/decode")
     trace = trace_of(client)
     name = sv.registry.by_label(decoder).name  # the app's choices are the registry's labels
+    # the slider (1.0 here) is the decoder's knob: remasking's γ, prompt lookup's own draft length
     own = dict(rule="entropy_bounded", gamma=1.0, block_size=16) if name == "remask" else \
-        dict(block_size=16) if name == "jacobi" else {}
+        dict(block_size=16) if name == "jacobi" else dict(prompt_lookup_num_tokens=1) if name == "prompt_lookup" \
+        else {}
     expected = sv.decode(model, PROMPT, decoder=name, max_new_tokens=MAX_NEW, **own)
     assert trace.config["decoder"] == name and trace.output_ids == expected.output_ids
     assert nfe_of(metrics) == trace.nfe == expected.nfe
