@@ -59,16 +59,22 @@ def range_card(trace) -> str:
             f"<div class='sub'>this exact decode for every γ in {html.escape(str(r))}</div></div>")
 
 
-def knob_is_gamma(trace) -> bool:
-    """Whether the decoder that wrote ``trace`` is moved by the commit rule's γ (its spec's knob): a decoder built on
-    SBD's block loop with a knob of its own (a plugin's ``slots``) records a γ range that no slider of it moves."""
+def knob_name(trace) -> str | None:
+    """The setting its decoder's spec names as its knob (``"gamma"`` for SBD), None if it has none; ``"gamma"`` for a
+    trace of a decoder this process does not know (its recorded γ range is all there is to go by)."""
     from ..decoders.registry import get_decoder
 
     try:
         spec = get_decoder(trace.config.get("decoder"))
-    except ValueError:  # a trace of a decoder this process does not know: its range is all there is to go by
-        return True
-    return spec.knob is not None and spec.knob.name == "gamma"
+    except ValueError:
+        return "gamma"
+    return None if spec.knob is None else spec.knob.name
+
+
+def knob_is_gamma(trace) -> bool:
+    """Whether the decoder that wrote ``trace`` is moved by the commit rule's γ (its spec's knob): a decoder built on
+    SBD's block loop with a knob of its own (a plugin's ``slots``) records a γ range that no slider of it moves."""
+    return knob_name(trace) == "gamma"
 
 
 def metrics_html(session) -> str:
@@ -103,6 +109,9 @@ def metrics_html(session) -> str:
         cards.append(_card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad"))
     # what was decoded, for a script (and a test) to tell this decode's cards from the last one's
     said = {k: trace.config[k] for k in ("decoder", "gamma") if k in trace.config}
+    knob = knob_name(trace)
+    if knob in trace.config:  # the value of the setting the main slider moves for this decoder
+        said["knob"] = trace.config[knob]
     said["prompt"] = session.prompt
     return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
             + "".join(f"data-{k}='{html.escape(str(v), quote=True)}' " for k, v in said.items()) +

@@ -12,9 +12,9 @@ from conftest import SWEEP_ROWS, app_server
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 CARDS = "#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])"
 # this prompt's finished cards: the example's prompt (in a text LM's chat template, if on) decoded, NTP beside it
-# (and at the example's γ, for a decoder that γ moves)
-THIS_DECODE = f"""([prompt, gamma]) => {{ const c = document.querySelector("{CARDS}");
-  return c && c.dataset.prompt.includes(prompt) && (gamma === null || Number(c.dataset.gamma) === gamma); }}"""
+# (and at the example's own value of the decoder's knob: γ, or a setting of its own)
+THIS_DECODE = f"""([prompt, knob]) => {{ const c = document.querySelector("{CARDS}");
+  return c && c.dataset.prompt.includes(prompt) && (knob === null || Number(c.dataset.knob) === knob); }}"""
 
 
 def _value(page, control: str) -> str:
@@ -23,13 +23,14 @@ def _value(page, control: str) -> str:
 
 def _move_slider_to_its_end(page):
     """A user's click at the right end of the slider's track; returns once that decode is shown."""
-    before = page.locator(CARDS).get_attribute("data-gamma")
+    before = page.locator(CARDS).get_attribute("data-knob")
+    assert before is not None  # the first screen's decoder has a knob on the slider
     track = page.locator("#sbd-gamma input[type=range]")
     track.scroll_into_view_if_needed()
     box = track.bounding_box()
     page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
     page.wait_for_function(f"""(b) => {{ const c = document.querySelector("{CARDS}");
-        return c && c.dataset.gamma !== b; }}""", arg=before, timeout=300000)
+        return c && c.dataset.knob !== undefined && c.dataset.knob !== b; }}""", arg=before, timeout=600000)
 
 
 def click_every_example(page, url, expected, timeout_ms):
@@ -41,10 +42,10 @@ def click_every_example(page, url, expected, timeout_ms):
     _move_slider_to_its_end(page)  # a γ of the user's: each example brings its own back
     for i, (prompt, decoder, value) in enumerate(expected):
         spec = sv.registry.by_label(decoder)
-        by_gamma = spec.knob is not None and spec.knob.name == "gamma"
+        on_slider = spec.knob is not None and spec.knob.name != "block_size"  # Jacobi's knob is the block size
         buttons.nth(i).click()
-        # the decode of this example, at its own γ (the slider was left at another)
-        page.wait_for_function(THIS_DECODE, arg=[prompt, float(value) if by_gamma else None], timeout=timeout_ms)
+        # the decode of this example, at its own knob value (the slider was left at another)
+        page.wait_for_function(THIS_DECODE, arg=[prompt, float(value) if on_slider else None], timeout=timeout_ms)
         assert page.locator("#sbd-prompt textarea").input_value() == prompt
         assert _value(page, "#sbd-decoder") == decoder, i
         assert float(_value(page, "#sbd-gamma")) == float(value), i
