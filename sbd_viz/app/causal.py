@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import html
 
-# (prompt, apply the chat template, label): the labels say what kind of prompt it is, not a measured number (a
-# 135M model's decode takes seconds here, too long to measure every example when the page is built)
+# (prompt, apply the chat template, label): the labels say what kind of prompt it is; the page adds what
+# bench/app_examples.py measured (``example_choices``: a 135M model's decode takes seconds here, too long to measure
+# every example when the page is built)
 EXAMPLES = [
     ("Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.", True,
      "quoting a given sentence: drafting pays"),

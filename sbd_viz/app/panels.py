@@ -104,13 +104,13 @@ def ladder_figure(frame):
 
 
 def stream_ladder(model, prompt: str, settings: dict, spec=None, own: dict | None = None):
-    """Decode ``prompt`` with NTP, then at every value of the decoder's knob (``spec``: SBD by default; the rule's γ
-    ladder, or the values its spec's knob spreads over), greedy, unverified (the ladder asks where the decoder
-    leaves NTP); yield (rows, figure, status, frame) after each value. ``own``: ``spec``'s own settings held fixed
+    """Decode ``prompt`` with NTP, then at every value of the decoder's knob (``spec``: the model's first decoder by
+    default; the rule's γ ladder, or the values its spec's knob spreads over), greedy, unverified (the ladder asks
+    where the decoder leaves NTP); yield (rows, figure, status, frame) after each value. ``own``: ``spec``'s own settings held fixed
     (its knob's among them is climbed instead). A decoder without a knob is a ``ValueError`` naming ``decoder``."""
-    from ..decoders.registry import SHARED, get_decoder
+    from ..decoders.registry import SHARED, default_decoder, get_decoder
 
-    spec = get_decoder(spec or "sbd")
+    spec = default_decoder(model) if spec is None else get_decoder(spec)
     held = {k: v for k, v in (own or {}).items() if k in spec.own and (spec.knob is None or k != spec.knob.name)}
     shared = {k: settings[k] if k in spec.takes else SHARED[k] for k in ("rule", "gap_free")}
     ladder = Ladder(model, prompt, block_size=settings["block_size"] if "block_size" in spec.takes else None,
