@@ -214,7 +214,8 @@ def test_suite_prompt_is_scored_and_other_prompts_are_not(client):
 BAD = [
     (dict(prompt=""), "prompt"),
     (dict(prompt="   "), "prompt"),
-    (dict(prompt="x" * 401), "prompt"),
+    (dict(prompt="x" * 511), "prompt"),  # past the model's context of 512 (its BOS and one new token aside)
+    (dict(prompt="x" * 495), "max_new_tokens"),  # within it, but not with the 24 new tokens asked
     (dict(prompt="x" * 20000), "prompt"),
     (dict(gamma="nan"), "gamma"),
     (dict(gamma=-0.1), "gamma"),
