@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import html
 
-# (prompt, apply the chat template, label): the labels say what kind of prompt it is, not a measured number (a
-# 135M model's decode takes seconds here, too long to measure every example when the page is built)
+# (prompt, apply the chat template, label): the labels say what kind of prompt it is; the page adds what
+# bench/app_examples.py measured (``example_choices``: a 135M model's decode takes seconds here, too long to measure
+# every example when the page is built)
 EXAMPLES = [
     ("Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.", True,
      "quoting a given sentence: drafting pays"),
@@ -45,6 +46,33 @@ def chat_prompt(model, text: str) -> str:
 def examples(model) -> list[tuple[str, bool, str]]:
     """The page's examples for ``model``: (prompt, apply the chat template, label)."""
     return ADAPTER_EXAMPLES if getattr(model, "adapter", None) is not None else EXAMPLES
+
+
+def measured(model) -> dict[str, dict]:
+    """This model's examples as ``bench/app_examples.py`` measured them (``example_defaults.MEASURED``): prompt ->
+    its row (the chosen decoder, each decoder's calls and tokens). Empty for a model it did not measure; a row whose
+    prompt is no longer an example is not read."""
+    from .example_defaults import MEASURED
+
+    return {row["prompt"]: row for row in MEASURED.get(model.name, ())}
+
+
+def example_choices(model, offered: list[str]) -> list[tuple[str, bool, str, str]]:
+    """The page's examples for ``model`` with the decoder each opens with: (prompt, apply the chat template, label,
+    decoder label). The decoder is the one that wrote the most tokens per call when the example was measured
+    (``measured``), and the label says what it measured; an example not measured opens with the first of
+    ``offered`` (the decoder menu) and its label alone."""
+    rows = measured(model)
+    out = []
+    for prompt, chat, label in examples(model):
+        row = rows.get(prompt)
+        if row is None or row["decoder"] not in offered:
+            out.append((prompt, chat, label, offered[0]))
+            continue
+        run = row["runs"][row["decoder"]]
+        out.append((prompt, chat, f"{label} ({row['decoder']}: {run['tokens']} tokens in {run['calls']} calls, "
+                                  f"NTP {row['ntp_calls']})", row["decoder"]))
+    return out
 
 
 def header(model) -> str:

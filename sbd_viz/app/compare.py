@@ -1,6 +1,8 @@
 """The app's "compare decoders" tab: the same prompt through every registered decoder that serves the model
 (``sv.decoders(model)``: SBD, verified SBD, remasking, Jacobi, prompt lookup, and any a package adds), beside
-greedy NTP: ``plots.compare_decoders`` and its rows as a table.
+greedy NTP: ``plots.compare_decoders`` and its rows as a table, with each decode's order (``sv.decode_order``: Kendall
+τ against left to right, the share of commits made right of a still-masked slot) and the decode-order picture
+(``plots.order.commit_order``: commit step against position, every decode on one step axis).
 ``app.Handlers.compare`` reads the settings and calls ``compare``; ``decoders_tab`` builds the tab's components.
 """
 
@@ -11,7 +13,8 @@ import gradio as gr
 import sbd_viz as sv
 from .. import plots
 
-COMPARE_HEADERS = ["decoder", "calls", "tokens", "tokens per call", "equals greedy", "slots remasked", "rollbacks"]
+COMPARE_HEADERS = ["decoder", "calls", "tokens", "tokens per call", "equals greedy", "slots remasked", "rollbacks",
+                   "Kendall τ", "out of order"]
 COMPARED_SETTINGS = ("rule", "gamma", "block_size")  # the settings above that a compared decoder gets, if it takes them
 
 
@@ -39,7 +42,8 @@ def compare_note(model) -> str:
 
 
 def compare(model, settings: dict, chosen) -> tuple:
-    """(figure, table rows) of ``settings``' prompt (``inputs.read_settings``' output) through the ``chosen`` labels."""
+    """(figure, table rows, decode-order figure) of ``settings``' prompt (``inputs.read_settings``' output, with the
+    main view's decoder's own knob if it has one) through the ``chosen`` labels."""
     offered = choices(model)
     if not isinstance(chosen, (list, tuple)) or not chosen or any(c not in offered for c in chosen):
         raise ValueError(f"decoders: choose one or more of {', '.join(offered)}, got {chosen!r}")
@@ -49,11 +53,20 @@ def compare(model, settings: dict, chosen) -> tuple:
     for label in [c for c in offered if c in chosen]:
         spec, variant = offered[label]
         shared = {k: settings[k] for k in COMPARED_SETTINGS if k in spec.takes}
-        traces[label] = sv.decode(model, prompt, decoder=spec.name, max_new_tokens=n, stop=stop, **shared, **variant)
+        own = {k: settings[k] for k in spec.own if k in settings}  # the main view's slider, if it moves one
+        traces[label] = sv.decode(model, prompt, decoder=spec.name, max_new_tokens=n, stop=stop, **shared, **own,
+                                  **variant)
     figure = plots.compare_decoders(traces, ntp=ntp)
+    order = {r["label"]: r for r in sv.order_rows(list(traces.values()), list(traces))}
     rows = [[r["label"], r["calls"], r["tokens"], r["tokens_per_call"], "yes" if r["equals_greedy"] else "no",
-             r["renoised"], r["rollbacks"]] for r in figure.layout.meta["rows"]]
-    return figure, rows
+             r["renoised"], r["rollbacks"], _rounded(order[r["label"]]["kendall_tau"], 3),
+             _rounded(order[r["label"]]["out_of_order_rate"], 3)] for r in figure.layout.meta["rows"]]
+    return figure, rows, plots.commit_order(traces)
+
+
+def _rounded(x: float, digits: int):
+    """A table cell: ``x`` rounded, or None (an empty cell) where it is undefined (NaN)."""
+    return None if x != x else round(x, digits)
 
 
 def decoders_tab(model):
@@ -64,7 +77,13 @@ def decoders_tab(model):
                               elem_id="sbd-decoders")
     run = gr.Button("Run this prompt through each decoder")
     table = gr.Dataframe(headers=COMPARE_HEADERS, datatype=["str", "number", "number", "number", "str", "number",
-                                                            "number"], interactive=False, elem_id="sbd-compare-table")
+                                                            "number", "number", "number"],
+                         interactive=False, elem_id="sbd-compare-table")
     figure = gr.Plot(label="each decoder's output token by token, shaded by call; calls side by side",
                      elem_id="sbd-compare")
-    return chosen, run, table, figure
+    gr.Markdown("**Decode order.** Kendall τ compares the order the calls committed the output in with left to right "
+                "(1: left to right; tokens of one call are tied, so several per call scores a little below 1); out "
+                "of order: the share of commits made right of a slot still masked (gap fills).")
+    order = gr.Plot(label="decode order: the call that committed each token, one step axis",
+                    elem_id="sbd-compare-order")
+    return chosen, run, table, figure, order

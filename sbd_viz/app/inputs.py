@@ -16,9 +16,9 @@ from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..rules import COMMIT_RULES
 
-# The longest prompt whose answer still fits the shipped model's trained context of 512 positions
-# at the longest answer (512 = BOS + 383 characters + 128 new tokens). Other models are checked
-# against their own context when a request comes in (SBDModel.check_fits).
+# The longest prompt whose answer still fits the shipped model's trained context of 512 positions at the longest
+# answer (512 = BOS + 383 characters + 128 new tokens): every prompt up to it decodes at any max new tokens. A
+# longer one decodes if it fits with the chosen max new tokens (``prompt_limit``; SBDModel.check_fits names the fit).
 MAX_PROMPT_CHARS = 383
 # A text LM's prompt is limited by its tokens (check_fits names the limit); this bounds the characters a request
 # may carry at all. The prompt box itself never cuts: a longer prompt is refused with a message, never shortened.
@@ -60,11 +60,29 @@ def _whole(value, field: str, lo: int, hi: int) -> int:
 
 
 def prompt_limit(model) -> int:
-    """The most characters the app takes in a prompt for ``model``: a character-level model's context bounds them
-    (``MAX_PROMPT_CHARS``); a text LM's tokens are checked against its context when it decodes."""
+    """The most characters the app takes in a prompt for ``model``: a character-level model's whole context but its
+    BOS and one new token (``SBDModel.check_fits`` then refuses a prompt too long for the chosen max new tokens,
+    naming both); a text LM's tokens are checked against its context when it decodes (``MAX_TEXT_PROMPT_CHARS``
+    bounds its characters)."""
     from ..causal_lm import CausalLM
 
-    return MAX_TEXT_PROMPT_CHARS if isinstance(model, CausalLM) else MAX_PROMPT_CHARS
+    if isinstance(model, CausalLM):
+        return MAX_TEXT_PROMPT_CHARS
+    context = getattr(model, "context_length", None)
+    return MAX_PROMPT_CHARS if context is None else max(MAX_PROMPT_CHARS, context - 1 - model.tokens_written(1))
+
+
+def prompt_note(model) -> str:
+    """What the prompt box says of its limit."""
+    from ..causal_lm import CausalLM
+
+    if isinstance(model, CausalLM):
+        return f" At most {prompt_limit(model):,} characters (and the model's context in tokens)."
+    context = getattr(model, "context_length", None)
+    if context is None:
+        return f" At most {prompt_limit(model):,} characters."
+    return (f" At most {prompt_limit(model):,} characters, fewer with more new tokens: the prompt and its new tokens "
+            f"fit in the model's context of {context:,} positions (a longer one is refused, never cut).")
 
 
 def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
@@ -143,15 +161,76 @@ def decoder_labels(model) -> list[str]:
     return [s.label for s in decoders(model) if s is not NTP]
 
 
+def read_spec(label, model):
+    """The decoder dropdown's raw value as the chosen decoder's spec (None: the model's first), or a ``gr.Error``."""
+    from ..decoders.registry import by_label, default_decoder
+
+    if label is None:  # an API call that leaves it out: the model's first (SBD)
+        return default_decoder(model)
+    if label not in decoder_labels(model):
+        raise refused(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(model))}")
+    return by_label(label)
+
+
+def knob_of(spec) -> str | None:
+    """What the main view's slider moves for ``spec``: ``"gamma"`` (the commit rule's γ), the name of one of its own
+    settings that its spec's knob names (a plugin's ``slots``, prompt lookup's draft length), or None (it takes no γ;
+    a knob over another control, Jacobi's block size, is moved by that control)."""
+    knob = spec.knob
+    if knob is None:
+        return None
+    if knob.name == "gamma":
+        return "gamma"
+    return knob.name if knob.name in spec.own else None
+
+
+def knob_label(spec) -> str:
+    """The slider's label for a decoder's own knob: the setting's name, and whose it is."""
+    return f"{spec.knob.name} ({spec.label}'s own setting)"
+
+
+def knob_start(spec, rule: str):
+    """The slider's value when ``spec`` is chosen: its own knob's default (its spec's ``own``; the range's low end
+    if it has none), else the rule's default γ."""
+    name = knob_of(spec)
+    if name in (None, "gamma"):
+        return COMMIT_RULES[rule].default
+    default = spec.own[name]
+    return spec.knob.slider()[0] if default is None else default
+
+
+def knob_slider(spec, rule: str) -> dict:
+    """The slider's label and range (``gr.Slider``'s keywords) for ``spec``: its own knob's, from its spec, else the
+    rule's γ."""
+    if knob_of(spec) in (None, "gamma"):
+        knob = COMMIT_RULES[rule]
+        lo, hi, step = knob.slider
+        return dict(label=knob.label, minimum=lo, maximum=hi, step=step)
+    lo, hi, step = spec.knob.slider()
+    return dict(label=knob_label(spec), minimum=lo, maximum=hi, step=step)
+
+
+def read_knob(spec, value):
+    """The slider's raw value as ``spec``'s own knob setting: a number in its spec's range (a whole number where the
+    range is), or a ``gr.Error`` naming the setting and the decoder."""
+    name = spec.knob.name
+    lo, hi, step = spec.knob.slider()
+    x = read_number(value, name)
+    if all(float(v).is_integer() for v in (lo, hi, step)):
+        if x != int(x) or not lo <= x <= hi:
+            raise refused(f"{name}: {spec.label}'s own setting must be a whole number from {lo:g} to {hi:g}, "
+                          f"got {value!r}")
+        return int(x)
+    if not lo <= x <= hi:
+        raise refused(f"{name}: {spec.label}'s own setting must be from {lo:g} to {hi:g}, got {value!r}")
+    return x
+
+
 def read_decoder(label, settings: dict, model):
     """The decoder dropdown's raw value and the read settings: (the decoder's spec, ``sv.decode`` keyword arguments
     besides prompt: those it takes). A control it does not take, when set, is a ``gr.Error`` naming it."""
-    from ..decoders.registry import by_label, default_decoder
-
-    label = default_decoder(model).label if label is None else label  # an API call that leaves it out: SBD
-    if label not in decoder_labels(model):
-        raise refused(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(model))}")
-    spec = by_label(label)
+    spec = read_spec(label, model)
+    label = spec.label
     for field, set_ in (("gap_free", settings["gap_free"]), ("verify", settings["verify"]),
                         ("temperature", settings["temperature"] > 0)):
         if set_ and field not in spec.takes:

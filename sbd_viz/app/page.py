@@ -40,10 +40,11 @@ from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS, queue
 from .assets import ANIM_JS, ANIM_TEMPLATE, CSS, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
 from .map_builder import GammaMaps, map_key
 from . import scrubber
-from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, prompt_limit, read_call,
-                     read_decoder, read_projection, read_settings, refused)
-from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label,
-                                failure_rows, stream_ladder)
+from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, knob_of, knob_slider,
+                     knob_start, prompt_limit, prompt_note, read_call, read_decoder, read_knob, read_projection,
+                     read_settings, read_spec, refused)
+from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label, failure_rows,
+                     ladder_headers, stream_ladder)
 from .compare import compare as compare_decoders, decoders_tab
 from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
@@ -115,6 +116,7 @@ class Handlers:
         self.model, self.curve = model, curve
         self.maps = GammaMaps(model)
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: no NTP, verify or gap-free
+        self.causal = registry.model_kind(model) == "causal"  # a pretrained LM without SBD: no rule, no γ
         items = tasks.load_suite("pyasserts", "test")
         # recognise suite prompts, alone or at the end of a document, to score them
         self.suite = {item.prompt: item for item in items}
@@ -124,9 +126,14 @@ class Handlers:
         """The controls as ``sv.decode`` keyword arguments (``read_settings``), the prompt among them, with a text
         LM's chat template applied if its switch is on."""
         c = controls
-        settings = read_settings(c.prompt, c.rule, c.gamma, c.gap_free, c.block_size, c.max_new_tokens,
+        spec = None if self.canvas else read_spec(c.decoder, self.model)
+        own_knob = spec is not None and knob_of(spec) not in (None, "gamma")  # the slider moves its own setting
+        gamma = COMMIT_RULES[c.rule].default if own_knob and c.rule in COMMIT_RULES else c.gamma
+        settings = read_settings(c.prompt, c.rule, gamma, c.gap_free, c.block_size, c.max_new_tokens,
                                  c.temperature, c.seed, c.stop_at_newline, c.verify,
                                  max(MAX_BLOCK_SIZE, self.model.block_size), prompt_limit(self.model))
+        if own_knob:
+            settings[spec.knob.name] = read_knob(spec, c.gamma)
         if c.chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
             settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
         return settings
@@ -230,7 +237,7 @@ class Handlers:
                                              cfg.get("verify", False))
         # the count the metrics card shows; the table lists them all
         kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
-        label = failure_label(events, kept) if not self.canvas else (
+        label = failure_label(events, kept, trace) if not self.canvas else (
             f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: a block-diffusion model has "
             "no causal prediction to judge them against")
         table = gr.update(value=failure_rows(events), label=label)
@@ -260,13 +267,21 @@ class Handlers:
         return gr.update(value=call) if 0 <= call < session.trace.nfe else gr.update()
 
     def ladder(self, controls: Controls):
-        """This prompt across γ: NTP once, then every γ of the rule's ladder, each row streamed as it is decoded."""
+        """This prompt across the chosen decoder's knob (γ for SBD): NTP once, then every value of its ladder, each
+        row streamed as it is decoded. A decoder without a knob is refused by name."""
+        import pandas as pd
+
         if self.canvas:
             raise refused("ladder: a block-diffusion model has no NTP to compare each γ with")
         settings = self._settings(controls)
+        spec, own = read_decoder(controls.decoder, settings, self.model)
+        if spec.knob is None:
+            raise refused(f"decoder: {spec.label} has no knob to climb; choose one of "
+                          f"{', '.join(s.label for s in registry.decoders(self.model) if s.knob)}")
         try:
-            for rows, figure, status, _ in stream_ladder(self.model, settings.pop("prompt"), settings):
-                yield rows, fit(figure), status
+            for rows, figure, status, frame in stream_ladder(self.model, settings.pop("prompt"), settings, spec, own):
+                table = pd.DataFrame(rows, columns=ladder_headers(frame.attrs.get("knob", "gamma")))
+                yield table, fit(figure), status
         except ValueError as exc:  # the library's checks name the argument
             raise refused(str(exc)) from None
 
@@ -276,10 +291,10 @@ class Handlers:
             raise refused("decoders: a block-diffusion model decodes with its own sampler only")
         settings = self._settings(controls)
         try:
-            figure, rows = compare_decoders(self.model, settings, chosen)
+            figure, rows, order = compare_decoders(self.model, settings, chosen)
         except ValueError as exc:  # the library's checks name the argument
             raise refused(str(exc)) from None
-        return fit(figure), rows
+        return fit(figure), rows, fit(order)
 
     def strip(self, session: Session | None):
         """The γ strip under the slider (the session's map as built so far), and its timer: on while it builds."""
@@ -304,13 +319,18 @@ class Handlers:
             return gr.update()
         return gr.update(value=gamma) if math.isfinite(gamma) else gr.update()
 
-    def ladder_pick(self, evt: gr.SelectData):
-        """A click on a ladder row: that γ goes to the slider, and the main view decodes it (the same decode)."""
+    def ladder_pick(self, label, evt: gr.SelectData):
+        """A click on a ladder row: its value goes to the control the chosen decoder's knob is (the slider, or
+        Jacobi's block size), and the main view decodes it (the same decode)."""
         row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
         try:
-            return gr.update(value=float(row[0]))
-        except (TypeError, ValueError, IndexError):
-            return gr.update()
+            value = float(row[0])
+            spec = read_spec(label, self.model)
+        except (TypeError, ValueError, IndexError, gr.Error):
+            return gr.update(), gr.update()
+        if spec.knob is not None and spec.knob.name == "block_size":
+            return gr.update(), gr.update(value=int(value))
+        return gr.update(value=value), gr.update()
 
     def gif(self, session: Session | None):
         """The current decode's block-fill animation as a GIF, one frame per call."""
@@ -339,13 +359,35 @@ class Handlers:
         # nothing decoded yet: the next decode uses the choice
         return session, metrics_html(session) if session.decoded else gr.skip()
 
-    def decoder_changed(self, label, rule):
-        """Grey out the controls the chosen decoder does not take (its spec's ``takes``), so they cannot re-decode."""
-        if label not in decoder_labels(self.model):
-            raise refused(f"decoder: unknown decoder {label!r}; choose from {', '.join(decoder_labels(self.model))}")
-        takes = registry.by_label(label).takes
-        tunable = rule in COMMIT_RULES and COMMIT_RULES[rule].tunable
-        return tuple(gr.update(interactive=name in takes and (name != "gamma" or tunable)) for name in CONTROLS)
+    def decoder_changed(self, label, rule, session: Session | None = None):
+        """Fit the controls to the chosen decoder (its spec): grey out the ones it does not take, and give the slider
+        its knob (the rule's γ, or its own setting, e.g. a plugin's ``slots``, with its spec's range and default).
+        γ keeps its value from a decoder moved by γ (or by none) to another."""
+        spec = read_spec(label, self.model)
+        previous = session.rerun[0] if session is not None and session.rerun else None
+        try:
+            before = knob_of(registry.get_decoder(previous)) if previous else "gamma"
+        except ValueError:
+            before = None
+        keep = before in (None, "gamma") and knob_of(spec) in (None, "gamma")
+        return self._fit_controls(spec, rule, None if keep else knob_start(spec, rule))
+
+    def example_changed(self, label, rule, value):
+        """An example was picked: its decoder's controls, the slider at the example's own value."""
+        return self._fit_controls(read_spec(label, self.model), rule, value)
+
+    def _fit_controls(self, spec, rule, value):
+        """The updates of ``CONTROLS`` for ``spec``; ``value``: the slider's new value (None: unchanged)."""
+        rule = rule if rule in COMMIT_RULES else DEFAULT_RULE
+        knob = knob_of(spec)
+        slider = knob_slider(spec, rule)
+        if value is not None:
+            slider["value"] = value
+        updates = {name: gr.update(interactive=name in spec.takes) for name in CONTROLS}
+        updates["gamma"] = gr.update(**slider, interactive=knob not in (None, "gamma") or (
+            knob == "gamma" and COMMIT_RULES[rule].tunable),
+            visible=not self.causal or knob not in (None, "gamma"))
+        return tuple(updates[name] for name in CONTROLS)
 
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""
@@ -413,28 +455,49 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             elem_id="sbd-title")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
-                text_examples = causal_app.examples(model) if text_lm else []
-                prompt = gr.Textbox(text_examples[0][0] if text_lm else EXAMPLES[0], label="prompt", lines=2,
+                labels = decoder_labels(model)
+                # each example opens with its own decoder and slider value: a text LM's the decoder measured to write
+                # the most tokens per call on it (bench/app_examples.py), the character model's SBD at the default γ
+                # (its labels are SBD's decodes at that γ, measured below)
+                if text_lm:
+                    picks = causal_app.example_choices(model, labels)
+                else:
+                    picks = [(p, None, example_label(model, h.suite, p), labels[0]) for p in EXAMPLES]
+                picks = [(p, c, label, d, knob_start(registry.by_label(d), DEFAULTS["rule"]))
+                         for p, c, label, d in picks]
+                first = registry.by_label(picks[0][3]) if not canvas else None
+                # made before the examples that set them, drawn below in their places
+                slider = (dict(label=knob.label, minimum=model.gamma_slider[0], maximum=model.gamma_slider[1],
+                               step=model.gamma_slider[2]) if canvas else knob_slider(first, DEFAULTS["rule"]))
+                own_knob = first is not None and knob_of(first) not in (None, "gamma")
+                gamma = gr.Slider(**slider, value=knob.default if canvas else picks[0][4], elem_id="sbd-gamma",
+                                  visible=not causal or own_knob, render=False,
+                                  interactive=canvas or own_knob or knob_of(first) == "gamma")
+                decoder = gr.Dropdown(labels, value=picks[0][3], label="decoder", visible=not canvas,
+                                      elem_id="sbd-decoder", render=False,
+                                      info="SBD, or another way of writing several tokens per call (the Compare "
+                                           "decoders tab runs them all); the slider above moves its knob")
+                prompt = gr.Textbox(picks[0][0], label="prompt", lines=2,
                                     max_lines=6, elem_id="sbd-prompt",  # never cut in the box: refused by name
                                     info=("Free text." if text_lm else
                                           "A suite prompt ends with '== ' (with the space); its answer is scored.")
-                                    + f" At most {prompt_limit(model):,} characters"
-                                    + (" (and the model's context in tokens)." if text_lm else ".")
-                                    + " Enter decodes; Shift+Enter starts a new line.")
+                                    + prompt_note(model) + " Enter decodes; Shift+Enter starts a new line.")
                 chat = gr.Checkbox(text_lm, label="chat template", visible=text_lm, elem_id="sbd-chat",
                                    info="the prompt as the user's turn of the model's chat template; off: raw text")
                 if text_lm:
-                    examples = gr.Examples([[p, c] for p, c, _ in text_examples], inputs=[prompt, chat],
-                                           label="examples", example_labels=[x[2] for x in text_examples])
+                    examples = gr.Examples([[p, c, d, v] for p, c, _, d, v in picks],
+                                           inputs=[prompt, chat, decoder, gamma], label="examples",
+                                           elem_id="sbd-examples",
+                                           example_labels=[x[2] for x in picks])
                 else:
-                    examples = gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="examples",
-                                           example_labels=[example_label(model, h.suite, p) for p in EXAMPLES])
+                    examples = gr.Examples([[p, d, v] for p, _, _, d, v in picks], inputs=[prompt, decoder, gamma],
+                                           label="examples", example_labels=[x[2] for x in picks],
+                                           elem_id="sbd-examples")
                 rule = gr.Dropdown(list(model.rules if canvas else sv.RULES), value=DEFAULTS["rule"],
                                    label="commit rule", info="which masked slots to fix after each call",
-                                   interactive=not canvas, visible=not causal)
-                lo, hi, step = model.gamma_slider if canvas else knob.slider
-                gamma = gr.Slider(lo, hi, value=knob.default, step=step, label=knob.label,
-                                  elem_id="sbd-gamma", visible=not causal)
+                                   interactive=not canvas and (first is None or "rule" in first.takes),
+                                   visible=not causal)
+                gamma.render()
                 # this prompt's γ map, drawn as it builds: each piece one decode; a click shows it
                 strip = gr.HTML("", js_on_load=STRIP_JS, elem_id="sbd-gamma-strip", visible=not canvas and not causal)
                 strip_timer = gr.Timer(1.0, active=False)
@@ -443,10 +506,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas and not causal,
                                      info="check every draft against NTP in the same calls: the text is exactly "
                                           "NTP's greedy text (temperature 0)")
-                labels = decoder_labels(model)
-                decoder = gr.Dropdown(labels, value=labels[0], label="decoder", visible=not canvas,
-                                      elem_id="sbd-decoder", info="SBD, or another way of writing several tokens "
-                                                                  "per call (the Compare decoders tab runs them all)")
+                decoder.render()
                 with gr.Accordion("more settings", open=False):
                     block_size = gr.Slider(1, max(MAX_BLOCK_SIZE, model.block_size), value=model.block_size, step=1,
                                            label="block size (slots decoded together)", interactive=not canvas)
@@ -496,23 +556,26 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
             with gr.Tab("Speed vs quality (suite)", visible=not canvas and not text_lm):  # the suite sweeps SBD's rules
                 curve_status = gr.Markdown(curve.status)
                 tradeoff = gr.Plot(label="speed vs suite accuracy")
-            with gr.Tab("This prompt across γ", visible=not canvas and not causal):
-                gr.Markdown("The prompt decoded at every γ of the rule's range (greedy, not verified) and once with "
-                            "NTP: where its text first leaves NTP's, and the **largest safe γ**, the largest whose "
-                            "text equals NTP's at it and at every smaller γ tried. Click a row to show that γ above.")
-                ladder_run = gr.Button("Decode this prompt across γ")
+            with gr.Tab("This prompt across γ" if not causal else "This prompt across the knob", visible=not canvas):
+                gr.Markdown("The prompt decoded with the chosen decoder at every value of its knob (SBD's: γ over the "
+                            "rule's range; Jacobi's: the block size; a decoder's own knob over its spec's range), "
+                            "greedy, not verified, and once with NTP: where its text first leaves NTP's, and the "
+                            "**largest safe value**, the largest whose text equals NTP's at it and at every smaller "
+                            "value tried. Click a row to show that value above.")
+                ladder_run = gr.Button("Decode this prompt across the chosen decoder's knob", elem_id="sbd-ladder-run")
                 ladder_status = gr.Markdown(elem_id="sbd-ladder-status")
                 ladder_table = gr.Dataframe(headers=LADDER_HEADERS, datatype=["number"] * 3 + ["str", "str", "number"],
                                             interactive=False, max_height=320, elem_id="sbd-ladder")
-                ladder_plot = gr.Plot(label="calls against γ")
+                ladder_plot = gr.Plot(label="calls against the knob")
             with gr.Tab("Compare decoders", visible=not canvas):
-                chosen, compare_run, compare_table, compare_plot = decoders_tab(model)
+                chosen, compare_run, compare_table, compare_plot, compare_order = decoders_tab(model)
             with gr.Tab("Downloads"):
                 trace_file = gr.File(label="the full trace of the current decode (sbd_viz.load_trace reads it)")
                 gif_run = gr.Button("Make a GIF of the animation (one frame per call)")
                 gif_file = gr.File(label="the block-fill animation as a GIF", elem_id="sbd-gif")
             with gr.Tab("Glossary"):
-                gr.Markdown(glossary_markdown())
+                # our own file: its headings are HTML with the ids its links name (sanitising would drop them)
+                gr.Markdown(glossary_markdown(), sanitize_html=False, elem_id="sbd-glossary")
 
         # -- wiring -------------------------------------------------------------------------------
         # the inputs by name: the main view's controls reach a handler as one Controls (``reading_controls``)
@@ -551,12 +614,18 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                       stop_at_newline.input, temperature.release, seed.submit, verify.input) + (
                 (chat.input,) if text_lm else ()):
             views(event(**decode_kw, **hidden))
-        views(decoder.select(h.decoder_changed, inputs=[decoder, rule],
-                             outputs=[rule, gamma, gap_free, verify, block_size, temperature, seed],  # CONTROLS' order
+        fitted = [rule, gamma, gap_free, verify, block_size, temperature, seed]  # CONTROLS' order
+        views(decoder.select(h.decoder_changed, inputs=[decoder, rule, session], outputs=fitted,
                              **hidden).then(**decode_kw, **hidden))
         views(rule.select(h.rule_changed, inputs=[rule], outputs=[gamma], **hidden).then(**decode_kw, **hidden))
-        views(examples.load_input_event.then(**decode_kw, **hidden))
-        views(demo.load(**decode_kw, **hidden))
+        # an example, and the page's first screen (the first example): its decoder's controls, its slider value
+        example_kw = dict(fn=h.example_changed, inputs=[decoder, rule, gamma], outputs=fitted, show_progress="hidden")
+        if canvas:  # one sampler: nothing to fit
+            views(examples.load_input_event.then(**decode_kw, **hidden))
+            views(demo.load(**decode_kw, **hidden))
+        else:
+            views(examples.load_input_event.then(**example_kw, **hidden).then(**decode_kw, **hidden))
+            views(demo.load(**example_kw, **hidden).then(**decode_kw, **hidden))
         strip_timer.tick(**strip_kw, api_name="gamma_strip").then(**scrub_kw, **hidden)
         for pick in (strip.click, live.release):  # a piece clicked, the scrubber released: that γ, from the map
             views(pick(h.strip_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
@@ -572,14 +641,15 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
                          api_name="show_call", show_progress="hidden", preprocess=False)  # read_call checks it
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
-        ladder_inputs = {**settings, **chat_switch}
+        ladder_inputs = {**settings, "decoder": decoder, **chat_switch}
         ladder_run.click(reading_controls(h.ladder, list(ladder_inputs)), inputs=list(ladder_inputs.values()),
                          outputs=[ladder_table, ladder_plot, ladder_status],
                          preprocess=False, show_progress="minimal", **HEAVY_QUEUE, api_name="ladder")
-        views(ladder_table.select(h.ladder_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
-        compare_inputs = {**settings, "chosen": chosen, **chat_switch}
+        views(ladder_table.select(h.ladder_pick, inputs=[decoder], outputs=[gamma, block_size],
+                                  **hidden).then(**decode_kw, **hidden))
+        compare_inputs = {**settings, "chosen": chosen, "decoder": decoder, **chat_switch}
         compare_run.click(reading_controls(h.compare, list(compare_inputs)), inputs=list(compare_inputs.values()),
-                          outputs=[compare_plot, compare_table], preprocess=False,
+                          outputs=[compare_plot, compare_table, compare_order], preprocess=False,
                           show_progress="minimal", **HEAVY_QUEUE, api_name="compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
         time_run.click(h.time_it, inputs=[session], outputs=[session, metrics], **HEAVY_QUEUE, api_name="time_it")

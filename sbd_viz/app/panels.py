@@ -18,7 +18,7 @@ FAILURE_COLUMNS = ["kind", "call", "block", "slot", "gap", "token", "entropy", "
 FAILURE_TYPES = ["str"] + ["number"] * 4 + ["str", "number", "number", "str", "str", "number", "str"]
 FAILURE_LABEL = ("gap fills ({gaps}) and incoherent commits ({incoherent}): commits made while slots to their left "
                  "were still masked, and commits one call made side by side that repeat or contradict each other "
-                 "· click a row to show its call")
+                 "· click a row to show its call · this decode: {tokens} tokens in {calls} calls")
 KIND_NAMES = {"gap_fill": "gap fill", "repeat": "repeat", "doubled_delimiter": "doubled delimiter",
               "ngram": "n-gram NTP would not write"}
 
@@ -35,9 +35,10 @@ def failure_rows(events: list[dict]) -> list[list]:
             for e in events]
 
 
-def failure_label(events: list[dict], kept_gap_fills: int) -> str:
+def failure_label(events: list[dict], kept_gap_fills: int, trace) -> str:
     """The table's title: gap fills as the metrics card counts them (kept in the output), then the incoherent
-    commits kept, and how many more the stop discarded."""
+    commits kept, and how many more the stop discarded; and which decode it lists (``trace``'s tokens and calls, as
+    the metrics card counts them)."""
     gaps = sum(e["kind"] == "gap_fill" for e in events)
     incoherent = [e for e in events if e["kind"] != "gap_fill"]
     kept_incoherent = sum(e["kept"] for e in incoherent)
@@ -45,50 +46,80 @@ def failure_label(events: list[dict], kept_gap_fills: int) -> str:
                                                                 "the stop discarded"
     n_incoherent = f"{kept_incoherent}" if kept_incoherent == len(incoherent) else \
         f"{kept_incoherent} kept + {len(incoherent) - kept_incoherent} the stop discarded"
-    return FAILURE_LABEL.format(gaps=n_gaps, incoherent=n_incoherent)
+    return FAILURE_LABEL.format(gaps=n_gaps, incoherent=n_incoherent, tokens=trace.n_tokens, calls=trace.nfe)
 
 
 def _cell(value):
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
+def ladder_headers(knob: str = "gamma") -> list[str]:
+    """The ladder table's headers; the first names the knob the ladder climbs (γ, or a decoder's own setting)."""
+    return ["γ" if knob == "gamma" else knob] + LADDER_HEADERS[1:]
+
+
 def ladder_rows(frame) -> list[list]:
     """The ladder table's rows (``LADDER_HEADERS``) from ``gamma_ladder``'s frame."""
+    knob = frame.attrs.get("knob", "gamma")
     rows = []
     for r in frame.to_dict("records"):
         where = "" if r["same_as_ntp"] else (
             f"call {_cell(r['divergence_call'])}, block {_cell(r['divergence_block'])}, slot "
             f"{_cell(r['divergence_slot'])}: {visible(str(_cell(r['divergence_token'])), spaces=True)} / "
             f"{visible(str(_cell(r['divergence_ntp_token'])), spaces=True)}")
-        rows.append([r["gamma"], r["calls"], round(r["tokens_per_call"], 2), "yes" if r["same_as_ntp"] else "NO",
+        rows.append([r[knob], r["calls"], round(r["tokens_per_call"], 2), "yes" if r["same_as_ntp"] else "NO",
                      where, r["gap_fills"]])
     return rows
 
 
-def ladder_status(frame, total: int) -> str:
-    """The ladder's headline: how far it got, NTP's calls, and the largest safe γ so far."""
+def ladder_status(frame, total: int, label: str = "SBD") -> str:
+    """The ladder's headline: the decoder and its knob, how far it got, NTP's calls, and the largest safe value so
+    far."""
     attrs = frame.attrs
+    knob = attrs.get("knob", "gamma")
+    name = "γ" if knob == "gamma" else knob
     done = len(frame)
     safe = attrs.get("largest_safe_gamma")
-    head = f"**{done} of {total} γ decoded** · NTP: {attrs.get('ntp_calls', '?')} calls · "
+    head = f"**{label}: {done} of {total} {name} decoded** · NTP: {attrs.get('ntp_calls', '?')} calls · "
     if done == 0:
-        return head + "the largest safe γ comes with the first row"
+        return head + f"the largest safe {name} comes with the first row"
     exact = f" · {attrs['safe']}" if attrs.get("exact") else ""  # the exact γ map's safe ranges, once it is built
     if safe is None:
-        return head + "**no safe γ**: no γ tried" + (" so far" if done < total else "") + " writes NTP's text" + exact
-    return head + (f"**largest safe γ: {safe:g}** (the text equals NTP's from the smallest γ that keeps it up to this "
-                   "one" + (")" if done == total else ", so far)")) + exact
+        return (head + f"**no safe {name}**: no {name} tried" + (" so far" if done < total else "")
+                + " writes NTP's text" + exact)
+    return head + (f"**largest safe {name}: {safe:g}** (the text equals NTP's from the smallest {name} that keeps it "
+                   "up to this one" + (")" if done == total else ", so far)")) + exact
 
 
-def stream_ladder(model, prompt: str, settings: dict):
-    """Decode ``prompt`` with NTP, then at every γ of the rule's ladder (greedy, unverified: the ladder asks where
-    plain SBD leaves NTP); yield (rows, figure, status, frame) after each γ."""
-    ladder = Ladder(model, prompt, rule=settings["rule"], block_size=settings["block_size"],
-                    max_new_tokens=settings["max_new_tokens"], stop=settings["stop"], gap_free=settings["gap_free"])
+def ladder_figure(frame):
+    """The ladder's figure (``plots.ladder_figure``, which draws the frame's ``gamma`` column), its x axis named after
+    the knob the ladder climbed."""
+    knob = frame.attrs.get("knob", "gamma")
+    if knob == "gamma":
+        return gamma_ladder_figure(frame)
+    shown = frame.rename(columns={knob: "gamma"})
+    shown.attrs = {**frame.attrs, "knob": "gamma"}
+    figure = gamma_ladder_figure(shown)
+    return figure.update_layout(xaxis_title=f"{knob} ({frame.attrs.get('decoder')}'s knob)")
+
+
+def stream_ladder(model, prompt: str, settings: dict, spec=None, own: dict | None = None):
+    """Decode ``prompt`` with NTP, then at every value of the decoder's knob (``spec``: the model's first decoder by
+    default; the rule's γ ladder, or the values its spec's knob spreads over), greedy, unverified (the ladder asks
+    where the decoder leaves NTP); yield (rows, figure, status, frame) after each value. ``own``: ``spec``'s own settings held fixed
+    (its knob's among them is climbed instead). A decoder without a knob is a ``ValueError`` naming ``decoder``."""
+    from ..decoders.registry import SHARED, default_decoder, get_decoder
+
+    spec = default_decoder(model) if spec is None else get_decoder(spec)
+    held = {k: v for k, v in (own or {}).items() if k in spec.own and (spec.knob is None or k != spec.knob.name)}
+    shared = {k: settings[k] if k in spec.takes else SHARED[k] for k in ("rule", "gap_free")}
+    ladder = Ladder(model, prompt, block_size=settings["block_size"] if "block_size" in spec.takes else None,
+                    max_new_tokens=settings["max_new_tokens"], stop=settings["stop"], decoder=spec.name,
+                    **shared, **held)
     total = len(ladder.gammas)
     for _ in ladder.rows():
         frame = ladder.frame()
-        yield ladder_rows(frame), gamma_ladder_figure(frame), ladder_status(frame, total), frame
+        yield ladder_rows(frame), ladder_figure(frame), ladder_status(frame, total, spec.label), frame
 
 
 def animation_file(trace, folder: Path) -> Path:

@@ -6,6 +6,7 @@ keeps per session); the words and numbers come from ``sbd_viz.summary``, and thi
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from ..analysis import roofline
@@ -58,6 +59,24 @@ def range_card(trace) -> str:
             f"<div class='sub'>this exact decode for every γ in {html.escape(str(r))}</div></div>")
 
 
+def knob_name(trace) -> str | None:
+    """The setting its decoder's spec names as its knob (``"gamma"`` for SBD), None if it has none; ``"gamma"`` for a
+    trace of a decoder this process does not know (its recorded γ range is all there is to go by)."""
+    from ..decoders.registry import get_decoder
+
+    try:
+        spec = get_decoder(trace.config.get("decoder"))
+    except ValueError:
+        return "gamma"
+    return None if spec.knob is None else spec.knob.name
+
+
+def knob_is_gamma(trace) -> bool:
+    """Whether the decoder that wrote ``trace`` is moved by the commit rule's γ (its spec's knob): a decoder built on
+    SBD's block loop with a knob of its own (a plugin's ``slots``) records a γ range that no slider of it moves."""
+    return knob_name(trace) == "gamma"
+
+
 def metrics_html(session) -> str:
     """The headline numbers of one decode (a ``Session``'s) beside NTP on the same prompt (NTP may still be
     running): the library's measures, the roofline projection after the speedups, and the suite's verdict."""
@@ -79,7 +98,7 @@ def metrics_html(session) -> str:
         cards.append(weights)
     after_speed = next((i + 1 for i, m in enumerate(shown) if m.label in WALL_CLOCK), len(cards))
     cards.insert(after_speed, projection_card(trace, session.projection))
-    if trace.gamma_range is not None:
+    if trace.gamma_range is not None and knob_is_gamma(trace):
         cards.insert(after_speed + 1, range_card(trace))
     item = session.item
     if item is None:
@@ -88,7 +107,14 @@ def metrics_html(session) -> str:
         cards.append(_card("answer", "✓ correct", f"expected {html.escape(item.answer)}", "good"))
     else:
         cards.append(_card("answer", "✗ wrong", f"expected {html.escape(item.answer)}", "bad"))
+    # what was decoded, for a script (and a test) to tell this decode's cards from the last one's
+    said = {k: trace.config[k] for k in ("decoder", "gamma") if k in trace.config}
+    knob = knob_name(trace)
+    if knob in trace.config:  # the value of the setting the main slider moves for this decoder
+        said["knob"] = trace.config[knob]
+    said["prompt"] = session.prompt
     return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
+            + "".join(f"data-{k}='{html.escape(str(v), quote=True)}' " for k, v in said.items()) +
             f"data-from-map='{int(bool(from_map))}' "
             f"data-ntp='{'none' if session.no_ntp else 'pending' if ntp is None else ntp.nfe}'>"
             f"{''.join(cards)}</div>")
@@ -178,11 +204,30 @@ def fit(fig):
 GLOSSARY = Path(__file__).resolve().parents[1] / "GLOSSARY.md"  # package data: a wheel carries it
 
 
+def heading_id(text: str) -> str:
+    """A heading's anchor as GitHub makes it (the glossary's links are written for it): lower case, punctuation
+    dropped, spaces to hyphens ("call / NFE" -> "call--nfe", "γ (gamma)" -> "γ-gamma")."""
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
 def glossary_markdown(path: Path = GLOSSARY) -> str:
-    """The glossary (``sbd_viz/GLOSSARY.md``, package data) for the app's Glossary tab; if the file is missing,
-    says where the glossary is."""
+    """The glossary (``sbd_viz/GLOSSARY.md``, package data) for the app's Glossary tab, each heading given the id
+    its links name (``heading_id``), so a click on a link scrolls to it; if the file is missing, says where the
+    glossary is."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return "The glossary is `sbd_viz/GLOSSARY.md` in the sbd_viz repository."
-    return text
+    seen: dict[str, int] = {}
+    lines = []
+    for line in text.splitlines():
+        match = re.fullmatch(r"(#{1,6}) (.+?)\s*#*\s*", line)
+        if match:
+            level, title = len(match[1]), match[2]
+            anchor = heading_id(title)
+            n = seen.get(anchor, 0)
+            seen[anchor] = n + 1
+            anchor = anchor if n == 0 else f"{anchor}-{n}"  # GitHub numbers a repeated heading
+            line = f"<h{level} id='{html.escape(anchor, quote=True)}'>{html.escape(title)}</h{level}>\n"
+        lines.append(line)
+    return "\n".join(lines) + "\n"

@@ -59,17 +59,31 @@ def test_page_draws_the_animation_and_follows_the_gamma_slider(served, page):
 
 
 def test_a_long_prompt_is_never_cut_in_the_box_but_refused_by_name(served, page):
-    """The box takes every character typed (no silent cut at the limit); a decode past the limit says so."""
-    from sbd_viz.app.inputs import MAX_PROMPT_CHARS
+    """The box takes every character typed (no silent cut at the limit); the limit is the model's context (its BOS
+    and one new token aside), said in the box; a prompt past it, or too long for the chosen new tokens, is refused
+    with a message that says which limit and what fits."""
+    from sbd_viz.app.inputs import MAX_PROMPT_CHARS, prompt_limit
 
-    page.goto(served[0], wait_until="domcontentloaded")
+    url, model = served
+    limit = prompt_limit(model)
+    assert limit == model.context_length - 2 > MAX_PROMPT_CHARS  # the context allows more than the longest answer's
+    page.goto(url, wait_until="domcontentloaded")
     page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=60000)
-    assert f"At most {MAX_PROMPT_CHARS:,} characters" in page.locator("#sbd-prompt").inner_text()
+    said = page.locator("#sbd-prompt").inner_text()
+    assert f"At most {limit:,} characters" in said and f"context of {model.context_length:,} positions" in said
     box = page.locator("#sbd-prompt textarea")
-    long = "x" * (MAX_PROMPT_CHARS + 50)
+    long = "x" * (limit + 50)
     box.fill(long)
     assert len(box.input_value()) == len(long)
     page.locator("#sbd-run").click()
-    page.get_by_text(f"this model takes at most {MAX_PROMPT_CHARS}").first.wait_for(timeout=30000)
+    page.get_by_text(f"this model takes at most {limit}").first.wait_for(timeout=30000)
     assert len(box.input_value()) == len(long)
-
+    # within the limit but too long for the 64 new tokens asked: refused naming max new tokens and what fits
+    box.fill("x" * (model.context_length - 64))
+    page.locator("#sbd-run").click()
+    page.get_by_text("use max_new_tokens <= 63").first.wait_for(timeout=30000)
+    # a prompt past the old 383-character limit that fits is decoded
+    box.fill("x" * (MAX_PROMPT_CHARS + 50))
+    page.locator("#sbd-run").click()
+    page.wait_for_function("(n) => document.querySelector(\"#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])"
+                           "\")?.dataset.prompt.length === n", arg=MAX_PROMPT_CHARS + 50, timeout=60000)

@@ -48,7 +48,7 @@ def test_a_menu_pick_sends_its_event_once(served, page):
     _pick(page, "#sbd-decoder", "Jacobi")
     page.wait_for_selector("#sbd-texts .who:has-text('Jacobi')", timeout=30000)
     page.wait_for_timeout(2000)  # a second request would come within this
-    changed = [r for r in sent if r.get("data", [None])[0] == "Jacobi" and len(r["data"]) == 2]
+    changed = [r for r in sent if r.get("data", [None])[0] == "Jacobi" and len(r["data"]) == 3]  # and rule, session
     assert len(changed) == 1, sent  # decoder_changed, once
     decodes = [r for r in sent if len(r.get("data", [])) >= 11]  # the controls' decode (its chains are undocumented)
     assert len(decodes) == 1, [r.get("fn_index") for r in sent]
@@ -86,4 +86,43 @@ def test_enter_decodes_the_prompt_unchanged_and_shift_enter_starts_a_line(served
     page.wait_for_timeout(1500)
     assert box.input_value() == "assert 12 + 30 == \n"  # a new line, and nothing sent
     assert [r for r in sent if len(r.get("data", [])) >= 11] == []
+    assert not page.errors, page.errors
+
+
+def test_a_decode_click_while_a_decode_runs_is_decoded_after_it(served, page):
+    """The model is held inside the first decode's call (no clock: an event), a second prompt is typed and Decode
+    clicked meanwhile; once the first decode ends, the second is decoded and shown (not dropped without a word)."""
+    import threading
+
+    url, model = served
+    sent = _ready(page, url)
+    held, entered, hold = threading.Event(), threading.Event(), {"on": False}
+    forward = model.model.forward
+
+    def holding(*args, **kwargs):  # the page's decode only: the γ maps' worker has a thread of its own
+        if hold["on"] and threading.current_thread().name != "sbd-viz-gamma-maps":
+            entered.set()
+            held.wait(120)
+        return forward(*args, **kwargs)
+
+    model.model.forward = holding
+    try:
+        box = page.locator("#sbd-prompt textarea")
+        hold["on"] = True
+        box.fill("assert 71 + 12 == ")
+        page.locator("#sbd-run").click()
+        assert entered.wait(60)  # the first decode is inside a model call
+        box.fill("assert 40 + 25 == ")
+        page.locator("#sbd-run").click()  # while it runs
+        hold["on"] = False
+        held.set()
+        page.wait_for_function("() => document.querySelector(\"#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])"
+                               "\")?.dataset.prompt === 'assert 40 + 25 == '", timeout=60000)
+    finally:
+        hold["on"] = False
+        held.set()
+        model.model.forward = forward
+    decodes = [r["data"][0] for r in sent if len(r.get("data", [])) >= 11]
+    assert decodes[:2] == ["assert 71 + 12 == ", "assert 40 + 25 == "], decodes
+    assert page.locator(".toast-body").count() == 0
     assert not page.errors, page.errors

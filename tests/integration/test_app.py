@@ -214,7 +214,8 @@ def test_suite_prompt_is_scored_and_other_prompts_are_not(client):
 BAD = [
     (dict(prompt=""), "prompt"),
     (dict(prompt="   "), "prompt"),
-    (dict(prompt="x" * 401), "prompt"),
+    (dict(prompt="x" * 511), "prompt"),  # past the model's context of 512 (its BOS and one new token aside)
+    (dict(prompt="x" * 495), "max_new_tokens"),  # within it, but not with the 24 new tokens asked
     (dict(prompt="x" * 20000), "prompt"),
     (dict(gamma="nan"), "gamma"),
     (dict(gamma=-0.1), "gamma"),
@@ -393,8 +394,10 @@ def test_the_decoder_selector_decodes_with_that_decoder(client, served, decoder)
                                       decoder, api_name="/decode")
     trace = trace_of(client)
     name = sv.registry.by_label(decoder).name  # the app's choices are the registry's labels
+    # the slider (1.0 here) is the decoder's knob: remasking's γ, prompt lookup's own draft length
     own = dict(rule="entropy_bounded", gamma=1.0, block_size=16) if name == "remask" else \
-        dict(block_size=16) if name == "jacobi" else {}
+        dict(block_size=16) if name == "jacobi" else dict(prompt_lookup_num_tokens=1) if name == "prompt_lookup" \
+        else {}
     expected = sv.decode(model, PROMPT, decoder=name, max_new_tokens=MAX_NEW, **own)
     assert trace.config["decoder"] == name and trace.output_ids == expected.output_ids
     assert nfe_of(metrics) == trace.nfe == expected.nfe

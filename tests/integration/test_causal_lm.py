@@ -282,7 +282,8 @@ def test_the_app_serves_it_with_its_chat_template_and_exact_decoders(smol):
         assert "not SBD-trained" in page and "sbd-viz train --base smollm2-135m" in page
 
         def decode(prompt, decoder="prompt lookup", chat=True, n=12):
-            return client.predict(prompt, "entropy_bounded", 0.1, False, 8, n, 0.0, 0, False, False, decoder, chat,
+            knob = 10 if decoder == "prompt lookup" else 0.1  # the slider: prompt lookup's draft length (its default)
+            return client.predict(prompt, "entropy_bounded", knob, False, 8, n, 0.0, 0, False, False, decoder, chat,
                                   api_name="/decode")
 
         figure, metrics, texts, _ = decode(text)

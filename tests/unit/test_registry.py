@@ -80,7 +80,7 @@ PLUGIN_CHECKS = textwrap.dedent('''
     out["ladder"] = [list(ladder.columns)[:2], list(ladder["slots"]), list(ladder["calls"])]
     handlers = Handlers(model, SpeedQualityCurve(compute=False))
     controls = Controls(prompts[0], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False)
-    figure, rows = handlers.compare(controls, ["SBD", "fixed blocks"])
+    figure, rows, _order = handlers.compare(controls, ["SBD", "fixed blocks"])
     out["compare"] = rows
     out["compare_single"] = [sv.decode(model, prompts[0], decoder="fixed_blocks", max_new_tokens=12,
                                        stop="\\n").nfe]
@@ -113,7 +113,7 @@ PLUGIN_CHECKS = textwrap.dedent('''
     ladder = sv.gamma_ladder(model, prompts[2], decoder="bigram_drafts", gammas=[1, 2, 4], max_new_tokens=12)
     drafts["ladder"] = [list(ladder.columns)[:2], list(ladder["max_drafts"]), list(ladder["calls"]),
                         list(ladder["same_as_ntp"])]
-    figure, rows = handlers.compare(Controls(prompts[2], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False),
+    figure, rows, _order = handlers.compare(Controls(prompts[2], "entropy_bounded", 1.0, False, 8, 12, 0.0, 0, True, False),
                                     ["bigram drafts"])
     drafts["compare"] = rows
     doc = sv.decode(model, prompts[2], decoder="bigram_drafts", stop="\\n")
@@ -499,9 +499,12 @@ def test_the_app_greys_out_what_the_chosen_decoder_does_not_take(handlers):
     from sbd_viz.app.inputs import CONTROLS
 
     for label in ("SBD", "Jacobi", "prompt lookup", "SBD + remasking"):
-        takes = sv.registry.by_label(label).takes
+        spec = sv.registry.by_label(label)
         updates = handlers.decoder_changed(label, "entropy_bounded")
-        assert {c: u["interactive"] for c, u in zip(CONTROLS, updates)} == {c: c in takes for c in CONTROLS}, label
+        # the slider is γ for a decoder that takes it, and a decoder's own knob (prompt lookup's draft length)
+        slider = {"gamma": "gamma" in spec.takes or (spec.knob is not None and spec.knob.name in spec.own)}
+        expected = {c: c in spec.takes for c in CONTROLS} | slider
+        assert {c: u["interactive"] for c, u in zip(CONTROLS, updates)} == expected, label
     gamma = handlers.decoder_changed("SBD", "left_to_right")[CONTROLS.index("gamma")]  # a rule with no knob
     assert gamma["interactive"] is False
 
