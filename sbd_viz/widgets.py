@@ -130,7 +130,8 @@ class Explorer(widgets.VBox):
     ``decoder``, ``gamma``, ``rule``, ``gap_free``, ``verify``, ``block_size``, ``max_new_tokens``, ``prompt``
     (controls; ``decoder`` picks a registered decoder, whose unused controls grey out),
     ``call`` / ``play`` (scrubber), ``metrics`` / ``step_info`` (HTML), ``view`` (Output holding the
-    figure), and the current ``trace``, ``ntp_trace`` and ``figure`` (the full animation)."""
+    figure), ``order`` (Output holding the decode-order picture), ``time_button`` and ``timing`` (the paired rounds,
+    once timed), and the current ``trace``, ``ntp_trace``, ``figure`` (the full animation) and ``order_figure``."""
 
     def __init__(self, model: SBDModel, prompt: str, **decode_kwargs):
         if not isinstance(model, (SBDModel, DiffusionModel)):
