@@ -6,8 +6,11 @@
 Thin wiring over the library: every control change re-decodes with ``sv.decode``; the picture is
 ``plots.block_fill`` shown at the call the scrubber points to (the ▶ button steps the scrubber, so
 it is the animation); NTP (``sv.decode_ntp``) is decoded once per prompt and length for the
-comparison; "time it" times this decode and NTP side by side (``analysis.timing``), the only speedup in seconds
-it shows. The decoder dropdown lists the registry's decoders that serve the model (``sv.decoders(model)``), NTP
+comparison. Seconds come only from "time it": after one untimed warm-up run of each, this decode and NTP run in
+paired rounds (``analysis.timing.side_by_side``), and the measures show both medians, their ratio and the median of
+the rounds' ratios, each named; a single decode's seconds (warm-up and the machine's other work in them) are not
+shown. Under the block fill, the decode-order picture (``plots.commit_order``: this decode and NTP on one step axis)
+with its Kendall τ and out-of-order commit rate (``analysis.order``) in the measures. The decoder dropdown lists the registry's decoders that serve the model (``sv.decoders(model)``), NTP
 aside; a control the chosen one does not take greys out. A block-diffusion model (``sbd_viz.decoders.diffusion.DiffusionModel``) decodes with its own ``generate``,
 recorded; its controls that mean nothing (rule, gap-free, verified, block size) are fixed or hidden, and it has no
 NTP comparison. Nothing here computes a measure the library does not already give.
@@ -16,6 +19,7 @@ NTP comparison. Nothing here computes a measure the library does not already giv
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -23,6 +27,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from . import plots
+from .analysis.order import decode_order
 from .analysis.timing import ROUNDS, side_by_side
 from .decoders.diffusion import DiffusionModel
 from .decoders.ntp import NTP, decode_ntp
@@ -37,6 +42,7 @@ from .trace import Trace
 from .labels import first_difference, visible
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+GAMMA_WIDTH = "460px"  # the γ slider's width: its 110 px description, a track to drag, and the readout
 
 
 def figure_at_call(fig: go.Figure, call: int) -> go.Figure:
@@ -66,13 +72,13 @@ def figure_at_call(fig: go.Figure, call: int) -> go.Figure:
     return still
 
 
-def _display_data(fig: go.Figure) -> dict:
+def _display_data(fig: go.Figure, name: str = "block-fill") -> dict:
     """An output record for an ``Output`` widget, as the Jupyter plotly renderer would make it.
 
     Built directly (not with ``display``) so the widget also updates without a running kernel."""
     bundle = pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict())
     return {"output_type": "display_data", "metadata": {},
-            "data": {PLOTLY_MIME: bundle[PLOTLY_MIME], "text/plain": "<block-fill figure>"}}
+            "data": {PLOTLY_MIME: bundle[PLOTLY_MIME], "text/plain": f"<{name} figure>"}}
 
 
 def _esc(text: str) -> str:
@@ -88,12 +94,44 @@ def _value_html(measure: Measure) -> str:
     return f"<b{style}>{_esc(measure.value)}</b>"
 
 
+WALL_CLOCK = ("wall clock", "speedup · wall clock")  # the library's seconds rows, which the explorer says its own way
+
+
+def wall_clock_measures(trace: Trace, ntp: Trace, timing, label: str) -> list[Measure]:
+    """The explorer's seconds: none before "time it" (one decode's seconds hold its warm-up and the machine's other
+    work, and NTP's were timed at another moment), then both medians of the paired rounds and their ratio per
+    generated token, with the median of the per-round ratios beside it, each named by what it is."""
+    if timing is None:
+        return [Measure("wall clock", "not timed", "press “time it”: this decode and NTP in paired rounds after a "
+                                                   "warm-up run of each (a single run's seconds are not a speed)")]
+    ms, ntp_ms = (1000 * x for x in timing.median_seconds())
+    mid, lo, hi = timing.speedup(trace.n_tokens, ntp.n_tokens)
+    warmed = "after a warm-up run of each" if timing.warmed else "no warm-up run"
+    return [Measure("wall clock · medians", f"{label} {ms:.0f} ms · NTP {ntp_ms:.0f} ms",
+                    f"median seconds of {timing.rounds} paired rounds, {warmed} · {trace.n_tokens} and "
+                    f"{ntp.n_tokens} tokens"),
+            Measure("speedup · wall clock", f"{timing.ratio_of_medians(trace.n_tokens, ntp.n_tokens):.2f}×",
+                    f"ratio of the medians above, per generated token (NTP's ÷ {label}'s) · median of the "
+                    f"{timing.rounds} per-round ratios: {mid:.2f}× (range {lo:.2f}–{hi:.2f}×)")]
+
+
+def order_measure(trace: Trace) -> Measure:
+    """Kendall τ of the commit order against left to right, and the share of commits made right of a masked slot."""
+    order = decode_order(trace)
+    tau = "n/a" if math.isnan(order.kendall_tau) else f"{order.kendall_tau:.2f}"
+    rate = "n/a" if math.isnan(order.out_of_order_rate) else f"{order.out_of_order_rate:.0%}"
+    return Measure("decode order", f"τ {tau} · {rate} out of order",
+                   f"Kendall τ of the commit call against position (1: left to right, one token per call) · "
+                   f"{order.n_out_of_order} of {order.n_commits} output tokens committed right of a masked slot")
+
+
 class Explorer(widgets.VBox):
     """The widget ``explore`` returns. Its parts are attributes so notebooks and tests can drive it:
     ``decoder``, ``gamma``, ``rule``, ``gap_free``, ``verify``, ``block_size``, ``max_new_tokens``, ``prompt``
     (controls; ``decoder`` picks a registered decoder, whose unused controls grey out),
     ``call`` / ``play`` (scrubber), ``metrics`` / ``step_info`` (HTML), ``view`` (Output holding the
-    figure), and the current ``trace``, ``ntp_trace`` and ``figure`` (the full animation)."""
+    figure), ``order`` (Output holding the decode-order picture), ``time_button`` and ``timing`` (the paired rounds,
+    once timed), and the current ``trace``, ``ntp_trace``, ``figure`` (the full animation) and ``order_figure``."""
 
     def __init__(self, model: SBDModel, prompt: str, **decode_kwargs):
         if not isinstance(model, (SBDModel, DiffusionModel)):
@@ -123,14 +161,19 @@ class Explorer(widgets.VBox):
         self.rule = widgets.Dropdown(options=model.rules if self.canvas else RULES, value=rule, description="rule",
                                      style=wide, disabled=self.canvas)
         # The range stretches to hold a gamma given outside it, rather than clamping it silently.
+        # A slider in a row shrinks to what the row leaves it (a 20 px track beside the dropdown and the checkboxes):
+        # a fixed width it never shrinks below keeps it draggable.
         self.gamma = widgets.FloatSlider(description=knob.symbol, tooltip=knob.label, min=min(lo, gamma),
                                          max=max(hi, gamma), step=step, value=gamma, continuous_update=False,
-                                         readout_format=".2f", style=wide, disabled=not knob.tunable)
+                                         readout_format=".2f", style=wide, disabled=not knob.tunable,
+                                         layout=widgets.Layout(width=GAMMA_WIDTH, min_width=GAMMA_WIDTH,
+                                                               flex="0 0 auto"))
         shown = "none" if self.canvas else None  # verified and gap-free mean nothing for block diffusion
-        self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free",
-                                         layout=widgets.Layout(display=shown))
-        self.verify = widgets.Checkbox(self.extra.pop("verify", False), description="verified",
-                                       layout=widgets.Layout(display=shown),
+        # checkboxes as wide as their words (ipywidgets gives each 300 px, which squeezed the slider)
+        self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free", indent=False,
+                                         layout=widgets.Layout(display=shown, width="auto"))
+        self.verify = widgets.Checkbox(self.extra.pop("verify", False), description="verified", indent=False,
+                                       layout=widgets.Layout(display=shown, width="auto"),
                                        tooltip="check every draft against greedy NTP: exactly NTP's text")
         self.block_size = widgets.IntSlider(self.extra.pop("block_size"), min=1, max=max(64, model.block_size),
                                             description="block size k", continuous_update=False, style=wide,
@@ -143,6 +186,7 @@ class Explorer(widgets.VBox):
         self.play = widgets.Play(interval=700, min=0, max=0, description="play the calls")
         widgets.link((self.play, "value"), (self.call, "value"))
         self.metrics, self.step_info, self.view = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.order = widgets.Output()  # the decode-order picture: this decode and NTP on one step axis
         # the animation as a GIF file (one frame per call), for slides and posts
         self.gif_path = widgets.Text("sbd_animation.gif", description="GIF file", style=wide,
                                      layout=widgets.Layout(width="420px"))
@@ -151,13 +195,15 @@ class Explorer(widgets.VBox):
         self.save.on_click(lambda _: self.save_gif(self.gif_path.value))
         # a speedup in seconds needs both decodes timed in the same rounds; one decode's own clock gives none
         self.time_button = widgets.Button(description="time it", layout=widgets.Layout(display=shown),
-                                          tooltip=f"this decode and NTP side by side, {ROUNDS} rounds: the speedup in "
-                                                  "seconds as a median with its range")
+                                          tooltip=f"one warm-up run of each, then this decode and NTP in {ROUNDS} "
+                                                  "paired rounds: both medians, their ratio, and the median of the "
+                                                  "rounds' ratios")
         self.time_button.on_click(lambda _: self.time_it())
         self.timing = None  # analysis.timing.Timing of the current decode, once timed
         self.trace: Trace | None = None
         self.ntp_trace: Trace | None = None
         self.figure: go.Figure | None = None
+        self.order_figure: go.Figure | None = None
         self._ntp_key = None
         self._quiet = False  # set while the widget itself moves controls, so they do not re-decode
 
@@ -174,6 +220,7 @@ class Explorer(widgets.VBox):
             widgets.HBox([self.play, self.call]),
             self.step_info,
             self.view,
+            self.order,
             widgets.HBox([self.time_button, self.gif_path, self.save, self.saved]),
         ])
         self._grey_out()
@@ -202,6 +249,10 @@ class Explorer(widgets.VBox):
             self.metrics.value = f"<p style='color:#D55E00'><b>error:</b> {html.escape(str(exc))}</p>"
             return
         self.trace, self.figure, self.timing = trace, plots.block_fill(trace), None
+        label = get_decoder(self.decoder.value).label
+        shown = {label: trace} if self.canvas or self.ntp_trace is None else {label: trace, "NTP": self.ntp_trace}
+        self.order_figure = plots.commit_order(shown)
+        self.order.outputs = (_display_data(self.order_figure, "decode-order"),)
         self.metrics.value = self._metrics_html()
         last = trace.nfe - 1
         self._quiet = True  # moving the scrubber's range must not redraw a stale call
@@ -225,13 +276,14 @@ class Explorer(widgets.VBox):
         return written
 
     def time_it(self, rounds: int = ROUNDS) -> None:
-        """Time the current settings' decode and NTP side by side (``analysis.timing.side_by_side``) and show the
-        speedup in seconds, a median of ``rounds`` with its range, in the measures."""
+        """Time the current settings' decode and NTP in ``rounds`` paired rounds after one warm-up run of each
+        (``analysis.timing.side_by_side``) and show both medians, their ratio and the median of the rounds' ratios
+        in the measures."""
         if self.trace is None or self.ntp_trace is None:  # nothing decoded, or a model without NTP
             return
         settings, prompt, ntp = self.settings(), self.prompt.value, self._ntp_settings()
         self.timing = side_by_side(lambda: decode(self.model, prompt, **settings),
-                                   lambda: decode_ntp(self.model, prompt, **ntp), rounds)
+                                   lambda: decode_ntp(self.model, prompt, **ntp), rounds, warm_up=True)
         self.metrics.value = self._metrics_html()
 
     def _ntp_settings(self) -> dict:
@@ -282,8 +334,15 @@ class Explorer(widgets.VBox):
 
     def _metrics_html(self) -> str:
         t, n = self.trace, self.ntp_trace
-        rows = [(m.label, _value_html(m) + (f" · {_esc(m.note)}" if m.note else ""))
-                for m in measures(t, n, label=get_decoder(self.decoder.value).label, timing=self.timing)]
+        label = get_decoder(self.decoder.value).label
+        shown = []
+        for m in measures(t, n, label=label, timing=self.timing):
+            if m.label not in WALL_CLOCK:
+                shown.append(m)
+            elif n is not None:  # beside NTP: seconds only from paired, warmed rounds
+                shown += wall_clock_measures(t, n, self.timing, label)
+        shown.append(order_measure(t))
+        rows = [(_esc(m.label), _value_html(m) + (f" · {_esc(m.note)}" if m.note else "")) for m in shown]
         if n is None:  # a block-diffusion model: no NTP to compare with
             rows.append((_esc(t.config.get("decoder", "text")), f"<code>{_esc(visible(t.text))}</code>"))
             body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)

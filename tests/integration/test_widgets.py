@@ -161,17 +161,79 @@ def test_the_save_button_writes_the_animation_as_a_gif(explorer, tmp_path):
     assert "error" in explorer.saved.value and "path" in explorer.saved.value
 
 
-def test_time_it_shows_a_side_by_side_speedup_until_the_next_decode(explorer, monkeypatch):
-    """Without "time it" the measures show the two decodes' seconds and no ratio; the button times both in the same
-    rounds (each round runs this decode and NTP) and shows the median with its range; a new decode drops it."""
-    assert "no speedup in seconds" in explorer.metrics.value and "side-by-side runs," not in explorer.metrics.value
+def test_no_seconds_before_time_it_then_paired_warmed_medians_and_their_ratio(explorer, monkeypatch):
+    """Without "time it" the measures show no seconds at all (a fresh decode beside NTP's first, cold decode read as a
+    10x speedup); the button runs each side once to warm up, then both in every round, and shows both medians, their
+    ratio per token and the median of the rounds' ratios, each named; a new decode drops them."""
+    assert "not timed" in explorer.metrics.value and not re.search(r"\d ms", explorer.metrics.value)
+    assert "speedup · wall clock" not in explorer.metrics.value
     seen = []
     real = sbd_widgets.decode
     monkeypatch.setattr(sbd_widgets, "decode", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
     explorer.time_button.click()
-    assert len(seen) == sbd_widgets.ROUNDS and all(kw["gamma"] == 50.0 for kw in seen)  # the shown settings
-    assert explorer.timing.rounds == sbd_widgets.ROUNDS
-    assert f"median of {sbd_widgets.ROUNDS} side-by-side runs," in explorer.metrics.value
-    assert "speedup · wall clock" in explorer.metrics.value
+    assert len(seen) == 1 + sbd_widgets.ROUNDS and all(kw["gamma"] == 50.0 for kw in seen)  # a warm-up, the rounds
+    timing = explorer.timing
+    assert timing.rounds == sbd_widgets.ROUNDS and timing.warmed
+    shown = explorer.metrics.value
+    trace, ntp = explorer.trace, explorer.ntp_trace
+    ms, ntp_ms = (1000 * x for x in timing.median_seconds())
+    assert f"SBD {ms:.0f} ms · NTP {ntp_ms:.0f} ms" in shown and "after a warm-up run of each" in shown
+    ratio = (ntp_ms / ntp.n_tokens) / (ms / trace.n_tokens)
+    assert re.search(r"speedup · wall clock</b></td><td><b>" + re.escape(f"{ratio:.2f}×"), shown)
+    mid, lo, hi = timing.speedup(trace.n_tokens, ntp.n_tokens)
+    assert "ratio of the medians above" in shown
+    assert f"median of the {sbd_widgets.ROUNDS} per-round ratios: {mid:.2f}× (range {lo:.2f}–{hi:.2f}×)" in shown
     explorer.gamma.value = 0.0
-    assert explorer.timing is None and "no speedup in seconds" in explorer.metrics.value
+    assert explorer.timing is None and "not timed" in explorer.metrics.value
+
+
+def test_the_wall_clock_rows_name_each_statistic_when_they_disagree():
+    """A median of per-round ratios below 1 beside a faster median: both are shown, each named, never one alone."""
+    from conftest import hand_trace
+    from sbd_viz.analysis.timing import Timing
+
+    trace = hand_trace()
+    ntp = trace  # same tokens: per-token ratios are plain ratios
+    timing = Timing(seconds=(1.0, 1.0, 1.0, 5.0, 5.0), ntp_seconds=(0.9, 0.9, 0.9, 6.0, 6.0), warmed=True)
+    medians, speed = sbd_widgets.wall_clock_measures(trace, ntp, timing, "SBD")
+    assert medians.value == "SBD 1000 ms · NTP 900 ms"
+    assert speed.value == "0.90×" and "median of the 5 per-round ratios: 0.90×" in speed.note
+    timing = Timing(seconds=(1.0, 1.0, 4.0, 4.0, 4.0), ntp_seconds=(0.9, 0.9, 4.4, 4.4, 4.4), warmed=True)
+    medians, speed = sbd_widgets.wall_clock_measures(trace, ntp, timing, "SBD")
+    assert speed.value == "1.10×" and "per-round ratios: 1.10×" in speed.note
+    timing = Timing(seconds=(1.0, 2.0, 3.0), ntp_seconds=(0.9, 2.4, 3.3))  # medians 2.0 / 2.4, ratios .9 1.2 1.1
+    _, speed = sbd_widgets.wall_clock_measures(trace, ntp, timing, "SBD")
+    assert speed.value == "1.20×" and "per-round ratios: 1.10× (range 0.90–1.20×)" in speed.note
+
+
+def test_the_gamma_slider_keeps_a_usable_width(explorer):
+    """In its row (rule dropdown, slider, two checkboxes) the slider had a 20 px track: it now has a width it does
+    not shrink below, and the checkboxes take only the width of their words."""
+    layout = explorer.gamma.layout
+    assert layout.width == layout.min_width and int(layout.width.removesuffix("px")) >= 400
+    assert layout.flex == "0 0 auto"
+    for box in (explorer.gap_free, explorer.verify):
+        assert box.layout.width == "auto" and box.indent is False
+    row = next(c for c in explorer.children if isinstance(c, widgets.HBox) and explorer.gamma in c.children)
+    assert explorer.gamma in row.children
+
+
+def test_the_decode_order_picture_and_its_measures(explorer):
+    """The explorer draws the decode-order picture (this decode and NTP on one step axis) and shows its Kendall τ
+    and out-of-order rate; both follow a re-decode."""
+    order = sv.decode_order(explorer.trace)
+    (record,) = explorer.order.outputs
+    figure = record["data"][PLOTLY_MIME]
+    names = [t["name"] for t in figure["data"]]
+    assert any(n.startswith("SBD: τ") for n in names) and any(n.startswith("NTP: τ") for n in names)
+    rows = figure["layout"]["meta"]["order"]
+    assert [r["label"] for r in rows] == ["SBD", "NTP"]
+    tau = "n/a" if order.kendall_tau != order.kendall_tau else f"{order.kendall_tau:.2f}"
+    assert f"τ {tau} · {order.out_of_order_rate:.0%} out of order" in explorer.metrics.value
+    assert f"{order.n_out_of_order} of {order.n_commits} output tokens" in explorer.metrics.value
+    explorer.gamma.value = 0.0  # one slot per call: another order
+    again = sv.decode_order(explorer.trace)
+    (record,) = explorer.order.outputs
+    assert record["data"][PLOTLY_MIME]["layout"]["meta"]["order"][0]["commits"] == again.n_commits
+    assert f"{again.n_out_of_order} of {again.n_commits} output tokens" in explorer.metrics.value
+    assert record["data"][PLOTLY_MIME] != figure

@@ -17,7 +17,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from test_walkthroughs import assert_executed_notebook_shows_its_numbers
+from test_walkthroughs import assert_executed_notebook_shows_its_numbers, executed_outputs
+from walkthrough_claims import contradicted
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -63,3 +64,4 @@ def test_notebook_runs(path, tmp_path):
     seconds = run(nb, tmp_path)
     print(f"{path.name}: {seconds:.0f} s")
     assert_executed_notebook_shows_its_numbers(nb)  # the numbers its prose marks as shown are in its outputs
+    assert not contradicted(path.stem, executed_outputs(nb))  # nor do its outputs contradict its fixed prose

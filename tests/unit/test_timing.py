@@ -41,3 +41,19 @@ def test_a_speedup_in_seconds_is_shown_only_from_side_by_side_rounds():
     speed = paired["speedup · wall clock"]
     assert speed.value == "3.00×" and speed.note.startswith("median of 3 side-by-side runs, 2.00–5.00×")
     assert "SBD 100 ms · NTP 400 ms" in speed.note
+
+
+def test_warm_up_runs_each_side_once_untimed_before_the_rounds():
+    order = []
+    timing = side_by_side(lambda: order.append("sbd"), lambda: order.append("ntp"), rounds=2, warm_up=True)
+    assert order == ["sbd", "ntp", "sbd", "ntp", "ntp", "sbd"]  # the warm-up pair, then the alternating rounds
+    assert timing.rounds == 2 and timing.warmed
+    assert not side_by_side(lambda: None, lambda: None, rounds=1).warmed
+
+
+def test_the_ratio_of_medians_is_not_the_median_of_ratios():
+    """Medians 2.0 s and 2.4 s give 1.2x; the rounds' ratios 0.9, 1.2, 1.1 have median 1.1x: two statistics."""
+    timing = Timing(seconds=(1.0, 2.0, 3.0), ntp_seconds=(0.9, 2.4, 3.3))
+    assert timing.ratio_of_medians() == pytest.approx(1.2)
+    assert timing.speedup()[0] == pytest.approx(1.1)
+    assert timing.ratio_of_medians(tokens=10, ntp_tokens=20) == pytest.approx(0.6)  # per generated token

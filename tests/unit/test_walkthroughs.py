@@ -11,6 +11,8 @@ No notebook is executed here; each check is cheap:
 - **the glossary** has at least 20 terms, its index links land on its headings, and every notebook's first
   Markdown cell links it.
 - **exercises**: every notebook ends with an Exercises section and its answers in a collapsed cell.
+- **claims**: the fixed prose's claims about a notebook's outputs (``walkthrough_claims``) hold on its rendered page;
+  the test paths, the paper's sections and the review a notebook cites are the right ones.
 """
 
 import io
@@ -21,6 +23,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
+from walkthrough_claims import CLAIMS, contradicted
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -206,3 +210,56 @@ def test_ends_with_exercises_and_collapsed_answers(path):
                if (c["cell_type"] == "markdown" and "<details>" in c["source"] and "</details>" in c["source"])
                or c.get("metadata", {}).get("jupyter", {}).get("source_hidden")]
     assert answers, f"{path.name}: the answers belong in a collapsed cell after the exercises"
+
+
+# -- claims ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("stem", sorted(CLAIMS))
+def test_rendered_page_keeps_its_claims(stem):
+    outputs = page_outputs((PAGES / f"{stem}.html").read_text(encoding="utf-8"))
+    assert not contradicted(stem, outputs), f"{stem}: its prose and its outputs disagree: {contradicted(stem, outputs)}"
+
+
+def test_the_claim_checks_catch_what_they_are_for():
+    table = ("each SmolLM2 decode below: at most 24 new tokens\n"
+             "quoting        ntp             11 calls   11 tokens  1.00 tokens/call\n"
+             "quoting        jacobi          11 calls   11 tokens  1.00 tokens/call\n"
+             "quoting        prompt_lookup    4 calls   11 tokens  2.75 tokens/call\n"
+             "open question  ntp              8 calls    8 tokens  1.00 tokens/call\n"
+             "open question  jacobi           8 calls    8 tokens  1.00 tokens/call\n"
+             "open question  prompt_lookup    6 calls    8 tokens  1.33 tokens/call\n")
+    assert contradicted("07_real_lm", table + "drafting pays there too") == []
+    assert contradicted("07_real_lm", table + "no saving there")  # saved calls, and the text says none
+    assert contradicted("07_real_lm", table.replace(" 4 calls", "11 calls") + "drafting pays there too")
+    assert contradicted("07_real_lm", table.replace("at most 24", "at most 8") + "drafting pays there too")
+    verified = "block size 8: 4.18 tokens per call at γ 4, 4.20 at γ 8: "
+    assert contradicted("05_verified_sbd", verified + "a larger γ changed the decodes") == []
+    assert contradicted("05_verified_sbd", verified + "no change")
+    assert contradicted("01_what_is_sbd", "wall clock 10723 ms the model calls, summed")
+    assert contradicted("08_real_text_sbd", "") == []  # a notebook without claims here
+
+
+def notebook_text(path: Path) -> str:
+    return "\n".join(c["source"] for c in cells(path))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_tests_a_notebook_cites_exist(path):
+    cited = set(re.findall(r"\btests/[\w/]+\.py", notebook_text(path)))
+    assert not [c for c in cited if not (ROOT / c).is_file()], f"{path.name} cites missing tests: {cited}"
+
+
+def test_the_paper_sections_cited_are_the_right_ones():
+    """The paper's γ_low / γ_high and Table 1 are its 8B experiments, section 3.1; its section 4 is the roofline."""
+    for path in NOTEBOOKS:
+        text = notebook_text(path)
+        for m in re.finditer(r"section 4\b", text):
+            assert "roofline" in text[max(0, m.start() - 300):m.end() + 300].lower(), \
+                f"{path.name}: cites the paper's section 4 (the roofline analysis) for something else"
+    text = notebook_text(ROOT / "notebooks" / "02_gamma_tradeoff.ipynb")
+    assert "section 3.1" in text[:text.index("γ_low")] .split("## The paper's γ values")[-1]
+
+
+def test_the_gap_fill_concern_credits_the_review_that_raised_it():
+    first = next(c for c in cells(ROOT / "notebooks" / "03_gap_fill_failures.ipynb") if c["cell_type"] == "markdown")
+    assert "PREFIX <m> <m> TOKEN" in first["source"]
+    assert "Graphcore" in first["source"] and "Papers of the Month" in first["source"]
