@@ -206,9 +206,12 @@ def app_server(model, **kwargs):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     demo = app.build_demo(model, **kwargs)
-    app.queue(demo)  # as main() serves it: its own line for the heavy jobs
+    from sbd_viz.app.assets import CSS
+    from sbd_viz.app.serving import queue
+
+    queue(demo)  # as main() serves it: its own line for the heavy jobs
     port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, css=app.CSS)
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, css=CSS)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -14,7 +14,7 @@ from ..analysis import roofline
 from .views import PROJECTION_BATCHES
 from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
-from ..rules import COMMIT_RULES
+from ..rules import COMMIT_RULES, DEFAULT_RULE
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions at the longest
 # answer (512 = BOS + 383 characters + 128 new tokens): every prompt up to it decodes at any max new tokens. A
@@ -237,3 +237,28 @@ def read_decoder(label, settings: dict, model):
             raise refused(f"{field.replace('_', '-')}: does not apply to the {label} decoder; switch it off or "
                            f"choose one that takes it")
     return spec, {k: v for k, v in settings.items() if k in spec.settings}
+
+
+def fit_controls(spec, rule: str, value, causal: bool) -> tuple:
+    """The updates of ``CONTROLS`` for ``spec``: grey out what it does not take, and give the slider its knob;
+    ``value``: the slider's new value (None: unchanged); ``causal``: a text model's page, where γ's slider shows
+    only for a decoder whose knob is its own setting."""
+    rule = rule if rule in COMMIT_RULES else DEFAULT_RULE
+    knob = knob_of(spec)
+    slider = knob_slider(spec, rule)
+    if value is not None:
+        slider["value"] = value
+    updates = {name: gr.update(interactive=name in spec.takes) for name in CONTROLS}
+    updates["gamma"] = gr.update(**slider, interactive=knob not in (None, "gamma") or (
+        knob == "gamma" and COMMIT_RULES[rule].tunable), visible=not causal or knob not in (None, "gamma"))
+    return tuple(updates[name] for name in CONTROLS)
+
+
+def rule_slider(rule: str):
+    """The γ slider's update for ``rule``: its meaning and range depend on the rule."""
+    if rule not in COMMIT_RULES:
+        raise refused(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
+    knob = COMMIT_RULES[rule]
+    lo, hi, step = knob.slider
+    return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
+                     interactive=knob.tunable)

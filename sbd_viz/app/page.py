@@ -23,7 +23,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import shutil
 import tempfile
 import time
@@ -36,75 +35,35 @@ import gradio as gr
 import sbd_viz as sv
 from ..analysis import roofline
 from .. import tasks
-from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS, queue
-from .assets import ANIM_JS, ANIM_TEMPLATE, CSS, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
+from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS
+from .assets import ANIM_JS, ANIM_TEMPLATE, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
 from .map_builder import GammaMaps, map_key
 from . import scrubber
-from .inputs import (CONTROLS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, decoder_labels, knob_of, knob_slider,
+from .inputs import (MAX_NEW_TOKENS, MAX_SEED, decoder_labels, knob_of, knob_slider,
                      knob_start, prompt_limit, prompt_note, read_call, read_decoder, read_knob, read_projection,
-                     read_settings, read_spec, refused)
+                     read_settings, read_spec, refused, fit_controls, rule_slider)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label, failure_rows,
                      ladder_headers, stream_ladder)
 from .compare import compare as compare_decoders, decoders_tab
 from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
+from .examples import DEFAULTS, EXAMPLES, example_label
 from .state import Controls, Session, decoded, reading_controls
 from .views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html,
                                progress_html, step_markdown, texts_html)
 from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..decoders.diffusion import DiffusionModel
-from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..analysis.incoherence import failure_events
 from ..analysis.timing import ROUNDS as TIMING_ROUNDS
 from ..decoders import door, registry
 from . import causal as causal_app  # a pretrained LM (with or without an SBD adapter): free text, chat template
 from ..causal_lm import CausalLM
-from ..rules import COMMIT_RULES, DEFAULT_RULE
+from ..rules import COMMIT_RULES
 
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
-           "compute_sweep", "example_label", "main", "precompute_sweep", "read_projection", "read_settings"]
+           "compute_sweep", "example_label", "precompute_sweep", "read_projection", "read_settings"]
 
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
-
-
-# Prompts offered as examples: test-split suite items, alone or after a document's lines (so the app
-# scores them), picked with `python tools/pick_examples.py` (candidates per behaviour at the app's default
-# settings). Their labels are measured, not written: `example_label` decodes each one when the page is built.
-EXAMPLES = [
-    "assert list(range(69, 78)) == ",
-    "assert sorted([77, 28, 34, 18, 19]) == ",
-    "assert list(range(5, 13)) == ",
-    'assert "/".join(["mv", "vi", "zx", "nh"]) == ',
-    "assert 79 + 48 == ",
-    'assert len("pipkvrslxt") == ',
-    # needs an earlier line (a context family), and a suite item after eight lines of a document
-    "z = 60\nfirst = [63, 25, 15, 80]\nassert sorted(first) == ",
-    'assert len("ttom") == 4\nassert [x * 2 for x in [24, 29, 37]] == [48, 58, 74]\n'
-    'assert [x * 2 for x in [11, 5]] == [22, 10]\nassert 97 + 55 == 152\n'
-    'assert list(range(44, 50)) == [44, 45, 46, 47, 48, 49]\ntotal = "crown"\nitems = "session"\n'
-    'assert items.upper() == "SESSION"\nassert sorted([70, 11, 34, 25, 46, 77]) == ',
-]
-
-# The block size is not here: it is the model's (``SBDModel.block_size``, recorded in its folder, else 16).
-DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
-                stop_at_newline=True, verify=False)
-
-
-def example_label(model, suite: dict, prompt: str) -> str:
-    """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
-    trace = sv.decode(model, prompt, rule=DEFAULTS["rule"], gamma=COMMIT_RULES[DEFAULTS["rule"]].default,
-                      gap_free=DEFAULTS["gap_free"], block_size=model.block_size,
-                      max_new_tokens=DEFAULTS["max_new_tokens"],
-                      stop=STOP if DEFAULTS["stop_at_newline"] and not isinstance(model, DiffusionModel) else ())
-    item = tasks.item_in_prompt(prompt, suite)
-    fills = len(trace.kept_gap_fills())
-    before = prompt[: len(prompt) - len(item.prompt)].count("\n") if item else 0  # a document's earlier lines
-    label = f"{item.family if item else 'prompt'}" + (f" after {before} lines" if before else "")
-    label += f": {trace.n_tokens} tokens in {trace.nfe} calls"
-    label += f", {fills} gap fill{'s' if fills != 1 else ''}" if fills else ""
-    if item is not None and not tasks.score(item, trace.text):
-        label += ", wrong at the default γ"
-    return label
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -377,26 +336,11 @@ class Handlers:
         return self._fit_controls(read_spec(label, self.model), rule, value)
 
     def _fit_controls(self, spec, rule, value):
-        """The updates of ``CONTROLS`` for ``spec``; ``value``: the slider's new value (None: unchanged)."""
-        rule = rule if rule in COMMIT_RULES else DEFAULT_RULE
-        knob = knob_of(spec)
-        slider = knob_slider(spec, rule)
-        if value is not None:
-            slider["value"] = value
-        updates = {name: gr.update(interactive=name in spec.takes) for name in CONTROLS}
-        updates["gamma"] = gr.update(**slider, interactive=knob not in (None, "gamma") or (
-            knob == "gamma" and COMMIT_RULES[rule].tunable),
-            visible=not self.causal or knob not in (None, "gamma"))
-        return tuple(updates[name] for name in CONTROLS)
+        return fit_controls(spec, rule, value, self.causal)
 
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""
-        if rule not in COMMIT_RULES:
-            raise refused(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
-        knob = COMMIT_RULES[rule]
-        lo, hi, step = knob.slider
-        return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
-                         interactive=knob.tunable)
+        return rule_slider(rule)
 
     def _new_folder(self) -> Path:
         # One folder per file keeps the download's name readable; folders older than 10 min go.
@@ -654,17 +598,3 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
         time_run.click(h.time_it, inputs=[session], outputs=[session, metrics], **HEAVY_QUEUE, api_name="time_it")
     return demo
-
-
-def main(model_path=None, host: str = "127.0.0.1", port: int = 7860, dtype=None, device=None) -> None:
-    """Load the model (``dtype`` and ``device`` as ``sv.load_model``'s), build the page, serve it with a queue
-    (``queue``: two control moves and one heavy job at a time)."""
-    import torch
-
-    # Two decodes run at once on a 2-core machine: one thread each beats two oversubscribed ones.
-    torch.set_num_threads(int(os.environ.get("SBD_VIZ_THREADS", max(1, (os.cpu_count() or 2) // 2))))
-    model_dir = Path(model_path) if model_path else sv.default_model_path()
-    demo = build_demo(sv.load_model(model_dir, dtype=dtype, device=device), model_dir=model_dir)
-    queue(demo)
-    demo.launch(server_name=host, server_port=port, state_session_capacity=500, css=CSS)
-

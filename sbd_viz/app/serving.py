@@ -1,7 +1,7 @@
 """How the app is served: the queue's two lines (control moves, heavy jobs) and the prompt box's keys.
 
 ``page.build_demo`` wires each event to a line (``MODEL_QUEUE``, ``HEAVY_QUEUE``); ``queue`` serves a built page the way
-``page.main`` does (the tests serve it the same way).
+``launch.main`` does (the tests serve it the same way).
 """
 
 from __future__ import annotations

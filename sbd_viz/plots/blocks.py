@@ -322,7 +322,8 @@ def block_fill_spec(trace: Trace, max_blocks: int | None = None, last: bool = Fa
     cell_w = int(min(64, (width - left - right) / grid.cols))
     plot_w, row_h, top, bottom = grid.cols * cell_w, 32, 180 + below_legend, 140
     height = top + bottom + grid.rows * row_h
-    font = 12 if cell_w >= 48 else 10
+    # the larger font only where a label of 8 characters (a BPE word with its ␣, ⟨im_end⟩) still fits whole
+    font = 12 if cell_w - 4 >= 8 * text_px("x", 12) else 10
     max_chars = max(2, int((cell_w - 4) // text_px("x", font)))
 
     def rows_at(call: int, rows) -> list:

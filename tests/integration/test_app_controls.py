@@ -32,7 +32,9 @@ def app():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     demo = page.build_demo(sharp_model(), sweep=SWEEP_ROWS)
-    page.queue(demo)
+    from sbd_viz.app.serving import queue
+
+    queue(demo)
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     try:

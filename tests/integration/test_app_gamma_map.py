@@ -41,7 +41,9 @@ def app():
     torch.set_num_threads(1)
     model = sharp_model()
     demo = page.build_demo(model, sweep=SWEEP_ROWS)
-    page.queue(demo)
+    from sbd_viz.app.serving import queue
+
+    queue(demo)
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     handlers = handlers_of(demo)

@@ -39,7 +39,7 @@ def plugged():
             yield Client(url, verbose=False), model, url
     finally:
         for name in specs:
-            registry._SPECS.pop(name, None)
+            registry.REGISTRY.unregister(name)
 
 
 def decode(client, decoder, knob, rule="entropy_bounded"):
@@ -106,7 +106,7 @@ def test_the_ladder_says_why_a_decoder_cannot_climb(plugged):
             client.predict(PROMPT, "entropy_bounded", 0.5, False, 8, N, 0.0, 0, False, False, "no knob",
                            api_name="/ladder")
     finally:
-        registry._SPECS.pop("no_knob", None)
+        registry.REGISTRY.unregister("no_knob")
 
 
 def test_the_compare_tab_runs_the_plugin_at_the_sliders_value(plugged):

@@ -174,8 +174,11 @@ def test_token_texts_come_from_the_tokenizer(smol):
 
 
 def _cells(fig):
+    """(label, hover) of every cell of the final frame: each block's heatmap, every row of it (a block wider than
+    the figure wraps onto several rows)."""
     rows = fig.layout.meta["rows"]
-    return [(text, hover) for r in range(rows) for text, hover in zip(fig.data[r].text[0], fig.data[r].hovertext[0])]
+    return [(text, hover) for r in range(rows)
+            for texts, hovers in zip(fig.data[r].text, fig.data[r].hovertext) for text, hover in zip(texts, hovers)]
 
 
 def test_block_fill_shows_a_split_character_whole_where_it_completes(smol):

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow  # builds and installs a 20 MB wheel (about half a
 def tracked_files() -> list[str]:
     """The checkout's files under version control (what a clean clone holds), or, outside git, every file but the
     local folders a build or a run leaves."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True)
     if listed.returncode == 0 and listed.stdout:
         return [n for n in listed.stdout.decode().split("\0") if n and (ROOT / n).is_file()]
     local = {".git", ".venv", "build", "dist", "runs", "__pycache__"}
@@ -148,7 +149,8 @@ def test_installed_app_serves_the_page(installed):
         assert "commit rule" in labels
         # the Glossary tab shows the glossary the wheel carries, not a note that it is elsewhere
         texts = [str(c.get("props", {}).get("value", "")) for c in config["components"] if c.get("type") == "markdown"]
-        assert any("### NTP" in t and "### γ" in t and len(t) > 5000 for t in texts), "the Glossary tab is empty"
+        # (its headings are drawn as <h3 id=...> so that the tab's links scroll to them)
+        assert any(">NTP</h3>" in t and ">γ (gamma)</h3>" in t and len(t) > 5000 for t in texts), "the Glossary tab is empty"
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -266,7 +266,8 @@ def test_nfe_counts_every_forward(models, monkeypatch):
     real = sv.SBDModel.fused_call
 
     def counted(self, *args, **kwargs):
-        calls.append(1)
+        if self is model:  # another test's background work (a γ map an app server builds) may call other models
+            calls.append(1)
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(sv.SBDModel, "fused_call", counted)
