@@ -17,6 +17,7 @@ import pytest
 import sbd_viz as sv
 
 from conftest import SWEEP_ROWS, load_app, sharp_model, tiny_model
+from sbd_viz.app import inputs
 from sbd_viz.app.panels import KIND_NAMES
 from sbd_viz.analysis.incoherence import incoherence_events
 
@@ -244,7 +245,7 @@ def test_bad_input_is_an_error_naming_the_field(client, change, field):
 
 
 def test_the_largest_allowed_request_is_served(client, app_module):
-    figure, metrics, _, _ = decode(client, prompt="x" * app_module.MAX_PROMPT_CHARS, gamma=2.0, block_size=64,
+    figure, metrics, _, _ = decode(client, prompt="x" * inputs.MAX_PROMPT_CHARS, gamma=2.0, block_size=64,
                                    max_new_tokens=app_module.MAX_NEW_TOKENS)
     assert f"data-tokens='{app_module.MAX_NEW_TOKENS}'" in metrics and json.loads(figure)["frames"]
 
@@ -282,7 +283,7 @@ def test_examples_are_test_suite_items(app_module):
     each fits the app's prompt box."""
     suite = {item.prompt: item for item in sv.tasks.load_suite("pyasserts", "test")}
     assert all(sv.tasks.item_in_prompt(prompt, suite) for prompt in app_module.EXAMPLES)
-    assert all(len(prompt) <= app_module.MAX_PROMPT_CHARS for prompt in app_module.EXAMPLES)
+    assert all(len(prompt) <= inputs.MAX_PROMPT_CHARS for prompt in app_module.EXAMPLES)
 
 
 def test_example_labels_say_what_a_decode_at_the_defaults_does(app_module):
