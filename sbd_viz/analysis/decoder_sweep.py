@@ -24,7 +24,7 @@ from ..decoders.door import decode
 from ..decoders.registry import check_serves, decoders as registered, get_decoder
 from ..rules import DEFAULT_RULE
 from ..tasks import SuiteItem, score
-from .pieces import decode_at_gammas, shares_pieces
+from .pieces import decode_at_gammas, line_of, shares_pieces
 
 DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "settings", "knob", "knob_value",
                          "accuracy",
@@ -107,10 +107,9 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders:
     for setting in settings:
         spec = get_decoder(setting["decoder"])
         if reuse_pieces and "gamma" in setting and shares_pieces(spec, setting):
-            key = tuple(sorted((k, v) for k, v in setting.items() if k != "gamma"))
+            key = line_of(setting)
             if key not in lines:
-                gammas_of_line = [s["gamma"] for s in settings
-                                  if tuple(sorted((k, v) for k, v in s.items() if k != "gamma")) == key]
+                gammas_of_line = [s["gamma"] for s in settings if line_of(s) == key]
                 other = {k: v for k, v in setting.items() if k not in ("decoder", "rule", "gamma")}
                 decoded = [decode_at_gammas(model, p, gammas_of_line, setting["decoder"], setting.get("rule", rule),
                                             max_new_tokens=max_new_tokens, stop=STOP, **other) for p in prompts]

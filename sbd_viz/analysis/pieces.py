@@ -36,6 +36,12 @@ def at_gamma(trace: Trace, gamma: float) -> Trace:
     return dataclasses.replace(trace, config={**trace.config, "gamma": gamma})
 
 
+def line_of(setting: dict) -> tuple:
+    """The key of ``setting``'s line: every setting but γ, so the settings of one line differ in γ alone and may
+    share their pieces."""
+    return tuple(sorted((k, v) for k, v in setting.items() if k != "gamma"))
+
+
 def shares_pieces(spec, settings: dict) -> bool:
     """Whether decodes of ``spec`` with ``settings`` have γ pieces to share: a greedy decode whose knob is the
     commit rule's γ (SBD, verified SBD, remasking)."""

@@ -24,7 +24,7 @@ from ..decoders.ntp import NTP
 from ..decoders.sbd import SBD
 from .evaluation import STOP, Plan, is_main_process, main_decides, split_items
 from .gaps import agreement_counts
-from .pieces import PieceStore
+from .pieces import PieceStore, line_of
 from ..model import SBDModel
 from ..tasks import SuiteItem
 
@@ -301,8 +301,7 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
                                     f"{' verified' if setting['verify'] else ''}")
             pieces = None
             if reuse_pieces:
-                line = tuple(v for k, v in setting.items() if k != "gamma")
-                pieces = lines.setdefault(line, defaultdict(PieceStore))  # by item of this process's share
+                pieces = lines.setdefault(line_of(setting), defaultdict(PieceStore))  # by item of this process's share
             row, ntp_row, (run, reused) = _measure(model, items, scored, setting, max_new_tokens, progress,
                                                    batch_size, speed_batch_size, pieces)
             calls_run, calls_reused = calls_run + run, calls_reused + reused

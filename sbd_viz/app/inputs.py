@@ -203,9 +203,7 @@ def knob_slider(spec, rule: str) -> dict:
     """The slider's label and range (``gr.Slider``'s keywords) for ``spec``: its own knob's, from its spec, else the
     rule's γ."""
     if knob_of(spec) in (None, "gamma"):
-        knob = COMMIT_RULES[rule]
-        lo, hi, step = knob.slider
-        return dict(label=knob.label, minimum=lo, maximum=hi, step=step)
+        return _rule_range(rule)
     lo, hi, step = spec.knob.slider()
     return dict(label=knob_label(spec), minimum=lo, maximum=hi, step=step)
 
@@ -259,6 +257,11 @@ def rule_slider(rule: str):
     if rule not in COMMIT_RULES:
         raise refused(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
     knob = COMMIT_RULES[rule]
+    return gr.update(**_rule_range(rule), value=knob.default, interactive=knob.tunable)
+
+
+def _rule_range(rule: str) -> dict:
+    """The γ slider's label and range (``gr.Slider``'s keywords) under ``rule``."""
+    knob = COMMIT_RULES[rule]
     lo, hi, step = knob.slider
-    return gr.update(label=knob.label, minimum=lo, maximum=hi, step=step, value=knob.default,
-                     interactive=knob.tunable)
+    return dict(label=knob.label, minimum=lo, maximum=hi, step=step)

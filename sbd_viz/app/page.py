@@ -329,14 +329,11 @@ class Handlers:
         except ValueError:
             before = None
         keep = before in (None, "gamma") and knob_of(spec) in (None, "gamma")
-        return self._fit_controls(spec, rule, None if keep else knob_start(spec, rule))
+        return fit_controls(spec, rule, None if keep else knob_start(spec, rule), self.causal)
 
     def example_changed(self, label, rule, value):
         """An example was picked: its decoder's controls, the slider at the example's own value."""
-        return self._fit_controls(read_spec(label, self.model), rule, value)
-
-    def _fit_controls(self, spec, rule, value):
-        return fit_controls(spec, rule, value, self.causal)
+        return fit_controls(read_spec(label, self.model), rule, value, self.causal)
 
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""

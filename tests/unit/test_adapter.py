@@ -49,14 +49,19 @@ def lora_reference(linear, A, B, scale, x):
         torch.nn.functional.linear(torch.nn.functional.linear(x, A), B) * scale
 
 
-def test_a_gated_layer_is_its_base_off_the_gate_and_a_lora_on_it():
+def gated_layer():
+    """(base linear, gate, a gated rank-4 layer on it with a non-zero B, an input of 2 x 5 rows)."""
     torch.manual_seed(0)
     linear = torch.nn.Linear(16, 8)
     gate = gated_adapter.Gate()
     layer = gated_adapter.GatedLoRALinear(linear, rank=4, alpha=8.0, gate=gate)
     with torch.no_grad():
         layer.B.normal_()
-    x = torch.randn(2, 5, 16)
+    return linear, gate, layer, torch.randn(2, 5, 16)
+
+
+def test_a_gated_layer_is_its_base_off_the_gate_and_a_lora_on_it():
+    linear, gate, layer, x = gated_layer()
     plain = linear(x)
     assert torch.equal(layer(x), plain)  # no gate: the base, bit for bit
     full = lora_reference(linear, layer.A, layer.B, 2.0, x)
@@ -75,13 +80,7 @@ def test_a_gated_layer_is_its_base_off_the_gate_and_a_lora_on_it():
 def test_one_threads_block_call_leaves_another_threads_rows_to_the_base():
     """The app decodes one model on two threads (a click beside the γ map's background decodes): while one thread
     holds the gate on, a forward on another thread is the base's, bit for bit, and the first still gets its LoRA."""
-    torch.manual_seed(0)
-    linear = torch.nn.Linear(16, 8)
-    gate = gated_adapter.Gate()
-    layer = gated_adapter.GatedLoRALinear(linear, rank=4, alpha=8.0, gate=gate)
-    with torch.no_grad():
-        layer.B.normal_()
-    x = torch.randn(2, 5, 16)
+    linear, gate, layer, x = gated_layer()
     held, seen, done = threading.Event(), {}, threading.Event()
 
     def block_call():
