@@ -26,7 +26,9 @@ NTP's accuracy on the task. AUP's ``y_max`` is the task's highest accuracy acros
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -78,8 +80,34 @@ def settings_of(spec) -> list[tuple[str, dict]]:
     return [(spec.label, {})] + [(label, dict(v)) for label, v in spec.variants.items()]
 
 
+class Cache:
+    """Each finished curve of a run as one JSON file in ``folder``, read back by a later run with the same suite and
+    grid: a stopped run resumes at the curve it was decoding (the whole run takes over an hour on 2 cores)."""
+
+    def __init__(self, folder: str | None, key: str, args):
+        self.folder = Path(folder) if folder else None
+        self.key = key
+        self.config = {"tasks": list(args.tasks), "lengths": list(args.lengths), "per_length": args.per_length,
+                       "limit": args.limit, "seed": args.seed, "grid_points": args.grid_points, "rule": DEFAULT_RULE}
+
+    def _path(self, label: str) -> Path:
+        return self.folder / f"{self.key}-{re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-')}.json"
+
+    def get(self, label: str) -> dict | None:
+        if self.folder is None or not self._path(label).is_file():
+            return None
+        saved = json.loads(self._path(label).read_text())
+        return saved["entry"] if saved["config"] == self.config else None
+
+    def put(self, label: str, entry: dict) -> None:
+        if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._path(label).write_text(json.dumps({"config": self.config, "entry": entry}))
+
+
 def decode_model(key: str, args) -> dict:
     source, style = MODELS[key]
+    cache = Cache(args.cache, key, args)
     model = sv.load_model(source)
     items = pick(lt.list_suite(tasks=tuple(args.tasks), lengths=tuple(args.lengths), per_length=args.per_length,
                                seed=args.seed), args.limit)
@@ -88,13 +116,20 @@ def decode_model(key: str, args) -> dict:
     out = {"model": key, "name": model.name, "style": style, "block_size": model.block_size, "items": len(items),
            "tasks": list(dict.fromkeys(i.task for i in items)), "skipped": [], "curves": [], "calls": 0,
            "tokens_per_item": tokens_per_item(items, rooms)}
-    ntp = [sv.decode_ntp(model, p, max_new_tokens=n, stop=STOP) for p, n in zip(prompts, rooms)]
-    out["calls"] += sum(t.nfe for t in ntp)
-    out["curves"].append({"decoder": "ntp", "label": "NTP", "how": "one setting", "knob": None,
-                          "samples": [{"value": None, "outcomes": [[lt.score(i, t.text), t.n_tokens, t.nfe]
-                                                                   for i, t in zip(items, ntp)]}]})
-    out["examples"] = [{"task": i.task, "prompt": i.prompt(style), "answer": i.answer, "ntp": t.text}
-                       for i, t in zip(items, ntp) if i is next(j for j in items if j.task == i.task)]
+    ntp = cache.get("NTP")
+    if ntp is None:
+        t0 = time.perf_counter()
+        traces = [sv.decode_ntp(model, p, max_new_tokens=n, stop=STOP) for p, n in zip(prompts, rooms)]
+        ntp = {"decoder": "ntp", "label": "NTP", "how": "one setting", "knob": None, "texts": [t.text for t in traces],
+               "calls": sum(t.nfe for t in traces),
+               "samples": [{"value": None, "outcomes": [[lt.score(i, t.text), t.n_tokens, t.nfe]
+                                                        for i, t in zip(items, traces)]}],
+               "seconds": round(time.perf_counter() - t0, 1)}
+        cache.put("NTP", ntp)
+    out["calls"] += ntp["calls"]
+    out["curves"].append(ntp)
+    out["examples"] = [{"task": i.task, "prompt": i.prompt(style), "answer": i.answer, "ntp": text}
+                       for i, text in zip(items, ntp["texts"]) if i is next(j for j in items if j.task == i.task)]
     for spec in sv.decoders():
         if spec.name == "ntp" or (args.decoders and spec.name not in args.decoders):
             continue
@@ -102,8 +137,14 @@ def decode_model(key: str, args) -> dict:
             out["skipped"].append({"decoder": spec.name, "reason": f"serves {model_kinds.get(spec.model).description}"})
             continue
         for label, variant in settings_of(spec):
+            cached = cache.get(label)
+            if cached is not None:
+                out["calls"] += cached["calls"]
+                out["curves"].append(cached)
+                print(f"{key} {label}: from {args.cache}", file=sys.stderr, flush=True)
+                continue
             entry = {"decoder": spec.name, "label": label, "settings": variant,
-                     "knob": spec.knob.name if spec.knob else None}
+                     "knob": spec.knob.name if spec.knob else None, "calls": 0}
             t0 = time.perf_counter()
             if walks_gamma(spec):
                 entry.update(how="exact γ map", rule=DEFAULT_RULE,
@@ -111,7 +152,7 @@ def decode_model(key: str, args) -> dict:
                 for item, prompt, n in zip(items, prompts, rooms):
                     m = gamma_map(model, prompt, rule=DEFAULT_RULE, decoder=spec.name, max_new_tokens=n, stop=STOP,
                                   **variant)
-                    out["calls"] += m.calls
+                    entry["calls"] += m.calls
                     entry["items"].append([[o.lo, o.hi, o.lo_closed, o.hi_closed, o.correct, o.tokens, o.calls]
                                            for o in par.outcomes(m, lambda text, item=item: lt.score(item, text))])
             else:
@@ -119,11 +160,13 @@ def decode_model(key: str, args) -> dict:
                 for value in spec.knob.values(points=args.grid_points):
                     traces = [sv.decode(model, p, decoder=spec.name, max_new_tokens=n, stop=STOP,
                                         **{spec.knob.name: value}, **variant) for p, n in zip(prompts, rooms)]
-                    out["calls"] += sum(t.nfe for t in traces)
+                    entry["calls"] += sum(t.nfe for t in traces)
                     entry["samples"].append({"value": value, "outcomes": [[lt.score(i, t.text), t.n_tokens, t.nfe]
                                                                           for i, t in zip(items, traces)]})
             entry["seconds"] = round(time.perf_counter() - t0, 1)
+            out["calls"] += entry["calls"]
             out["curves"].append(entry)
+            cache.put(label, entry)
             print(f"{key} {label}: {entry['seconds']} s", file=sys.stderr, flush=True)
     out["item_tasks"] = [i.task for i in items]
     return out
@@ -183,7 +226,6 @@ def run(args, argv) -> tuple[dict, dict, list[dict]]:
               "date": run_info.utc_now(), "machine": run_info.machine(args.threads), "load_start": run_info.load(),
               "lengths": list(args.lengths), "per_length": args.per_length, "limit": args.limit, "seed": args.seed,
               "grid_points": args.grid_points, "rule": DEFAULT_RULE}
-    t0 = time.perf_counter()
     results, examples = {"models": []}, []
     for key in args.models:
         decoded = decode_model(key, args)
@@ -192,7 +234,8 @@ def run(args, argv) -> tuple[dict, dict, list[dict]]:
                                  | {"seconds": round(sum(c.get("seconds", 0) for c in decoded["curves"]), 1),
                                     "rows": metrics(decoded)})
         examples += [{"model": key, **e} for e in decoded["examples"]]
-    header["seconds"] = round(time.perf_counter() - t0, 1)
+    # the curves' own decode seconds, summed: a run resumed from --cache adds the sittings that decoded them
+    header["seconds"] = round(sum(m["seconds"] for m in results["models"]), 1)
     header["load_end"] = run_info.load()
     return header, results, examples
 
@@ -337,6 +380,9 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None, help="write the markdown here (default: print it)")
     p.add_argument("--json", default=None, help="also write the measurements here")
     p.add_argument("--from-json", default=None, help="render a run's --json again, decoding nothing")
+    p.add_argument("--cache", default="runs/list_tasks", help="each finished curve is saved here, and a run with "
+                                                              "the same suite reads it back (a stopped run "
+                                                              "resumes); '' to decode everything")
     args = p.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         p.error(f"--limit: need at least one item a task, got {args.limit}")
