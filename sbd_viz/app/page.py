@@ -2,20 +2,16 @@
 
     sbd-viz app [--model DIR] [--port N]      # or, in the repository: python app.py
 
-The repository's ``app.py`` starts ``main`` here, so the repository runs unchanged as a Hugging Face Space.
-The speed/quality curve comes from ``sweep.json`` beside the model (``app_curve``: make it once per model
-with ``python -c "from sbd_viz import app; app.precompute_sweep()"``, else the app computes it at startup).
+The repository's ``app.py`` starts ``main`` here, so the repository runs unchanged as a Hugging Face Space. The
+speed/quality curve comes from ``sweep.json`` beside the model (``curve``; else the app computes it at startup).
 
-A thin UI over the library: handlers validate the inputs, then call ``sv.Decoding`` (steps
-streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and ``sbd_viz.analysis.incoherence``; what the
-page shows is rendered by ``app_views`` (markup around ``sbd_viz.summary``'s words); the
-rule knobs come from ``sbd_viz.rules.COMMIT_RULES``. The handlers read the main view's controls as one
-``app.state.Controls``; each session keeps its own results in ``gr.State`` (an ``app.state.Session``); nothing
-mutable is shared between requests except the read-only model, the speed/quality curve (written once by a
-background thread, read-only afterwards) and the γ maps (``map_builder``: one background thread builds each
-session's map after its first decode of a prompt, and a slider release inside a decoded piece shows that piece's
-decode without calling the model; ``scrubber`` sends
-each map to the page, whose script redraws its decodes as the γ thumb moves, with no request).
+A thin UI over the library: handlers read the main view's controls as one ``app.state.Controls``, validate them,
+then call ``sv.Decoding`` (steps streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and
+``sbd_viz.analysis``; ``views`` renders what the page shows. Each session keeps its results in ``gr.State`` (an
+``app.state.Session``); nothing mutable is shared between requests except the read-only model, the curve (written
+once by a background thread) and the γ maps (``map_builder``: a background thread builds each session's map after
+its first decode of a prompt; a slider release inside a decoded piece shows that decode without a model call, and
+``scrubber`` redraws the map's decodes in the page as the γ thumb moves). The list-task failures are ``gallery``'s.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import shutil
 import tempfile
 import time
 import uuid
@@ -43,8 +38,9 @@ from .inputs import (MAX_NEW_TOKENS, MAX_SEED, decoder_labels, knob_of, knob_sli
                      knob_start, prompt_limit, prompt_note, read_call, read_decoder, read_knob, read_projection,
                      read_settings, read_spec, refused, fit_controls, rule_slider)
 from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label, failure_rows,
-                     ladder_headers, stream_ladder)
+                     fresh_folder, ladder_headers, stream_ladder, trace_file)
 from .compare import compare as compare_decoders, decoders_tab
+from .gallery import Gallery, gallery_section
 from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve,
                                compute_sweep, precompute_sweep)
 from .examples import DEFAULTS, EXAMPLES, example_label
@@ -81,7 +77,7 @@ class Handlers:
         self.suite = {item.prompt: item for item in items}
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
-    def _settings(self, controls: Controls) -> dict:
+    def read_controls(self, controls: Controls) -> dict:
         """The controls as ``sv.decode`` keyword arguments (``read_settings``), the prompt among them, with a text
         LM's chat template applied if its switch is on."""
         c = controls
@@ -101,7 +97,7 @@ class Handlers:
         """Decode with the chosen decoder (``sv.decoders()``; SBD by default), streaming its steps while the block
         fills; then the metrics, then the animation; then NTP on the same prompt (once per prompt and length: it does
         not depend on the other settings)."""
-        settings = self._settings(controls)
+        settings = self.read_controls(controls)
         prompt = settings.pop("prompt")
         if self.canvas:
             yield from self._decode_canvas(prompt, settings, session)
@@ -202,7 +198,7 @@ class Handlers:
         table = gr.update(value=failure_rows(events), label=label)
         comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(session.label, "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
-                fit(tradeoff), status, self._trace_file(trace))
+                fit(tradeoff), status, trace_file(trace, fresh_folder(self.files)))
 
     def show_call(self, session: Session | None, call):
         """What one call saw and did, and the entropy heatmap of its block."""
@@ -232,7 +228,7 @@ class Handlers:
 
         if self.canvas:
             raise refused("ladder: a block-diffusion model has no NTP to compare each γ with")
-        settings = self._settings(controls)
+        settings = self.read_controls(controls)
         spec, own = read_decoder(controls.decoder, settings, self.model)
         if spec.knob is None:
             raise refused(f"decoder: {spec.label} has no knob to climb; choose one of "
@@ -248,7 +244,7 @@ class Handlers:
         """The prompt through each ``chosen`` decoder (their labels), beside NTP (``app.compare``)."""
         if self.canvas:
             raise refused("decoders: a block-diffusion model decodes with its own sampler only")
-        settings = self._settings(controls)
+        settings = self.read_controls(controls)
         try:
             figure, rows, order = compare_decoders(self.model, settings, chosen)
         except ValueError as exc:  # the library's checks name the argument
@@ -295,7 +291,7 @@ class Handlers:
         """The current decode's block-fill animation as a GIF, one frame per call."""
         if not decoded(session):
             raise refused("prompt: nothing decoded yet; decode a prompt first")
-        return str(animation_file(session.trace, self._new_folder()))
+        return str(animation_file(session.trace, fresh_folder(self.files)))
 
     def time_it(self, session: Session | None):
         """The current decode and NTP timed side by side (``analysis.timing``): a speedup in seconds, as a median of
@@ -338,22 +334,6 @@ class Handlers:
     def rule_changed(self, rule):
         """Relabel the knob: its meaning and range depend on the rule."""
         return rule_slider(rule)
-
-    def _new_folder(self) -> Path:
-        # One folder per file keeps the download's name readable; folders older than 10 min go.
-        now = time.time()
-        for old in self.files.iterdir():
-            if now - old.stat().st_mtime > 600:
-                shutil.rmtree(old, ignore_errors=True)
-        folder = self.files / uuid.uuid4().hex
-        folder.mkdir()
-        return folder
-
-    def _trace_file(self, trace) -> str:
-        cfg = trace.config
-        gamma = f"_g{cfg['gamma']:g}" if "gamma" in cfg else ""
-        name = f"sbd_trace_{cfg['decoder']}_{cfg.get('rule', 'none')}{gamma}_k{cfg.get('block_size', 0)}.json"
-        return str(trace.save(self._new_folder() / name))
 
 
 # -- the page ---------------------------------------------------------------------------------
@@ -491,6 +471,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
                 with gr.Row():
                     call_info = gr.Markdown(elem_id="sbd-call-info")
                     heatmap = gr.Plot(label="entropy of the shown call's block", show_label=True)
+                if not canvas:  # the list tasks' failures, ranked; a row decodes its item above
+                    gallery_task, gallery_run, gallery_status, gallery_table, gallery_picks = gallery_section()
             with gr.Tab("Tokens per call" if canvas else "Calls vs NTP"):  # a block-diffusion model has no NTP
                 timeline = gr.Plot(label="tokens per call")
                 comparison = gr.Plot(label="this decode vs NTP, token by token", visible=not canvas)
@@ -582,6 +564,17 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
                          api_name="show_call", show_progress="hidden", preprocess=False)  # read_call checks it
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
+        if not canvas:
+            gallery, call_picked = Gallery(h), gr.State(None)
+            gallery_inputs = {**settings, "decoder": decoder, **chat_switch, "task": gallery_task}
+            gallery_run.click(reading_controls(gallery.run, list(gallery_inputs)), inputs=list(gallery_inputs.values()),
+                              outputs=[gallery_table, gallery_status, gallery_picks], preprocess=False,
+                              show_progress="minimal", **HEAVY_QUEUE, api_name="list_failures")
+            picked = gallery_table.select(gallery.pick, inputs=[gallery_picks], outputs=[prompt, chat, max_new_tokens,
+                                                                                      stop_at_newline, call_picked],
+                                          **hidden)
+            views(picked.then(**decode_kw, **hidden)).then(gallery.show, inputs=[call_picked, session],
+                                                          outputs=[show_call], **hidden)
         ladder_inputs = {**settings, "decoder": decoder, **chat_switch}
         ladder_run.click(reading_controls(h.ladder, list(ladder_inputs)), inputs=list(ladder_inputs.values()),
                          outputs=[ladder_table, ladder_plot, ladder_status],

@@ -1,11 +1,15 @@
 """The app's failure views: the failure table (gap fills and incoherent commits, each labelled), the "this prompt
-across γ" ladder (streamed row by row), and the animation as a GIF file. Pure functions of library results, plus
-one generator that streams the ladder; ``app.Handlers`` validates the inputs and calls these.
+across γ" ladder (streamed row by row), and the downloads (the animation as a GIF, the trace file, each in a folder
+of its own). Pure functions of library results, plus one generator that streams the ladder; ``app.Handlers``
+validates the inputs and calls these.
 """
 
 from __future__ import annotations
 
 import math
+import shutil
+import time
+import uuid
 from pathlib import Path
 
 from ..analysis.gamma_ladder import Ladder
@@ -127,3 +131,23 @@ def animation_file(trace, folder: Path) -> Path:
     cfg = trace.config
     name = f"sbd_{cfg['decoder']}_{cfg.get('rule', 'none')}_g{cfg.get('gamma', 0):g}.gif"
     return save_animation(trace, Path(folder) / name)
+
+
+def fresh_folder(root: Path) -> Path:
+    """A new folder under ``root`` for one download (one folder per file keeps the file's name readable); folders
+    there older than 10 minutes go."""
+    now = time.time()
+    for old in Path(root).iterdir():
+        if now - old.stat().st_mtime > 600:
+            shutil.rmtree(old, ignore_errors=True)
+    folder = Path(root) / uuid.uuid4().hex
+    folder.mkdir()
+    return folder
+
+
+def trace_file(trace, folder: Path) -> str:
+    """The trace saved in ``folder`` (``sbd_viz.load_trace`` reads it), named after its decoder and settings."""
+    cfg = trace.config
+    gamma = f"_g{cfg['gamma']:g}" if "gamma" in cfg else ""
+    name = f"sbd_trace_{cfg['decoder']}_{cfg.get('rule', 'none')}{gamma}_k{cfg.get('block_size', 0)}.json"
+    return str(trace.save(Path(folder) / name))

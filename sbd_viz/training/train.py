@@ -350,7 +350,11 @@ def train(cfg: TrainConfig) -> Path:
         cfg = replace(cfg, bf16=bf16_is_native())  # resolved here, so logs and checkpoints record the choice
     hf_logging.disable_progress_bar()  # per-save progress bars would flood the training log
     acc = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.bf16 else "no")
-    torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // acc.num_processes))
+    # OMP_NUM_THREADS set (a test worker, a shared machine): torch already took it, and more threads than cores
+    # left free spin against the other processes, many times slower
+    default = torch.get_num_threads() if os.environ.get("OMP_NUM_THREADS") else \
+        max(1, (os.cpu_count() or 1) // acc.num_processes)
+    torch.set_num_threads(cfg.threads or default)
     out, ckpt = Path(cfg.out), Path(cfg.out) / "checkpoint"
     model, tok = _base_model(cfg) if cfg.base else _new_model(cfg)
     if cfg.deepen > 1:
@@ -492,7 +496,8 @@ HELP = {
     "ckpt_every_min": "minutes between checkpoints",
     "log_every": "steps between log lines",
     "probe_per_family": "held-out items per task family in the accuracy probe at each checkpoint",
-    "threads": "torch threads per process (0: the cores divided among the processes)",
+    "threads": "torch threads per process (0: OMP_NUM_THREADS if it is set, else the cores divided among the "
+               "processes)",
     "deepen": "with --base: repeat each layer this many times (a depth-upscaled copy)",
     "widen": "with --base: widen the hidden size to this (0 keeps the width)",
     "bf16": "bfloat16 autocast (left out: only where the hardware runs it natively)",

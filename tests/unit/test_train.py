@@ -368,6 +368,25 @@ def test_a_run_that_ends_between_log_lines_still_logs_and_saves(tmp_path):
     assert (final / "model.safetensors").is_file()
 
 
+@pytest.mark.heavy
+def test_threads_zero_keeps_omp_num_threads_and_a_number_sets_it(tmp_path, monkeypatch):
+    """threads=0 under OMP_NUM_THREADS (a test worker, a notebook kernel it starts) keeps torch's count: two threads
+    beside another busy process run many times slower; a number given is what torch runs."""
+    import torch
+
+    small = dict(preset="test-1m", seq_len=32, batch_size=2, max_steps=1, warmup=1, probe_per_family=0)
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        torch.set_num_threads(1)
+        train.train(train.TrainConfig(out=str(tmp_path / "zero"), threads=0, **small))
+        assert torch.get_num_threads() == 1
+        train.train(train.TrainConfig(out=str(tmp_path / "two"), threads=2, **small))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_bf16_flag_is_automatic_unless_given():
     import argparse
 
