@@ -65,17 +65,14 @@ def test_the_slider_answers_from_the_gamma_map_with_the_fresh_decode(client_mode
     """After a first release, the prompt's γ map builds; a release at another γ is then answered from it with what
     ``sv.decode`` gives at that γ on the adapted model (verified SBD's map is tested on the character model)."""
     client, model = client_model
-    for verify in (False,):
-        decode(client, gamma=0.5, block_size=8, verify=verify)
-        for _ in range(600):  # the map builds in the background; its strip endpoint says when it is whole
-            strip, _timer = client.predict(api_name="/gamma_strip")
-            if "data-complete='1'" in strip:
-                break
-            time.sleep(0.1)
-        for gamma in (0.0, 1.3, 2.0):
-            _, metrics, _, _ = decode(client, gamma=gamma, block_size=8, verify=verify)
-            trace = sv.load_trace(client.predict(api_name="/details")[-1])
-            fresh = sv.decode(model, PROMPT, decoder="sbd", gamma=gamma, block_size=8, max_new_tokens=12,
-                              verify=verify)
-            assert trace.output_ids == fresh.output_ids and trace.nfe == fresh.nfe, (verify, gamma)
-            assert "data-from-map='1'" in metrics, (verify, gamma)
+    decode(client, gamma=0.5, block_size=8)
+    # the map builds in the background; its strip endpoint says when it is whole (no time limit decides: a busy
+    # machine builds it later, and a map that never completes hangs here until pytest's own timeout, if any)
+    while "data-complete='true'" not in client.predict(api_name="/gamma_strip")[0]:
+        time.sleep(0.5)
+    for gamma in (0.0, 1.3, 2.0):
+        _, metrics, _, _ = decode(client, gamma=gamma, block_size=8)
+        trace = sv.load_trace(client.predict(api_name="/details")[-1])
+        fresh = sv.decode(model, PROMPT, decoder="sbd", gamma=gamma, block_size=8, max_new_tokens=12)
+        assert trace.output_ids == fresh.output_ids and trace.nfe == fresh.nfe, gamma
+        assert "data-from-map='1'" in metrics, gamma
