@@ -9,6 +9,7 @@ runs them slower, not wrongly. Each test prints its time; the README's "under th
 measured on an idle machine by ``python docs/render_notebooks.py``, which prints each notebook's time.
 """
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,22 @@ from walkthrough_claims import contradicted
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# Smaller runs of the walkthroughs whose full size takes minutes, injected after the cell tagged "parameters" (as
+# papermill injects them); every cell still runs. The rendered pages (docs/notebooks) are the full-size runs. A
+# fixed step count, no time budget: what the test reads must not depend on how many steps fit in a minute.
+PARAMETERS = {"04_train_your_own": {"MAX_STEPS": 30, "TIME_BUDGET_MIN": 0.0, "PER_FAMILY": 4}}
+
+
+def inject(nb, values: dict) -> None:
+    """Insert a cell setting ``values`` after ``nb``'s cell tagged "parameters", which must assign each of them."""
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"one cell tagged 'parameters', found {len(tagged)}"
+    source = nb.cells[tagged[0]].source
+    for name in values:
+        assert re.search(rf"^(\w+, )*{name}\b.*=", source, re.MULTILINE), f"the parameters cell sets no {name}"
+    cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in values.items()))
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(tagged[0] + 1, cell)
 
 
 def run(nb, folder: Path, timeout: int | None = None) -> float:
@@ -51,6 +68,18 @@ def test_there_are_eight_notebooks_saved_without_outputs():
 
 
 @pytest.mark.heavy
+def test_injected_parameters_replace_the_notebooks_own(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("A, B = 1, 2\nC = 3"),
+                                         nbformat.v4.new_code_cell("print(A, B, C)")])
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    inject(nb, {"B": 20, "C": 30})
+    run(nb, tmp_path)
+    assert nb.cells[-1].outputs[0]["text"].strip() == "1 20 30"
+    with pytest.raises(AssertionError, match="sets no D"):
+        inject(nb, {"D": 4})
+
+
+@pytest.mark.heavy
 def test_the_kernel_is_this_python(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
     run(nb, tmp_path)
@@ -61,6 +90,8 @@ def test_the_kernel_is_this_python(tmp_path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
+    if path.stem in PARAMETERS:
+        inject(nb, PARAMETERS[path.stem])
     seconds = run(nb, tmp_path)
     print(f"{path.name}: {seconds:.0f} s")
     assert_executed_notebook_shows_its_numbers(nb)  # the numbers its prose marks as shown are in its outputs
