@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 
 from .. import gated_adapter
 from . import distill
-from .options import add_config_arguments, option
+from .options import add_config_arguments, option, torch_threads
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 
 
@@ -72,7 +71,7 @@ class AdapterTrainConfig:
     save_every: int = option(25, "steps between checkpoints")
     probe_every: int = option(100, "steps between held-out probes")
     # the machine
-    threads: int = option(2, "torch threads")
+    threads: int = option(0, "torch threads (0: OMP_NUM_THREADS if it is set, else every core)")
     seed: int = option(0, "seed of the data order and the masks")
     device: str = option("cpu", "where the base and the adapter run: cpu, cuda, cuda:1, ... "
                                 "(the data is generated there too)")
@@ -84,9 +83,11 @@ class AdapterTrainConfig:
             raise ValueError(f"block_sizes: each must be in [2, 64], got {self.block_sizes!r}")
         if not 0 <= self.decode_like <= 1:
             raise ValueError(f"decode_like: must be in [0, 1], got {self.decode_like}")
-        for name in ("batch_size", "new_tokens", "save_every", "probe_every", "threads"):
+        for name in ("batch_size", "new_tokens", "save_every", "probe_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.threads < 0:
+            raise ValueError(f"threads: must be >= 0 (0: OMP_NUM_THREADS, else every core), got {self.threads}")
         gated_adapter.AdapterConfig(rank=self.rank, targets=tuple(self.targets.split(",")))
 
     def ks(self) -> list[int]:
@@ -281,7 +282,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
     from .. import causal_lm
 
     cfg.validate()
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(torch_threads(cfg.threads))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "log.jsonl"

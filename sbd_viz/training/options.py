@@ -4,12 +4,26 @@ default and meaning, and ``sbd-viz train`` builds its flags from it."""
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import field, fields
 
 
 def option(default, help: str):
     """A config field with its ``--help`` text."""
     return field(default=default, metadata={"help": help})
+
+
+def torch_threads(asked: int, processes: int = 1) -> int:
+    """The torch threads a run uses: ``asked``, or for 0 the count torch took from ``OMP_NUM_THREADS`` when that is
+    set (a test worker, a shared machine: more threads than free cores spin against the other processes, many times
+    slower), else the cores divided among the run's ``processes``."""
+    import torch
+
+    if asked:
+        return asked
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads()
+    return max(1, (os.cpu_count() or 1) // processes)
 
 
 def add_config_arguments(p: argparse.ArgumentParser, config_class, help_of=None) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -29,7 +28,7 @@ import torch
 
 from .data import MIXES
 from .objective import sbd_loss
-from .options import add_config_arguments
+from .options import add_config_arguments, torch_threads
 from .upscale import deepen_layers, widen_model
 
 # Model shapes for from-scratch runs. "char-5m" is the shipped model's shape (its card; why this size:
@@ -350,11 +349,7 @@ def train(cfg: TrainConfig) -> Path:
         cfg = replace(cfg, bf16=bf16_is_native())  # resolved here, so logs and checkpoints record the choice
     hf_logging.disable_progress_bar()  # per-save progress bars would flood the training log
     acc = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.bf16 else "no")
-    # OMP_NUM_THREADS set (a test worker, a shared machine): torch already took it, and more threads than cores
-    # left free spin against the other processes, many times slower
-    default = torch.get_num_threads() if os.environ.get("OMP_NUM_THREADS") else \
-        max(1, (os.cpu_count() or 1) // acc.num_processes)
-    torch.set_num_threads(cfg.threads or default)
+    torch.set_num_threads(torch_threads(cfg.threads, acc.num_processes))
     out, ckpt = Path(cfg.out), Path(cfg.out) / "checkpoint"
     model, tok = _base_model(cfg) if cfg.base else _new_model(cfg)
     if cfg.deepen > 1:
