@@ -74,7 +74,8 @@ def render(data: dict) -> str:
         "median, so the minutes say more about the machine's load than about the work; the tokens scored do not. "
         f"*{SINGLE}* is the probe's prediction from its slot accuracies, not counted from decodes: the tokens a "
         "verified SBD call writes if it checks a block drafted by the call before it, averaged over the held-out "
-        f"blocks. No prefill call is in it: of the counts every view names, it predicts *{COUNT_LABELS[(True, False)]}*.",
+        "blocks. No prefill call is in it: of the counts every view names, it predicts "
+        f"*{COUNT_LABELS[(True, False)]}*.",
         "",
         "| " + " | ".join(head) + " |",
         "| " + " | ".join("---:" for _ in head) + " |",
