@@ -160,7 +160,8 @@ def report(r: dict) -> str:
         f"of the reference over the method's (higher is faster). *{COUNT_LABELS[(True, True)]}*: output tokens "
         f"over forwards (a hook counts HF's). `lookup` is `generate(prompt_lookup_num_tokens={LOOKUP_TOKENS})`.", "",
         f"Best verified setting on long answers: **{best['method']}**: {_f(best['long_tokens_per_call'])} "
-        f"{COUNT_LABELS[(True, True)]}, **{_f(best['long_vs_greedy'])}x** HF greedy and **{_f(best['long_vs_lookup'])}x** prompt lookup "
+        f"{COUNT_LABELS[(True, True)]}, **{_f(best['long_vs_greedy'])}x** HF greedy and "
+        f"**{_f(best['long_vs_lookup'])}x** prompt lookup "
         f"on long answers, text differing from greedy on {best['differ_from_greedy']} of {r['n_items']} items.", "",
         f"| method | lossless | items differing from greedy | long answers: {COUNT_LABELS[(True, True)]} "
         f"| short answers: {COUNT_LABELS[(True, True)]} | "
