@@ -118,7 +118,8 @@ def md_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 
 
 SPEED_COLUMNS = [("gamma", "gamma", "g"), ("accuracy", "SBD acc", ".3f"), ("ntp_accuracy", "NTP acc", ".3f"),
-                 ("tokens_per_call", f"SBD: {COUNT_LABELS[(True, True)]}", ".2f"), ("speedup_calls", "calls ratio NTP/SBD", ".2f"),
+                 ("tokens_per_call", f"SBD: {COUNT_LABELS[(True, True)]}", ".2f"),
+                 ("speedup_calls", "calls ratio NTP/SBD", ".2f"),
                  ("speedup_wall", "wall ratio NTP/SBD", ".2f"), ("sbd_ms_per_token", "SBD ms/token", ".1f"),
                  ("ntp_ms_per_token", "NTP ms/token", ".1f"), ("gap_fill_rate", "gap fills/token", ".3f"),
                  ("same_as_ntp", "same output as NTP", ".2f")]
