@@ -37,6 +37,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paired  # noqa: E402
 import run_info  # noqa: E402
+from sbd_viz.labels import COUNT_LABELS  # noqa: E402
+
+COUNTED = COUNT_LABELS[(True, True)]  # every output token over every call: Trace.tokens_per_call
+# The speculative-decoding count: each item's first call and one token (NTP's, as generate's prefill writes) left
+# out. sv.call_counts' "after the prefill" also leaves out the drafts that call committed; this credits them to the
+# calls that checked them, so it is none of COUNT_LABELS' four
+AFTER_PREFILL = "tokens per call after the prefill call and one token"
 
 HERE = Path(__file__).resolve().parent
 BASE = "smollm2-135m"
@@ -389,9 +396,11 @@ def markdown(header, results, examples) -> str:
         f"{header['full']['chat']} questions, never trained on); code = HumanEval ({n['code']} of "
         f"{header['full']['code']} problems, raw prompts, cut at {', '.join(repr(s) for s in STOP)}). "
         f"At most {header['new_tokens']} new tokens an item.",
-        "- Tokens per call: output tokens / model calls. *Counted*: the prefill call counted; *after prefill*: "
-        "the first call (it reads the prompt and writes one token, as generate's prefill does) and its token left "
-        "out, so one token per call is 1.00 either way.",
+        f"- Tokens per call: output tokens / model calls, named as `sv.COUNT_LABELS` names them. *{COUNTED}*: "
+        f"every token and every call. *{AFTER_PREFILL}*: each item's first call (it reads the prompt) and one "
+        "token (NTP's, the one generate's prefill writes) left out, so one token per call is 1.00 either way. "
+        f"It is *{COUNT_LABELS[(True, False)]}* for generate; for the drafting decoders `sv.call_counts` also "
+        "leaves out the drafts the first call committed, which this column credits to the calls that checked them.",
         ""]
     for name, title in (("chat", "Held-out chat"), ("code", "HumanEval")):
         s = results["sets"][name]
@@ -399,7 +408,7 @@ def markdown(header, results, examples) -> str:
             continue
         lines += [f"## {title}: exact decoders ({s['items']} item{'s' * (s['items'] != 1)}, {s['tokens']} tokens "
                   "written by generate)", "",
-                  "| decoder | identical | tokens/call (counted) | tokens/call (after prefill) | drafts accepted |",
+                  f"| decoder | identical | {COUNTED} | {AFTER_PREFILL} | drafts accepted |",
                   "|---|---:|---:|---:|---:|"]
         rows = [("generate (the reference)", s["generate"]), ("prompt lookup", s["lookup"])]
         rows += [(f"verified SBD, {k}", v) for k, v in s["verified"].items()]
@@ -411,7 +420,7 @@ def markdown(header, results, examples) -> str:
                          f"{r['after_prefill']:.2f} | {acc} |")
         lines += ["", f"### {title}: plain SBD (not verified) across γ", "",
                   "*Kept*: tokens written before the first difference from generate's ids (all of them if identical).",
-                  "", "| setting | tokens/call | identical | mean tokens kept | share of generate's tokens kept |",
+                  "", f"| setting | {COUNTED} | identical | mean tokens kept | share of generate's tokens kept |",
                   "|---|---:|---:|---:|---:|"]
         for k, r in s["plain"].items():
             lines.append(f"| {k} | {r['tokens_per_call']:.2f} | {r['identical']}/{r['items']} | "
@@ -461,7 +470,7 @@ def timing_section(header, results) -> list[str]:
     lines = ["## Wall clock on this CPU", "",
              f"{len(t['items'])} item{'s' * (len(t['items']) != 1)} ({n_chat} chat, {len(t['items']) - n_chat} code), "
              "verified SBD at "
-             f"{t['setting']} (the setting with the most tokens per call over both sets). Each item: "
+             f"{t['setting']}, the setting with the most {COUNTED} over both sets. Each item: "
              f"{t['rounds']} rounds, each running {' · '.join(t['methods'])} once, in an order that rotates from "
              "round to round and item to item, after a warm-up run of each. Every method's decode is the same work "
              f"each round (greedy, the same ids), so a run that took more than {t['guard']:g}× the method's own "
@@ -508,9 +517,9 @@ def tree_section(header, results) -> list[str]:
                 "tables) and times it beside the others (tree vs generate, tree vs single).", ""]
     lines = ["## Single vs tree drafting", "",
              "Verified SBD drafting one block per call (single) and a block after every possible accepted length "
-             "(`drafting=\"tree\"`): tokens per call, the prefill counted, and items identical to generate's. "
+             f"(`drafting=\"tree\"`): {COUNTED}, and items identical to generate's. "
              "The wall clock of both is in the timing table.", "",
-             "| set | setting | single: tokens/call | tree: tokens/call | single: identical | tree: identical |",
+             f"| set | setting | single: {COUNTED} | tree: {COUNTED} | single: identical | tree: identical |",
              "|---|---|---:|---:|---:|---:|"]
     for name in SETS:
         s = results["sets"][name]
@@ -528,9 +537,9 @@ def reading(header, results) -> list[str]:
         best = max(s["verified"], key=lambda k: s["verified"][k]["tokens_per_call"])
         v = s["verified"][best]
         exact = all(r["identical"] == r["items"] for r in [*s["verified"].values(), *(s["tree"] or {}).values()])
-        lines.append(f"- {name}: verified SBD's best setting here ({best}) writes {v['tokens_per_call']:.2f} tokens "
-                     f"per call ({v['after_prefill']:.2f} after the prefill), prompt lookup "
-                     f"{s['lookup']['tokens_per_call']:.2f}; verified SBD's ids "
+        lines.append(f"- {name}: verified SBD's best setting here ({best}) writes {v['tokens_per_call']:.2f} "
+                     f"{COUNTED} and {v['after_prefill']:.2f} {AFTER_PREFILL}; prompt lookup "
+                     f"{s['lookup']['tokens_per_call']:.2f} {COUNTED}; verified SBD's ids "
                      + ("equal generate's on every item at every setting"
                         + (", single and tree drafting." if s["tree"] else ".") if exact else
                         "do NOT all equal generate's: a bug to chase before reading anything else."))
@@ -543,7 +552,7 @@ def reading(header, results) -> list[str]:
     if header["tree"]:
         for name, s in sets:
             best = max(s["tree"], key=lambda k: s["tree"][k]["tokens_per_call"])
-            lines.append(f"- {name}, tree drafting: {s['tree'][best]['tokens_per_call']:.2f} tokens per call at its "
+            lines.append(f"- {name}, tree drafting: {s['tree'][best]['tokens_per_call']:.2f} {COUNTED} at its "
                          f"best setting ({best}), single drafting {s['verified'][best]['tokens_per_call']:.2f} there.")
         pair = r.get("verified SBD, tree vs verified SBD") if r else None
         if pair and pair["pairs"]:

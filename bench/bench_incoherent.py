@@ -27,6 +27,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.analysis.incoherence import KINDS, incoherence_report
+from sbd_viz.labels import COUNT_LABELS
 
 import run_info  # beside this file
 
@@ -83,8 +84,9 @@ def markdown(header: dict, results: list[dict], examples: list[dict], top: int =
              "*n-gram* NTP would not write there; NTP's verdict is teacher forced (NTP's greedy token given the final "
              "text before it), as for gap fills. Only commits the output keeps are counted. *Agrees*: NTP would "
              "write the same token (a legitimate repeat, e.g. `\"tt\" * 4`); *disagrees*: the incoherence.", "",
-             "| γ | tokens per call | right | text = NTP's | repeat (NTP agrees / disagrees) | doubled delimiter "
-             "(agrees / disagrees) | n-gram NTP would not write | items with an incoherent commit | of them wrong "
+             f"| γ | {COUNT_LABELS[(True, True)]} | right | text = NTP's | repeat (NTP agrees / disagrees) "
+             "| doubled delimiter (agrees / disagrees) | n-gram NTP would not write | items with an incoherent "
+             "commit | of them wrong "
              "| of them NTP right, SBD wrong |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         rep, dbl, ngram = r["repeat"], r["doubled_delimiter"], r["ngram"]

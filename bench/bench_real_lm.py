@@ -29,6 +29,7 @@ import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
 from sbd_viz.app.causal import chat_prompt  # noqa: E402
+from sbd_viz.labels import COUNT_LABELS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DECODERS = ("jacobi", "prompt_lookup")
@@ -162,8 +163,9 @@ def markdown(data) -> str:
             kept = [r[name]["wall"]["median"] for r in sel if r[name]["wall"]["median"] is not None]
             per_prompt = (f"the median prompt **{statistics.median(kept):.2f}×** ({len(kept)} of {len(sel)} prompts "
                           "with a kept pair)") if kept else "no prompt kept a pair"
-            lines.append(f"\n**{name}**: {tokens} tokens in {calls} calls ({tokens / calls:.2f} tokens per call, "
-                         f"NTP: 1.00); wall clock against `generate`: medians summed over the prompts "
+            lines.append(f"\n**{name}**: {tokens} tokens in {calls} calls, {tokens / calls:.2f} "
+                         f"{COUNT_LABELS[(True, True)]} against NTP's 1.00; wall clock against `generate`: medians "
+                         "summed over the prompts "
                          f"**{wall:.2f}×**, {per_prompt}.")
         lines.append("")
     cost = data["call_cost"]

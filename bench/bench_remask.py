@@ -22,6 +22,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
+from sbd_viz.labels import COUNT_LABELS
 from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
 
 import run_info  # beside this file
@@ -129,8 +130,9 @@ def markdown(header: dict, results: list[dict], examples: list[dict]) -> str:
         "held token there falls below the threshold. A *diverging gap fill* is the first commit of an SBD decode "
         "that put a token other than NTP's into the output (`sv.first_divergence`), when it was a gap fill.", "",
         "| γ | threshold | accuracy NTP / SBD / remask | text = NTP's, SBD / remask | calls NTP / SBD / remask "
-        "| tokens per call SBD / remask | diverging items (first divergence a gap fill) | those gap fills taken "
-        "back | those items repaired (text = NTP's) | any diverging item repaired | SBD-right items broken "
+        f"| SBD / remask: {COUNT_LABELS[(True, True)]} | diverging items (first divergence a gap fill) "
+        "| those gap fills taken back | those items repaired (text = NTP's) | any diverging item repaired "
+        "| SBD-right items broken "
         "| SBD = NTP items broken | slots taken back (output changed there) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:

@@ -35,7 +35,7 @@ import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
 from sbd_viz.model import SBDModel, add_mask_token  # noqa: E402
-from sbd_viz.labels import first_difference  # noqa: E402
+from sbd_viz.labels import COUNT_LABELS, first_difference  # noqa: E402
 from sbd_viz.training.data import code_documents  # noqa: E402
 from sbd_viz.training.objective import masked_slot_hits  # noqa: E402
 
@@ -185,11 +185,12 @@ def markdown(header, results, examples) -> str:
         "",
         "## Decoding held-out code",
         "",
-        "Tokens per call over all items (output tokens / model calls, the prefill included); *= NTP*: items whose "
+        f"*{COUNT_LABELS[(True, True)]}*: over all items, output tokens / model calls; *= NTP*: items whose "
         "ids equal the same model's NTP ids; *agree*: mean tokens written before the first difference from NTP; "
         "*accepted*: share of checked drafts that NTP accepted.",
         "",
-        "| decoder | before: tokens/call | before: = NTP | after: tokens/call | after: = NTP | after: agree "
+        f"| decoder | before: {COUNT_LABELS[(True, True)]} | before: = NTP | after: {COUNT_LABELS[(True, True)]} "
+        "| after: = NTP | after: agree "
         "| after: accepted |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -251,8 +252,9 @@ def reading(results) -> list[str]:
         f"{probe['before']['matp_accuracy']:.1%} of held-out masked slots before the run and "
         f"{probe['after']['matp_accuracy']:.1%} after (NTP's on the same tokens: {probe['before']['ntp_accuracy']:.1%} "
         f"and {probe['after']['ntp_accuracy']:.1%}).",
-        f"- Verified SBD's best setting here ({best.removeprefix('verified SBD, ')}) reaches {aft[best]['tokens_per_call']:.2f} tokens per call after "
-        f"the run, against {bef[best]['tokens_per_call']:.2f} before it; prompt lookup, which needs no training, "
+        f"- Verified SBD's best setting here ({best.removeprefix('verified SBD, ')}) reaches "
+        f"{aft[best]['tokens_per_call']:.2f} {COUNT_LABELS[(True, True)]} after the run, against "
+        f"{bef[best]['tokens_per_call']:.2f} before it; prompt lookup, which needs no training, "
         f"reaches {lookup:.2f} on the same items.",
         f"- Verified SBD's ids {'equal' if exact else 'do NOT all equal'} the same model's NTP ids on every item, "
         "before and after: it stays exact whatever its drafts are worth.",

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 import sbd_viz as sv
+from sbd_viz.labels import COUNT_LABELS
 from sbd_viz.tasks import LONG_FAMILIES, SHORT_FAMILIES
 
 import run_info  # beside this file
@@ -117,7 +118,8 @@ def md_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 
 
 SPEED_COLUMNS = [("gamma", "gamma", "g"), ("accuracy", "SBD acc", ".3f"), ("ntp_accuracy", "NTP acc", ".3f"),
-                 ("tokens_per_call", "SBD tokens/call", ".2f"), ("speedup_calls", "calls ratio NTP/SBD", ".2f"),
+                 ("tokens_per_call", f"SBD: {COUNT_LABELS[(True, True)]}", ".2f"),
+                 ("speedup_calls", "calls ratio NTP/SBD", ".2f"),
                  ("speedup_wall", "wall ratio NTP/SBD", ".2f"), ("sbd_ms_per_token", "SBD ms/token", ".1f"),
                  ("ntp_ms_per_token", "NTP ms/token", ".1f"), ("gap_fill_rate", "gap fills/token", ".3f"),
                  ("same_as_ntp", "same output as NTP", ".2f")]
@@ -157,9 +159,9 @@ def report(groups: dict, latency: list[dict], info: dict, command: str, model_de
               "the same weights. Every item is decoded by both, back to back, alternating which goes first; decoding "
               "stops at the end of the answer line. Ratios are NTP / SBD, so > 1 means SBD is faster. `calls ratio` "
               "counts model calls (NFE); `wall ratio` is measured wall-clock time; both are totals over the items. "
-              "The two decoders' outputs can differ in length, so the calls ratio need not equal SBD's tokens per "
-              "call. Tokens per call below 1 means calls were spent on slots after the end of the answer: "
-              "committed (often first, being easy to guess), then discarded at the stop.",
+              "The two decoders' outputs can differ in length, so the calls ratio need not equal SBD's "
+              f"{COUNT_LABELS[(True, True)]}; below 1, that count means calls were spent on slots after the end of the "
+              "answer: committed (often first, being easy to guess), then discarded at the stop.",
               ""]
     for name, (families, df) in groups.items():
         ntp = df[df["rule"] == "ntp"].iloc[0]

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import run_info  # beside this file
+from sbd_viz.labels import COUNT_LABELS
 
 HERE = Path(__file__).resolve().parent
 LOOKUP_TOKENS = 10
@@ -156,12 +157,14 @@ def report(r: dict) -> str:
         f"{r['n_items']} test-suite items ({r['n_long']} with long answers; the context families `ctx_*` are left out, "
         "so that models trained without them compare on the same items), each decoded to the end of its answer line by "
         "every method, interleaved item by item in a rotating order; fp32. Speed columns: total seconds "
-        "of the reference over the method's (higher is faster). Tokens per call: output tokens over forwards "
-        f"(a hook counts HF's). `lookup` is `generate(prompt_lookup_num_tokens={LOOKUP_TOKENS})`.", "",
-        f"Best verified setting on long answers: **{best['method']}**: {_f(best['long_tokens_per_call'])} tokens "
-        f"per call, **{_f(best['long_vs_greedy'])}x** HF greedy and **{_f(best['long_vs_lookup'])}x** prompt lookup "
+        f"of the reference over the method's (higher is faster). *{COUNT_LABELS[(True, True)]}*: output tokens "
+        f"over forwards (a hook counts HF's). `lookup` is `generate(prompt_lookup_num_tokens={LOOKUP_TOKENS})`.", "",
+        f"Best verified setting on long answers: **{best['method']}**: {_f(best['long_tokens_per_call'])} "
+        f"{COUNT_LABELS[(True, True)]}, **{_f(best['long_vs_greedy'])}x** HF greedy and "
+        f"**{_f(best['long_vs_lookup'])}x** prompt lookup "
         f"on long answers, text differing from greedy on {best['differ_from_greedy']} of {r['n_items']} items.", "",
-        "| method | lossless | items differing from greedy | tokens/call long | tokens/call short | "
+        f"| method | lossless | items differing from greedy | long answers: {COUNT_LABELS[(True, True)]} "
+        f"| short answers: {COUNT_LABELS[(True, True)]} | "
         "rollbacks/block | × greedy long | × greedy short | × greedy all | × lookup long | × lookup all |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in r["rows"]:

@@ -26,6 +26,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
+from sbd_viz.labels import COUNT_LABELS
 from sbd_viz.decoders.sbd import MAX_BLOCK_SIZE
 from sbd_viz.tasks import CONTEXT_FAMILIES
 
@@ -106,10 +107,12 @@ def table(rows: list[dict], block_sizes, gamma: float) -> str:
     buckets = sorted({tuple(r["bucket"]) for r in rows})
     names = " / ".join(f"{lo}-{hi}" for lo, hi in buckets)
     head = ["block size"] + [f"draw {s}: points under NTP" for s in seeds]
-    head += ["pooled: points under NTP", "pooled: tokens per call, long", "bar met (pooled / draws)"]
+    head += ["pooled: points under NTP", f"pooled, long answers: {COUNT_LABELS[(True, True)]}",
+             "bar met (pooled / draws)"]
     out = [f"Entropy-bounded gamma {gamma:g} against NTP inside documents, per prompt-length bucket ({names} "
            f"characters), items of each bucket's {rows[0]['n_items']} a draw; the bar: at most {BAR_POINTS:g} point "
-           f"under NTP in every bucket with at least {BAR_TOKENS_PER_CALL:g} tokens per call on long answers.", "",
+           f"under NTP in every bucket with at least {BAR_TOKENS_PER_CALL:g} {COUNT_LABELS[(True, True)]} on long "
+           "answers.", "",
            "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for k in block_sizes:
         cells, met_draws = [str(k)], 0
