@@ -16,7 +16,7 @@ import math
 from typing import NamedTuple
 
 from .trace import Commit, Step, Trace, drafts_checked
-from .labels import mark_special, output_labels, render_state, visible
+from .labels import COUNT_LABELS, mark_special, output_labels, render_state, visible
 
 PENDING = "…"  # a number still being measured (the app decodes NTP after SBD)
 # why a decode ended (``Trace.stop_reason``), in words
@@ -66,9 +66,11 @@ def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = Non
     else:
         calls_note = f"over {_count(trace.n_blocks, 'block')}"
         speed = [Measure("wall clock", f"{1000 * seconds:.0f} ms", "the model calls, summed")]
+    # the card's short title; its note names the count as every view names it (COUNT_LABELS)
+    counted = COUNT_LABELS[(True, True)].removeprefix("tokens per call ").strip("()")
     out = [Measure("model calls", f"{trace.nfe}", calls_note),
            Measure("tokens per call", f"{trace.tokens_per_call:.2f}",
-                   f"{trace.n_tokens} tokens · {STOP_WORDS.get(trace.stop_reason, trace.stop_reason)}"),
+                   f"{trace.n_tokens} tokens, {counted} · {STOP_WORDS.get(trace.stop_reason, trace.stop_reason)}"),
            *speed]
     if trace.verified:
         out.append(_verified(trace, ntp, pending))

@@ -28,7 +28,8 @@ def test_measures_beside_ntp_compare_per_generated_token():
     assert list(got) == ["model calls", "tokens per call", "speedup · calls", "wall clock", "gap fills"]
     assert got["model calls"] == Measure("model calls", "9", "NTP: 14 for 14 tokens")
     assert got["tokens per call"] == Measure("tokens per call", f"{14 / 9:.2f}",
-                                             "14 tokens · ended at max new tokens")
+                                             "14 tokens, end token and prefill counted · ended at max new "
+                                             "tokens")
     assert got["speedup · calls"].value == f"{14 / 9:.2f}×"
     # two decodes timed apart: their seconds, no ratio (a speedup in seconds needs side-by-side runs)
     assert got["wall clock"].value == "9 ms" and "NTP 14 ms, timed apart" in got["wall clock"].note
