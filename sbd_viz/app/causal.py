@@ -7,7 +7,11 @@ and its examples are the kinds of text the adapter was trained to draft (chat an
 from __future__ import annotations
 
 import html
+import json
+from pathlib import Path
 
+# each text model's examples decoded with every decoder the app offers, by bench/app_examples.py
+MEASURED = Path(__file__).resolve().parent / "example_defaults.json"
 # (prompt, apply the chat template, label): the labels say what kind of prompt it is; the page adds what
 # bench/app_examples.py measured (``example_choices``: a 135M model's decode takes seconds here, too long to measure
 # every example when the page is built)
@@ -49,12 +53,11 @@ def examples(model) -> list[tuple[str, bool, str]]:
 
 
 def measured(model) -> dict[str, dict]:
-    """This model's examples as ``bench/app_examples.py`` measured them (``example_defaults.MEASURED``): prompt ->
-    its row (the chosen decoder, each decoder's calls and tokens). Empty for a model it did not measure; a row whose
-    prompt is no longer an example is not read."""
-    from .example_defaults import MEASURED
-
-    return {row["prompt"]: row for row in MEASURED.get(model.name, ())}
+    """This model's examples as ``bench/app_examples.py`` measured them (``MEASURED``): prompt -> its row (the chosen
+    decoder, each decoder's calls and tokens). Empty for a model it did not measure; a row whose prompt is no longer
+    an example is not read."""
+    rows = json.loads(MEASURED.read_text(encoding="utf-8"))
+    return {row["prompt"]: row for row in rows.get(model.name, ())}
 
 
 def example_choices(model, offered: list[str]) -> list[tuple[str, bool, str, str]]:
