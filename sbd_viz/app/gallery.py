@@ -46,7 +46,11 @@ def items_of(task) -> list:
 
 
 def _cell(value):
-    return None if value is None or value != value else value  # NaN (no commit to blame): an empty cell
+    """A table cell: None (empty) where the frame has no value (no commit to blame: NaN, or pandas' NA in its
+    nullable integer columns)."""
+    import pandas as pd
+
+    return None if pd.isna(value) else value
 
 
 def gallery_rows(frame) -> list[list]:
@@ -84,7 +88,8 @@ def stream_failures(model, settings: dict, task=ALL_TASKS, label: str | None = N
                                     na_position="last").reset_index(drop=True)
         ranked["rank"] = range(1, len(ranked) + 1)
         picks = [{"prompt": i.prompt(style), "chat": style == "chat", "max_new_tokens": s["max_new_tokens"],
-                  "call": _cell(c)} for i, s, c in zip(ranked["item"], ranked["settings"], ranked["call"])]
+                  "call": None if _cell(c) is None else int(c)}
+                 for i, s, c in zip(ranked["item"], ranked["settings"], ranked["call"])]
         status = (f"{done} of {len(items)} items decoded: **{wrong} wrong**" + (" so far" if done < len(items) else "")
                   + f" ({label or settings.get('decoder', 'SBD')}, {style} prompts).")
         yield gallery_rows(ranked), status, picks
