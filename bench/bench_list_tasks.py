@@ -14,12 +14,13 @@ registered decoder (``sv.decoders()``) runs; one a model does not serve is liste
   range; PBx and AUP from those points only (a sampled curve: no map exists for that knob).
 - NTP: one point.
 
-Parallelism is tokens per call pooled over a task's items (the prefill call counted), accuracy is percent of items
-right. PBx takes an absolute accuracy level, as ParallelBench's leaderboard does; "of NTP" columns take x percent of
-NTP's accuracy on the task. AUP's ``y_max`` is the task's highest accuracy across the model's decoders.
+Parallelism is tokens per call pooled over a task's items (the end token and the prefill call counted: the first of
+``COUNT_LABELS``), accuracy is percent of items right. PBx takes an absolute accuracy level, as ParallelBench's
+leaderboard does; "of NTP" columns take x percent of NTP's accuracy on the task. AUP's ``y_max`` is the task's
+highest accuracy across the model's decoders.
 
     nice python bench/bench_list_tasks.py --threads 1 --out bench/LIST_TASKS.md --json bench/list_tasks.json \
-        --png bench/list_tasks.png
+        --png bench/list_tasks.png --cache runs/list_tasks      # over an hour on 2 cores: stopped, it resumes
     nice python bench/bench_list_tasks.py --models char --tasks copy shuffle --lengths 3 --per-length 1 \
         --decoders sbd --grid-points 3 --png /tmp/list_tasks.png --out /tmp/LIST_TASKS.md   # a quick check
 """
@@ -41,6 +42,7 @@ from sbd_viz.analysis import parallelism as par
 from sbd_viz.analysis.closed_forms import CLOSED_FORMS, closed_form_curve
 from sbd_viz.analysis.gamma_map import gamma_map, walks_gamma
 from sbd_viz import model_kinds
+from sbd_viz.labels import COUNT_LABELS
 from sbd_viz.rules import DEFAULT_RULE
 
 import run_info  # beside this file
@@ -84,10 +86,10 @@ class Cache:
     """Each finished curve of a run as one JSON file in ``folder``, read back by a later run with the same suite and
     grid: a stopped run resumes at the curve it was decoding (the whole run takes over an hour on 2 cores)."""
 
-    def __init__(self, folder: str | None, key: str, args):
+    def __init__(self, folder: str | None, key: str, args, model_name: str):
         self.folder = Path(folder) if folder else None
         self.key = key
-        self.config = {"tasks": list(args.tasks), "lengths": list(args.lengths), "per_length": args.per_length,
+        self.config = {"model": model_name, "tasks": list(args.tasks), "lengths": list(args.lengths), "per_length": args.per_length,
                        "limit": args.limit, "seed": args.seed, "grid_points": args.grid_points, "rule": DEFAULT_RULE}
 
     def _path(self, label: str) -> Path:
@@ -107,8 +109,8 @@ class Cache:
 
 def decode_model(key: str, args) -> dict:
     source, style = MODELS[key]
-    cache = Cache(args.cache, key, args)
     model = sv.load_model(source)
+    cache = Cache(args.cache, key, args, model.name)
     items = pick(lt.list_suite(tasks=tuple(args.tasks), lengths=tuple(args.lengths), per_length=args.per_length,
                                seed=args.seed), args.limit)
     prompts = [lt.model_prompt(model, i, style) for i in items]
@@ -312,7 +314,8 @@ def markdown(header: dict, results: dict, examples: list[dict]) -> str:
         "point the decoder reaches; *sampled*: the knob's values spread over its range; *one setting*: NTP.",
         f"- **grid**: for a γ map, how many of its numbers a {header['grid_points']}-point γ grid (the same maps "
         "read at those γ) gets differently; the list below says which and where.",
-        "- Tokens per call pool a task's items: their tokens over their calls, the prefill call counted.", ""]
+        f"- Tokens per call are *{COUNT_LABELS[(True, True)]}*, pooled over a task's items: their tokens over "
+        "their calls.", ""]
     misses = []
     for m in results["models"]:
         lines += [f"## `{m['name']}` ({m['style']} prompts)", "",
@@ -380,9 +383,9 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None, help="write the markdown here (default: print it)")
     p.add_argument("--json", default=None, help="also write the measurements here")
     p.add_argument("--from-json", default=None, help="render a run's --json again, decoding nothing")
-    p.add_argument("--cache", default="runs/list_tasks", help="each finished curve is saved here, and a run with "
-                                                              "the same suite reads it back (a stopped run "
-                                                              "resumes); '' to decode everything")
+    p.add_argument("--cache", default=None, help="save each finished curve in this folder, and read back the ones "
+                                                 "a run with the same model and suite saved there (a stopped run "
+                                                 "resumes), e.g. runs/list_tasks")
     args = p.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         p.error(f"--limit: need at least one item a task, got {args.limit}")

@@ -55,3 +55,26 @@ def test_a_quick_subset_runs_only_what_it_names_and_draws_the_closed_forms(tmp_p
     assert set(model["tokens_per_item"]) == {"copy"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "![Closed forms beside the measured curves](fig.png)" \
         in page.read_text()
+
+
+def test_a_run_with_a_cache_resumes_without_decoding_what_it_saved(tmp_path, monkeypatch):
+    """--cache: each finished curve is saved; a second run of the same suite reads them back and decodes nothing (its
+    decoders are made to fail), writing the same page; another suite decodes again."""
+    args = ["--models", "char", "--tasks", "copy", "--decoders", "sbd", "--lengths", "3", "--per-length", "1",
+            "--grid-points", "2", "--cache", str(tmp_path / "cache")]
+    script = bench_script("bench_list_tasks")
+    script.main(args + ["--json", str(tmp_path / "a.json"), "--out", str(tmp_path / "a.md")])
+    assert {p.name for p in (tmp_path / "cache").iterdir()} == {"char-ntp.json", "char-sbd.json",
+                                                                "char-verified-sbd.json"}
+
+    def no_decode(*_, **__):
+        raise AssertionError("decoded although the cache holds this curve")
+
+    monkeypatch.setattr(script, "gamma_map", no_decode)
+    monkeypatch.setattr(script.sv, "decode_ntp", no_decode)
+    script.main(args + ["--json", str(tmp_path / "b.json"), "--out", str(tmp_path / "b.md")])
+    first, second = (json.loads((tmp_path / f"{n}.json").read_text()) for n in "ab")
+    assert first["results"] == second["results"]
+    with pytest.raises(AssertionError, match="decoded although"):  # another suite is not read from the cache
+        script.main(args[:-2] + ["--grid-points", "3", "--cache", str(tmp_path / "cache"), "--out",
+                                 str(tmp_path / "c.md")])

@@ -108,3 +108,20 @@ def test_the_page_embeds_the_figure_it_is_given(script):
 def test_a_quick_subset_is_refused_with_an_unknown_decoder(script):
     with pytest.raises(SystemExit):
         script.main(["--decoders", "nope", "--models", "char"])
+
+
+def test_the_committed_page_is_its_json_rendered_on_both_models(script):
+    from pathlib import Path
+
+    from sbd_viz.list_tasks import LIST_TASKS
+
+    bench = Path(script.__file__).resolve().parent
+    data = json.loads((bench / "list_tasks.json").read_text())
+    header = {**data["header"], "figure": "list_tasks.png"}  # --png list_tasks.png, beside the page
+    assert (bench / "LIST_TASKS.md").read_text() == script.markdown(header, data["results"], data["examples"])
+    assert [m["name"] for m in data["results"]["models"]] == ["sbd-char-5m", "smollm2-135m-sbd"]
+    for model in data["results"]["models"]:
+        labels = {r["label"] for r in model["rows"]}
+        assert {"NTP", "SBD", "verified SBD", "SBD + remasking", "Jacobi", "prompt lookup"} <= labels
+        assert {r["task"] for r in model["rows"]} == {*LIST_TASKS, "all tasks"}
+    assert (bench / "list_tasks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
