@@ -116,7 +116,7 @@ class Gallery:
     def __init__(self, handlers):
         self.h = handlers
 
-    def run(self, controls, task):
+    def list_failures(self, controls, task):
         """Decode the list tasks with the main view's decoder and settings; stream the ranked failures."""
         from .inputs import read_decoder, refused
 

@@ -511,8 +511,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
         # Two concurrency groups, each with its own line in the queue (Gradio takes the next event from any group
         # with room, not first-in-first-out across groups): "model" for what a control move runs (a decode and its
-        # details, MODEL_LIMIT at a time), "heavy" for the many-decode jobs (ladder, compare, GIF), HEAVY_LIMIT at
-        # a time. So a slider move never waits behind a heavy job, and heavy jobs take at most one core.
+        # details, MODEL_LIMIT at a time), "heavy" for the many-decode jobs (ladder, compare, list tasks, GIF),
+        # HEAVY_LIMIT at a time. So a slider move never waits behind a heavy job, and heavy jobs take at most one core.
         # trigger_mode "always_last": a click or move while a decode runs is kept and decoded after it (Gradio's
         # default for a click drops it without a word)
         decode_kw = dict(fn=reading_controls(h.decode, list(decode_inputs)), inputs=list(decode_inputs.values()),
@@ -567,7 +567,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         if not canvas:
             gallery, call_picked = Gallery(h), gr.State(None)
             gallery_inputs = {**settings, "decoder": decoder, **chat_switch, "task": gallery_task}
-            gallery_run.click(reading_controls(gallery.run, list(gallery_inputs)), inputs=list(gallery_inputs.values()),
+            gallery_run.click(reading_controls(gallery.list_failures, list(gallery_inputs)), inputs=list(gallery_inputs.values()),
                               outputs=[gallery_table, gallery_status, gallery_picks], preprocess=False,
                               show_progress="minimal", **HEAVY_QUEUE, api_name="list_failures")
             picked = gallery_table.select(gallery.pick, inputs=[gallery_picks], outputs=[prompt, chat, max_new_tokens,

@@ -14,9 +14,10 @@ def test_a_click_on_a_failure_decodes_its_item_and_shows_its_call(served, page):
     page.wait_for_selector(DONE, timeout=60000)
     first_prompt = page.locator("#sbd-prompt textarea").input_value()
     page.locator("#sbd-gallery-box").get_by_text("List tasks: every failure at these settings").click()
-    page.locator("#sbd-gallery-task input").wait_for(state="visible", timeout=30000)
-    page.locator("#sbd-gallery-task input").click()
-    page.get_by_role("option", name="copy", exact=True).click()
+    task = page.locator("#sbd-gallery-task input")
+    task.wait_for(state="visible", timeout=30000)
+    task.fill("copy")  # typed and entered: the open option list can move while the page settles
+    task.press("Enter")
     page.locator("#sbd-gallery-run").click()
     page.wait_for_function("() => (document.querySelector('#sbd-gallery-status') || {}).innerText"
                            "?.includes('3 of 3 items decoded')", timeout=120000)

@@ -60,7 +60,7 @@ def test_heavy_jobs_have_their_own_line_of_the_queue(app):
     page = load_app()
     demo, _ = app
     fns = _fns(demo)
-    for name in ("ladder", "compare", "gif", "time_it"):
+    for name in ("ladder", "compare", "gif", "time_it", "list_failures"):
         assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("heavy", serving.HEAVY_LIMIT), name
     for name in ("decode", "details"):
         assert (fns[name].concurrency_id, fns[name].concurrency_limit) == ("model", serving.MODEL_LIMIT), name
@@ -68,7 +68,7 @@ def test_heavy_jobs_have_their_own_line_of_the_queue(app):
     lines = {fn.concurrency_id for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") in ("decode", "details")}
     assert lines == {"model"}
     heavy = {getattr(fn.fn, "__name__", "") for fn in demo.fns.values() if fn.concurrency_id == "heavy"}
-    assert heavy == {"ladder", "compare", "gif", "time_it"}
+    assert heavy == {"ladder", "compare", "gif", "time_it", "list_failures"}
     assert demo._queue.max_size == serving.QUEUE_SIZE
 
 
