@@ -89,8 +89,8 @@ class Cache:
     def __init__(self, folder: str | None, key: str, args, model_name: str):
         self.folder = Path(folder) if folder else None
         self.key = key
-        self.config = {"model": model_name, "tasks": list(args.tasks), "lengths": list(args.lengths), "per_length": args.per_length,
-                       "limit": args.limit, "seed": args.seed, "grid_points": args.grid_points, "rule": DEFAULT_RULE}
+        self.config = {"model": model_name, "tasks": list(args.tasks), "lengths": list(args.lengths),
+                       "per_length": args.per_length, "limit": args.limit, "seed": args.seed, "grid_points": args.grid_points, "rule": DEFAULT_RULE}
 
     def _path(self, label: str) -> Path:
         return self.folder / f"{self.key}-{re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-')}.json"

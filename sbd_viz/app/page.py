@@ -567,8 +567,8 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         if not canvas:
             gallery, call_picked = Gallery(h), gr.State(None)
             gallery_inputs = {**settings, "decoder": decoder, **chat_switch, "task": gallery_task}
-            gallery_run.click(reading_controls(gallery.list_failures, list(gallery_inputs)), inputs=list(gallery_inputs.values()),
-                              outputs=[gallery_table, gallery_status, gallery_picks], preprocess=False,
+            gallery_run.click(reading_controls(gallery.list_failures, list(gallery_inputs)),
+                              inputs=list(gallery_inputs.values()), outputs=[gallery_table, gallery_status, gallery_picks], preprocess=False,
                               show_progress="minimal", **HEAVY_QUEUE, api_name="list_failures")
             picked = gallery_table.select(gallery.pick, inputs=[gallery_picks], outputs=[prompt, chat, max_new_tokens,
                                                                                       stop_at_newline, call_picked],
