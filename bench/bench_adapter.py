@@ -40,10 +40,9 @@ import run_info  # noqa: E402
 from sbd_viz.labels import COUNT_LABELS  # noqa: E402
 
 COUNTED = COUNT_LABELS[(True, True)]  # every output token over every call: Trace.tokens_per_call
-# The speculative-decoding count: each item's first call and one token (NTP's, as generate's prefill writes) left
-# out. sv.call_counts' "after the prefill" also leaves out the drafts that call committed; this credits them to the
-# calls that checked them, so it is none of COUNT_LABELS' four
-AFTER_PREFILL = "tokens per call after the prefill call and one token"
+# The speculative-decoding count: each item's first call and its one token (NTP's, as generate's prefill writes; a
+# verified decode's drafts count at the call that checked them) left out, as sv.call_counts leaves them out
+AFTER_PREFILL = COUNT_LABELS[(True, False)]
 
 HERE = Path(__file__).resolve().parent
 BASE = "smollm2-135m"
@@ -397,10 +396,9 @@ def markdown(header, results, examples) -> str:
         f"{header['full']['code']} problems, raw prompts, cut at {', '.join(repr(s) for s in STOP)}). "
         f"At most {header['new_tokens']} new tokens an item.",
         f"- Tokens per call: output tokens / model calls, named as `sv.COUNT_LABELS` names them. *{COUNTED}*: "
-        f"every token and every call. *{AFTER_PREFILL}*: each item's first call (it reads the prompt) and one "
-        "token (NTP's, the one generate's prefill writes) left out, so one token per call is 1.00 either way. "
-        f"It is *{COUNT_LABELS[(True, False)]}* for generate; for the drafting decoders `sv.call_counts` also "
-        "leaves out the drafts the first call committed, which this column credits to the calls that checked them.",
+        f"every token and every call. *{AFTER_PREFILL}*: each item's first call (it reads the prompt) and its one "
+        "token (NTP's, the one generate's prefill writes; a verified decode's drafts count at the call that checked "
+        "them) left out, so one token per call is 1.00 either way.",
         ""]
     for name, title in (("chat", "Held-out chat"), ("code", "HumanEval")):
         s = results["sets"][name]

@@ -1,7 +1,9 @@
-"""The commits an output holds: one per output token, the last commit at its position.
+"""The commits an output holds: one per output token, the last commit at its position; and the call from which each
+output token is in the output for good.
 
-What the decode-order measures (``sbd_viz.analysis.order``) and the peer formats (``sbd_viz.peer_formats``) both
-read: a plain function of the trace, beside it at the package's top so both layers may use it.
+What the decode-order measures (``sbd_viz.analysis.order``), the counts (``sbd_viz.analysis.counts``) and the peer
+formats (``sbd_viz.peer_formats``) read: plain functions of the trace, beside it at the package's top so every layer
+may use them.
 """
 
 from __future__ import annotations
@@ -34,3 +36,21 @@ def kept_commits(trace: Trace) -> list[KeptCommit]:
         for slot in s.renoised:
             last.pop(s.block_start + slot, None)
     return [KeptCommit(i, *last[n0 + i]) for i in range(trace.n_tokens) if n0 + i in last]
+
+
+def output_calls(trace: Trace) -> list[int]:
+    """For each output token, the call from which it is in the output for good: the call that committed it, except a
+    verified decode's drafted token, which is a token only once a check accepted it, so it counts at the checking
+    call (as the block fill's running count does). Otherwise ``Trace.token_calls``: a canvas slot a block ended with
+    open counts at the block's last call."""
+    trace = check_trace(trace)
+    calls = trace.token_calls()
+    if not trace.verified:
+        return calls
+    verdicts = trace.verdicts()
+    for kept in kept_commits(trace):
+        if not kept.commit.ntp:
+            checked = verdicts.get((kept.step.call, kept.step.block_start + kept.commit.slot))
+            if checked is not None:
+                calls[kept.index] = checked[0]
+    return calls

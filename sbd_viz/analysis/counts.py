@@ -12,7 +12,10 @@ Here:
   (``stop_reason == "eos"``), or when that last token is one of the trace's special tokens (a chat template's
   ``<|im_end|>`` given as a stop). A stop string that is ordinary text (a newline) is text, not an end token.
 - the *prefill call* is call 0, the call that reads the prompt (``n_input`` holds the prompt and the first block);
-  it commits tokens too, and "without the prefill" leaves out the call and the tokens it committed.
+  it commits tokens too, and "without the prefill" leaves out the call and the tokens it committed. A verified
+  decode's drafts are tokens only once checked, so they count at the call that checked them
+  (``sbd_viz.commits.output_calls``), as speculative-decoding papers count accepted drafts: call 0 of a verified
+  decode commits NTP's one token.
 
 ``call_counts(trace)`` returns the counts and the four ratios, each under the label ``COUNT_LABELS`` gives it, so
 every view and page names them alike; ``tokens_per_call(trace, end_token=..., prefill=...)`` one of the ratios.
@@ -21,6 +24,7 @@ every view and page names them alike; ``tokens_per_call(trace, end_token=..., pr
 from __future__ import annotations
 
 from ..checks import check_trace
+from ..commits import output_calls
 from ..labels import COUNT_LABELS
 from ..trace import Trace
 
@@ -33,8 +37,9 @@ def has_end_token(trace: Trace) -> bool:
 
 
 def prefill_tokens(trace: Trace) -> int:
-    """Output tokens the prefill call (call 0) committed: the output tokens whose commit is call 0's."""
-    return sum(1 for call in check_trace(trace).token_calls() if call == 0)
+    """Output tokens the prefill call (call 0) committed: those in the output for good from call 0 on
+    (``output_calls``; a verified draft counts at the call that checked it)."""
+    return sum(1 for call in output_calls(trace) if call == 0)
 
 
 def tokens_per_call(trace: Trace, end_token: bool = True, prefill: bool = True) -> float:
@@ -51,7 +56,7 @@ def tokens_per_call(trace: Trace, end_token: bool = True, prefill: bool = True) 
     if not prefill and calls:
         calls -= 1
         tokens -= prefill_tokens(trace)
-        if has_end_token(trace) and not end_token and trace.token_calls()[-1] == 0:
+        if has_end_token(trace) and not end_token and output_calls(trace)[-1] == 0:
             tokens += 1  # the end token came from the prefill: it was taken off once already
     return tokens / calls if calls else float("nan")
 

@@ -16,9 +16,6 @@ OTHER_RATIOS = {
     "tokens per call (single block)":
         "ADAPTER_TRAINING.md: predicted by the adapter's probe from slot accuracies on held-out text, not counted "
         "from decodes (adapter_training.py's docstring)",
-    "tokens per call after the prefill call and one token":
-        "ADAPTER.md: each item's first call and one token left out, as speculative decoding counts; "
-        "sv.call_counts also leaves out the drafts that first call committed",
 }
 
 

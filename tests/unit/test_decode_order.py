@@ -119,6 +119,25 @@ def _with_end(trace: Trace, reason: str = "eos") -> Trace:
     return dataclasses.replace(trace, stop_reason=reason)
 
 
+def test_a_verified_decodes_drafts_count_at_the_call_that_checked_them(shipped):
+    """Call 0 of a verified decode drafts a block but commits only NTP's token: its drafts are tokens once call 1
+    checks them. The block fill's running count (``plots.blocks.committed_counts``, its own reading of the checks)
+    agrees call by call."""
+    from collections import Counter
+    from itertools import accumulate
+
+    from sbd_viz.commits import output_calls
+    from sbd_viz.plots.blocks import committed_counts
+
+    trace = sv.decode(shipped, "assert sorted([31, 7, 19, 2]) == ", verify=True, gamma=2.0, block_size=8,
+                      max_new_tokens=24)
+    assert trace.verified and any(c.accepted for c in trace.checks())  # drafts were checked and kept
+    assert prefill_tokens(trace) == 1 < sum(1 for call in trace.token_calls() if call == 0)
+    per_call = Counter(output_calls(trace))
+    assert list(accumulate(per_call.get(c, 0) for c in range(trace.nfe))) == committed_counts(trace)
+    assert sv.tokens_per_call(trace, prefill=False) == (trace.n_tokens - 1) / (trace.nfe - 1)
+
+
 def test_counts_without_end_token_and_prefill_by_hand():
     trace = hand_trace()  # 14 tokens, 9 calls; call 0 commits one token (block 0's slot 5)
     assert prefill_tokens(trace) == 1 and not has_end_token(trace)
