@@ -95,18 +95,6 @@ def ladder_status(frame, total: int, label: str = "SBD") -> str:
                    "up to this one" + (")" if done == total else ", so far)")) + exact
 
 
-def ladder_figure(frame):
-    """The ladder's figure (``plots.ladder_figure``, which draws the frame's ``gamma`` column), its x axis named after
-    the knob the ladder climbed."""
-    knob = frame.attrs.get("knob", "gamma")
-    if knob == "gamma":
-        return gamma_ladder_figure(frame)
-    shown = frame.rename(columns={knob: "gamma"})
-    shown.attrs = {**frame.attrs, "knob": "gamma"}
-    figure = gamma_ladder_figure(shown)
-    return figure.update_layout(xaxis_title=f"{knob} ({frame.attrs.get('decoder')}'s knob)")
-
-
 def stream_ladder(model, prompt: str, settings: dict, spec=None, own: dict | None = None):
     """Decode ``prompt`` with NTP, then at every value of the decoder's knob (``spec``: the model's first decoder by
     default; the rule's γ ladder, or the values its spec's knob spreads over), greedy, unverified (the ladder asks
@@ -123,7 +111,7 @@ def stream_ladder(model, prompt: str, settings: dict, spec=None, own: dict | Non
     total = len(ladder.gammas)
     for _ in ladder.rows():
         frame = ladder.frame()
-        yield ladder_rows(frame), ladder_figure(frame), ladder_status(frame, total, spec.label), frame
+        yield ladder_rows(frame), gamma_ladder_figure(frame), ladder_status(frame, total, spec.label), frame
 
 
 def animation_file(trace, folder: Path) -> Path:

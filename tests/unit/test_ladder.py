@@ -233,3 +233,17 @@ def test_shipped_model_ladders_match_independent_decodes_on_held_out_prompts(shi
             ranges = [sv.rules.Interval(r["lo"], r["hi"], r["lo_closed"], r["hi_closed"])
                       for r in df.attrs["safe_ranges"]]
             assert safe in gammas[first:end] and not any(safe in r and nxt in r for r in ranges), item.prompt
+
+
+def test_the_figure_draws_a_decoders_own_knob_by_its_name():
+    """A ladder that climbed Jacobi's block size (``attrs["knob"]``): its values on the x axis, named there, in the
+    hover and the title, and the safe climb read along it; no γ column is needed."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"block_size": [8, 2, 4], "calls": [10, 14, 12], "same_as_ntp": [False, True, True]})
+    frame.attrs.update(knob="block_size", decoder="Jacobi", ntp_calls=16)
+    fig = gamma_ladder_figure(frame)
+    calls = next(t for t in fig.data if t.name == "calls")
+    assert list(calls.x) == [2, 4, 8] and calls.hovertext[0].startswith("block_size = 2")
+    assert fig.layout.xaxis.title.text == "block_size (Jacobi's knob)"
+    assert fig.layout.meta["largest_safe_gamma"] == 4 and "largest safe block_size = 4" in fig.layout.title.text
