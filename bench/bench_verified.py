@@ -9,7 +9,8 @@ line, fp32), interleaved item by item in a rotating order so drift hits every me
 - ``greedy``: HF ``generate``, greedy (the reference text);
 - ``lookup``: HF prompt lookup decoding, ``generate(prompt_lookup_num_tokens=10)``, lossless;
 - ``sbd``: plain (lossy) SBD, entropy-bounded γ 0.1, block 16;
-- ``verified γ k``: ``sv.decode(..., verify=True)`` over the γ grid and block sizes.
+- ``verified γ k``: ``sv.decode(..., verify=True)`` over the γ grid and block sizes; a γ whose piece
+  (``Trace.gamma_range``) was decoded for the item at another γ reads that decode and its seconds.
 
 Reports tokens per call (forwards counted with a hook for the HF methods), rollbacks per block,
 items whose text differs from greedy's, and wall-clock speed relative to greedy and to prompt lookup
@@ -50,6 +51,27 @@ def hf_generate(model, prompt_ids, max_new_tokens, stop, lookup: int | None):
     return new[: found.index] if found else new
 
 
+def decode_timed(model, prompt, setting, pieces: dict, max_new_tokens, stop):
+    """``sv.decode`` of ``prompt`` at ``setting`` (γ, block size, verify) and its seconds. A γ whose piece
+    (``Trace.gamma_range``) was decoded for this prompt already reads that decode and its seconds back (``pieces``:
+    a ``PieceStore`` per block size and verify, kept per prompt by the caller): the same trace, no decode run again
+    and none replayed inside a timed one."""
+    import sbd_viz as sv
+    from sbd_viz.analysis.pieces import PieceStore, at_gamma
+
+    g, k, verify = setting
+    store = pieces.setdefault((k, verify), PieceStore())
+    kept = store.find(g)
+    if kept is not None:
+        trace, seconds = kept
+        return at_gamma(trace, g), seconds
+    t0 = time.perf_counter()
+    trace = sv.decode(model, prompt, gamma=g, block_size=k, max_new_tokens=max_new_tokens, stop=stop, verify=verify)
+    seconds = time.perf_counter() - t0
+    store.add(trace, (trace, seconds))
+    return trace, seconds
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2)
@@ -86,6 +108,7 @@ def main(argv=None) -> int:
         prompt_ids = model.encode(item.prompt)
         order = methods[i % len(methods):] + methods[: i % len(methods)]
         texts = {}
+        pieces = {}  # this item's decodes, per block size and verify
         for name, setting in order:
             forwards["n"] = 0
             t0 = time.perf_counter()
@@ -93,10 +116,8 @@ def main(argv=None) -> int:
                 ids = hf_generate(model, prompt_ids, max_new, stop, LOOKUP_TOKENS if name == "lookup" else None)
                 seconds, calls = time.perf_counter() - t0, forwards["n"]
             else:
-                g, k, verify = setting
-                trace = sv.decode(model, item.prompt, gamma=g, block_size=k, max_new_tokens=max_new, stop=stop,
-                                  verify=verify)
-                seconds, calls, ids = time.perf_counter() - t0, trace.nfe, list(trace.output_ids)
+                trace, seconds = decode_timed(model, item.prompt, setting, pieces, max_new, stop)
+                calls, ids = trace.nfe, list(trace.output_ids)
                 stats[name]["rollbacks"] += sum(1 for s in trace.steps if s.rollback is not None)
                 stats[name]["blocks"] += trace.n_blocks
             texts[name] = ids

@@ -11,6 +11,8 @@ import sbd_viz as sv
 from sbd_viz.analysis.pieces import PieceStore, at_gamma, decode_at_gammas
 from sbd_viz.tasks import SuiteItem, score
 
+from conftest import bench_script
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 PROMPTS = ["assert 12 + 7 == ", "assert 3 + 4 == ", "assert sorted([3, 1]) == "]
@@ -127,3 +129,49 @@ def test_sweep_decoders_decodes_each_piece_once_with_the_same_frame(sharp):
         sv.sweep_decoders(sharp, PROMPTS, reuse_pieces="yes")
     with pytest.raises(ValueError, match="reuse_pieces"):
         sv.sweep(sharp, PROMPTS, reuse_pieces=1, cache_dir=None)
+
+
+def second_gamma(traces, gamma):
+    """A γ other than ``gamma`` that the γ range of every trace (each decoded at ``gamma``) holds."""
+    common = traces[0].gamma_range
+    for t in traces[1:]:
+        common = common & t.gamma_range
+    for other in ((gamma + common.hi) / 2, gamma + 1.0, (gamma + common.lo) / 2):
+        if other != gamma and other in common:
+            return other
+    raise AssertionError(f"no second γ in {common}")
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("script", ["bench_remask", "bench_incoherent", "bench_verified"])
+def test_bench_scripts_decode_each_piece_once(sharp, script):
+    """Each bench script that loops over γ decodes an item once for two γ of one piece: its model forwards are those
+    of one decode per item and line (one per γ would double them), and its traces are ``sv.decode``'s at each γ."""
+    bench = bench_script(script)
+    suite = [SuiteItem(prompt=p, answer="x", family="add") for p in PROMPTS[:2]]
+    kw = dict(max_new_tokens=64, stop="\n")
+    lines = {"bench_remask": [{}, dict(decoder="remask", remask_threshold=0.5)],
+             "bench_incoherent": [dict(rule="entropy_bounded")], "bench_verified": [dict(block_size=16, verify=True)]}
+    g = 0.3
+    with counted_forwards(sharp) as once:
+        first = [sv.decode(sharp, i.prompt, gamma=g, **kw, **line) for line in lines[script] for i in suite]
+    other = second_gamma(first, g)
+    with counted_forwards(sharp) as count:
+        if script == "bench_remask":
+            sbd, remask = bench.decode_suite(sharp, suite, [g, other], [0.5])
+            got = {gamma: sbd[gamma] + remask[gamma, 0.5] for gamma in (g, other)}
+        elif script == "bench_incoherent":
+            got = bench.decode_suite(sharp, suite, [g, other])
+        else:
+            got = {gamma: [] for gamma in (g, other)}
+            for item in suite:
+                pieces, seconds = {}, []
+                for gamma in (g, other):
+                    trace, s = bench.decode_timed(sharp, item.prompt, (gamma, 16, True), pieces, 64, "\n")
+                    got[gamma].append(trace)
+                    seconds.append(s)
+                assert seconds[0] == seconds[1]  # read back with the decode it was timed with
+    assert count[0] == once[0] > 0
+    for gamma in (g, other):
+        refs = [sv.decode(sharp, i.prompt, gamma=gamma, **kw, **line) for line in lines[script] for i in suite]
+        assert all(same_decode(a, b) for a, b in zip(got[gamma], refs, strict=True)), gamma
