@@ -175,3 +175,28 @@ def test_bench_scripts_decode_each_piece_once(sharp, script):
     for gamma in (g, other):
         refs = [sv.decode(sharp, i.prompt, gamma=gamma, **kw, **line) for line in lines[script] for i in suite]
         assert all(same_decode(a, b) for a, b in zip(got[gamma], refs, strict=True)), gamma
+
+
+@pytest.mark.heavy
+def test_the_fine_tune_bench_decodes_each_verified_piece_once(sharp, monkeypatch):
+    """bench_sbd_finetune's verified settings at two γ of one piece cost the forwards of one verified decode, and its
+    rows are those of decoding each setting with ``sv.decode``."""
+    bench = bench_script("bench_sbd_finetune")
+    prompt, g = PROMPTS[0], 0.3
+    first = sv.decode(sharp, prompt, decoder="sbd", verify=True, block_size=16, gamma=g, max_new_tokens=24)
+    other = second_gamma([first], g)
+    monkeypatch.setattr(bench, "VERIFIED", [(16, g), (16, other)])
+    with counted_forwards(sharp) as count:
+        rows = bench.measure(sharp, [prompt], 24)["decoders"]
+    with counted_forwards(sharp) as once:
+        ntp = sv.decode(sharp, prompt, decoder="ntp", max_new_tokens=24)
+        sv.decode(sharp, prompt, decoder="prompt_lookup", max_new_tokens=24)
+        sv.decode(sharp, prompt, decoder="sbd", verify=True, block_size=16, gamma=g, max_new_tokens=24)
+        k, gamma = bench.PLAIN
+        sv.decode(sharp, prompt, decoder="sbd", block_size=k, gamma=gamma, max_new_tokens=24)
+    assert count[0] == once[0] > 0
+    for gamma in (g, other):
+        ref = sv.decode(sharp, prompt, decoder="sbd", verify=True, block_size=16, gamma=gamma, max_new_tokens=24)
+        row = rows[f"verified SBD, block 16, γ {gamma:g}"]
+        assert (row["tokens"], row["calls"], row["equal"]) == (ref.n_tokens, ref.nfe,
+                                                               int(list(ref.output_ids) == list(ntp.output_ids)))
