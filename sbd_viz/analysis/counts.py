@@ -54,9 +54,10 @@ def tokens_per_call(trace: Trace, end_token: bool = True, prefill: bool = True) 
     if not end_token and has_end_token(trace):
         tokens -= 1
     if not prefill and calls:
+        at = output_calls(trace)
         calls -= 1
-        tokens -= prefill_tokens(trace)
-        if has_end_token(trace) and not end_token and output_calls(trace)[-1] == 0:
+        tokens -= at.count(0)  # prefill_tokens
+        if has_end_token(trace) and not end_token and at[-1] == 0:
             tokens += 1  # the end token came from the prefill: it was taken off once already
     return tokens / calls if calls else float("nan")
 
