@@ -28,7 +28,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.analysis.incoherence import KINDS, incoherence_report
-from sbd_viz.analysis.pieces import decode_at_gammas
+from sbd_viz.analysis.pieces import prompts_at_gammas
 from sbd_viz.labels import COUNT_LABELS
 
 import run_info  # beside this file
@@ -40,10 +40,9 @@ EXAMPLE_COLUMNS = ("gamma", "family", "kind", "call", "slot", "gap", "run_text",
 
 def decode_suite(model, suite, gammas) -> dict[float, list]:
     """Every item by SBD at each γ: γ -> the items' traces in order. Each item decodes one γ per piece and reads the
-    others off it (``pieces.decode_at_gammas``): the same traces as ``sv.decode`` at each γ, fewer calls."""
-    by_item = [decode_at_gammas(model, item.prompt, gammas, rule="entropy_bounded", max_new_tokens=MAX_NEW_TOKENS,
-                                stop="\n").traces for item in suite]
-    return {g: [by_gamma[g] for by_gamma in by_item] for g in gammas}
+    others off it (``pieces.prompts_at_gammas``): the same traces as ``sv.decode`` at each γ, fewer calls."""
+    return prompts_at_gammas(model, [item.prompt for item in suite], gammas, rule="entropy_bounded",
+                             max_new_tokens=MAX_NEW_TOKENS, stop="\n")
 
 
 def measure(model, suite, gamma: float, traces: list, ntp_texts: list[str]) -> tuple[dict, list[dict]]:

@@ -23,7 +23,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.analysis.pieces import decode_at_gammas
+from sbd_viz.analysis.pieces import prompts_at_gammas
 from sbd_viz.labels import COUNT_LABELS
 from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
 
@@ -76,14 +76,13 @@ def run(args, argv) -> tuple[dict, list[dict], list[dict]]:
 def decode_suite(model, suite, gammas, thresholds) -> tuple[dict, dict]:
     """Every item by SBD at each γ and by remasking at each γ and threshold: ``sbd[γ]`` and ``remask[γ, threshold]``,
     the items' traces in order. Each decodes one γ per piece and reads the others off it
-    (``pieces.decode_at_gammas``): the same traces as ``sv.decode`` at each γ, fewer calls."""
-    def at_gammas(item, **settings):
-        return decode_at_gammas(model, item.prompt, gammas, max_new_tokens=MAX_NEW_TOKENS, stop=STOP,
-                                **settings).traces
-    sbd = [at_gammas(item) for item in suite]
-    remask = {t: [at_gammas(item, decoder="remask", remask_threshold=t) for item in suite] for t in thresholds}
-    return ({g: [by_gamma[g] for by_gamma in sbd] for g in gammas},
-            {(g, t): [by_gamma[g] for by_gamma in remask[t]] for g in gammas for t in thresholds})
+    (``pieces.prompts_at_gammas``): the same traces as ``sv.decode`` at each γ, fewer calls."""
+    prompts = [item.prompt for item in suite]
+    kw = dict(max_new_tokens=MAX_NEW_TOKENS, stop=STOP)
+    sbd = prompts_at_gammas(model, prompts, gammas, **kw)
+    remask = {t: prompts_at_gammas(model, prompts, gammas, decoder="remask", remask_threshold=t, **kw)
+              for t in thresholds}
+    return sbd, {(g, t): remask[t][g] for g in gammas for t in thresholds}
 
 
 def measure(base, gamma: float, remasks: list[tuple], results: list[dict], examples: list[dict]) -> None:

@@ -9,6 +9,8 @@ the same as decoding each γ; only the calls differ.
 - ``decode_at_gammas``: one prompt at several γ with one set of other settings, through ``GammaMapWalk`` with the γ
   values as its points (one decode per piece holding a point, the calls a piece shares with the piece below it
   replayed). ``sv.sweep_decoders`` decodes its γ settings this way.
+- ``prompts_at_gammas``: several prompts, each through ``decode_at_gammas``, as γ -> the prompts' traces in order
+  (what a bench page measures per γ).
 - ``PieceStore``: decodes kept with their γ ranges and found again by γ. ``sv.sweep`` keeps each item's measured
   row (its decode, NTP's beside it and their seconds) this way, so a γ whose piece was measured already is not
   decoded or timed again: every decode it times is a whole decode, none replayed.
@@ -104,3 +106,11 @@ def decode_at_gammas(model, prompt: str, gammas: Iterable[float], decoder=None, 
         pass
     traces = {g: at_gamma(walk.map.trace_at(g), g) for g in values}
     return GammaDecodes(traces, walk.map.calls, walk.map.decodes)
+
+
+def prompts_at_gammas(model, prompts: Iterable[str], gammas: Iterable[float], **settings) -> dict[float, list[Trace]]:
+    """Each of ``prompts`` decoded at every γ of ``gammas`` (``decode_at_gammas``, one decode per piece; ``settings``
+    as its): γ -> the prompts' traces, in the prompts' order."""
+    values = list(gammas)
+    by_prompt = [decode_at_gammas(model, prompt, values, **settings).traces for prompt in prompts]
+    return {g: [traces[g] for traces in by_prompt] for g in values}
