@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 from pathlib import Path
 
 import torch
@@ -77,6 +78,10 @@ def build_char_tokenizer():
         pad_token=EOS, model_max_length=4096, clean_up_tokenization_spaces=False)
 
 
+_OUTSIDE_VOCAB = re.compile("[^" + "".join(re.escape(ch) for ch in CHARS) + "]")  # one pass over a file, not a
+# list lookup per character (the standard library's 12 million characters: 14 s that way, under a second this way)
+
+
 def code_documents(folder: str | os.PathLike | None = None, min_chars: int = 200) -> list[str]:
     """ASCII text of the ``.py`` files under ``folder`` (default: this interpreter's stdlib), tests skipped."""
     root = Path(folder) if folder else Path(os.__file__).parent
@@ -87,8 +92,7 @@ def code_documents(folder: str | os.PathLike | None = None, min_chars: int = 200
         parts = set(path.relative_to(root).parts)
         if parts & {"test", "tests", "idle_test", "site-packages"}:
             continue
-        text = path.read_text(encoding="utf-8", errors="ignore")
-        text = "".join(ch for ch in text if ch in CHARS)  # the char vocabulary is ASCII
+        text = _OUTSIDE_VOCAB.sub("", path.read_text(encoding="utf-8", errors="ignore"))  # the vocabulary is ASCII
         if len(text) >= min_chars:
             docs.append(text)
     return docs

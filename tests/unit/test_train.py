@@ -484,3 +484,17 @@ def test_a_widened_model_computes_what_it_did_and_every_new_weight_learns():
         train.TrainConfig(widen=192).validate()
     with pytest.raises(ValueError, match="widen"):
         upscale.widen_model(torch.nn.Linear(2, 2), 192)
+
+
+def test_code_documents_keep_each_files_vocabulary_characters_and_skip_tests_and_short_files(tmp_path):
+    from sbd_viz.training.data import code_documents
+
+    body = "def f(x):\n\treturn 'naïve café' + x  # ✓ ünïcode, \x0c form feed\n" * 4
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(body, encoding="utf-8")
+    (tmp_path / "pkg" / "short.py").write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(body, encoding="utf-8")
+    kept = "".join(ch for ch in body if ch in "\n\t" or " " <= ch <= "~")  # newline, tab and printable ASCII
+    assert code_documents(tmp_path, min_chars=50) == [kept]
+    assert "ï" not in kept and "\x0c" not in kept and "return 'nave caf' + x" in kept
