@@ -27,8 +27,10 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # papermill injects them); every cell still runs. The rendered pages (docs/notebooks) are the full-size runs. A
 # fixed step count, no time budget: what the test reads must not depend on how many steps fit in a minute.
 PARAMETERS = {"02_gamma_tradeoff": {"PER_FAMILY": 2, "REPEATS": 1},
+              "03_gap_fill_failures": {"PER_FAMILY": 2},
               "04_train_your_own": {"MAX_STEPS": 10, "TIME_BUDGET_MIN": 0.0, "PER_FAMILY": 2},
               "05_verified_sbd": {"PER_FAMILY": 2, "REPEATS": 1},
+              "06_parallel_decoders": {"PER_FAMILY": 2},
               "08_real_text_sbd": {"MAX_NEW": 16}}
 
 
