@@ -3,6 +3,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
+# A machine may tell Python not to write compiled files (PYTHONDONTWRITEBYTECODE): then every process -- each test
+# worker, each notebook's kernel, each subprocess a test starts -- compiles sbd_viz and much of transformers from
+# source again (a test run starts dozens). Here they are written, into the venv's own folder, not the source tree.
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 
 .PHONY: run test test-quick test-unit docs setup setup-dev
 
