@@ -2,6 +2,12 @@
 
     python bench/adapter_training.py --log runs/sbd-adapter/log.jsonl     # writes bench/adapter_training.json + .md
     python bench/adapter_training.py --from-json                          # the page again from the JSON
+    python bench/adapter_training.py --log ... --held-out 750=bench/adapter.json --held-out 1200=other.json
+                                              # and verified SBD measured on held-out text at those steps
+
+``--held-out STEP=JSON`` takes a ``bench/bench_adapter.py --json`` run of the adapter at that step: decodes, not a
+prediction. Its exact decoders' tokens per call on each held-out set go in a second table, so the probe's curve can be
+read against what held-out text gives.
 
 The probe (``sbd_viz.training.adapter_train.probe``) runs every ``--probe-every`` steps on prompts of the training
 kinds that were never trained on: fully masked blocks of the decode block size tile each held-out continuation of the
@@ -45,6 +51,20 @@ def read_log(path: Path) -> tuple[list[dict], list[float]]:
             rows.append({"step": entry["step"], "scored_tokens": entry["scored"], "train_minutes": round(seconds / 60, 1),
                          "loss": entry["loss"], **{name: entry["probe"][name] for name in sorted(entry["probe"])}})
     return rows, steps
+
+
+def held_out_row(step: int, path: Path) -> dict:
+    """A ``bench_adapter`` run's exact decoders, per held-out set: items, identical items and both counts."""
+    run = json.loads(Path(path).read_text())
+    keep = ("items", "identical", "tokens_per_call", "after_prefill")
+    sets = {}
+    for name, got in run["results"]["sets"].items():
+        decoders = {"prompt lookup": got["lookup"]}
+        for kind, title in (("verified", "verified SBD"), ("tree", "verified SBD, tree drafting")):
+            for setting, r in got.get(kind, {}).items():
+                decoders[f"{title}, {setting}"] = r
+        sets[name] = {label: {k: r[k] for k in keep} for label, r in decoders.items()}
+    return {"step": step, "source": Path(path).name, "command": run["header"]["command"], "sets": sets}
 
 
 def log_fit(rows: list[dict], name: str) -> tuple[float, float]:
@@ -99,6 +119,33 @@ def render(data: dict) -> str:
             lines.append(f"- {s}: {slope:+.3f} {SINGLE} per doubling of the tokens scored; 2.0 {SINGLE} "
                          + (f"at about {need:,.0f} tokens scored ({need / rows[-1]['scored_tokens']:,.0f}× this run)"
                             if math.isfinite(need) else "not on this line"))
+    held = data.get("held_out", [])
+    if held:
+        counted, after = COUNT_LABELS[(True, True)], COUNT_LABELS[(True, False)]
+        lines += ["", "## Measured on held-out text at some steps", "",
+                  "The probe predicts; these are decodes. `bench/bench_adapter.py` run on the adapter at that step "
+                  "(its JSON named in each row's source, its command below), on held-out chat and HumanEval, the "
+                  "same items at every step. *identical*: items whose ids equal the base's greedy `generate`.", ""]
+        head = ["step", "set", "decoder", "identical", counted, after]
+        lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---:", "---", "---"] + ["---:"] * 3) + "|"]
+        for h in held:
+            for name, decoders in h["sets"].items():
+                for label, r in decoders.items():
+                    lines.append(f"| {h['step']} | {name} | {label} | {r['identical']}/{r['items']} | "
+                                 f"{r['tokens_per_call']:.2f} | {r['after_prefill']:.2f} |")
+        lines += [""] + [f"- step {h['step']} (`{h['source']}`): `{h['command']}`" for h in held]
+        first, last = held[0], held[-1]
+        probe = {r["step"]: r for r in rows}
+        if len(held) >= 2 and first["step"] in probe and last["step"] in probe:
+            said = []
+            for name in last["sets"]:
+                common = [d for d in last["sets"][name] if "tree" in d and d in first["sets"].get(name, {})]
+                for d in common:
+                    said.append(f"{name}, {d}: {first['sets'][name][d]['after_prefill']:.2f} → "
+                                f"{last['sets'][name][d]['after_prefill']:.2f} {after} held out, while the probe "
+                                f"predicted {probe[first['step']][name]['single_tpc']:.2f} → "
+                                f"{probe[last['step']][name]['single_tpc']:.2f}")
+            lines += ["", f"From step {first['step']} to step {last['step']}: " + "; ".join(said) + "."]
     lines += ["", "**Against the full fine-tune** ([SBD_FINETUNE.md](SBD_FINETUNE.md): the paper's objective on every "
               "weight, an hour on this CPU): that run changed the model's own greedy text (0 of 16 prompts kept the "
               f"base's first 40 tokens) and reached 1.20 {COUNT_LABELS[(True, True)]} with verified SBD on its "
@@ -117,13 +164,24 @@ def main(argv=None) -> None:
     p.add_argument("--command", default="", help="the training command, as the page states it")
     p.add_argument("--run", default="", help="when and where the run ran, as the page states it")
     p.add_argument("--from-json", action="store_true", help="render the page from the committed JSON only")
+    p.add_argument("--held-out", action="append", default=[], metavar="STEP=JSON",
+                   help="a bench_adapter.py --json run of the adapter at training step STEP (repeatable)")
     args = p.parse_args(argv)
+    held = []
+    for spec in args.held_out:
+        step, sep, path = spec.partition("=")
+        if not sep or not step.strip().isdigit() or not Path(path).is_file():
+            p.error(f"--held-out: expected STEP=JSON with an existing bench_adapter JSON, got {spec!r}")
+        held.append(held_out_row(int(step), Path(path)))
     if args.from_json:
         data = json.loads(JSON.read_text())
     else:
         rows, steps = read_log(args.log)
         data = {"command": args.command, "run": args.run, "rows": rows,
                 "step_seconds": {"fastest": min(steps), "median": statistics.median(steps)}}
+    if held:
+        data["held_out"] = sorted(held, key=lambda h: h["step"])
+    if held or not args.from_json:
         JSON.write_text(json.dumps(data, indent=1) + "\n")
     PAGE.write_text(render(data))
     print(PAGE.read_text())

@@ -34,3 +34,19 @@ def test_the_log_fit_recovers_a_known_line():
     rows = [{"scored_tokens": 2 ** i, "x": {"single_tpc": 1.0 + 0.1 * i}} for i in range(10, 15)]
     slope, intercept = module.log_fit(rows, "x")
     assert abs(slope - 0.1) < 1e-9 and abs(intercept - 1.0) < 1e-9
+
+
+def test_held_out_rows_are_the_bench_runs_they_name():
+    """Each held-out row is read from a committed bench_adapter JSON (decodes, not the probe), and the page shows it."""
+    module = page_module()
+    data = json.loads(module.JSON.read_text())
+    held = data.get("held_out", [])
+    assert held, "no held-out measurement on the page"
+    page = module.PAGE.read_text()
+    for h in held:
+        assert module.held_out_row(h["step"], BENCH / h["source"]) == h
+        run = json.loads((BENCH / h["source"]).read_text())
+        tree = run["results"]["sets"]["code"]["tree"]
+        for setting, r in tree.items():  # the bench's own numbers, on the page under this step
+            assert (f"| {h['step']} | code | verified SBD, tree drafting, {setting} | {r['identical']}/{r['items']} | "
+                    f"{r['tokens_per_call']:.2f} |") in page
