@@ -87,7 +87,9 @@ def render(data: dict) -> str:
         "# The SBD adapter's learning curve (held-out probe)",
         "",
         f"Command: `{data['command']}`. Run: {data['run']}. Rendered by `python bench/adapter_training.py "
-        "--log runs/sbd-adapter/log.jsonl` from the run's log (the probe is described in that script's docstring; "
+        "--log runs/sbd-adapter/log.jsonl"
+        + "".join(f" --held-out {h['step']}=bench/{h['source']}" for h in data.get("held_out", []))
+        + "` from the run's log (the probe is described in that script's docstring; "
         "its prompts were never trained on). Minutes are the training steps' own wall time on this 2-core CPU, "
         "the probe excluded, while tests and benchmarks shared the cores: a step of 8 sequences took "
         f"{data['step_seconds']['fastest']:.1f} s at the fastest and {data['step_seconds']['median']:.1f} s at the "
