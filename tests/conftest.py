@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,18 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def background_work_ends_with_its_module():
+    """The app's background workers (threads named ``sbd-viz-...``: the γ maps, the suite sweep) that a test file
+    starts must be stopped by its end (``Handlers.close()``). Left running, they decode during the worker's later
+    tests: a test that counts the model's calls counts theirs too, and they take a core from the rest of the run."""
+    before = set(threading.enumerate())
+    yield
+    left = sorted(t.name for t in threading.enumerate()
+                  if t not in before and t.is_alive() and t.name.startswith("sbd-viz-"))
+    assert not left, f"background threads outlive this test file: {left}; close the handlers that started them"
+
+
 def free_port() -> int:
     """A free localhost TCP port (for the app's server, or Accelerate's rendezvous)."""
     import socket
@@ -256,7 +269,7 @@ def app_server(model, **kwargs):
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
-        handlers_of(demo).maps.close()  # its background γ maps stop with it
+        handlers_of(demo).close()  # its background γ maps stop with it, and its files go
         demo.close()
         torch.set_num_threads(threads)
 

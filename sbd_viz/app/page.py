@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import shutil
 import tempfile
 import time
 import uuid
@@ -76,6 +77,12 @@ class Handlers:
         # recognise suite prompts, alone or at the end of a document, to score them
         self.suite = {item.prompt: item for item in items}
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
+
+    def close(self) -> None:
+        """Stop the γ maps' worker (a map being built stops at its next call) and remove the files the handlers
+        wrote (animations, trace downloads). The handlers answer no request after this."""
+        self.maps.close()
+        shutil.rmtree(self.files, ignore_errors=True)
 
     def read_controls(self, controls: Controls) -> dict:
         """The controls as ``sv.decode`` keyword arguments (``read_settings``), the prompt among them, with a text

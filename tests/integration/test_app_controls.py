@@ -40,7 +40,7 @@ def app():
     try:
         yield demo, f"http://127.0.0.1:{port}/"
     finally:
-        handlers_of(demo).maps.close()  # its background γ maps stop with it
+        handlers_of(demo).close()  # its background γ maps stop with it
         demo.close()
         torch.set_num_threads(threads)
 
@@ -198,4 +198,4 @@ def test_a_decode_asked_for_while_one_runs_is_kept_not_dropped():
         assert len(decodes) > 5  # the button, the slider, the examples, the page load, ...
         assert {fn.trigger_mode for fn in decodes} == {"always_last"}
     finally:
-        handlers_of(demo).maps.close()  # the page's γ-map worker stops with it
+        handlers_of(demo).close()  # the page's γ-map worker stops with it

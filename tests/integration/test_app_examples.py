@@ -12,7 +12,7 @@ def handlers(shipped):
 
     h = page.Handlers(shipped, page.SpeedQualityCurve(compute=False))
     yield page, h
-    h.maps.close()  # its background γ maps stop with the module
+    h.close()  # its background γ maps stop with the module, and its files go
 
 
 @pytest.mark.parametrize("which", range(8))

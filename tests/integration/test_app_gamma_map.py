@@ -50,7 +50,7 @@ def app():
     try:
         yield f"http://127.0.0.1:{port}/", model, handlers
     finally:
-        handlers.maps.close()
+        handlers.close()
         demo.close()
         torch.set_num_threads(threads)
 

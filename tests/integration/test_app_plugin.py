@@ -80,7 +80,7 @@ def test_the_controls_follow_the_chosen_decoders_spec(plugged):
         back = h.decoder_changed("SBD", "entropy_bounded")[CONTROLS.index("gamma")]
         assert back["label"] == sv.COMMIT_RULES["entropy_bounded"].label and back["maximum"] == 2
     finally:
-        h.maps.close()
+        h.close()
 
 
 @pytest.mark.parametrize("label, name, knob", [("fixed blocks", "fixed_blocks", "slots"),

@@ -24,20 +24,21 @@ def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
     model = tiny_model(arch, seed=1)
     final: list[int] = []  # tokens that entered the cache, in order
     worst = {"logits": 0.0, "cache": 0.0, "calls": 0}
-    real_call = sv.SBDModel.fused_call
+    real_call = model.fused_call
 
-    def checked_call(self, cache, new_ids, block_ids, n_causal=0):
-        expected = reference_logits(self, final + list(new_ids), list(block_ids))
-        causal, got = real_call(self, cache, new_ids, block_ids, n_causal)
+    def checked_call(cache, new_ids, block_ids, n_causal=0):
+        expected = reference_logits(model, final + list(new_ids), list(block_ids))
+        causal, got = real_call(cache, new_ids, block_ids, n_causal)
         final.extend(new_ids)
         worst["logits"] = max(worst["logits"], float((got - expected).abs().max()))
         assert cache.get_seq_length() == len(final)
-        for cached, ref in zip((layer.keys for layer in cache.layers), _prefill_keys(self, final)):
+        for cached, ref in zip((layer.keys for layer in cache.layers), _prefill_keys(model, final)):
             worst["cache"] = max(worst["cache"], float((cached - ref).abs().max()))
         worst["calls"] += 1
         return causal, got
 
-    monkeypatch.setattr(sv.SBDModel, "fused_call", checked_call)
+    # on this model alone: a patch of the class would also see any other model's calls in this process
+    monkeypatch.setattr(model, "fused_call", checked_call)
     trace = sv.decode(model, "assert 1 + 2 == ", rule="top_k", gamma=2, block_size=5, max_new_tokens=17)
     assert worst["calls"] == trace.nfe >= 9  # blocks of 5, 5, 5, 2 at two slots per call
     assert trace.n_blocks == 4

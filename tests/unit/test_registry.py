@@ -489,9 +489,9 @@ def test_each_built_in_decoder_is_described_in_its_own_module():
 @pytest.fixture(scope="module")
 def handlers(model):
     from sbd_viz.app import Handlers, SpeedQualityCurve
-    from sbd_viz.app.state import Controls
-
-    return Handlers(model, SpeedQualityCurve(compute=False))
+    h = Handlers(model, SpeedQualityCurve(compute=False))
+    yield h
+    h.close()  # its γ maps' worker stops with the module (the guard in conftest checks it)
 
 
 @pytest.mark.heavy
