@@ -364,7 +364,8 @@ def run_order(item) -> int:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    loose, in_groups = {}, config.getoption("dist", "no") == "loadgroup"
+    # pytest-xdist's workers collect with "dist" set to "no" and "loadgroup" set to whether the run is --dist loadgroup
+    loose, in_groups = {}, config.getoption("dist", "no") == "loadgroup" or getattr(config.option, "loadgroup", False)
     for item in items:
         tier = next((t for t in TIERS if item.get_closest_marker(t)), None)
         if tier is None:
