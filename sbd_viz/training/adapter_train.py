@@ -2,8 +2,9 @@
 
 ``sbd-viz train --adapter --out runs/sbd-adapter`` (options: ``--help``). The run:
 
-1. builds the prompts (``distill``: chat questions through the chat template, standard-library code) and the base's
-   greedy continuation of each, generated once and cached in ``OUT/data/`` (a stopped generation resumes);
+1. builds the prompts (``distill``: chat questions through the chat template, standard-library code, and with
+   ``--proposed-prompts`` questions the base proposes itself) and the base's greedy continuation of each, generated
+   once and cached in ``OUT/data/`` (a stopped generation resumes);
 2. trains the adapter: each step takes a batch of prompt + continuation, runs the frozen base over it once without
    gradient (the clean rows: their keys and values are the base's, exactly as at decoding time), then one forward
    of masked blocks on top of that cache with the adapter on, and cross-entropy at the masked slots against the
@@ -53,6 +54,8 @@ class AdapterTrainConfig:
     # the data: prompts and the base's greedy continuations
     chat_prompts: int = option(1500, "chat questions in the data (templates x topics, through the chat template)")
     code_prompts: int = option(2500, "standard-library signatures + docstrings in the data")
+    proposed_prompts: int = option(0, "questions the base proposes itself (sampled as a numbered list, none on a "
+                                      "held-out subject), through the chat template")
     probe_prompts: int = option(24, "held-out prompts of each kind for the probe (never trained on)")
     new_tokens: int = option(64, "greedy tokens generated per prompt (the training targets)")
     max_prompt_tokens: int = option(256, "prompts longer than this are cut from the left for training")
@@ -115,7 +118,16 @@ def load_data(cfg: AdapterTrainConfig, model, tokenizer, log) -> dict[str, list[
     folder = Path(cfg.out) / "data"
     folder.mkdir(parents=True, exist_ok=True)
     data = {}
-    for name, prompts in prompt_sets(cfg, tokenizer).items():
+    sets = prompt_sets(cfg, tokenizer)
+    if cfg.proposed_prompts:
+        # none that the templates also ask, none of the held-out or probe questions
+        known = distill.chat_prompts(cfg.chat_prompts + cfg.probe_prompts, cfg.data_seed) + distill.HELDOUT_CHAT
+        questions = distill.proposed_questions(model, tokenizer, cfg.proposed_prompts,
+                                               folder / "proposed_questions.jsonl", seed=cfg.data_seed, exclude=known,
+                                               log=lambda s: log(f"proposed: {s}"))
+        sets["proposed"] = [distill.as_chat(tokenizer, q) for q in questions]
+        distill.check_held_out(sets["proposed"], sets["probe_chat"], topics=False)
+    for name, prompts in sets.items():
         data[name] = distill.generate_continuations(model, tokenizer, prompts, folder / f"{name}.jsonl",
                                                     cfg.new_tokens, 32, log=lambda s, n=name: log(f"{n}: {s}"))
     return data
@@ -293,7 +305,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
     base = causal_lm.load(cfg.base, device=torch.device(cfg.device) if cfg.device != "cpu" else None)
     model, tok = base.model, base.tokenizer
     data = load_data(cfg, model, tok, log)
-    train_rows = data["chat"] + data["code"]
+    train_rows = data["chat"] + data["code"] + data.get("proposed", [])
     probe_rows = {"chat": data["probe_chat"], "code": data["probe_code"]}
 
     config = gated_adapter.AdapterConfig(rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets.split(",")),
@@ -367,6 +379,7 @@ def _final_config(config, cfg: AdapterTrainConfig, state: dict) -> gated_adapter
     extra = {"block_size": cfg.decode_block_size, "trained_block_sizes": cfg.ks(), "steps": state["step"],
              "scored_tokens": state["tokens"], "train_seconds": round(state["seconds"], 1),
              "data": {"chat_prompts": cfg.chat_prompts, "code_prompts": cfg.code_prompts,
+                      "proposed_prompts": cfg.proposed_prompts,
                       "new_tokens": cfg.new_tokens, "data_seed": cfg.data_seed},
              "command": "sbd-viz train --adapter " + " ".join(
                  f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}" for f in fields(cfg)

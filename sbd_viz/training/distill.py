@@ -7,8 +7,11 @@ token *is* that greedy token, so the masked slots learn exactly what checking ac
   the model's chat template;
 - ``code_prompts``: signatures and docstrings of functions in the running interpreter's standard library (``ast``),
   as plain code to complete;
+- ``proposed_questions``: questions the base itself proposes, sampled as the next items of a numbered list of
+  questions people asked an assistant (a 135M model writes such a list well, and cannot be asked for one in chat);
+  wider than the templates' wording and topics;
 - ``HELDOUT_CHAT``: questions kept out of training (other topics, other wording); ``check_held_out`` proves it on
-  the prompt lists;
+  the prompt lists, and ``held_out_subject`` keeps the proposed questions off its subjects;
 - ``generate_continuations``: batched greedy ``generate`` (left padding), cached as JSON lines of ids, resumable.
 """
 
@@ -63,6 +66,109 @@ HELDOUT_CHAT = [
     "How can a small team keep meetings short?", "Why do we have leap years?", "How do penguins stay warm in winter?",
     "What is a stack in programming, and when is it useful?", "Write a limerick about a forgetful robot.",
 ]
+
+
+# What the held-out questions are about, as whole words (a plural "s" allowed): a proposed question that names one is
+# dropped, so the held-out set stays unseen in subject as well as in wording.
+HELDOUT_SUBJECTS = (
+    "glacier", "butterfly", "butterflies", "sky", "submarine", "bakery", "bakeries", "camping", "refrigerator",
+    "fridge", "lake", "weather", "season", "invitation", "hedgehog", "thank-you", "teacher", "thermometer", "bill",
+    "law", "owl", "stranger", "dead sea", "salty", "new city", "lighthouse", "gear", "linked list", "array",
+    "birthday", "leaves", "autumn", "lemon", "microwave", "tic-tac-toe", "meeting", "leap year", "penguin", "stack",
+    "limerick", "robot", "studying",
+)
+_HELDOUT_WORDS = re.compile(r"\b(" + "|".join(re.escape(w) for w in HELDOUT_SUBJECTS) + r")s?\b", re.IGNORECASE)
+# The list the base continues in ``proposed_questions``: each batch shows four of these, drawn with its seed.
+PROPOSE_EXAMPLES = [
+    "How do volcanoes form?", "What is a good way to learn the guitar?", "Can you explain what inflation means?",
+    "Write a short poem about the sea.", "What should I cook for a quick dinner?", "How does a vaccine work?",
+    "Give me three tips for a job interview.", "Why do cats purr?", "What is the capital of Australia?",
+    "How can I save money on groceries?", "Explain recursion with an example.", "What was the Renaissance?",
+    "Suggest a name for a pet goldfish.", "How far away is the moon?", "What are some fun things to do in the rain?",
+    "How do I write a good cover letter?", "What is the difference between a virus and bacteria?",
+    "Tell me a joke about computers.", "How do plants drink water?", "What is a healthy breakfast?",
+]
+_LIST_ITEM = re.compile(r"^\s*(\d+)[.)]\s+(.*\S)\s*$")
+
+
+def _cached_rows(out: Path) -> list[dict]:
+    """The JSON lines of ``out`` (none if it does not exist). A last line cut short by a killed run is dropped from
+    the file too, so the rows appended next start on a line of their own."""
+    if not out.is_file():
+        return []
+    text = out.read_text()
+    rows, lines = [], text.splitlines()
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:  # the last line of a run killed while writing
+            break
+    if len(rows) < len(lines) or (text and not text.endswith("\n")):
+        out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return rows
+
+
+def held_out_subject(text: str) -> str | None:
+    """The held-out subject (``HELDOUT_SUBJECTS``) that ``text`` names, or None."""
+    hit = _HELDOUT_WORDS.search(text)
+    return hit.group(1).lower() if hit else None
+
+
+def parse_questions(continuation: str) -> list[str]:
+    """The list items of a continuation of ``N.``: its first line, then each line numbered ``N+1.``, ``N+2.``,
+    ... up to the first line that is not the next item. Items of 12 to 160 characters are kept."""
+    lines = continuation.split("\n")
+    items = [lines[0].strip()]
+    for line in lines[1:]:
+        hit = _LIST_ITEM.match(line)
+        if hit is None:
+            break
+        items.append(hit.group(2).strip())
+    return [q for q in items if 12 <= len(q) <= 160]
+
+
+def proposed_questions(model, tokenizer, n: int, out: Path, seed: int = 0, exclude=(), batch_size: int = 8,
+                       max_new_tokens: int = 120, log=print) -> list[str]:
+    """``n`` distinct questions sampled from the base (temperature 1, top-p 0.95) as the next items of a numbered
+    list of questions people asked an assistant, each batch's list head drawn with ``seed`` and the batch's number.
+    A question that names a held-out subject (``held_out_subject``), repeats one kept (case aside) or is in
+    ``exclude`` is dropped. Cached in ``out`` (JSON lines ``{"batch", "question"}``): a stopped run resumes at the
+    batch after the last one written, and draws the same questions as an unstopped run."""
+    import torch
+
+    out = Path(out)
+    kept, seen, next_batch = [], {q.lower() for q in exclude}, 0
+    for row in _cached_rows(out):
+        kept.append(row["question"])
+        seen.add(row["question"].lower())
+        next_batch = max(next_batch, row["batch"] + 1)
+    tokenizer.padding_side = "left"
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with out.open("a") as f:
+        while len(kept) < n:
+            rng = random.Random(seed * 1_000_003 + next_batch)
+            heads = []
+            for _ in range(batch_size):
+                shown = rng.sample(PROPOSE_EXAMPLES, 4)
+                heads.append("A list of questions people asked an assistant:\n"
+                             + "".join(f"{i}. {q}\n" for i, q in enumerate(shown, 1)) + "5.")
+            enc = tokenizer(heads, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            torch.manual_seed(seed * 1_000_003 + next_batch)
+            with torch.inference_mode():
+                gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
+                                     top_p=0.95, pad_token_id=pad).cpu()
+            for row in gen:
+                text = tokenizer.decode(row[enc.input_ids.shape[1]:], skip_special_tokens=True)
+                for question in parse_questions(text):
+                    if len(kept) >= n or question.lower() in seen or held_out_subject(question):
+                        continue
+                    seen.add(question.lower())
+                    kept.append(question)
+                    f.write(json.dumps({"batch": next_batch, "question": question}) + "\n")
+            f.flush()
+            next_batch += 1
+            log(f"proposed {len(kept)}/{n} questions ({next_batch} batches)")
+    return kept[:n]
 
 
 def chat_prompts(n: int, seed: int = 0) -> list[str]:
@@ -137,14 +243,7 @@ def generate_continuations(model, tokenizer, prompts: list[str], out: Path, max_
     import torch
 
     out = Path(out)
-    done = {}
-    if out.is_file():
-        for line in out.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:  # the last line of a generation killed while writing
-                continue
-            done[row["prompt"]] = row
+    done = {row["prompt"]: row for row in _cached_rows(out)}
     todo = [p for p in prompts if p not in done]
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 TESTS = Path(__file__).resolve().parent.parent
 XDIST = ["-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder"]  # as the Makefile's `make test`
