@@ -1,6 +1,8 @@
 """The SBD adapter's learning curve: the held-out probe of a ``sbd-viz train --adapter`` run, as a page.
 
     python bench/adapter_training.py --log runs/sbd-adapter/log.jsonl     # writes bench/adapter_training.json + .md
+    python bench/adapter_training.py --log A/log.jsonl --log B/log.jsonl  # a run resumed into another folder: B's
+                                                                          # steps go on from A's
     python bench/adapter_training.py --from-json                          # the page again from the JSON
     python bench/adapter_training.py --log ... --held-out 750=bench/adapter.json --held-out 1200=other.json
                                               # and verified SBD measured on held-out text at those steps
@@ -36,13 +38,14 @@ PAGE = HERE / "ADAPTER_TRAINING.md"
 SINGLE = "tokens per call (single block)"
 
 
-def read_log(path: Path) -> tuple[list[dict], list[float]]:
-    """The probe rows of a run's log, with the training tokens scored and the seconds trained before each; and every
-    step's own seconds."""
+def read_log(paths: list[Path]) -> tuple[list[dict], list[float]]:
+    """The probe rows of a run's logs (read in order: a later log's steps replace an earlier one's), with the training
+    tokens scored and the seconds trained before each; and every step's own seconds."""
     entries = {}
-    for line in path.read_text().splitlines():  # a resumed run repeats the steps after its checkpoint: keep the last
-        entry = json.loads(line)
-        entries[entry["step"]] = entry
+    for path in paths:
+        for line in path.read_text().splitlines():  # a resumed run repeats the steps after its checkpoint: keep the last
+            entry = json.loads(line)
+            entries[entry["step"]] = entry
     rows, seconds, steps = [], 0.0, []
     for entry in (entries[k] for k in sorted(entries)):
         seconds += entry.get("step_s", 0.0)
@@ -86,8 +89,8 @@ def render(data: dict) -> str:
     lines = [
         "# The SBD adapter's learning curve (held-out probe)",
         "",
-        f"Command: `{data['command']}`. Run: {data['run']}. Rendered by `python bench/adapter_training.py "
-        "--log runs/sbd-adapter/log.jsonl"
+        f"Command: `{data['command']}`. Run: {data['run']}. Rendered by `python bench/adapter_training.py"
+        + "".join(f" --log {log}" for log in data.get("logs", ["runs/sbd-adapter/log.jsonl"]))
         + "".join(f" --held-out {h['step']}=bench/{h['source']}" for h in data.get("held_out", []))
         + "` from the run's log (the probe is described in that script's docstring; "
         "its prompts were never trained on). Minutes are the training steps' own wall time on this 2-core CPU, "
@@ -162,7 +165,8 @@ def render(data: dict) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", type=Path, default=Path("runs/sbd-adapter/log.jsonl"), help="the run's log.jsonl")
+    p.add_argument("--log", type=Path, action="append", default=[], metavar="LOG",
+                   help="the run's log.jsonl (repeatable, in training order; default runs/sbd-adapter/log.jsonl)")
     p.add_argument("--command", default="", help="the training command, as the page states it")
     p.add_argument("--run", default="", help="when and where the run ran, as the page states it")
     p.add_argument("--from-json", action="store_true", help="render the page from the committed JSON only")
@@ -178,8 +182,9 @@ def main(argv=None) -> None:
     if args.from_json:
         data = json.loads(JSON.read_text())
     else:
-        rows, steps = read_log(args.log)
-        data = {"command": args.command, "run": args.run, "rows": rows,
+        logs = args.log or [Path("runs/sbd-adapter/log.jsonl")]
+        rows, steps = read_log(logs)
+        data = {"command": args.command, "run": args.run, "logs": [str(log) for log in logs], "rows": rows,
                 "step_seconds": {"fastest": min(steps), "median": statistics.median(steps)}}
     if held:
         data["held_out"] = sorted(held, key=lambda h: h["step"])

@@ -50,3 +50,18 @@ def test_held_out_rows_are_the_bench_runs_they_name():
         for setting, r in tree.items():  # the bench's own numbers, on the page under this step
             assert (f"| {h['step']} | code | verified SBD, tree drafting, {setting} | {r['identical']}/{r['items']} | "
                     f"{r['tokens_per_call']:.2f} |") in page
+
+
+def test_a_run_resumed_into_another_folder_reads_as_one_curve(tmp_path):
+    """Two logs in training order: the second's steps go on from the first's, and a step both hold is the second's."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    probe = {"chat": {"single_tpc": 1.5, "slot_accuracy": [0.8, 0.4]}}
+    first.write_text("".join(json.dumps({"step": s, "loss": 1.0, "scored": 10 * s, "step_s": 2.0,
+                                         **({"probe": probe} if s % 2 == 0 else {})}) + "\n" for s in (1, 2, 3, 4)))
+    second.write_text("".join(json.dumps({"step": s, "loss": 0.5, "scored": 10 * s, "step_s": 4.0,
+                                          **({"probe": probe} if s % 2 == 0 else {})}) + "\n" for s in (4, 5, 6)))
+    rows, steps = page_module().read_log([first, second])
+    assert [r["step"] for r in rows] == [2, 4, 6]
+    assert [r["loss"] for r in rows] == [1.0, 0.5, 0.5]  # step 4 as the second log has it
+    assert steps == [2.0, 2.0, 2.0, 4.0, 4.0, 4.0]
+    assert [r["train_minutes"] for r in rows] == [round(4 / 60, 1), round(10 / 60, 1), round(18 / 60, 1)]
