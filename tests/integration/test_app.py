@@ -413,3 +413,17 @@ def test_the_decoder_selector_refuses_controls_the_decoder_does_not_take(client)
     with pytest.raises(AppError, match="decoder"):
         client.predict(PROMPT, "entropy_bounded", 1.0, False, 16, MAX_NEW, 0.0, 0, False, False, "beam",
                        api_name="/decode")
+
+
+def test_closing_the_handlers_stops_their_map_worker_and_removes_their_files(app_module):
+    from sbd_viz.app.state import Controls
+
+    handlers = app_module.Handlers(sharp_model(), app_module.SpeedQualityCurve(compute=False))
+    list(handlers.decode(Controls("assert 1 + 1 == ", "entropy_bounded", 0.5, False, 8, 8, 0, 0, True, False)))
+    worker = handlers.maps._thread
+    assert worker is not None and worker.is_alive()  # this decode's γ map builds in the background
+    session, *_ = list(handlers.decode(Controls("assert 2 + 2 == ", "entropy_bounded", 0.5, False, 8, 8, 0, 0,
+                                                True, False)))[-1]
+    assert Path(handlers.gif(session)).is_file() and any(handlers.files.iterdir())  # a download written
+    handlers.close()
+    assert not worker.is_alive() and not handlers.files.exists()
