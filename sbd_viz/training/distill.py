@@ -18,6 +18,7 @@ token *is* that greedy token, so the masked slots learn exactly what checking ac
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import random
 import re
@@ -207,18 +208,22 @@ def code_prompt(node: ast.FunctionDef) -> str | None:
     return f'def {node.name}({args}){returns}:\n    """{body}\n    """\n'
 
 
-def code_prompts(n: int, seed: int = 0, root: Path | None = None) -> list[str]:
-    """``n`` distinct code prompts from the standard library's public, documented functions, drawn with ``seed``."""
-    root = Path(root or sysconfig.get_paths()["stdlib"])
-    prompts = []
+@functools.lru_cache(maxsize=4)  # parsing the standard library takes seconds; a process asks for it again
+def _all_code_prompts(root: Path) -> tuple[str, ...]:
+    prompts = set()
     for path in sorted(root.rglob("*.py")):
         if any(part in ("test", "tests", "idlelib", "site-packages", "lib2to3") for part in path.parts):
             continue
         for node in _functions(path):
             text = code_prompt(node)
             if text:
-                prompts.append(text)
-    prompts = sorted(set(prompts))
+                prompts.add(text)
+    return tuple(sorted(prompts))
+
+
+def code_prompts(n: int, seed: int = 0, root: Path | None = None) -> list[str]:
+    """``n`` distinct code prompts from the standard library's public, documented functions, drawn with ``seed``."""
+    prompts = list(_all_code_prompts(Path(root or sysconfig.get_paths()["stdlib"]).resolve()))
     random.Random(seed).shuffle(prompts)
     return prompts[:n]
 
