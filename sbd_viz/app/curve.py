@@ -46,6 +46,7 @@ class SpeedQualityCurve:
 
     def __init__(self, model=None, model_dir=None, results=None, compute: bool = True):
         self.df, self.status, self.model = None, "no speed/quality curve for this model", model
+        self._stop, self._thread = threading.Event(), None
         if results is not None:
             self._set(results, "given")
             return
@@ -59,16 +60,28 @@ class SpeedQualityCurve:
                 self.status = f"could not read {path}: {exc}"
         if compute and model is not None:
             self.status = "computing the suite sweep in the background (a few minutes on 2 CPUs)…"
-            threading.Thread(target=self._compute, name="sbd-viz-sweep", daemon=True).start()
+            self._thread = threading.Thread(target=self._compute, name="sbd-viz-sweep", daemon=True)
+            self._thread.start()
 
     def _set(self, rows, how: str):
         from .. import plots
 
         self.df, self.status = plots.sweep_frame(rows), f"suite sweep: {how}"
 
+    def close(self, timeout: float = 300) -> None:
+        """Stop a sweep computing in the background at the end of its current rule's line (waits up to ``timeout``
+        seconds for that): an app that closes takes no core with it. The curve keeps what it has."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
     def _compute(self):
         try:
-            self._set(compute_sweep(self.model), "computed at startup")
+            rows = compute_sweep(self.model, stop=self._stop)
+            if rows is None:
+                self.status = "the suite sweep was stopped before it finished (the app closed)"
+            else:
+                self._set(rows, "computed at startup")
         except Exception as exc:  # a failed sweep must not take the app down: the curve just stays empty
             self.status = f"the suite sweep failed: {exc}"
 
@@ -92,17 +105,20 @@ class SpeedQualityCurve:
         return fig, f"{self.status} · ring = nearest measured point to the current setting{where} (γ = {nearest:g})"
 
 
-def compute_sweep(model) -> list[dict]:
+def compute_sweep(model, stop: threading.Event | None = None) -> list[dict] | None:
     """The suite sweep shown by the app, as JSON-ready rows (one ``analysis.sweep`` per rule; ``SWEEP_VERIFIED``
-    also verified, over the same knob values)."""
+    also verified, over the same knob values). None if ``stop`` was set before the last rule's line began."""
     import pandas as pd
 
     from .. import analysis
 
     suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
-    frames = [analysis.sweep(model, suite, rules=[rule], gammas=list(gammas), block_sizes=[model.block_size],
-                             progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,))
-              for rule, gammas in SWEEP_GRID.items()]
+    frames = []
+    for rule, gammas in SWEEP_GRID.items():
+        if stop is not None and stop.is_set():
+            return None
+        frames.append(analysis.sweep(model, suite, rules=[rule], gammas=list(gammas), block_sizes=[model.block_size],
+                                     progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,)))
     df = pd.concat(frames, ignore_index=True)
     ntp = df["rule"] == NTP.name
     df = pd.concat([df[~ntp], df[ntp].head(1)], ignore_index=True)

@@ -79,9 +79,11 @@ class Handlers:
         self.files = Path(tempfile.mkdtemp(prefix="sbd_viz_app_"))
 
     def close(self) -> None:
-        """Stop the γ maps' worker (a map being built stops at its next call) and remove the files the handlers
-        wrote (animations, trace downloads). The handlers answer no request after this."""
+        """Stop the γ maps' worker (a map being built stops at its next call) and the curve's background sweep (at
+        the end of its current line), and remove the files the handlers wrote (animations, trace downloads). The
+        handlers answer no request after this."""
         self.maps.close()
+        self.curve.close()
         shutil.rmtree(self.files, ignore_errors=True)
 
     def read_controls(self, controls: Controls) -> dict:

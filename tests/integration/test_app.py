@@ -427,3 +427,14 @@ def test_closing_the_handlers_stops_their_map_worker_and_removes_their_files(app
     assert Path(handlers.gif(session)).is_file() and any(handlers.files.iterdir())  # a download written
     handlers.close()
     assert not worker.is_alive() and not handlers.files.exists()
+
+
+def test_closing_the_handlers_stops_the_curves_background_sweep(app_module):
+    """A model without ``sweep.json`` gets its curve computed in a background thread; closing the page's handlers
+    stops it (at the end of the line it is on) instead of leaving it to decode the whole suite."""
+    curve = app_module.SpeedQualityCurve(sharp_model())  # no model_dir: nothing precomputed, so it computes
+    worker = curve._thread
+    assert worker is not None and worker.is_alive() and "computing" in curve.status
+    app_module.Handlers(curve.model, curve).close()
+    assert not worker.is_alive()
+    assert curve.df is None and "stopped" in curve.status  # it did not run to the end

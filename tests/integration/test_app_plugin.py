@@ -35,7 +35,7 @@ def plugged():
         sv.register_decoder(spec)
     model = sharp_model()
     try:
-        with app_server(model) as url:
+        with app_server(model, sweep=None) as url:  # no speed/quality curve: no suite sweep behind these tests
             yield Client(url, verbose=False), model, url
     finally:
         for name in specs:
