@@ -53,7 +53,7 @@ def measure(model) -> list[dict]:
                 spec = registry.by_label(name)
                 controls = Controls(prompt, DEFAULTS["rule"], knob_default(spec, DEFAULTS["rule"]), False,
                                     model.block_size, causal.MAX_NEW_TOKENS, 0.0, 0, False, False, name, chat)
-                settings = h._settings(controls)
+                settings = h.read_controls(controls)
                 text = settings.pop("prompt")
                 spec, own = read_decoder(controls.decoder, settings, model)
                 if ntp is None:
@@ -67,7 +67,7 @@ def measure(model) -> list[dict]:
             rows.append(dict(prompt=prompt, label=label, decoder=best, ntp_calls=ntp.nfe, ntp_tokens=ntp.n_tokens,
                              runs=runs))
     finally:
-        h.maps.close()
+        h.close()
     return rows
 
 

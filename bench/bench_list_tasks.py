@@ -86,10 +86,11 @@ class Cache:
     """Each finished curve of a run as one JSON file in ``folder``, read back by a later run with the same suite and
     grid: a stopped run resumes at the curve it was decoding (the whole run takes over an hour on 2 cores)."""
 
-    def __init__(self, folder: str | None, key: str, args, model_name: str):
+    def __init__(self, folder: str | None, key: str, args, model):
         self.folder = Path(folder) if folder else None
         self.key = key
-        self.config = {"model": model_name, "tasks": list(args.tasks), "lengths": list(args.lengths),
+        # the weights' fingerprint, not only the name: a model trained further keeps its name
+        self.config = {"model": model.name, "fingerprint": model.fingerprint(), "tasks": list(args.tasks), "lengths": list(args.lengths),
                        "per_length": args.per_length, "limit": args.limit, "seed": args.seed, "grid_points": args.grid_points, "rule": DEFAULT_RULE}
 
     def _path(self, label: str) -> Path:
@@ -110,7 +111,7 @@ class Cache:
 def decode_model(key: str, args) -> dict:
     source, style = MODELS[key]
     model = sv.load_model(source)
-    cache = Cache(args.cache, key, args, model.name)
+    cache = Cache(args.cache, key, args, model)
     items = pick(lt.list_suite(tasks=tuple(args.tasks), lengths=tuple(args.lengths), per_length=args.per_length,
                                seed=args.seed), args.limit)
     prompts = [lt.model_prompt(model, i, style) for i in items]
