@@ -31,7 +31,7 @@ from sbd_viz.labels import COUNT_LABELS
 HERE = Path(__file__).resolve().parent
 JSON = HERE / "adapter_training.json"
 GPU_COMMAND = ("sbd-viz train --adapter --device cuda --out runs/sbd-adapter-gpu --resume-from "
-               "sbd_viz/models/smollm2-135m-sbd --chat-prompts 1650 --code-prompts 4000 --new-tokens 128 "
+               "sbd_viz/models/smollm2-135m-sbd --chat-prompts 1650 --proposed-prompts 4000 --code-prompts 4000 --new-tokens 128 "
                "--batch-size 64 --max-steps 20000 --probe-every 500 --save-every 200")
 PAGE = HERE / "ADAPTER_TRAINING.md"
 # The probe's ratio, predicted from slot accuracies rather than counted from decodes: none of COUNT_LABELS' four
@@ -54,6 +54,12 @@ def read_log(paths: list[Path]) -> tuple[list[dict], list[float]]:
             rows.append({"step": entry["step"], "scored_tokens": entry["scored"], "train_minutes": round(seconds / 60, 1),
                          "loss": entry["loss"], **{name: entry["probe"][name] for name in sorted(entry["probe"])}})
     return rows, steps
+
+
+def shipped_step() -> int:
+    """The training step of the adapter the package ships (its ``adapter.json`` records it)."""
+    settings = json.loads((HERE.parent / "sbd_viz" / "models" / "smollm2-135m-sbd" / "adapter.json").read_text())
+    return int(settings["extra"]["steps"])
 
 
 def held_out_row(step: int, path: Path) -> dict:
@@ -121,9 +127,12 @@ def render(data: dict) -> str:
         for s in sets:
             slope, intercept = log_fit(rows, s)
             need = 2 ** ((2.0 - intercept) / slope) if slope > 0 else float("inf")
-            lines.append(f"- {s}: {slope:+.3f} {SINGLE} per doubling of the tokens scored; 2.0 {SINGLE} "
-                         + (f"at about {need:,.0f} tokens scored ({need / rows[-1]['scored_tokens']:,.0f}× this run)"
-                            if math.isfinite(need) else "not on this line"))
+            last = rows[-1]
+            where = ("not on this line" if not math.isfinite(need)
+                     else f"at about {need:,.0f} tokens scored, within this run (the last probe reads "
+                          f"{last[s]['single_tpc']:.2f})" if need <= last["scored_tokens"]
+                     else f"at about {need:,.0f} tokens scored ({need / last['scored_tokens']:,.1f}× this run)")
+            lines.append(f"- {s}: {slope:+.3f} {SINGLE} per doubling of the tokens scored; 2.0 {SINGLE} {where}")
     held = data.get("held_out", [])
     if held:
         counted, after = COUNT_LABELS[(True, True)], COUNT_LABELS[(True, False)]
@@ -139,6 +148,11 @@ def render(data: dict) -> str:
                     lines.append(f"| {h['step']} | {name} | {label} | {r['identical']}/{r['items']} | "
                                  f"{r['tokens_per_call']:.2f} | {r['after_prefill']:.2f} |")
         lines += [""] + [f"- step {h['step']} (`{h['source']}`): `{h['command']}`" for h in held]
+        shipped = data.get("shipped_step")
+        if shipped is not None and any(h["step"] != shipped for h in held):
+            lines += ["", f"Only the adapter at step {shipped} is kept (it ships as "
+                      "`sbd_viz/models/smollm2-135m-sbd`; a command without `--adapter` measures it): the other "
+                      "rows ran on that step's checkpoint of the run (`--adapter` named it), which git does not keep."]
         first, last = held[0], held[-1]
         probe = {r["step"]: r for r in rows}
         if len(held) >= 2 and first["step"] in probe and last["step"] in probe:
@@ -185,7 +199,8 @@ def main(argv=None) -> None:
         logs = args.log or [Path("runs/sbd-adapter/log.jsonl")]
         rows, steps = read_log(logs)
         data = {"command": args.command, "run": args.run, "logs": [str(log) for log in logs], "rows": rows,
-                "step_seconds": {"fastest": min(steps), "median": statistics.median(steps)}}
+                "step_seconds": {"fastest": min(steps), "median": statistics.median(steps)},
+                "shipped_step": shipped_step()}
     if held:
         data["held_out"] = sorted(held, key=lambda h: h["step"])
     if held or not args.from_json:

@@ -22,6 +22,15 @@ def _tpc(row: dict) -> str:
     return f"{row['tokens_per_call']:.2f}"
 
 
+def _prompts(data: dict) -> str:
+    """The training prompts, by kind: "1,500 chat prompts, 800 questions the base proposed itself and 400 ..."."""
+    kinds = [f"{data['chat_prompts']:,} chat prompts"]
+    if data.get("proposed_prompts"):
+        kinds.append(f"{data['proposed_prompts']:,} questions the base proposed itself")
+    kinds.append(f"{data['code_prompts']:,} standard-library code prompts")
+    return ", ".join(kinds[:-1]) + " and " + kinds[-1]
+
+
 def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
     extra = settings["extra"]
     data = extra["data"]
@@ -41,7 +50,7 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         "so NTP on this model is the base, and verified SBD writes the base's greedy ids (tested against Hugging "
         "Face's own `generate` on the base).",
         "",
-        "**Limits.** It was trained on a 2-core CPU for minutes, not GPU hours: its drafts are right far less often "
+        f"**Limits.** It was trained on a 2-core CPU for {extra['train_seconds'] / 3600:.0f} hours, not GPU days: its drafts are right far less often "
         "than a fully trained SBD model's, so verified SBD gains little over one token per call (tables below), and "
         "plain SBD leaves the base's text within a few tokens. Its text quality is SmolLM2-135M's, no better: it "
         "writes nothing the base would not. It drafts chat answers and Python code like its training data; other "
@@ -57,8 +66,7 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         "",
         "## Training",
         "",
-        f"`{extra['command']}` (self-distillation: the base's own greedy continuations of "
-        f"{data['chat_prompts']:,} chat prompts and {data['code_prompts']:,} standard-library code prompts, "
+        f"`{extra['command']}` (self-distillation: the base's own greedy continuations of {_prompts(data)}, "
         f"{data['new_tokens']} new tokens each, data seed {data['data_seed']}; cross-entropy at masked slots against "
         "the base's greedy ids).",
         "",

@@ -65,3 +65,13 @@ def test_a_run_resumed_into_another_folder_reads_as_one_curve(tmp_path):
     assert [r["loss"] for r in rows] == [1.0, 0.5, 0.5]  # step 4 as the second log has it
     assert steps == [2.0, 2.0, 2.0, 4.0, 4.0, 4.0]
     assert [r["train_minutes"] for r in rows] == [round(4 / 60, 1), round(10 / 60, 1), round(18 / 60, 1)]
+
+
+def test_the_page_is_rendered_for_the_shipped_adapter():
+    """The page names the step the package ships (its adapter.json's), measures that adapter held out with
+    ``bench/adapter.json`` (what bench/ADAPTER.md shows) and its curve reaches that step."""
+    module = page_module()
+    data = json.loads(module.JSON.read_text())
+    assert data["shipped_step"] == module.shipped_step()
+    assert [h["source"] for h in data["held_out"] if h["step"] == data["shipped_step"]] == ["adapter.json"]
+    assert data["rows"][-1]["step"] >= data["shipped_step"]
