@@ -79,13 +79,21 @@ def pieces(page) -> list[dict]:
         decoded: d.dataset.decoded === '1'}))""")
 
 
-def ready(page, url: str, timeout_ms: int = 600000) -> None:
-    """The page loaded, its first decode shown and its γ map built (the scrubber holds every piece)."""
+def ready(page, url: str, timeout_ms: int = 600000) -> str:
+    """The page loaded, its first decode shown with SBD and its γ map built (the scrubber holds every piece). A first
+    example that opens with another decoder (a text model's examples open with the one that drafted best, e.g. prompt
+    lookup, which has no γ) is decoded again with SBD picked in the decoder menu. Returns the decoder it opened with."""
     page.goto(url, wait_until="domcontentloaded")
     page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=timeout_ms)
+    opened = page.locator("#sbd-decoder input").first.input_value()
+    if opened != "SBD":
+        page.locator("#sbd-decoder input").click()
+        page.locator("ul[role=listbox] li", has_text="SBD").first.click()  # the menu lists SBD before its variants
+        page.wait_for_function("() => document.querySelector('#sbd-decoder input').value === 'SBD'", timeout=30000)
     page.wait_for_selector(f"{SCRUBBER} .sbd-scrub[data-complete='true']", timeout=timeout_ms)
     page.wait_for_selector("#sbd-anim .sbd-anim-plot[data-drawn]", timeout=timeout_ms)
     page.evaluate(HARNESS)
+    return opened
 
 
 def x_of(page, selector: str, gamma: float) -> tuple[float, float]:
@@ -179,13 +187,15 @@ def bench_model(model: str, n: int, shots: str | None = None) -> list[str]:
                 browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1440, "height": 1000})
                 t0 = time.perf_counter()
-                ready(page, f"http://127.0.0.1:{port}/")
+                opened = ready(page, f"http://127.0.0.1:{port}/")
                 built = time.perf_counter() - t0
                 info = page.evaluate("""() => { const r = document.querySelector('#sbd-scrubber .sbd-scrub');
                     return {pieces: r.dataset.pieces, decoded: r.dataset.decoded, bytes: r.dataset.bytes}; }""")
                 prompt = page.locator("#sbd-prompt textarea").input_value()
                 lines = [f"### {model}", "",
-                         f"First example {prompt!r}: page loaded, decoded and its γ map built in {built:.0f} s; "
+                         f"First example {prompt!r}"
+                         + (f" (it opens with {opened}; SBD picked in the decoder menu)" if opened != "SBD" else "")
+                         + f": page loaded, decoded and its γ map built in {built:.0f} s; "
                          f"{info['pieces']} pieces ({info['decoded']} decoded), {int(info['bytes']) / 1024:.0f} KiB "
                          "of JSON on the page.", "", "```"]
                 for name, selector in (("the scrubber's own range", SCRUB_RANGE), ("the page's γ slider", PAGE_RANGE)):
