@@ -213,12 +213,16 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
             "max_new_tokens": max_new_tokens, "fingerprint": fingerprint, "measured_at": ntp["measured_at"]}
 
 
+class SweepStopped(RuntimeError):
+    """Raised by ``sweep`` when its ``stop`` event is set: the settings after it were not measured."""
+
+
 def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bounded",),
           gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] | None = None,
           gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
           cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
           verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1,
-          reuse_pieces: bool = True):
+          reuse_pieces: bool = True, stop=None):
     """Score every (rule, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
 
     One row per setting plus one NTP row (``rule='ntp'``, ``verify`` False). Each setting runs through
@@ -262,6 +266,9 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     seconds. False decodes and times every setting. ``attrs``: ``calls_run`` (model calls of the decodes this
     sweep ran, the decoder's and NTP's beside it; teacher-forced passes and cached settings aside) and
     ``calls_reused`` (the calls those read off a piece measured before would have run again).
+
+    ``stop``: an event (anything with ``is_set()``) checked before each setting that is not cached; once it is set,
+    the sweep raises ``SweepStopped`` (an app that closes stops its background sweep this way).
     """
     import pandas as pd
 
@@ -295,6 +302,10 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
         if hit is not None:
             row, ntp_row = hit["row"], hit["ntp"]
         else:
+            if stop is not None and stop.is_set():
+                if bar is not None:
+                    bar.close()
+                raise SweepStopped(f"the sweep was stopped before {setting['rule']} γ={setting['gamma']:g}")
             if bar is not None:
                 bar.set_postfix_str(f"{setting['rule']} gamma={setting['gamma']:g} k={setting['block_size']}"
                                     f"{' gap-free' if setting['gap_free'] else ''}"

@@ -69,8 +69,8 @@ class SpeedQualityCurve:
         self.df, self.status = plots.sweep_frame(rows), f"suite sweep: {how}"
 
     def close(self, timeout: float = 300) -> None:
-        """Stop a sweep computing in the background at the end of its current rule's line (waits up to ``timeout``
-        seconds for that): an app that closes takes no core with it. The curve keeps what it has."""
+        """Stop a sweep computing in the background at the end of the setting it is measuring (waits up to
+        ``timeout`` seconds for that): an app that closes takes no core with it. The curve keeps what it has."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -107,18 +107,18 @@ class SpeedQualityCurve:
 
 def compute_sweep(model, stop: threading.Event | None = None) -> list[dict] | None:
     """The suite sweep shown by the app, as JSON-ready rows (one ``analysis.sweep`` per rule; ``SWEEP_VERIFIED``
-    also verified, over the same knob values). None if ``stop`` was set before the last rule's line began."""
+    also verified, over the same knob values). None if ``stop`` was set before the sweep measured every setting."""
     import pandas as pd
 
     from .. import analysis
 
     suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
-    frames = []
-    for rule, gammas in SWEEP_GRID.items():
-        if stop is not None and stop.is_set():
-            return None
-        frames.append(analysis.sweep(model, suite, rules=[rule], gammas=list(gammas), block_sizes=[model.block_size],
-                                     progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,)))
+    try:
+        frames = [analysis.sweep(model, suite, rules=[rule], gammas=list(gammas), block_sizes=[model.block_size],
+                                 progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,), stop=stop)
+                  for rule, gammas in SWEEP_GRID.items()]
+    except analysis.SweepStopped:
+        return None
     df = pd.concat(frames, ignore_index=True)
     ntp = df["rule"] == NTP.name
     df = pd.concat([df[~ntp], df[ntp].head(1)], ignore_index=True)

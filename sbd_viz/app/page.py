@@ -80,7 +80,7 @@ class Handlers:
 
     def close(self) -> None:
         """Stop the γ maps' worker (a map being built stops at its next call) and the curve's background sweep (at
-        the end of its current line), and remove the files the handlers wrote (animations, trace downloads). The
+        the end of the setting it is on), and remove the files the handlers wrote (animations, trace downloads). The
         handlers answer no request after this."""
         self.maps.close()
         self.curve.close()

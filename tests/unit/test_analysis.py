@@ -453,3 +453,21 @@ def test_the_equal_speed_table_reads_the_baseline_at_each_settings_speed():
     assert lines[0] == "| 0.2 | 3.00 | 0.990 | outside old's range |  |"  # slower than any baseline setting
     assert lines[1] == "| 0.05 | 5.00 | 0.920 | 0.900 (between gamma 0.1 and 0.35) | +2.0 points |"  # halfway
     assert lines[2] == "| 0.1 | 6.00 | 0.860 | 0.850 (between gamma 0.1 and 0.35) | +1.0 points |"  # at an end
+
+
+@pytest.mark.heavy
+def test_a_set_stop_event_ends_the_sweep_before_its_next_uncached_setting(tiny, swept, counted):
+    """``stop`` is checked before each setting the cache does not hold: cached settings are still read, the first
+    uncached one raises ``SweepStopped`` without being measured; an event that stays clear changes nothing."""
+    import threading
+
+    _, cache = swept
+    stop = threading.Event()
+    stop.set()
+    cached = dict(SWEEP, gap_free=(False,), gammas=(0.0,))
+    assert len(sv.sweep(tiny, ITEMS, cache_dir=cache, stop=stop, **cached)) == 2  # its setting and NTP, from the cache
+    with pytest.raises(sv.analysis.SweepStopped, match="stopped"):
+        sv.sweep(tiny, ITEMS, cache_dir=cache, stop=stop, **dict(cached, gammas=(0.0, 0.3)))
+    assert counted == []  # γ 0.3 was not measured
+    sv.sweep(tiny, ITEMS, cache_dir=None, stop=threading.Event(), **cached)
+    assert len(counted) == 1
