@@ -432,7 +432,10 @@ def test_closing_the_handlers_stops_their_map_worker_and_removes_their_files(app
 def test_closing_the_handlers_stops_the_curves_background_sweep(app_module, tmp_path, monkeypatch):
     """A model without ``sweep.json`` gets its curve computed in a background thread; closing the page's handlers
     stops it (at the end of the setting it is on) instead of leaving it to decode the whole suite."""
+    from sbd_viz.app import curve as curve_module
+
     monkeypatch.chdir(tmp_path)  # the sweep's cache (.sbd_cache in the working folder) starts empty: nothing is read
+    monkeypatch.setattr(curve_module, "SWEEP_PER_FAMILY", 1)  # a short first setting to wait for (of 29)
     curve = app_module.SpeedQualityCurve(sharp_model())  # no model_dir: nothing precomputed, so it computes
     worker = curve._thread
     assert worker is not None and worker.is_alive() and "computing" in curve.status
