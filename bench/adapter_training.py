@@ -31,8 +31,8 @@ from sbd_viz.labels import COUNT_LABELS
 HERE = Path(__file__).resolve().parent
 JSON = HERE / "adapter_training.json"
 GPU_COMMAND = ("sbd-viz train --adapter --device cuda --out runs/sbd-adapter-gpu --resume-from "
-               "sbd_viz/models/smollm2-135m-sbd --chat-prompts 1650 --proposed-prompts 4000 --code-prompts 4000 --new-tokens 128 "
-               "--batch-size 64 --max-steps 20000 --probe-every 500 --save-every 200")
+               "sbd_viz/models/smollm2-135m-sbd --chat-prompts 1650 --proposed-prompts 4000 --code-prompts 4000 "
+               "--new-tokens 128 --batch-size 64 --max-steps 20000 --probe-every 500 --save-every 200")
 PAGE = HERE / "ADAPTER_TRAINING.md"
 # The probe's ratio, predicted from slot accuracies rather than counted from decodes: none of COUNT_LABELS' four
 SINGLE = "tokens per call (single block)"
@@ -58,8 +58,9 @@ def read_log(paths: list[Path]) -> tuple[list[dict], list[float]]:
 
 def shipped_step() -> int:
     """The training step of the adapter the package ships (its ``adapter.json`` records it)."""
-    settings = json.loads((HERE.parent / "sbd_viz" / "models" / "smollm2-135m-sbd" / "adapter.json").read_text())
-    return int(settings["extra"]["steps"])
+    from sbd_viz import adapted_lm, gated_adapter
+
+    return int(gated_adapter.read_config(adapted_lm.shipped_folder("smollm2-135m-sbd")).extra["steps"])
 
 
 def held_out_row(step: int, path: Path) -> dict:

@@ -90,8 +90,9 @@ class Cache:
         self.folder = Path(folder) if folder else None
         self.key = key
         # the weights' fingerprint, not only the name: a model trained further keeps its name
-        self.config = {"model": model.name, "fingerprint": model.fingerprint(), "tasks": list(args.tasks), "lengths": list(args.lengths),
-                       "per_length": args.per_length, "limit": args.limit, "seed": args.seed, "grid_points": args.grid_points, "rule": DEFAULT_RULE}
+        self.config = {"model": model.name, "fingerprint": model.fingerprint(), "tasks": list(args.tasks),
+                       "lengths": list(args.lengths), "per_length": args.per_length, "limit": args.limit,
+                       "seed": args.seed, "grid_points": args.grid_points, "rule": DEFAULT_RULE}
 
     def _path(self, label: str) -> Path:
         return self.folder / f"{self.key}-{re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-')}.json"

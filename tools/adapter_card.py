@@ -50,8 +50,8 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         "so NTP on this model is the base, and verified SBD writes the base's greedy ids (tested against Hugging "
         "Face's own `generate` on the base).",
         "",
-        f"**Limits.** It was trained on a 2-core CPU for {extra['train_seconds'] / 3600:.0f} hours, not GPU days: its drafts are right far less often "
-        "than a fully trained SBD model's, so verified SBD gains little over one token per call (tables below), and "
+        f"**Limits.** It was trained on a 2-core CPU for {extra['train_seconds'] / 3600:.0f} hours, not GPU days: its "
+        "drafts are right far less often than a fully trained SBD model's, so verified SBD gains little over one token per call (tables below), and "
         "plain SBD leaves the base's text within a few tokens. Its text quality is SmolLM2-135M's, no better: it "
         "writes nothing the base would not. It drafts chat answers and Python code like its training data; other "
         "kinds of text are drafted worse.",
