@@ -193,23 +193,19 @@ def _ctx_range(rng, largest_start: int = 99):
     return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), _shuffled_setup(rng, lines)
 
 
-# family -> (generator, answer length class). "long" answers span most of a 16-slot block.
-FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] = {
-    "add": (_add, "short"),
-    "sorted": (_sorted, "long"),
-    "reverse": (_reverse, "short"),
-    "upper": (_upper, "short"),
-    "len": (_len, "short"),
-    "range": (_range, "long"),
-    "max": (_max, "short"),
-    "double": (_double, "long"),
-    "repeat": (_repeat, "long"),
-    "join": (_join, "long"),
-    "ctx_add": (_ctx_add, "short"),
-    "ctx_upper": (_ctx_upper, "short"),
-    "ctx_sorted": (_ctx_sorted, "long"),
-    "ctx_range": (_ctx_range, "long"),
-}
+FamilyGenerator = Callable[[random.Random], tuple[str, object]]
+
+
+def _table(*generators: FamilyGenerator, long: tuple[FamilyGenerator, ...]) -> dict[str, tuple[FamilyGenerator, str]]:
+    """family -> (generator, answer length class), in the order given: a family is named by its generator (``_add``
+    is "add"), and its answers are "long" if the generator is in ``long`` (they span most of a 16-slot block), else
+    "short"."""
+    return {g.__name__.removeprefix("_"): (g, "long" if g in long else "short") for g in generators}
+
+
+FAMILIES = _table(_add, _sorted, _reverse, _upper, _len, _range, _max, _double, _repeat, _join,
+                  _ctx_add, _ctx_upper, _ctx_sorted, _ctx_range,
+                  long=(_sorted, _range, _double, _repeat, _join, _ctx_sorted, _ctx_range))
 # Training-only families, never in the suite, for a mix that names them (``training.data.training_document``): the
 # context families' parts taught one at a time, and their hard cases drawn on purpose.
 # "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``): a lookup that lands on the other name,
@@ -292,14 +288,8 @@ def _ctx_add_small(rng):
     return f"{a} + {lit}", va + lit, _shuffled_setup(rng, lines)
 
 
-TRAINING_FAMILIES: dict[str, tuple[Callable[[random.Random], tuple[str, object]], str]] = {
-    "ctx_get": (_ctx_get, "short"),
-    "range_sum": (_range_sum, "long"),
-    "ctx_upper_overlap": (_ctx_upper_overlap, "short"),
-    "ctx_add_carry": (_ctx_add_carry, "short"),
-    "ctx_range_small": (_ctx_range_small, "long"),
-    "ctx_add_small": (_ctx_add_small, "short"),
-}
+TRAINING_FAMILIES = _table(_ctx_get, _range_sum, _ctx_upper_overlap, _ctx_add_carry, _ctx_range_small,
+                           _ctx_add_small, long=(_range_sum, _ctx_range_small))
 # Every generator make_item accepts, suite families first (training.data.training_document draws in this order).
 GENERATORS = {**FAMILIES, **TRAINING_FAMILIES}
 LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")

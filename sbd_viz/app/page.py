@@ -321,7 +321,7 @@ class Handlers:
         """A projection dropdown changed: re-cost the current decode's calls (no re-decode)."""
         session = replace(session or Session(), projection=read_projection(hardware, model, batch))
         # nothing decoded yet: the next decode uses the choice
-        return session, metrics_html(session) if session.decoded else gr.skip()
+        return session, metrics_html(session) if decoded(session) else gr.skip()
 
     def decoder_changed(self, label, rule, session: Session | None = None):
         """Fit the controls to the chosen decoder (its spec): grey out the ones it does not take, and give the slider

@@ -64,23 +64,20 @@ class Session:
     timing: Any = None
 
     @property
-    def decoded(self) -> bool:
-        return self.trace is not None
-
-    @property
     def from_map(self) -> bool:
         """Answered from the session's γ map: no model call for this move."""
-        return self.decoded and self.seconds is None
+        return decoded(self) and self.seconds is None
 
 
 def decoded(session: Session | None) -> bool:
     """Whether ``session`` (None before the first event) holds a decode."""
-    return session is not None and session.decoded
+    return session is not None and session.trace is not None
 
 
 def reading_controls(handler, names):
     """``handler`` as Gradio calls it: the inputs' values in ``names``' order, the main view's controls read into one
-    ``Controls`` and the rest (the session, the chosen decoders) passed by name. the wrapper keeps ``handler`` as its attribute of that name."""
+    ``Controls`` and the rest (the session, the chosen decoders) passed by name. The wrapper keeps ``handler`` as
+    its attribute of that name."""
     own = {f.name for f in fields(Controls)}
 
     def split(values):
