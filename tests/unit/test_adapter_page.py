@@ -1,6 +1,6 @@
 """bench/ADAPTER.md: the SBD adapter on SmolLM2-135M against its base, on held-out chat and HumanEval. Its page is its
 JSON rendered, and the exact decoders' claims hold in that JSON: every verified row wrote generate's ids on every
-item. No model is loaded."""
+item. bench/ADAPTER_BLOCKS.md (the same script at blocks of 4 and 8) is held to the same. No model is loaded."""
 
 import json
 from pathlib import Path
@@ -11,29 +11,35 @@ from conftest import bench_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE, DATA = ROOT / "bench" / "ADAPTER.md", ROOT / "bench" / "adapter.json"
+# (page, its JSON): the main page, and the block-size comparison
+PAGES = [(PAGE, DATA), (ROOT / "bench" / "ADAPTER_BLOCKS.md", ROOT / "bench" / "adapter_blocks.json")]
+each_page = pytest.mark.parametrize("page, data_file", PAGES, ids=lambda p: p.name)
 
 
-def data():
-    return json.loads(DATA.read_text())
+def data(data_file: Path = DATA):
+    return json.loads(data_file.read_text())
 
 
-def test_the_committed_page_is_its_json_rendered(tmp_path):
+@each_page
+def test_the_committed_page_is_its_json_rendered(page, data_file, tmp_path):
     out = tmp_path / "page.md"
-    bench_script("bench_adapter").main(["--from-json", str(DATA), "--out", str(out)])
-    assert out.read_text() == PAGE.read_text(), "run the command the page names again"
+    bench_script("bench_adapter").main(["--from-json", str(data_file), "--out", str(out)])
+    assert out.read_text() == page.read_text(), "run the command the page names again"
 
 
-def test_the_page_names_its_command_and_load():
-    header, page = data()["header"], PAGE.read_text()
+@each_page
+def test_the_page_names_its_command_and_load(page, data_file):
+    header, page = data(data_file)["header"], page.read_text()
     assert f"`{header['command']}`" in page.splitlines()[:6]  # at the top
     assert header["command"].startswith("python bench/bench_adapter.py")
     assert header["load_start"] in page and header["load_end"] in page
 
 
-def test_every_verified_row_wrote_generates_ids_on_every_item():
+@each_page
+def test_every_verified_row_wrote_generates_ids_on_every_item(page, data_file):
     """Exactness: verified SBD (single and tree drafting) and prompt lookup write the base's greedy text."""
-    sets = data()["results"]["sets"]
-    header = data()["header"]
+    sets = data(data_file)["results"]["sets"]
+    header = data(data_file)["header"]
     assert any(s["items"] for s in sets.values())
     for name, s in sets.items():
         assert s["items"] == header["items"][name]
