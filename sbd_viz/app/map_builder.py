@@ -110,11 +110,14 @@ class _Entry:
 class GammaMaps:
     """Every session's γ map and the one worker thread that builds them (see the module's docstring).
 
-    ``want(session, key, prompt, spec, own)`` after a decode; ``answer(session, key, gamma)`` before one (a trace,
-    or None: decode); ``current(session)`` for the strip; ``wait()`` blocks until every map is built (the tests wait
-    for a map this way, never by time)."""
+    ``capacity``: how many sessions' maps are kept; 0 builds none (every slider release decodes, and no background
+    thread takes a core). ``want(session, key, prompt, spec, own)`` after a decode; ``answer(session, key, gamma)``
+    before one (a trace, or None: decode); ``current(session)`` for the strip; ``wait()`` blocks until every map is
+    built (the tests wait for a map this way, never by time)."""
 
     def __init__(self, model, capacity: int = MAP_SESSIONS):
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise ValueError(f"capacity: must be a whole number >= 0 (0: no maps), got {capacity!r}")
         self.model, self.capacity = model, capacity
         self.gate = Gate()
         self._cond = threading.Condition()
@@ -133,7 +136,7 @@ class GammaMaps:
                 return
             if old is not None:
                 self._drop(session)
-        if key is None:
+        if key is None or self.capacity == 0:  # no map for this decode, or none kept at all
             return
         entry = _Entry(key, None, None)
         settings = {k: v for k, v in own.items() if k not in ("gamma", "rule")}

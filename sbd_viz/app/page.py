@@ -33,7 +33,7 @@ from ..analysis import roofline
 from .. import tasks
 from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS
 from .assets import ANIM_JS, ANIM_TEMPLATE, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
-from .map_builder import GammaMaps, map_key
+from .map_builder import MAP_SESSIONS, GammaMaps, map_key
 from . import scrubber
 from .inputs import (MAX_NEW_TOKENS, MAX_SEED, decoder_labels, knob_of, knob_slider,
                      knob_start, prompt_limit, prompt_note, read_call, read_decoder, read_knob, read_projection,
@@ -68,9 +68,9 @@ class Handlers:
     """The event handlers. They hold read-only things (the model, the suite lookup, the curve) and the γ maps, which
     one background thread builds (``map_builder``)."""
 
-    def __init__(self, model, curve: SpeedQualityCurve):
+    def __init__(self, model, curve: SpeedQualityCurve, map_sessions: int = MAP_SESSIONS):
         self.model, self.curve = model, curve
-        self.maps = GammaMaps(model)
+        self.maps = GammaMaps(model, map_sessions)
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: no NTP, verify or gap-free
         self.causal = registry.model_kind(model) == "causal"  # a pretrained LM without SBD: no rule, no γ
         items = tasks.load_suite("pyasserts", "test")
@@ -346,11 +346,13 @@ class Handlers:
 
 
 # -- the page ---------------------------------------------------------------------------------
-def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
+def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP_SESSIONS) -> gr.Blocks:
     """The app as a ``gr.Blocks``. ``model=None`` loads the shipped model.
 
     ``sweep``: ``"auto"`` shows the curve from ``sweep.json`` beside the model, or computes it in a
     background thread; a list of rows / a DataFrame shows those; ``None`` shows no curve.
+    ``map_sessions``: how many sessions' γ maps are kept (``map_builder``); 0 builds none, so every slider release
+    decodes and no background thread takes a core.
     """
     if model is None:
         model_dir = model_dir or sv.default_model_path()
@@ -365,7 +367,7 @@ def build_demo(model=None, model_dir=None, sweep="auto") -> gr.Blocks:
         curve = SpeedQualityCurve(model, model_dir)
     else:
         curve = SpeedQualityCurve(results=sweep) if sweep is not None else SpeedQualityCurve(compute=False)
-    h = Handlers(model, curve)
+    h = Handlers(model, curve, map_sessions)
     gr.set_static_paths([PLOTLY_JS])
     knob = COMMIT_RULES[DEFAULTS["rule"]]
 

@@ -10,6 +10,8 @@ import sbd_viz as sv
 from conftest import SWEEP_ROWS, app_server
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+# The pages are served with map_sessions=0: these tests read no γ map (test_app_gamma_map*.py do), so no background map
+# builds beside them and takes a core from the other test worker.
 CARDS = "#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])"
 # this prompt's finished cards: the example's prompt (in a text LM's chat template, if on) decoded, NTP beside it
 # (and at the example's own value of the decoder's knob: γ, or a setting of its own)
@@ -63,7 +65,7 @@ def test_every_example_decodes_and_fills_every_panel_on_the_character_model(ship
     from sbd_viz.rules import COMMIT_RULES
 
     gamma = COMMIT_RULES[DEFAULTS["rule"]].default  # the γ its label was measured at
-    with app_server(shipped, sweep=SWEEP_ROWS) as url:
+    with app_server(shipped, sweep=SWEEP_ROWS, map_sessions=0) as url:
         click_every_example(page, url, [(p, "SBD", gamma) for p in EXAMPLES], timeout_ms=120000)
 
 
@@ -84,7 +86,7 @@ def test_every_example_decodes_and_fills_every_panel_on_smollm2_with_the_adapter
     picks = causal.example_choices(model, decoder_labels(model))
     assert all(label.endswith("calls, NTP " + label.rsplit("NTP ", 1)[-1]) for _, _, label, _ in picks)  # measured
     expected = [(p, d, knob_start(sv.registry.by_label(d), "entropy_bounded")) for p, _, _, d in picks]
-    with app_server(model) as url:
+    with app_server(model, map_sessions=0) as url:
         click_every_example(page, url, expected, timeout_ms=600000)
 
 
@@ -98,7 +100,7 @@ def test_smollm2s_first_screen_shows_the_decoder_that_drafts(smollm2, page):
     row = causal.measured(model)[prompt]
     run = row["runs"][row["decoder"]]
     assert run["calls"] < row["ntp_calls"]  # measured: the chosen decoder drafts here
-    with app_server(model) as url:
+    with app_server(model, map_sessions=0) as url:
         page.goto(url, wait_until="domcontentloaded")
         page.wait_for_selector(CARDS, timeout=600000)
         cards = page.locator(CARDS)

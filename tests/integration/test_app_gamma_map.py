@@ -18,7 +18,7 @@ import torch
 import sbd_viz as sv
 from conftest import SWEEP_ROWS, free_port, handlers_of, load_app, sharp_model
 from sbd_viz.analysis.gamma_map import walks_gamma
-from sbd_viz.app.map_builder import Gate, GammaMaps, map_key
+from sbd_viz.app.map_builder import MAP_SESSIONS, Gate, GammaMaps, map_key
 from sbd_viz.app.state import Controls
 from sbd_viz.decoders import registry
 
@@ -219,6 +219,30 @@ def test_at_most_capacity_maps_are_kept_the_least_recently_used_dropped_first(ap
         assert maps.current("a")[1] == maps.current("c")[1] == "done"
     finally:
         maps.close()
+
+
+def test_a_capacity_of_zero_keeps_no_map_and_the_page_passes_its_count_on(app):
+    """``GammaMaps(capacity=0)`` (``build_demo(map_sessions=0)``): a decode queues no map, so a release decodes."""
+    _, model, _ = app
+    sbd = registry.get_decoder("sbd")
+    own = dict(rule="entropy_bounded", gamma=0.5, block_size=8, max_new_tokens=8, temperature=0.0, seed=0)
+    key = map_key(PROMPT, sbd, own)
+    for capacity, kept in ((1, True), (0, False)):
+        maps = GammaMaps(model, capacity=capacity)
+        try:
+            maps.want("a", key, PROMPT, sbd, own)
+            maps.wait()
+            assert (maps.current("a") is not None) == kept, capacity
+            assert (maps.answer("a", key, 0.5) is not None) == kept, capacity
+        finally:
+            maps.close()
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="capacity"):
+            GammaMaps(model, capacity=bad)
+    for given, capacity in (({"map_sessions": 0}, 0), ({}, MAP_SESSIONS)):
+        handlers = handlers_of(load_app().build_demo(model, sweep=None, **given))
+        handlers.close()
+        assert handlers.maps.capacity == capacity, given
 
 
 def test_the_most_recently_wanted_map_is_built_first_and_an_earlier_one_resumes_after(app):

@@ -51,7 +51,7 @@ def test_handlers_decode_draw_and_refuse_what_means_nothing(app, model):
 
 @pytest.mark.browser
 def test_app_renders_a_diffusion_decode_in_a_real_browser(model, page):
-    with app_server(model) as url:
+    with app_server(model, map_sessions=0) as url:  # reads no γ map: none builds beside it
         page.goto(url, wait_until="domcontentloaded")
         # the page decodes its first example on load: the block fill is drawn, one frame per call
         page.wait_for_function("() => Number(document.querySelector('#sbd-anim .sbd-anim-plot')"
