@@ -280,12 +280,19 @@ def handlers_of(demo):
                 if getattr(fn.fn, "__name__", "") == "decode")
 
 
+def serving_sharp(**kwargs):
+    """Yields (url, model): the app on ``sharp_model()`` with the hand-made curve ``SWEEP_ROWS`` (``build_demo``'s
+    other arguments in ``kwargs``)."""
+    model = sharp_model()
+    with app_server(model, sweep=SWEEP_ROWS, **kwargs) as url:
+        yield url, model
+
+
 @pytest.fixture(scope="module")
 def served():
-    """(url, model): the app on ``sharp_model()`` with the hand-made curve ``SWEEP_ROWS``; one per module."""
-    model = sharp_model()
-    with app_server(model, sweep=SWEEP_ROWS) as url:
-        yield url, model
+    """(url, model): ``serving_sharp()``, one per module. A module that reads no γ map defines its own ``served``
+    from ``serving_sharp(map_sessions=0)``, so no background map takes a core beside it."""
+    yield from serving_sharp()
 
 
 # -- a page of headless Chromium ------------------------------------------------------------------------------
