@@ -349,11 +349,9 @@ class Handlers:
 def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP_SESSIONS) -> gr.Blocks:
     """The app as a ``gr.Blocks``. ``model=None`` loads the shipped model.
 
-    ``sweep``: ``"auto"`` shows the curve from ``sweep.json`` beside the model, or computes it in a
-    background thread; a list of rows / a DataFrame shows those; ``None`` shows no curve.
-    ``map_sessions``: how many sessions' γ maps are kept (``map_builder``); 0 builds none, so every slider release
-    decodes and no background thread takes a core.
-    """
+    ``sweep``: ``"auto"`` shows the curve from ``sweep.json`` beside the model, or computes it in a background thread;
+    a list of rows / a DataFrame shows those; ``None`` shows no curve. ``map_sessions``: how many sessions' γ maps are
+    kept (``map_builder``); 0 builds none, so every slider release decodes and no background thread takes a core."""
     if model is None:
         model_dir = model_dir or sv.default_model_path()
         model = sv.load_model(model_dir)
