@@ -35,7 +35,8 @@ def plugged():
         sv.register_decoder(spec)
     model = sharp_model()
     try:
-        with app_server(model, sweep=None) as url:  # no speed/quality curve: no suite sweep behind these tests
+        # no speed/quality curve and no γ maps: these tests read neither, so no sweep or map runs behind them
+        with app_server(model, sweep=None, map_sessions=0) as url:
             yield Client(url, verbose=False), model, url
     finally:
         for name in specs:
