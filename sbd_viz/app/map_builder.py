@@ -27,6 +27,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..analysis.gamma_map import GammaMap, GammaMapWalk, walks_gamma
+from ..checks import check_whole
 from ..rules import COMMIT_RULES
 
 MAP_SESSIONS = 32  # maps kept (one per session), the least recently used dropped first
@@ -116,9 +117,7 @@ class GammaMaps:
     built (the tests wait for a map this way, never by time)."""
 
     def __init__(self, model, capacity: int = MAP_SESSIONS):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-            raise ValueError(f"capacity: must be a whole number >= 0 (0: no maps), got {capacity!r}")
-        self.model, self.capacity = model, capacity
+        self.model, self.capacity = model, check_whole(capacity, "capacity", 0, note=" (0: no maps)")
         self.gate = Gate()
         self._cond = threading.Condition()
         self._maps: OrderedDict[str, _Entry] = OrderedDict()  # session id -> its map, least recently used first
