@@ -289,10 +289,13 @@ def serving_sharp(**kwargs):
 
 
 @pytest.fixture(scope="module")
-def served():
-    """(url, model): ``serving_sharp()``, one per module. A module that reads no γ map defines its own ``served``
-    from ``serving_sharp(map_sessions=0)``, so no background map takes a core beside it."""
-    yield from serving_sharp()
+def served(request):
+    """(url, model): ``serving_sharp()``, one per module. A module marked ``no_gamma_maps`` reads no γ map: its page
+    keeps none (``map_sessions=0``), so no background map takes a core beside it."""
+    if request.node.get_closest_marker("no_gamma_maps"):
+        yield from serving_sharp(map_sessions=0)
+    else:
+        yield from serving_sharp()
 
 
 # -- a page of headless Chromium ------------------------------------------------------------------------------

@@ -7,19 +7,13 @@ screenshot to test-artifacts/app.png for a human to look at.
 
 import pytest
 
-from conftest import ARTIFACTS, serving_sharp
+from conftest import ARTIFACTS
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+pytestmark = [pytest.mark.no_gamma_maps, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 
 
 def metrics_nfe(page) -> str:
     return page.locator("#sbd-metrics .cards").get_attribute("data-nfe")
-
-
-@pytest.fixture(scope="module")
-def served():
-    """conftest's page without γ maps: this module reads none, so none builds beside it."""
-    yield from serving_sharp(map_sessions=0)
 
 
 def test_page_draws_the_animation_and_follows_the_gamma_slider(served, page):

@@ -3,17 +3,10 @@ chosen task, and a click on a row puts that item in the prompt box, decodes it a
 
 import pytest
 
-from conftest import serving_sharp
 from sbd_viz import list_tasks as lt
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+pytestmark = [pytest.mark.no_gamma_maps, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 DONE = "#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])"
-
-
-@pytest.fixture(scope="module")
-def served():
-    """conftest's page without γ maps: this module reads none, so none builds beside it."""
-    yield from serving_sharp(map_sessions=0)
 
 
 def test_a_click_on_a_failure_decodes_its_item_and_shows_its_call(served, page):

@@ -3,15 +3,7 @@ indentation and the isolation of user text are tested in tests/unit/test_app_tex
 
 import pytest
 
-from conftest import serving_sharp
-
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
-
-
-@pytest.fixture(scope="module")
-def served():
-    """conftest's page without γ maps: this module reads none, so none builds beside it."""
-    yield from serving_sharp(map_sessions=0)
+pytestmark = [pytest.mark.no_gamma_maps, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 
 
 def _ready(page, url):

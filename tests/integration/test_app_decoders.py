@@ -4,18 +4,14 @@ bad choices by name, and the tab renders its figure in a real headless Chromium 
 import pytest
 
 import sbd_viz as sv
-from conftest import ARTIFACTS, serving_sharp
+from conftest import ARTIFACTS
 
-pytestmark = [pytest.mark.heavy, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
+pytestmark = [pytest.mark.heavy, pytest.mark.no_gamma_maps,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 PROMPT = "assert 48 + 37 == "
 MAX_NEW = 16
-# ``served``: (url, model), the app on ``sharp_model()`` (below); ``page`` (conftest): a page of headless Chromium
-
-
-@pytest.fixture(scope="module")
-def served():
-    """conftest's page without γ maps: this module reads none, so none builds beside it."""
-    yield from serving_sharp(map_sessions=0)
+# ``served`` (conftest): (url, model), the app on ``sharp_model()`` without γ maps (this module reads none);
+# ``page``: a page of headless Chromium
 
 
 def test_compare_endpoint_matches_the_library(served):
