@@ -33,7 +33,7 @@ import torch
 
 from .. import gated_adapter
 from . import distill
-from .options import add_config_arguments, option, torch_threads
+from .options import add_config_arguments, check_least, option, torch_threads
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 
 
@@ -57,11 +57,11 @@ class AdapterTrainConfig:
     proposed_prompts: int = option(0, "questions the base proposes itself (sampled as a numbered list, none on a "
                                       "held-out subject), through the chat template")
     probe_prompts: int = option(24, "held-out prompts of each kind for the probe (never trained on)")
-    new_tokens: int = option(64, "greedy tokens generated per prompt (the training targets)")
+    new_tokens: int = option(64, "greedy tokens generated per prompt (the training targets)", least=1)
     max_prompt_tokens: int = option(256, "prompts longer than this are cut from the left for training")
     data_seed: int = option(0, "seed that draws the prompts")
     # the steps
-    batch_size: int = option(8, "sequences per step")
+    batch_size: int = option(8, "sequences per step", least=1)
     lr: float = option(1e-3, "AdamW learning rate (after warm-up; constant)")
     warmup: int = option(20, "steps of linear warm-up (also after a resume: the optimizer's moments restart warm)")
     decode_like: float = option(0.5, "share of blocks masked as a decode leaves them (a written prefix), "
@@ -71,8 +71,8 @@ class AdapterTrainConfig:
     # how long, how often
     max_steps: int = option(100000, "stop after this many steps in all (resumed runs count from the checkpoint)")
     time_budget_min: float = option(0.0, "stop after this many minutes of this run (0: no limit)")
-    save_every: int = option(25, "steps between checkpoints")
-    probe_every: int = option(100, "steps between held-out probes")
+    save_every: int = option(25, "steps between checkpoints", least=1)
+    probe_every: int = option(100, "steps between held-out probes", least=1)
     # the machine
     threads: int = option(0, "torch threads (0: OMP_NUM_THREADS if it is set, else every core)")
     seed: int = option(0, "seed of the data order and the masks")
@@ -86,9 +86,7 @@ class AdapterTrainConfig:
             raise ValueError(f"block_sizes: each must be in [2, 64], got {self.block_sizes!r}")
         if not 0 <= self.decode_like <= 1:
             raise ValueError(f"decode_like: must be in [0, 1], got {self.decode_like}")
-        for name in ("batch_size", "new_tokens", "save_every", "probe_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        check_least(self)
         if self.threads < 0:
             raise ValueError(f"threads: must be >= 0 (0: OMP_NUM_THREADS, else every core), got {self.threads}")
         gated_adapter.AdapterConfig(rank=self.rank, targets=tuple(self.targets.split(",")))

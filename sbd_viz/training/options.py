@@ -8,9 +8,17 @@ import os
 from dataclasses import field, fields
 
 
-def option(default, help: str):
-    """A config field with its ``--help`` text."""
-    return field(default=default, metadata={"help": help})
+def option(default, help: str, least=None):
+    """A config field with its ``--help`` text and, if given, the ``least`` value it takes (``check_least``)."""
+    return field(default=default, metadata={"help": help, "least": least})
+
+
+def check_least(config) -> None:
+    """A ``ValueError`` naming the first field of ``config`` below the ``least`` its ``option`` declares."""
+    for f in fields(config):
+        least = f.metadata.get("least")
+        if least is not None and getattr(config, f.name) < least:
+            raise ValueError(f"{f.name}: must be >= {least}, got {getattr(config, f.name)}")
 
 
 def torch_threads(asked: int, processes: int = 1) -> int:

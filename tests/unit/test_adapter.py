@@ -133,6 +133,13 @@ def test_adapter_config_refuses_bad_settings_by_name():
         gated_adapter.AdapterConfig(targets=("q_proj", "lm_head"))
 
 
+@pytest.mark.parametrize("name", ["batch_size", "new_tokens", "save_every", "probe_every"])
+def test_the_training_options_refuse_a_count_below_one_by_name(name):
+    adapter_train.AdapterTrainConfig(**{name: 1}).validate()
+    with pytest.raises(ValueError, match=f"^{name}: must be >= 1, got 0$"):
+        adapter_train.AdapterTrainConfig(**{name: 0}).validate()
+
+
 # -- the model: the base's text -----------------------------------------------------------------------------
 def generate_reference(seed, prompt_ids, n, head=8):
     """HF's own greedy ``generate`` on a fresh copy of the base, never adapted."""
