@@ -134,6 +134,10 @@ def render(data: dict) -> str:
                           f"{last[s]['single_tpc']:.2f})" if need <= last["scored_tokens"]
                      else f"at about {need:,.0f} tokens scored ({need / last['scored_tokens']:,.1f}× this run)")
             lines.append(f"- {s}: {slope:+.3f} {SINGLE} per doubling of the tokens scored; 2.0 {SINGLE} {where}")
+        lines += ["", "The probe's prompts are drawn like the training's (chat templates x topics, standard-library "
+                  "signatures), so the curve and its line speak for prompts like those. On the held-out sets the "
+                  "adapter is judged on, the same probe on the same adapter predicts less: "
+                  "[PROBE_SETS.md](PROBE_SETS.md)."]
     held = data.get("held_out", [])
     if held:
         counted, after = COUNT_LABELS[(True, True)], COUNT_LABELS[(True, False)]

@@ -75,3 +75,14 @@ def test_the_page_is_rendered_for_the_shipped_adapter():
     assert data["shipped_step"] == module.shipped_step()
     assert [h["source"] for h in data["held_out"] if h["step"] == data["shipped_step"]] == ["adapter.json"]
     assert data["rows"][-1]["step"] >= data["shipped_step"]
+
+
+def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
+    spec = importlib.util.spec_from_file_location("probe_sets", BENCH / "probe_sets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = json.loads(module.JSON.read_text())
+    assert module.PAGE.read_text() == module.markdown(data["header"], data["results"])
+    assert set(data["results"]["sets"]) == set(module.SETS)
+    assert all(s["blocks"] > 0 and 1.0 <= s["single_tpc"] <= data["results"]["block_size"]
+               for s in data["results"]["sets"].values())
