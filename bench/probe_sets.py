@@ -81,11 +81,12 @@ def markdown(h: dict, r: dict, examples=None) -> str:
              f"Command: `{h['command']}`. Run: {h['date']} on {h['machine']} ({h['cpu']}). Adapter: "
              f"`{r['adapter']}` (step {r['steps']}), block size {r['block_size']}; the first {r['n']} prompts of "
              f"each set, each with the base's greedy continuation of {r['new_tokens']} tokens. The probe is the "
-             "training run's own (`adapter_train.probe`, see this script's docstring): *tokens per call* is its "
-             "prediction of verified SBD with tree drafting (each call writes NTP's token and the drafts after it "
+             "training run's own (`adapter_train.probe`, see this script's docstring), and *tokens per call (single "
+             "block)* is what [ADAPTER_TRAINING.md](ADAPTER_TRAINING.md) calls it: its prediction of verified SBD "
+             "with tree drafting (each call writes NTP's token and the drafts after it "
              "up to the first wrong one), counted from the probe's slots, not decoded.", "",
              "| set | prompts drawn like the training's | blocks | slot accuracy 1.." + str(r["block_size"])
-             + " | tokens per call (predicted) |", "|---|---|---:|---:|---:|"]
+             + " | tokens per call (single block) |", "|---|---|---:|---:|---:|"]
     for name in SETS:
         p = r["sets"][name]
         drawn = "yes" if name.startswith("probe") else "no"

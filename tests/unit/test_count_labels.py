@@ -15,7 +15,7 @@ RULE = re.compile(r"^\|\s*:?-{3,}")  # a table's |---| line: the line above it i
 OTHER_RATIOS = {
     "tokens per call (single block)":
         "ADAPTER_TRAINING.md: predicted by the adapter's probe from slot accuracies on held-out text, not counted "
-        "from decodes (adapter_training.py's docstring)",
+        "from decodes (adapter_training.py's docstring); PROBE_SETS.md names it so too",
 }
 
 
