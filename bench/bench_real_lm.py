@@ -28,7 +28,6 @@ import paired  # noqa: E402
 import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
-from sbd_viz.app.causal import chat_prompt  # noqa: E402
 from sbd_viz.labels import COUNT_LABELS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -83,7 +82,7 @@ def generate(model, ids, n):
 def one_prompt(model, text, chat, kind, n, i, n_rounds, guard):
     """One prompt: each decoder's calls and ids (against ``generate``'s), then ``n_rounds`` paired rounds of the
     three (``paired.rounds``: the order rotating, runs slowed by the machine marked disturbed)."""
-    prompt = chat_prompt(model, text) if chat else text
+    prompt = sv.chat_prompt(model, text) if chat else text
     ids = torch.tensor([model.encode(prompt)])
     ref, _ = generate(model, ids, n)
     row = dict(kind=kind, prompt=text, chat=chat, tokens=len(ref))
@@ -108,7 +107,7 @@ def call_cost(model, sizes=(1, 2, 4, 8, 11, 16), prefix=120, repeats=15):
     """Seconds of one forward feeding k tokens after a cached prefix of ``prefix`` tokens: the fastest of
     ``repeats`` rounds, each round timing every k once (so a change in the machine's load falls on every k alike;
     on a shared CPU the fastest run is the one least disturbed)."""
-    ids = model.encode(chat_prompt(model, "Repeat exactly: " + "the quick brown fox " * 30))[:prefix]
+    ids = model.encode(sv.chat_prompt(model, "Repeat exactly: " + "the quick brown fox " * 30))[:prefix]
     times = {k: [] for k in sizes}
     for _ in range(repeats):
         for k in sizes:

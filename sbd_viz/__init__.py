@@ -23,7 +23,7 @@ from . import model_kinds
 from .model_kinds import ModelKind, register_model_kind
 from . import adapted_lm, causal_lm
 from .adapted_lm import AdaptedLM
-from .causal_lm import CausalLM
+from .causal_lm import CausalLM, chat_prompt
 from .rules import COMMIT_RULES, RULES, CommitRule
 from .trace import Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError
 from .trace_file import from_dict as trace_from_dict, from_json as trace_from_json, load as load_trace
@@ -154,7 +154,7 @@ __all__ = [
     "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass",
     "RULES", "Rollback",
     "SBDModel", "CausalLM", "causal_lm", "AdaptedLM", "adapted_lm", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
-    "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
+    "chat_prompt", "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
     "aup", "pbx", "list_tasks",
     "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
     "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "GammaMap", "Piece", "gamma_map", "failure_report",

@@ -169,6 +169,16 @@ class CausalLM(SBDModel):
 
 
 # -- where models come from ------------------------------------------------------------------------
+def chat_prompt(model, text: str) -> str:
+    """``text`` as the user's turn of ``model``'s chat template, ready for the assistant's answer (the text itself if
+    its tokenizer has no template): the prompt the app sends when its chat switch is on."""
+    tokenizer = model.tokenizer
+    if not getattr(tokenizer, "chat_template", None):
+        return text
+    return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                         add_generation_prompt=True)
+
+
 def named_gguf(name: str) -> Path:
     """The GGUF file of a named model (``NAMED``), found through its distribution's metadata, never imported."""
     from importlib import metadata

@@ -37,16 +37,6 @@ ADAPTER_EXAMPLES = [
 MAX_NEW_TOKENS = 48  # a CPU writes a few tokens a second with this model; NTP runs beside each decode
 
 
-def chat_prompt(model, text: str) -> str:
-    """``text`` as the user's turn of the model's chat template, ready for the assistant's answer (the text itself
-    if the tokenizer has no template)."""
-    tokenizer = model.tokenizer
-    if not getattr(tokenizer, "chat_template", None):
-        return text
-    return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                         add_generation_prompt=True)
-
-
 def examples(model) -> list[tuple[str, bool, str]]:
     """The page's examples for ``model``: (prompt, apply the chat template, label)."""
     return ADAPTER_EXAMPLES if getattr(model, "adapter", None) is not None else EXAMPLES

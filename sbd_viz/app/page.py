@@ -99,7 +99,7 @@ class Handlers:
         if own_knob:
             settings[spec.knob.name] = read_knob(spec, c.gamma)
         if c.chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
-            settings["prompt"] = causal_app.chat_prompt(self.model, settings["prompt"])
+            settings["prompt"] = sv.chat_prompt(self.model, settings["prompt"])
         return settings
 
     def decode(self, controls: Controls, session: Session | None = None):

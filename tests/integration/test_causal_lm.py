@@ -287,7 +287,10 @@ def test_the_app_serves_it_with_its_chat_template_and_exact_decoders(smol):
 
         figure, metrics, texts, _ = decode(text)
         trace = sv.load_trace(client.predict(api_name="/details")[-1])
-        assert trace.prompt == causal_app.chat_prompt(smol, text) and trace.config["decoder"] == "prompt_lookup"
+        # the user's turn as transformers writes it, with the tokenizer's own chat template
+        turn = smol.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                  add_generation_prompt=True)
+        assert trace.prompt == turn and trace.config["decoder"] == "prompt_lookup"
         assert trace.output_ids == sv.decode(smol, trace.prompt, decoder="ntp", max_new_tokens=12).output_ids
         notes = " ".join(note["text"] for note in json.loads(figure)["layout"]["annotations"])
         assert "⟨im_start⟩assistant" in notes and "not SBD-trained" in notes

@@ -58,10 +58,9 @@ def test_notebook_6_exercise_3_remask_thresholds(parallel):
 @pytest.fixture(scope="module")
 def smol():
     """Notebook 7's setup: SmolLM2 through its chat template, at most 24 new tokens."""
-    from sbd_viz.app.causal import chat_prompt
 
     model = sv.load_model("smollm2-135m")
-    return model, lambda text: chat_prompt(model, text)
+    return model, lambda text: sv.chat_prompt(model, text)
 
 
 def test_notebook_7_exercise_1_longer_drafts_take_fewer_calls_on_the_quote(smol):
