@@ -86,3 +86,16 @@ def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
     assert set(data["results"]["sets"]) == set(module.SETS)
     assert all(s["blocks"] > 0 and 1.0 <= s["single_tpc"] <= data["results"]["block_size"]
                for s in data["results"]["sets"].values())
+
+
+def test_the_rank_page_is_its_json_rendered_with_paired_runs():
+    spec = importlib.util.spec_from_file_location("adapter_ranks", BENCH / "adapter_ranks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = json.loads(module.JSON.read_text())
+    assert module.PAGE.read_text() == module.markdown(data)
+    runs = data["runs"]
+    assert len(runs) >= 2 and len({r["steps"] for r in runs.values()}) == 1  # the same steps for every rank
+    # a larger rank has more parameters: the runs really differ in rank
+    sizes = [runs[r]["parameters"] for r in sorted(runs, key=int)]
+    assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
