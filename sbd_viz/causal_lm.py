@@ -169,14 +169,16 @@ class CausalLM(SBDModel):
 
 
 # -- where models come from ------------------------------------------------------------------------
-def chat_prompt(model, text: str) -> str:
-    """``text`` as the user's turn of ``model``'s chat template, ready for the assistant's answer (the text itself if
-    its tokenizer has no template): the prompt the app sends when its chat switch is on."""
-    tokenizer = model.tokenizer
-    if not getattr(tokenizer, "chat_template", None):
-        return text
+def user_turn(tokenizer, text: str) -> str:
+    """``text`` as the user's turn of ``tokenizer``'s chat template, ready for the assistant's answer."""
     return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                          add_generation_prompt=True)
+
+
+def chat_prompt(model, text: str) -> str:
+    """``text`` as the user's turn of ``model``'s chat template (``user_turn``), or the text itself if its tokenizer
+    has no template: the prompt the app sends when its chat switch is on."""
+    return user_turn(model.tokenizer, text) if getattr(model.tokenizer, "chat_template", None) else text
 
 
 def named_gguf(name: str) -> Path:

@@ -25,6 +25,10 @@ import re
 import sysconfig
 from pathlib import Path
 
+from ..causal_lm import user_turn
+
+as_chat = user_turn  # a training prompt is a user's turn of the base's chat template, as the app sends it
+
 TEMPLATES = [
     "What is {t}?", "Explain {t} in simple terms.", "Give me three facts about {t}.",
     "Why does {t} matter?", "Write a short paragraph about {t}.", "How would you describe {t} to a child?",
@@ -179,12 +183,6 @@ def chat_prompts(n: int, seed: int = 0) -> list[str]:
     if n > len(pairs):
         raise ValueError(f"n: at most {len(pairs)} chat prompts exist, got {n}")
     return [tpl.format(t=topic) for tpl, topic in pairs[:n]]
-
-
-def as_chat(tokenizer, message: str) -> str:
-    """A user message as the model's chat template writes it, ready for the assistant's answer."""
-    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False,
-                                         add_generation_prompt=True)
 
 
 def _functions(path: Path):
