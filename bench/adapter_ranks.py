@@ -9,13 +9,14 @@ steps (``adapter_train.probe``: tokens per call (single block), as on ADAPTER_TR
 seconds a step; and the adapter's parameter count from its ``final/adapter.safetensors``.
 
     python bench/adapter_ranks.py --run 8=runs/rank-8 --run 16=runs/rank-16 --run 32=runs/rank-32 --command "..."
-    python bench/adapter_ranks.py --from-json                     # the page again from its JSON
+    python bench/adapter_ranks.py --from-json bench/adapter_ranks.json   # the page again from its JSON
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -33,8 +34,7 @@ def read_run(folder: Path) -> dict:
 
     log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
     with safe_open(str(folder / "final" / "adapter.safetensors"), "pt") as f:
-        params = sum(f.get_slice(k).get_shape()[0] * f.get_slice(k).get_shape()[1]
-                     if len(f.get_slice(k).get_shape()) == 2 else f.get_slice(k).get_shape()[0] for k in f.keys())
+        params = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
     probes = [{"step": e["step"], "scored_tokens": e["scored"],
                **{s: e["probe"][s]["single_tpc"] for s in ("chat", "code")}} for e in log if "probe" in e]
     last = log[-25:]
@@ -43,12 +43,23 @@ def read_run(folder: Path) -> dict:
             "step_seconds_median": round(statistics.median(e["step_s"] for e in log), 2)}
 
 
-def markdown(data: dict) -> str:
-    runs = data["runs"]  # rank (str) -> run
+def run(args, argv):
+    """(header, results, examples) for ``run_info.write_page``: the runs named by ``--run``, read, not trained."""
+    header = {"date": run_info.utc_now(), "machine": run_info.machine(1), "cpu": run_info.cpu_name(),
+              "command": args.command}
+    runs = {}
+    for spec in args.run:
+        rank, _, folder = spec.partition("=")
+        runs[rank] = read_run(Path(folder))
+    return header, {"runs": runs}, None
+
+
+def markdown(h: dict, results: dict, examples=None) -> str:
+    runs = results["runs"]  # rank (str) -> run
     ranks = sorted(runs, key=int)
     steps = sorted({p["step"] for r in runs.values() for p in r["probes"]})
     lines = ["# The adapter's LoRA rank", "",
-             f"Command: `{data['command']}`. Run: {data['date']} on {data['machine']} ({data['cpu']}). "
+             f"Command: `{h['command']}`. Run: {h['date']} on {h['machine']} ({h['cpu']}). "
              "Each run trains from scratch on the same data, seed, order and masks, at LoRA alpha 32 (the update "
              "scaled by 32 / rank); they ran together, one torch thread each. The probe is the training run's own "
              f"(see ADAPTER_TRAINING.md): *{SINGLE}* is its prediction from slot accuracies on held-out prompts "
@@ -81,22 +92,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", action="append", default=[], metavar="RANK=FOLDER", help="a run folder and its rank")
     p.add_argument("--command", default="", help="the training commands, as the page states them")
-    p.add_argument("--from-json", action="store_true", help="render the page from the committed JSON only")
+    p.add_argument("--out", default=str(PAGE), help="the page (default: %(default)s)")
+    p.add_argument("--json", default=str(JSON), help="its JSON (default: %(default)s)")
+    p.add_argument("--from-json", help="render the page from this JSON, reading no run")
     args = p.parse_args(argv)
-    if args.from_json:
-        data = json.loads(JSON.read_text())
-    else:
-        if not args.run:
-            p.error("--run: give at least one RANK=FOLDER")
-        runs = {}
-        for spec in args.run:
-            rank, _, folder = spec.partition("=")
-            runs[rank] = read_run(Path(folder))
-        data = {"date": run_info.utc_now(), "machine": run_info.machine(1), "cpu": run_info.cpu_name(),
-                "command": args.command, "runs": runs}
-        JSON.write_text(json.dumps(data, indent=1) + "\n")
-    PAGE.write_text(markdown(data))
-    print(markdown(data))
+    if not args.from_json and not args.run:
+        p.error("--run: give at least one RANK=FOLDER")
+    run_info.write_page(p, args, sys.argv[1:] if argv is None else argv, run, markdown)
 
 
 if __name__ == "__main__":
