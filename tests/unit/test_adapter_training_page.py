@@ -1,18 +1,16 @@
 """bench/ADAPTER_TRAINING.md is its JSON rendered (every number on it measured by the run's probe), and its rows are
 the probe's held-out sets in training order."""
 
-import importlib.util
 import json
 from pathlib import Path
+
+from conftest import bench_script
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def page_module():
-    spec = importlib.util.spec_from_file_location("adapter_training", BENCH / "adapter_training.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("adapter_training")
 
 
 def test_the_page_is_its_json_rendered():
@@ -78,9 +76,7 @@ def test_the_page_is_rendered_for_the_shipped_adapter():
 
 
 def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
-    spec = importlib.util.spec_from_file_location("probe_sets", BENCH / "probe_sets.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = bench_script("probe_sets")
     data = json.loads(module.JSON.read_text())
     assert module.PAGE.read_text() == module.markdown(data["header"], data["results"])
     assert set(data["results"]["sets"]) == set(module.SETS)
@@ -89,12 +85,10 @@ def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
 
 
 def test_the_rank_page_is_its_json_rendered_with_paired_runs():
-    spec = importlib.util.spec_from_file_location("adapter_ranks", BENCH / "adapter_ranks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = bench_script("adapter_ranks")
     data = json.loads(module.JSON.read_text())
-    assert module.PAGE.read_text() == module.markdown(data)
-    runs = data["runs"]
+    assert module.PAGE.read_text() == module.markdown(data["header"], data["results"])
+    runs = data["results"]["runs"]
     assert len(runs) >= 2 and len({r["steps"] for r in runs.values()}) == 1  # the same steps for every rank
     # a larger rank has more parameters: the runs really differ in rank
     sizes = [runs[r]["parameters"] for r in sorted(runs, key=int)]
