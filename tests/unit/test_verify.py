@@ -357,12 +357,13 @@ def generate_by_length(model, prompts, n, stop):
     """Greedy NTP as a transformers user writes it, in batches: ``generate`` with ``stop_strings`` and the tokenizer
     (the mask token suppressed: no decode writes it) on the prompts of one length at a time, so no row is padded;
     each row's new ids up to its first stop or EOS, as a single-prompt ``generate`` returns them."""
+    encoded = [model.encode(prompt) for prompt in prompts]
     by_length = {}
-    for i, prompt in enumerate(prompts):
-        by_length.setdefault(len(model.encode(prompt)), []).append(i)
+    for i, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(i)
     out = [None] * len(prompts)
     for n_prompt, rows in by_length.items():
-        ids = torch.tensor([model.encode(prompts[i]) for i in rows])
+        ids = torch.tensor([encoded[i] for i in rows])
         with torch.inference_mode():
             new = model.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
                                        stop_strings=[stop], tokenizer=model.tokenizer,
