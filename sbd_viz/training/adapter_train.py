@@ -8,7 +8,8 @@
 2. trains the adapter: each step takes a batch of prompt + continuation, runs the frozen base over it once without
    gradient (the clean rows: their keys and values are the base's, exactly as at decoding time), then one forward
    of masked blocks on top of that cache with the adapter on, and cross-entropy at the masked slots against the
-   base's greedy ids (a masked row at position j predicts token j). Every position of a continuation lies in one
+   base's greedy ids (a masked row at position j predicts token j), or with ``--loss kl`` the KL divergence from
+   the base's own next-token distribution there (its logits at position j - 1 in the clean pass). Every position of a continuation lies in one
    block; a block is masked as a decode leaves it (its first ``c`` slots written, the rest masked; ``c`` = 0 half
    the time) or as the paper trains (each slot masked at one rate drawn per block);
 3. logs loss and masked-slot accuracy, and every ``--probe-every`` steps the held-out probe (prompts of the same
@@ -35,6 +36,9 @@ from .. import gated_adapter
 from . import distill
 from .options import add_config_arguments, check_least, option, torch_threads
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
+
+
+LOSSES = ("ce", "kl")
 
 
 @dataclass
@@ -64,6 +68,8 @@ class AdapterTrainConfig:
     batch_size: int = option(8, "sequences per step", least=1)
     lr: float = option(1e-3, "AdamW learning rate (after warm-up; constant)")
     warmup: int = option(20, "steps of linear warm-up (also after a resume: the optimizer's moments restart warm)")
+    loss: str = option("ce", "the masked slots' loss: ce (cross-entropy on the base's greedy ids) or kl (KL "
+                             "divergence from the base's next-token distribution at that position)")
     decode_like: float = option(0.5, "share of blocks masked as a decode leaves them (a written prefix), "
                                      "the rest as the paper trains")
     bf16: bool = option(False, "run the forwards in bfloat16 autocast "
@@ -86,6 +92,8 @@ class AdapterTrainConfig:
             raise ValueError(f"block_sizes: each must be in [2, 64], got {self.block_sizes!r}")
         if not 0 <= self.decode_like <= 1:
             raise ValueError(f"decode_like: must be in [0, 1], got {self.decode_like}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss: must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         check_least(self)
         if self.threads < 0:
             raise ValueError(f"threads: must be >= 0 (0: OMP_NUM_THREADS, else every core), got {self.threads}")
@@ -203,20 +211,43 @@ def make_batch(rows: list[dict], k_choices: list[int], mask_id: int, rng: random
     return Batch(ids, [len(s) for s in seqs], block_ids, positions, mask, gate, targets, slot)
 
 
-def block_logits(model, gate: gated_adapter.Gate, batch: Batch, bf16: bool) -> torch.Tensor:
+def block_logits(model, gate: gated_adapter.Gate, batch: Batch, bf16: bool, teacher: bool = False):
     """(B, Q, V) logits of the batch's block rows: the clean sequences run once through the base (no gradient),
-    then the blocks on top of their cache with the adapter on."""
+    then the blocks on top of their cache with the adapter on. With ``teacher``: (those logits, the base's own
+    next-token logits for each scored row, ``(N, V)`` in the order of ``batch.targets >= 0``), the clean pass's
+    at position j - 1 for the row at position j (its head applied to the last hidden state: a model whose logits
+    are more than that, e.g. soft-capped, is not supported)."""
     from transformers import DynamicCache
 
     device = model.device
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
     cache = DynamicCache(config=model.config)
+    ids = batch.ids.to(device)
     with torch.no_grad(), autocast:
-        model(input_ids=batch.ids.to(device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        if teacher:
+            hidden = model.base_model(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state
+            b, r = (batch.targets >= 0).nonzero(as_tuple=True)
+            rows = hidden[b.to(device), batch.positions[b, r].to(device) - 1]
+            base_logits = model.get_output_embeddings()(rows).float()
+        else:
+            model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
     with autocast, gate.on(rows=batch.gate.to(device)):
         out = model(input_ids=batch.block_ids.to(device), attention_mask=batch.mask.to(device),
                     position_ids=batch.positions.to(device), past_key_values=cache, use_cache=True)
-    return out.logits.float()  # (B, Q, V), on the model's device
+    logits = out.logits.float()  # (B, Q, V), on the model's device
+    return (logits, base_logits) if teacher else logits
+
+
+def slot_loss(logits: torch.Tensor, batch: Batch, loss: str, base_logits: torch.Tensor | None = None):
+    """The training loss over the scored (masked, in-text) rows: ``ce`` against the base's greedy ids, or ``kl``:
+    KL(base || adapter) per row, averaged (``base_logits`` from ``block_logits(..., teacher=True)``)."""
+    scored = batch.targets.to(logits.device) >= 0
+    if loss == "ce":
+        return torch.nn.functional.cross_entropy(logits[scored], batch.targets.to(logits.device)[scored])
+    if loss == "kl":
+        return torch.nn.functional.kl_div(torch.log_softmax(logits[scored], -1), torch.log_softmax(base_logits, -1),
+                                          log_target=True, reduction="batchmean")
+    raise ValueError(f"loss: must be one of {', '.join(LOSSES)}, got {loss!r}")
 
 
 # -- the probe ------------------------------------------------------------------------------------------
@@ -342,10 +373,13 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
         rows = [train_rows[i] for i in idx[state["position"]:state["position"] + cfg.batch_size]]
         state["position"] += cfg.batch_size
         batch = make_batch(rows, cfg.ks(), mask_id, rng, cfg.decode_like, cfg.max_prompt_tokens)
-        logits = block_logits(model, gate, batch, cfg.bf16)
+        if cfg.loss == "kl":
+            logits, base_logits = block_logits(model, gate, batch, cfg.bf16, teacher=True)
+        else:
+            logits, base_logits = block_logits(model, gate, batch, cfg.bf16), None
         targets = batch.targets.to(logits.device)
         scored = targets >= 0
-        loss = torch.nn.functional.cross_entropy(logits[scored], targets[scored])
+        loss = slot_loss(logits, batch, cfg.loss, base_logits)
         factor = 1.0 if warm_from is None else min(1.0, (state["step"] - warm_from + 1) / cfg.warmup)
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr * factor
@@ -358,6 +392,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
         state["tokens"] += int(scored.sum())
         state["seconds"] += time.perf_counter() - t0
         entry = {"step": state["step"], "loss": round(float(loss.detach()), 4), "acc": round(acc, 4),
+                 **({"ce": round(float(slot_loss(logits.detach(), batch, "ce")), 4)} if cfg.loss != "ce" else {}),
                  "scored": state["tokens"], "step_s": round(time.perf_counter() - t0, 2), "lr": cfg.lr * factor}
         if state["step"] % cfg.probe_every == 0:
             entry["probe"] = {name: probe(model, gate, rows_, cfg.decode_block_size, mask_id, cfg.bf16)

@@ -271,6 +271,64 @@ def test_training_steps_lower_the_loss_and_a_checkpoint_resumes_them(tmp_path):
         assert torch.equal(optimizer.state[p]["exp_avg_sq"], other_opt.state[q]["exp_avg_sq"])
 
 
+def test_the_kl_teacher_is_the_bases_own_next_token_distribution_at_each_scored_slot():
+    model = adapted()  # a non-zero adapter: the teacher must still be the base's
+    rows = rows_of(model, n=3, seed=2)
+    batch = adapter_train.make_batch(rows, [4], model.mask_token_id, random.Random(5), 0.5, 10 ** 9)
+    logits, base_logits = adapter_train.block_logits(model.model, model.gate, batch, bf16=False, teacher=True)
+    torch.testing.assert_close(logits, adapter_train.block_logits(model.model, model.gate, batch, bf16=False))
+    b, r = (batch.targets >= 0).nonzero(as_tuple=True)
+    assert base_logits.shape == (len(b), logits.shape[-1]) and len(b) >= 10
+    with torch.no_grad():  # HF's own forward of each clean row alone, the adapter's gate off
+        whole = [model.model(input_ids=torch.tensor([row["prompt_ids"] + row["ids"]])).logits[0] for row in rows]
+    for n, (bb, rr) in enumerate(zip(b.tolist(), r.tolist())):
+        torch.testing.assert_close(base_logits[n], whole[bb][int(batch.positions[bb, rr]) - 1], atol=2e-4, rtol=1e-4)
+
+
+def test_the_loss_option_picks_cross_entropy_or_kl_to_the_base():
+    model = adapted()
+    batch = adapter_train.make_batch(rows_of(model), [4], model.mask_token_id, random.Random(0), 0.5, 10 ** 9)
+    with torch.no_grad():
+        logits, base_logits = adapter_train.block_logits(model.model, model.gate, batch, bf16=False, teacher=True)
+    scored = batch.targets >= 0
+    ce = adapter_train.slot_loss(logits, batch, "ce")
+    torch.testing.assert_close(ce, torch.nn.functional.cross_entropy(logits[scored], batch.targets[scored]))
+    kl = adapter_train.slot_loss(logits, batch, "kl", base_logits)
+    p, q = torch.softmax(base_logits, -1), torch.softmax(logits[scored], -1)
+    torch.testing.assert_close(kl, (p * (p.log() - q.log())).sum(-1).mean(), atol=1e-4, rtol=1e-4)
+    assert float(kl) > 0.01 and abs(float(kl) - float(ce)) > 0.01
+    assert float(adapter_train.slot_loss(base_logits_as_rows(base_logits, batch), batch, "kl", base_logits)) < 1e-5
+    with pytest.raises(ValueError, match="loss"):
+        adapter_train.slot_loss(logits, batch, "mse")
+    with pytest.raises(ValueError, match="loss"):
+        adapter_train.AdapterTrainConfig(loss="mse").validate()
+
+
+def base_logits_as_rows(base_logits, batch):
+    """(B, Q, V) logits whose scored rows are ``base_logits`` (an adapter that had learned the base exactly)."""
+    out = torch.zeros(*batch.targets.shape, base_logits.shape[-1])
+    out[batch.targets >= 0] = base_logits
+    return out
+
+
+def test_kl_training_steps_bring_the_slots_toward_the_bases_distribution():
+    model = adapted(scale=0.0)
+    params = list(gated_adapter.adapter_state(model.model).values())
+    for p in params:
+        p.requires_grad_(True)
+    optimizer = torch.optim.AdamW(params, lr=3e-3)
+    batch = adapter_train.make_batch(rows_of(model), [4], model.mask_token_id, random.Random(0), 0.5, 10 ** 9)
+    losses = []
+    for _ in range(12):
+        logits, base_logits = adapter_train.block_logits(model.model, model.gate, batch, bf16=False, teacher=True)
+        loss = adapter_train.slot_loss(logits, batch, "kl", base_logits)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < losses[0] - 0.1
+
+
 def test_batched_decoding_carries_the_adapter_on_the_block_rows_as_one_decode_does():
     model = adapted()
     prompts = ["assert sorted([3, 1, 2]) == ", "assert 4 + 5 == ", "x = 1"]
