@@ -4,6 +4,8 @@ the probe's held-out sets in training order."""
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import bench_script
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -84,12 +86,18 @@ def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
                for s in data["results"]["sets"].values())
 
 
-def test_the_rank_page_is_its_json_rendered_with_paired_runs():
-    module = bench_script("adapter_ranks")
-    data = json.loads(module.JSON.read_text())
-    assert module.PAGE.read_text() == module.markdown(data["header"], data["results"])
+@pytest.mark.parametrize("option", ["rank", "loss"])
+def test_each_training_choice_page_is_its_json_rendered_with_paired_runs(option):
+    module = bench_script("adapter_choices")
+    page, json_path = module.paths(option)
+    data = json.loads(json_path.read_text())
+    assert page.read_text() == module.markdown(data["header"], data["results"])
+    assert data["results"]["option"] == option
     runs = data["results"]["runs"]
-    assert len(runs) >= 2 and len({r["steps"] for r in runs.values()}) == 1  # the same steps for every rank
-    # a larger rank has more parameters: the runs really differ in rank
-    sizes = [runs[r]["parameters"] for r in sorted(runs, key=int)]
-    assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
+    assert len(runs) >= 2 and len({r["steps"] for r in runs.values()}) == 1  # the same steps for every run
+    assert len({json.dumps(r["probes"]) for r in runs.values()}) == len(runs)  # the runs really differ
+    if option == "rank":  # a larger rank has more parameters
+        sizes = [runs[r]["parameters"] for r in sorted(runs, key=int)]
+        assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
+    else:  # a loss changes no parameter count
+        assert len({r["parameters"] for r in runs.values()}) == 1
