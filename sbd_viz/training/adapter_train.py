@@ -310,7 +310,9 @@ def restore(folder: Path, model, optimizer) -> dict:
     else:  # a resume point (e.g. the shipped adapter): its settings record how far it was trained
         extra = gated_adapter.read_config(folder).extra
         state = {"step": int(extra.get("steps", 0)), "tokens": int(extra.get("scored_tokens", 0)),
-                 "seconds": float(extra.get("train_seconds", 0.0))}
+                 "seconds": float(extra.get("train_seconds", 0.0)),
+                 "epoch": int(extra.get("epoch", 0)), "position": int(extra.get("position", 0)),
+                 "data": extra.get("data")}
     moments_file = folder / "optimizer.safetensors"
     if moments_file.exists() and "adam_step" in state:
         load_moments(moments_file, own, optimizer, state["adam_step"])
@@ -349,7 +351,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
     state = {"step": 0, "tokens": 0, "epoch": 0, "position": 0, "seconds": 0.0}
     source = ckpt if (ckpt / gated_adapter.WEIGHTS).exists() else (Path(resume_from) if resume_from else None)
     if source is not None:
-        state.update(restore(source, model, optimizer))
+        state.update(keep_order(restore(source, model, optimizer), cfg))
         log(f"resumed from {source} at step {state['step']}")
     warm_from = None if state.pop("warm", False) else state["step"]  # moments rebuilt: warm up again
     rng = random.Random(cfg.seed + 1000 * state["step"])
@@ -408,12 +410,25 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
     return final
 
 
+def data_settings(cfg: AdapterTrainConfig) -> dict:
+    """What fixes the training rows and their order in an epoch (with ``seed``)."""
+    return {"chat_prompts": cfg.chat_prompts, "code_prompts": cfg.code_prompts,
+            "proposed_prompts": cfg.proposed_prompts, "new_tokens": cfg.new_tokens, "data_seed": cfg.data_seed}
+
+
+def keep_order(state: dict, cfg: AdapterTrainConfig) -> dict:
+    """A resume point's place in the data order (epoch, position) holds only for the data it was trained on:
+    on other data the new run starts its order at the beginning."""
+    saved = state.pop("data", None)
+    if saved is not None and saved != data_settings(cfg):
+        state["epoch"] = state["position"] = 0
+    return state
+
+
 def _final_config(config, cfg: AdapterTrainConfig, state: dict) -> gated_adapter.AdapterConfig:
     extra = {"block_size": cfg.decode_block_size, "trained_block_sizes": cfg.ks(), "steps": state["step"],
              "scored_tokens": state["tokens"], "train_seconds": round(state["seconds"], 1),
-             "data": {"chat_prompts": cfg.chat_prompts, "code_prompts": cfg.code_prompts,
-                      "proposed_prompts": cfg.proposed_prompts,
-                      "new_tokens": cfg.new_tokens, "data_seed": cfg.data_seed},
+             "epoch": state["epoch"], "position": state["position"], "data": data_settings(cfg),
              "command": "sbd-viz train --adapter " + " ".join(
                  f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}" for f in fields(cfg)
                  if getattr(cfg, f.name) != f.default
