@@ -9,9 +9,9 @@
    gradient (the clean rows: their keys and values are the base's, exactly as at decoding time), then one forward
    of masked blocks on top of that cache with the adapter on, and cross-entropy at the masked slots against the
    base's greedy ids (a masked row at position j predicts token j), or with ``--loss kl`` the KL divergence from
-   the base's own next-token distribution there (its logits at position j - 1 in the clean pass). Every position of a continuation lies in one
-   block; a block is masked as a decode leaves it (its first ``c`` slots written, the rest masked; ``c`` = 0 half
-   the time) or as the paper trains (each slot masked at one rate drawn per block);
+   the base's own next-token distribution there (its logits at position j - 1 in the clean pass). Every position
+   of a continuation lies in one block; a block is masked as a decode leaves it (its first ``c`` slots written,
+   the rest masked; ``c`` = 0 half the time) or as the paper trains (each slot masked at one rate drawn per block);
 3. logs loss and masked-slot accuracy, and every ``--probe-every`` steps the held-out probe (prompts of the same
    kinds, never trained on): per-slot argmax accuracy of a fully masked block against the base's greedy ids, and
    the tokens per call that verified SBD would reach with those drafts (``probe``);
@@ -312,7 +312,7 @@ def restore(folder: Path, model, optimizer) -> dict:
         state = {"step": int(extra.get("steps", 0)), "tokens": int(extra.get("scored_tokens", 0)),
                  "seconds": float(extra.get("train_seconds", 0.0)),
                  "epoch": int(extra.get("epoch", 0)), "position": int(extra.get("position", 0)),
-                 "data": extra.get("data")}
+                 "data": extra.get("data"), "seed": extra.get("seed")}
     moments_file = folder / "optimizer.safetensors"
     if moments_file.exists() and "adam_step" in state:
         load_moments(moments_file, own, optimizer, state["adam_step"])
@@ -411,7 +411,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
 
 
 def data_settings(cfg: AdapterTrainConfig) -> dict:
-    """What fixes the training rows and their order in an epoch (with ``seed``)."""
+    """What fixes the training rows (their order in an epoch: these and ``seed``)."""
     return {"chat_prompts": cfg.chat_prompts, "code_prompts": cfg.code_prompts,
             "proposed_prompts": cfg.proposed_prompts, "new_tokens": cfg.new_tokens, "data_seed": cfg.data_seed}
 
@@ -419,8 +419,8 @@ def data_settings(cfg: AdapterTrainConfig) -> dict:
 def keep_order(state: dict, cfg: AdapterTrainConfig) -> dict:
     """A resume point's place in the data order (epoch, position) holds only for the data it was trained on:
     on other data the new run starts its order at the beginning."""
-    saved = state.pop("data", None)
-    if saved is not None and saved != data_settings(cfg):
+    data, seed = state.pop("data", None), state.pop("seed", None)
+    if (data is not None and data != data_settings(cfg)) or (seed is not None and seed != cfg.seed):
         state["epoch"] = state["position"] = 0
     return state
 
@@ -428,7 +428,7 @@ def keep_order(state: dict, cfg: AdapterTrainConfig) -> dict:
 def _final_config(config, cfg: AdapterTrainConfig, state: dict) -> gated_adapter.AdapterConfig:
     extra = {"block_size": cfg.decode_block_size, "trained_block_sizes": cfg.ks(), "steps": state["step"],
              "scored_tokens": state["tokens"], "train_seconds": round(state["seconds"], 1),
-             "epoch": state["epoch"], "position": state["position"], "data": data_settings(cfg),
+             "epoch": state["epoch"], "position": state["position"], "data": data_settings(cfg), "seed": cfg.seed,
              "command": "sbd-viz train --adapter " + " ".join(
                  f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}" for f in fields(cfg)
                  if getattr(cfg, f.name) != f.default

@@ -366,10 +366,11 @@ def test_a_resume_point_keeps_its_place_in_the_data_order_only_on_the_same_data(
     state = {"step": 70, "tokens": 1500, "seconds": 9.0, "epoch": 2, "position": 48}
     config = adapter_train._final_config(gated_adapter.AdapterConfig(rank=4, alpha=8.0, base="tiny"), cfg, state)
     gated_adapter.save(model.model, config, tmp_path / "point")
-    for data, place in [({}, (2, 48)), ({"proposed_prompts": 800}, (0, 0)), ({"data_seed": 1}, (0, 0))]:
+    for data, place in [({}, (2, 48)), ({"proposed_prompts": 800}, (0, 0)), ({"data_seed": 1}, (0, 0)),
+                        ({"seed": 3}, (0, 0))]:
         other = adapted(scale=0.0)
         optimizer = torch.optim.AdamW(list(gated_adapter.adapter_state(other.model).values()), lr=1e-3)
         restored = adapter_train.keep_order(adapter_train.restore(tmp_path / "point", other.model, optimizer),
                                             adapter_train.AdapterTrainConfig(**{"proposed_prompts": 2000, **data}))
         assert (restored["epoch"], restored["position"]) == place, data
-        assert restored["step"] == 70 and "data" not in restored
+        assert restored["step"] == 70 and "data" not in restored and "seed" not in restored
