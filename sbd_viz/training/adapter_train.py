@@ -34,7 +34,7 @@ import torch
 
 from .. import gated_adapter
 from . import distill
-from .options import add_config_arguments, check_least, option, torch_threads
+from .options import add_config_arguments, check_options, option, torch_threads
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 
 
@@ -69,7 +69,7 @@ class AdapterTrainConfig:
     lr: float = option(1e-3, "AdamW learning rate (after warm-up; constant)")
     warmup: int = option(20, "steps of linear warm-up (also after a resume: the optimizer's moments restart warm)")
     loss: str = option("ce", "the masked slots' loss: ce (cross-entropy on the base's greedy ids) or kl (KL "
-                             "divergence from the base's next-token distribution at that position)")
+                             "divergence from the base's next-token distribution at that position)", choices=LOSSES)
     decode_like: float = option(0.5, "share of blocks masked as a decode leaves them (a written prefix), "
                                      "the rest as the paper trains")
     bf16: bool = option(False, "run the forwards in bfloat16 autocast "
@@ -92,9 +92,7 @@ class AdapterTrainConfig:
             raise ValueError(f"block_sizes: each must be in [2, 64], got {self.block_sizes!r}")
         if not 0 <= self.decode_like <= 1:
             raise ValueError(f"decode_like: must be in [0, 1], got {self.decode_like}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss: must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        check_least(self)
+        check_options(self)
         if self.threads < 0:
             raise ValueError(f"threads: must be >= 0 (0: OMP_NUM_THREADS, else every core), got {self.threads}")
         gated_adapter.AdapterConfig(rank=self.rank, targets=tuple(self.targets.split(",")))

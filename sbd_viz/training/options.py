@@ -8,17 +8,21 @@ import os
 from dataclasses import field, fields
 
 
-def option(default, help: str, least=None):
-    """A config field with its ``--help`` text and, if given, the ``least`` value it takes (``check_least``)."""
-    return field(default=default, metadata={"help": help, "least": least})
+def option(default, help: str, least=None, choices=None):
+    """A config field with its ``--help`` text and, if given, the ``least`` value it takes or the ``choices`` it
+    takes one of (``check_options``; the flag refuses other choices too)."""
+    return field(default=default, metadata={"help": help, "least": least, "choices": choices})
 
 
-def check_least(config) -> None:
-    """A ``ValueError`` naming the first field of ``config`` below the ``least`` its ``option`` declares."""
+def check_options(config) -> None:
+    """A ``ValueError`` naming the first field of ``config`` below the ``least`` or outside the ``choices`` its
+    ``option`` declares."""
     for f in fields(config):
-        least = f.metadata.get("least")
-        if least is not None and getattr(config, f.name) < least:
-            raise ValueError(f"{f.name}: must be >= {least}, got {getattr(config, f.name)}")
+        least, choices, value = f.metadata.get("least"), f.metadata.get("choices"), getattr(config, f.name)
+        if least is not None and value < least:
+            raise ValueError(f"{f.name}: must be >= {least}, got {value}")
+        if choices is not None and value not in choices:
+            raise ValueError(f"{f.name}: must be one of {', '.join(map(str, choices))}, got {value!r}")
 
 
 def torch_threads(asked: int, processes: int = 1) -> int:
@@ -45,4 +49,5 @@ def add_config_arguments(p: argparse.ArgumentParser, config_class, help_of=None)
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
         else:
             kind = type(f.default) if f.default is not None else str
-            p.add_argument(flag, type=kind, default=f.default, help=f"{text} (default: %(default)s)")
+            p.add_argument(flag, type=kind, default=f.default, choices=f.metadata.get("choices"),
+                           help=f"{text} (default: %(default)s)")

@@ -2,6 +2,7 @@
 NTP and verified SBD, training sees what decoding sees, and checkpoints round-trip. On tiny random models; the
 shipped SmolLM2 adapter has its own heavy tests (test_adapter_smollm2.py)."""
 
+import argparse
 import random
 import threading
 
@@ -302,6 +303,16 @@ def test_the_loss_option_picks_cross_entropy_or_kl_to_the_base():
         adapter_train.slot_loss(logits, batch, "mse")
     with pytest.raises(ValueError, match="loss"):
         adapter_train.AdapterTrainConfig(loss="mse").validate()
+
+
+def test_the_loss_flag_offers_its_choices_and_refuses_another_by_name(capsys):
+    parser = argparse.ArgumentParser()
+    adapter_train.add_arguments(parser)
+    assert parser.parse_args(["--loss", "kl"]).loss == "kl" and parser.parse_args([]).loss == "ce"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--loss", "mse"])
+    assert "--loss" in capsys.readouterr().err
+    assert "{ce,kl}" in parser.format_help()
 
 
 def base_logits_as_rows(base_logits, batch):
