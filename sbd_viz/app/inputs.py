@@ -124,8 +124,13 @@ def _flag(value, field: str) -> bool:
 
 
 def read_call(value, nfe: int) -> int:
-    """The "show call" slider's raw value: a whole number from 0 to the decode's last call, or a ``gr.Error``."""
-    return _whole(value, "show call", 0, nfe - 1)
+    """The "show call" slider's raw value: a whole number from 0, or a ``gr.Error``. One past the decode's last call
+    reads as its last: the browser can send the value an earlier, longer decode left on the slider while the new
+    decode's range arrives, and that is no error of the user's."""
+    x = read_number(value, "show call")
+    if x != int(x) or x < 0:
+        raise refused(f"show call: must be a whole number from 0, got {value!r}")
+    return min(int(x), nfe - 1)
 
 
 def _temperature(value) -> float:
