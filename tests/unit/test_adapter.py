@@ -244,13 +244,18 @@ def test_block_masks_follow_the_two_schemes():
     assert all(any(m) for m in paper) and any(m != sorted(m) for m in paper)
 
 
-def test_training_steps_lower_the_loss_and_a_checkpoint_resumes_them(tmp_path):
+def trainable():
+    """A tiny base with a zero adapter whose tensors train, their AdamW, and one batch of blocks to train on."""
     model = adapted(scale=0.0)
     params = list(gated_adapter.adapter_state(model.model).values())
     for p in params:
         p.requires_grad_(True)
-    optimizer = torch.optim.AdamW(params, lr=3e-3)
     batch = adapter_train.make_batch(rows_of(model), [4], model.mask_token_id, random.Random(0), 0.5, 10 ** 9)
+    return model, torch.optim.AdamW(params, lr=3e-3), batch
+
+
+def test_training_steps_lower_the_loss_and_a_checkpoint_resumes_them(tmp_path):
+    model, optimizer, batch = trainable()
     scored = batch.targets >= 0
     losses = []
     for _ in range(12):
@@ -323,12 +328,7 @@ def base_logits_as_rows(base_logits, batch):
 
 
 def test_kl_training_steps_bring_the_slots_toward_the_bases_distribution():
-    model = adapted(scale=0.0)
-    params = list(gated_adapter.adapter_state(model.model).values())
-    for p in params:
-        p.requires_grad_(True)
-    optimizer = torch.optim.AdamW(params, lr=3e-3)
-    batch = adapter_train.make_batch(rows_of(model), [4], model.mask_token_id, random.Random(0), 0.5, 10 ** 9)
+    model, optimizer, batch = trainable()
     losses = []
     for _ in range(12):
         logits, base_logits = adapter_train.block_logits(model.model, model.gate, batch, bf16=False, teacher=True)
