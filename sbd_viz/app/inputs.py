@@ -52,10 +52,10 @@ def read_number(value, field: str) -> float:
     return x
 
 
-def _whole(value, field: str, lo: int, hi: int) -> int:
+def _whole(value, field: str, lo: int, hi: int | None = None) -> int:
     x = read_number(value, field)
-    if x != int(x) or not lo <= x <= hi:
-        raise refused(f"{field}: must be a whole number from {lo} to {hi}, got {value!r}")
+    if x != int(x) or x < lo or (hi is not None and x > hi):
+        raise refused(f"{field}: must be a whole number from {lo}{'' if hi is None else f' to {hi}'}, got {value!r}")
     return int(x)
 
 
@@ -127,10 +127,7 @@ def read_call(value, nfe: int) -> int:
     """The "show call" slider's raw value: a whole number from 0, or a ``gr.Error``. One past the decode's last call
     reads as its last: the browser can send the value an earlier, longer decode left on the slider while the new
     decode's range arrives, and that is no error of the user's."""
-    x = read_number(value, "show call")
-    if x != int(x) or x < 0:
-        raise refused(f"show call: must be a whole number from 0, got {value!r}")
-    return min(int(x), nfe - 1)
+    return min(_whole(value, "show call", 0), nfe - 1)
 
 
 def _temperature(value) -> float:
