@@ -124,11 +124,12 @@ def markdown(h: dict, results: dict, examples=None) -> str:
             lines.append(f"| {v} | " + " | ".join(f"{h[s]:.2f}" for s in HELD_OUT) + f" | `{h['command']}` |")
     last = steps[-1]
     final = {v: next(p for p in runs[v]["probes"] if p["step"] == last) for v in values}
-    spread = {s: max(final[v][s] for v in values) - min(final[v][s] for v in values) for s in ("chat", "code")}
+    # each run's last numbers, the probe's sets and (where every run has them) the held-out ones
+    scores = {v: {"chat": final[v]["chat"], "code": final[v]["code"],
+                  **({s: runs[v]["held_out"][s] for s in HELD_OUT} if len(probed) == len(values) else {})}
+              for v in values}
+    spread = {s: max(scores[v][s] for v in values) - min(scores[v][s] for v in values) for s in scores[values[0]]}
     best = {s: max(values, key=lambda v: final[v][s]) for s in ("chat", "code")}
-    if len(probed) == len(values):
-        spread.update({s: max(runs[v]["held_out"][s] for v in values) - min(runs[v]["held_out"][s] for v in values)
-                       for s in HELD_OUT})
     within = all(d <= SWING for d in spread.values())
     lines += ["", f"At step {last}: " + "; ".join(
         f"{name.format(v)} {final[v]['chat']:.2f} chat, {final[v]['code']:.2f} code" for v in values) + ". "
