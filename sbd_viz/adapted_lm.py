@@ -11,17 +11,21 @@ Where it comes from (``load``):
   the adapter shipped inside this package (``sbd_viz/models/smollm2-135m-sbd/``);
 - a folder holding ``adapter.json`` and ``adapter.safetensors``: the adapter on the base its settings name (a named
   model or a model folder).
+
+An adapter may carry a sampler head (``sbd_viz.sampler_head``, ``sampler_head.safetensors`` beside it): then a tree
+call's drafts are chained, each slot reading the token before it. The causal rows are untouched by it.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
 import torch
 
-from . import causal_lm, gated_adapter
+from . import causal_lm, gated_adapter, sampler_head
 from .causal_lm import CausalLM
 from .model_kinds import ModelKind
 
@@ -35,17 +39,23 @@ def shipped_folder(name: str) -> Path:
 
 class AdaptedLM(CausalLM):
     """A ``CausalLM`` whose block calls carry a gated SBD adapter. ``base_name`` names the frozen base,
-    ``adapter`` is the adapter's ``AdapterConfig`` and ``gate`` the switch its layers read. Its kind is
-    ``"adapted"`` (``MODEL_KIND``): the SBD decoders and the causal ones serve it."""
+    ``adapter`` is the adapter's ``AdapterConfig`` and ``gate`` the switch its layers read; ``head`` its sampler
+    head, if it has one (``tree_call`` chains the drafts with it). Its kind is ``"adapted"`` (``MODEL_KIND``): the
+    SBD decoders and the causal ones serve it."""
 
     kind = "adapted"
     kind_label = KIND
 
     def __init__(self, model, tokenizer, adapter: gated_adapter.AdapterConfig, gate: gated_adapter.Gate,
-                 name: str | None = None, source: str | None = None, base_name: str | None = None):
+                 name: str | None = None, source: str | None = None, base_name: str | None = None,
+                 head: sampler_head.SamplerHead | None = None):
         super().__init__(model, tokenizer, name=name, source=source)
-        self.adapter, self.gate = adapter, gate
+        self.adapter, self.gate, self.head = adapter, gate, head
         self.base_name = base_name or adapter.base
+        # the output head's input is the kept rows' final hidden states: the sampler head reads them there.
+        # Per thread, as the gate: the app runs one model on several threads at once.
+        self._hidden = threading.local()
+        model.get_output_embeddings().register_forward_pre_hook(self._keep_hidden)
         block = adapter.extra.get("block_size")
         if block is not None:
             model.config.sbd_block_size = int(block)
@@ -65,10 +75,13 @@ class AdaptedLM(CausalLM):
     @property
     def description(self) -> str:
         n = self.adapter_parameters
+        head = "" if self.head is None else (
+            f" · a sampler head ({sampler_head.parameter_count(self.head) / 1e6:.2f}M parameters) chains tree "
+            "drafting's drafts")
         return (f"{self.name}: SBD adapter on {self.base_name}, base frozen · adapter rank {self.adapter.rank} on "
                 f"{', '.join(self.adapter.targets)} · {n / 1e6:.2f}M adapter parameters "
                 f"({n * 2 / 1e6:.1f} MB in bf16) · on only for the block's rows, so NTP and verified SBD write "
-                f"the base's text · block size {self.block_size}")
+                f"the base's text{head} · block size {self.block_size}")
 
     def __repr__(self) -> str:
         return f"AdaptedLM({self.name!r}: SBD adapter on {self.base_name})"
@@ -84,6 +97,27 @@ class AdaptedLM(CausalLM):
     def block_rows(self, rows: torch.Tensor | None = None, suffix: int | None = None):
         """The adapter on for the block's rows of the forward (``rows`` or the last ``suffix``), off elsewhere."""
         return self.gate.on(rows=rows, suffix=suffix)
+
+    def _keep_hidden(self, module, args):
+        if getattr(self._hidden, "wanted", False):
+            self._hidden.value = args[0]
+
+    @torch.inference_mode()
+    def tree_call(self, cache, new_ids: list[int], n_branches: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``SBDModel.tree_call``; with a sampler head, each branch's slots 1..k-1 are chained
+        (``sampler_head.chain``): slot 1 reads NTP's token from the branch's root row, the one verified SBD writes
+        at slot 0, and every later slot the draft before it. The roots' logits are the base's, untouched."""
+        if self.head is None:
+            return super().tree_call(cache, new_ids, n_branches, k)
+        self._hidden.wanted = True
+        try:
+            roots, blocks = super().tree_call(cache, new_ids, n_branches, k)
+            hidden = self._hidden.value[0, -n_branches * k:].reshape(n_branches, k, -1)
+        finally:
+            self._hidden.wanted, self._hidden.value = False, None
+        chained = sampler_head.chain(self.head, hidden, roots.argmax(-1), self.model.get_input_embeddings(),
+                                     self.model.get_output_embeddings())
+        return roots, torch.cat([blocks[:, :1], chained.float()], 1)
 
 
 def is_adapter_source(path) -> bool:
@@ -110,12 +144,15 @@ def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = Tr
     base = causal_lm.load(config.base, dtype=torch.float32, cache=cache)
     model = base.model
     _, gate = gated_adapter.load(model, folder)
+    head = sampler_head.load(folder, model.config.hidden_size, config.extra.get("sampler_head"))
     if dtype != torch.float32:
         model = model.to(dtype)
+        head = head.to(dtype) if head is not None else None
     if device is not None:
         model = model.to(device)
+        head = head.to(device) if head is not None else None
     loaded = AdaptedLM(model.eval(), base.tokenizer, config, gate, name=name, source=str(folder),
-                       base_name=config.base)
+                       base_name=config.base, head=head)
     loaded.loaded_from, loaded.load_seconds = base.loaded_from, time.perf_counter() - t0
     return loaded
 

@@ -399,11 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the benchmark's own options (sbd-viz bench --help lists them)")
 
     p = sub.add_parser("train", add_help=False,
-                       help="train an SBD model (sbd_viz/training/train.py), or with --adapter a gated SBD adapter on "
-                            "a frozen causal LM (sbd_viz/training/adapter_train.py); --help lists either's options")
+                       help="train an SBD model (sbd_viz/training/train.py), with --adapter a gated SBD adapter on "
+                            "a frozen causal LM (sbd_viz/training/adapter_train.py), or with --sampler-head a sampler "
+                            "head on a frozen adapter (sbd_viz/training/head_train.py); --help lists each one's "
+                            "options")
     p.set_defaults(func=_train)
     p.add_argument("rest", nargs=argparse.REMAINDER,
-                   help="the trainer's own options (sbd-viz train --help, or --adapter --help)")
+                   help="the trainer's own options (sbd-viz train --help, --adapter --help or --sampler-head --help)")
 
     p = sub.add_parser("app", help="start the Gradio app")
     p.add_argument("--model", default=None, metavar="MODEL",
@@ -425,6 +427,8 @@ def _forward(module: str, rest: list[str]) -> int:
 
 
 def _train(args) -> int:
+    if "--sampler-head" in args.rest:
+        return _forward("sbd_viz.training.head_train", [w for w in args.rest if w != "--sampler-head"])
     if "--adapter" in args.rest:
         return _forward("sbd_viz.training.adapter_train", [w for w in args.rest if w != "--adapter"])
     return _forward("sbd_viz.training.train", args.rest)

@@ -173,8 +173,15 @@ def save(model, config: AdapterConfig, folder, dtype: torch.dtype = torch.bfloat
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {name: t.detach().to(dtype).contiguous() for name, t in adapter_state(model).items()}
     save_file(tensors, str(folder / WEIGHTS))
-    (folder / SETTINGS).write_text(json.dumps(asdict(config), indent=2, sort_keys=True) + "\n")
+    write_config(config, folder)
     return folder
+
+
+def write_config(config: AdapterConfig, folder) -> Path:
+    """Write an adapter's settings (``adapter.json``) into ``folder``."""
+    path = Path(folder) / SETTINGS
+    path.write_text(json.dumps(asdict(config), indent=2, sort_keys=True) + "\n")
+    return path
 
 
 def read_config(folder) -> AdapterConfig:

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT
 from sbd_viz import cli
-from sbd_viz.training import adapter_train, train
+from sbd_viz.training import adapter_train, head_train, train
 
 
 class Captured(Exception):
@@ -43,7 +43,7 @@ def _parser_of(main, monkeypatch) -> argparse.ArgumentParser:
     return caught.value.args[0]
 
 
-@pytest.mark.parametrize("module", ["train", "adapter_train", "bench_speed"])
+@pytest.mark.parametrize("module", ["train", "adapter_train", "head_train", "bench_speed"])
 def test_every_option_of_a_forwarded_subcommand_has_help(module, monkeypatch):
     if module == "bench_speed":
         spec = importlib.util.spec_from_file_location("bench_speed_help", ROOT / "bench" / "bench_speed.py")
@@ -52,6 +52,6 @@ def test_every_option_of_a_forwarded_subcommand_has_help(module, monkeypatch):
         spec.loader.exec_module(loaded)
         main = loaded.main
     else:
-        main = {"train": train.main, "adapter_train": adapter_train.main}[module]
+        main = {"train": train.main, "adapter_train": adapter_train.main, "head_train": head_train.main}[module]
     parser = _parser_of(main, monkeypatch)
     assert not undocumented(parser), f"{module}: options without help: {undocumented(parser)}"

@@ -1,0 +1,102 @@
+"""A sampler head: a block's drafts chained left to right, each slot reading the token before it.
+
+An SBD call predicts a block's masked slots side by side, each from its own hidden state: slot 2 cannot know which
+token slot 1 will get. Verified SBD keeps drafts only as a prefix, so a draft that fits its own slot but not the
+draft before it is lost. The sampler head of Samragh et al. ("Your LLM Knows the Future", arXiv 2507.11851) mends
+that at almost no cost: slot ``s``'s logits come from its final hidden state and the embedding of the token at
+slot ``s - 1``, through a small MLP added to the hidden state, then the model's own output head::
+
+    logits_s = head_out(h_s + down(silu(up([h_s ; norm(embed(t_(s-1)))]))))
+
+It runs after the forward, one slot after another, on the rows of one block: no extra call. In a tree call
+(``SBDModel.tree_call``, verified SBD's tree drafting) slot 0 of each branch is NTP's exact token from the branch's
+root row, so slot 1 reads that token and every later slot reads the draft before it (the argmax: tree drafting is
+greedy). Plain SBD and single drafting read the adapter's own slot logits.
+
+The head only drafts. Verified SBD checks every draft against NTP, so the output stays the base's greedy text
+with or without it; what it changes is how many drafts hold.
+
+``SamplerHead`` is the module, ``chain`` the drafting, ``save``/``load`` its weights (safetensors) beside an
+adapter's, and its width in the adapter's settings (``extra["sampler_head"]``). Training:
+``sbd_viz.training.head_train`` (``sbd-viz train --sampler-head``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+WEIGHTS = "sampler_head.safetensors"
+
+
+class SamplerHead(nn.Module):
+    """``h + down(silu(up([h ; norm(e)])))`` for a slot's final hidden state ``h`` and the embedding ``e`` of the
+    token before it. ``down`` starts at zero, so an untrained head is the adapter's own slot logits."""
+
+    def __init__(self, hidden_size: int, width: int):
+        super().__init__()
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"width: must be a whole number >= 1, got {width!r}")
+        self.norm = nn.RMSNorm(hidden_size, eps=torch.finfo(torch.float32).eps)
+        self.up = nn.Linear(2 * hidden_size, width)
+        self.down = nn.Linear(width, hidden_size)
+        nn.init.zeros_(self.down.weight)
+        nn.init.zeros_(self.down.bias)
+
+    @property
+    def width(self) -> int:
+        return self.up.out_features
+
+    def forward(self, hidden: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """The slots' new hidden states: ``hidden`` (..., d) and ``previous`` (..., d), the embeddings of the
+        tokens before them."""
+        x = torch.cat([hidden, self.norm(previous.to(hidden.dtype))], -1)
+        return hidden + self.down(nn.functional.silu(self.up(x)))
+
+
+def chain(head: SamplerHead, hidden: torch.Tensor, first: torch.Tensor, embed, out_head) -> torch.Tensor:
+    """Logits of slots 1..k-1 of ``n`` blocks, drafted left to right: ``hidden`` (n, k, d) the blocks' final hidden
+    states, ``first`` (n,) the token at each block's slot 0; ``embed``/``out_head`` the model's input embeddings
+    and output head. Slot ``s`` reads the argmax of slot ``s - 1`` (``first`` for slot 1). Returns (n, k - 1, V)."""
+    previous, rows = first, []
+    for s in range(1, hidden.shape[1]):
+        logits = out_head(head(hidden[:, s], embed(previous)))
+        rows.append(logits)
+        previous = logits.argmax(-1)
+    if not rows:
+        return hidden.new_zeros(hidden.shape[0], 0, out_head.out_features)
+    return torch.stack(rows, 1)
+
+
+def parameter_count(head: SamplerHead) -> int:
+    return sum(p.numel() for p in head.parameters())
+
+
+def save(head: SamplerHead, folder, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Write the head's weights into ``folder`` (beside an adapter's); returns the file."""
+    from safetensors.torch import save_file
+
+    path = Path(folder) / WEIGHTS
+    save_file({k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}, str(path))
+    return path
+
+
+def settings(head: SamplerHead) -> dict:
+    """What an adapter's settings record of its head (``extra["sampler_head"]``)."""
+    return {"width": head.width}
+
+
+def load(folder, hidden_size: int, recorded: dict | None) -> SamplerHead | None:
+    """The head in ``folder``, or None where its settings record none (``recorded``: ``extra["sampler_head"]``)."""
+    if not recorded:
+        return None
+    from safetensors.torch import load_file
+
+    path = Path(folder) / WEIGHTS
+    if not path.is_file():
+        raise FileNotFoundError(f"folder: the adapter's settings record a sampler head, but {path} is missing")
+    head = SamplerHead(hidden_size, int(recorded["width"]))
+    head.load_state_dict({k: v.float() for k, v in load_file(str(path)).items()})
+    return head.eval()

@@ -1,0 +1,179 @@
+"""The sampler head (``sbd_viz.sampler_head``): a tree call's drafts chained left to right on a tiny adapted Llama.
+
+References are written as a transformers user writes them: the hidden states from the model's own
+``base_model(...).last_hidden_state`` on the text and its masked block, the head as plain ``torch.nn.functional``
+calls, the base's text from HF's ``generate``.
+"""
+
+import json
+
+import pytest
+import torch
+
+import sbd_viz as sv
+from sbd_viz import cli, gated_adapter, sampler_head
+from sbd_viz.training import head_train
+from test_adapter import adapted, generate_reference
+
+PROMPT = "assert sorted([3, 1, 2]) == "
+
+
+def with_head(model, seed=0, scale=0.5):
+    """``model`` (an ``AdaptedLM``) with a random head whose ``down`` is non-zero, so it moves the drafts."""
+    torch.manual_seed(seed)
+    head = sampler_head.SamplerHead(model.model.config.hidden_size, 32)
+    with torch.no_grad():
+        head.down.weight.normal_(0, scale)
+        head.norm.weight.uniform_(0.5, 1.5)
+    model.head = head.eval()
+    return model
+
+
+def head_reference(head, h, e):
+    """The head's formula, by hand: h + down(silu(up([h ; rmsnorm(e)])))."""
+    normed = e * torch.rsqrt(e.pow(2).mean(-1, keepdim=True) + head.norm.eps) * head.norm.weight
+    x = torch.cat([h, normed], -1)
+    up = torch.nn.functional.linear(x, head.up.weight, head.up.bias)
+    return h + torch.nn.functional.linear(torch.nn.functional.silu(up), head.down.weight, head.down.bias)
+
+
+def test_an_untrained_head_leaves_the_slots_as_the_adapter_predicts_them():
+    head = sampler_head.SamplerHead(16, 8)
+    h, e = torch.randn(5, 16), torch.randn(5, 16)
+    assert torch.equal(head(h, e), h)
+
+
+def test_chain_feeds_each_slot_the_argmax_of_the_slot_before_it():
+    torch.manual_seed(0)
+    d, V, k = 16, 11, 5
+    head = sampler_head.SamplerHead(d, 8)
+    with torch.no_grad():
+        head.down.weight.normal_()
+    embed, out_head = torch.nn.Embedding(V, d), torch.nn.Linear(d, V, bias=False)
+    hidden, first = torch.randn(3, k, d), torch.tensor([1, 4, 7])
+    with torch.no_grad():
+        got = sampler_head.chain(head, hidden, first, embed, out_head)
+        for b in range(3):
+            previous = int(first[b])
+            for s in range(1, k):
+                want = head_reference(head, hidden[b, s], embed.weight[previous]) @ out_head.weight.T
+                torch.testing.assert_close(got[b, s - 1], want)
+                previous = int(want.argmax())
+    assert got.shape == (3, k - 1, V)
+
+
+def test_a_tree_calls_slots_are_chained_on_each_branchs_exact_token_and_its_roots_stay_the_bases():
+    model = with_head(adapted())
+    k, text = 4, model.encode(PROMPT)
+    drafts = model.encode("[1,")  # two drafts after the prompt: three branches
+    fed = text + drafts
+    plain = adapted()  # the same adapter without a head
+    roots, blocks = model.tree_call(model.new_cache(), fed, 3, k)
+    plain_roots, plain_blocks = plain.tree_call(plain.new_cache(), fed, 3, k)
+    assert torch.equal(roots, plain_roots) and torch.equal(blocks[:, 0], plain_blocks[:, 0])
+    assert not torch.allclose(blocks[:, 1:], plain_blocks[:, 1:])  # the head moved the drafts
+    net, mask_id = model.model, model.mask_token_id
+    for j in range(3):
+        prefix = fed[:len(fed) - 2 + j]  # branch j: the text with the first j drafts
+        n = len(prefix)
+        ids = torch.tensor([prefix + [mask_id] * k])
+        allowed = torch.ones(n + k, n + k, dtype=torch.bool).tril()
+        allowed[n:, n:] = True  # the block sees itself whole
+        with torch.no_grad():
+            with model.gate.on(suffix=k):
+                h = net.base_model(input_ids=ids, attention_mask=allowed[None, None]).last_hidden_state[0, n:]
+            exact = net(input_ids=torch.tensor([prefix])).logits[0, -1].argmax()  # the gate off: the base
+            torch.testing.assert_close(blocks[j, 0], net.get_output_embeddings()(h[0]), atol=1e-4, rtol=1e-4)
+        previous = int(exact)
+        for s in range(1, k):
+            with torch.no_grad():
+                want = net.get_output_embeddings()(head_reference(model.head, h[s], net.get_input_embeddings()(
+                    torch.tensor(previous))))
+            torch.testing.assert_close(blocks[j, s], want, atol=1e-4, rtol=1e-4)
+            previous = int(want.argmax())
+
+
+@pytest.mark.parametrize("block_size,gamma", [(4, 0.5), (4, 8.0), (8, 2.0)])
+def test_with_a_head_verified_tree_drafting_still_writes_the_bases_generate_and_its_drafts_move(block_size, gamma):
+    ref = generate_reference(0, adapted().encode(PROMPT), 24)
+    runs = {}
+    for name, model in (("head", with_head(adapted())), ("none", adapted())):
+        runs[name] = sv.decode(model, PROMPT, decoder="sbd", verify=True, drafting="tree", block_size=block_size,
+                               gamma=gamma, max_new_tokens=24)
+        assert list(runs[name].output_ids) == ref
+    drafted = {name: [c.token_id for s in t.steps for c in s.commits if not c.ntp] for name, t in runs.items()}
+    assert drafted["head"] != drafted["none"]
+
+
+def test_a_head_round_trips_beside_its_adapter_and_a_missing_file_is_refused(tmp_path):
+    model = with_head(adapted())
+    gated_adapter.save(model.model, gated_adapter.AdapterConfig(rank=4, alpha=8, base="tiny",
+                                                                extra={"sampler_head": {"width": 32}}), tmp_path)
+    sampler_head.save(model.head, tmp_path)
+    back = sampler_head.load(tmp_path, model.model.config.hidden_size, {"width": 32})
+    for name, p in back.state_dict().items():
+        assert torch.equal(p, model.head.state_dict()[name].to(torch.bfloat16).float())
+    assert sampler_head.load(tmp_path, 64, None) is None  # settings that record no head: none
+    (tmp_path / sampler_head.WEIGHTS).unlink()
+    with pytest.raises(FileNotFoundError, match="^folder: .*sampler head"):
+        sampler_head.load(tmp_path, 64, {"width": 32})
+    with pytest.raises(ValueError, match="^width: "):
+        sampler_head.SamplerHead(64, 0)
+
+
+def test_collected_slots_pair_each_slot_with_the_token_before_it():
+    model = adapted()
+    prompt, ids = model.encode("assert f(1) == "), model.encode("[1, 2, 3, 4, 5, 6]")
+    rows = [{"prompt_ids": prompt, "ids": ids}]
+    slots = head_train.collect(model.model, model.gate, rows, 4, model.mask_token_id, log=lambda s: None)
+    text = prompt + ids
+    # blocks of 4 tile the continuation from its first token; slots 1..3 of each full block are kept
+    want = [(text[len(prompt) + b * 4 + s - 1], text[len(prompt) + b * 4 + s], s)
+            for b in range(len(ids) // 4) for s in range(1, 4)]
+    got = list(zip(slots["previous"].tolist(), slots["targets"].tolist(), slots["slot"].tolist()))
+    assert got[:len(want)] == want
+    assert slots["hidden"].shape == (len(got), model.model.config.hidden_size)
+
+
+def test_chain_tpc_counts_the_leading_run_of_each_full_block():
+    right = torch.tensor([True, True, False, False, True, True, True, True, True])
+    slot = torch.tensor([1, 2, 3, 1, 2, 3, 1, 2, 3])
+    block = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    assert head_train.chain_tpc(right, slot, block, 4) == pytest.approx((3 + 1 + 4) / 3)
+
+
+def test_training_epochs_lower_the_loss_and_lift_the_probe():
+    model = adapted()
+    prompt = model.encode("assert f(1) == ")
+    rows = [{"prompt_ids": prompt, "ids": model.encode(t)} for t in ("[1, 2, 3, 4, 5, 6, 7, 8]", "'abcabcabcabc'",
+                                                                      "(0, 0, 1, 1, 2, 2, 3, 3)")]
+    slots = head_train.collect(model.model, model.gate, rows, 4, model.mask_token_id, log=lambda s: None)
+    embed, out_head = model.model.get_input_embeddings(), model.model.get_output_embeddings()
+    head = sampler_head.SamplerHead(model.model.config.hidden_size, 64)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    losses = [head_train.train_epoch(head, optimizer, slots, embed, out_head, 8, seed) for seed in range(30)]
+    assert losses[-1] < 0.5 * losses[0]
+    got = head_train.probe(head, slots, embed, out_head, 4)
+    assert got["head"]["single_tpc"] > got["adapter"]["single_tpc"]
+
+
+def test_the_final_folder_records_the_head_and_loads_as_a_model(tmp_path):
+    model = with_head(adapted())
+    adapter = tmp_path / "adapter"
+    gated_adapter.save(model.model, model.adapter, adapter)
+    cfg = head_train.HeadTrainConfig(adapter=str(adapter), width=32, epochs=2)
+    final = head_train.save_final(tmp_path / "final", adapter, model.adapter, model.head, cfg,
+                                  {"epoch": 2, "seconds": 1.0}, 123)
+    recorded = json.loads((final / gated_adapter.SETTINGS).read_text())["extra"]["sampler_head"]
+    assert recorded["width"] == 32 and recorded["slots"] == 123 and "--width 32" in recorded["command"]
+    assert (final / gated_adapter.WEIGHTS).read_bytes() == (adapter / gated_adapter.WEIGHTS).read_bytes()
+    back = sampler_head.load(final, model.model.config.hidden_size, recorded)
+    assert back.width == 32
+
+
+def test_the_sampler_head_flag_offers_its_options(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--sampler-head", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--adapter", "--data-from", "--width", "--epochs", "--rows", "--block-size"):
+        assert flag in text
