@@ -12,7 +12,7 @@ Where it comes from (``load``):
 - a folder holding ``adapter.json`` and ``adapter.safetensors``: the adapter on the base its settings name (a named
   model or a model folder).
 
-An adapter may carry a sampler head (``sbd_viz.sampler_head``, ``sampler_head.safetensors`` beside it): then a tree
+An adapter may carry a sampler head (``sbd_viz.sampler_head``, its weights beside the adapter's): then a tree
 call's drafts are chained, each slot reading the token before it. The causal rows are untouched by it.
 """
 

@@ -63,6 +63,18 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         f"mask vector |",
         f"| adapter file | `adapter.safetensors`, {weights_bytes / 1e6:.1f} MB (bf16, {params:,} parameters) |",
         f"| decode block size | {extra['block_size']} (trained on blocks of {', '.join(map(str, extra['trained_block_sizes']))}) |",
+    ]
+    head = extra.get("sampler_head")
+    if head:
+        at = lines.index("| | |")
+        lines[at:at] = [
+            "**Sampler head.** Verified SBD's tree drafting chains each block's drafts with a small MLP "
+            "(`sbd_viz.sampler_head`, after Samragh et al.): a slot's logits come from its hidden state and the "
+            "token before it, slot 1 reading the base's exact token. It only drafts: every draft is still checked by "
+            "the base. Plain SBD and single drafting read the adapter's own slots.", ""]
+        lines.append(f"| sampler head | `sampler_head.safetensors`, {settings['head_bytes'] / 1e6:.1f} MB (bf16, "
+                     f"{settings['head_parameters']:,} parameters, width {head['width']}) |")
+    lines += [
         "",
         "## Training",
         "",
@@ -74,7 +86,14 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         "|---:|---:|---:|",
         f"| {extra['steps']:,} | {extra['scored_tokens']:,} | {extra['train_seconds'] / 60:.0f} |",
         "",
-        "Held-out probe over training (prompts of the training kinds, never trained on; "
+    ]
+    if head:
+        lines += [f"The sampler head: `{head['command']}` on the frozen adapter: {head['slots']:,} slots of fully "
+                  f"masked blocks of {head['block_size']} over the same continuations, each paired with the true "
+                  f"token before it, {head['epochs']} epochs of cross-entropy through the base's frozen output head "
+                  f"({head['train_seconds'] / 60:.0f} minutes).", ""]
+    lines += [
+        "Held-out probe over the adapter's training (prompts of the training kinds, never trained on; "
         "`bench/ADAPTER_TRAINING.md` in the sbd_viz repository): verified SBD's tokens per call if a "
         "block's drafts are kept up to the first wrong one.",
         "",
@@ -118,6 +137,9 @@ def sources() -> tuple[dict, dict, dict, int]:
     """What the card is written from: the settings (with the parameter count), the two pages' JSON, the file size."""
     settings = json.loads((FOLDER / "adapter.json").read_text())
     settings["parameters"] = parameter_count(FOLDER / "adapter.safetensors")
+    head = FOLDER / "sampler_head.safetensors"
+    if head.is_file():
+        settings["head_parameters"], settings["head_bytes"] = parameter_count(head), head.stat().st_size
     return (settings, json.loads(BENCH.read_text()), json.loads(CURVE.read_text()),
             (FOLDER / "adapter.safetensors").stat().st_size)
 
