@@ -63,6 +63,13 @@ def shipped_step() -> int:
     return int(gated_adapter.read_config(adapted_lm.shipped_folder("smollm2-135m-sbd")).extra["steps"])
 
 
+def shipped_head() -> bool:
+    """Whether the shipped adapter carries a sampler head (its ``adapter.json`` records one)."""
+    from sbd_viz import adapted_lm, gated_adapter
+
+    return bool(gated_adapter.read_config(adapted_lm.shipped_folder("smollm2-135m-sbd")).extra.get("sampler_head"))
+
+
 def held_out_row(step: int, path: Path) -> dict:
     """A ``bench_adapter`` run's exact decoders, per held-out set: items, identical items and both counts."""
     run = json.loads(Path(path).read_text())
@@ -158,6 +165,10 @@ def render(data: dict) -> str:
             lines += ["", f"Only the adapter at step {shipped} is kept (it ships as "
                       "`sbd_viz/models/smollm2-135m-sbd`; a command without `--adapter` measures it): the other "
                       "rows ran on that step's checkpoint of the run (`--adapter` named it), which git does not keep."]
+        if data.get("shipped_head"):
+            lines += ["", "These rows are the adapter alone. The package ships it with a sampler head "
+                      "(`sbd_viz.sampler_head`, trained after the adapter on its frozen hidden states), which chains "
+                      "tree drafting's drafts: its decodes on the same items are [ADAPTER.md](ADAPTER.md)."]
         first, last = held[0], held[-1]
         probe = {r["step"]: r for r in rows}
         if len(held) >= 2 and first["step"] in probe and last["step"] in probe:
@@ -205,7 +216,7 @@ def main(argv=None) -> None:
         rows, steps = read_log(logs)
         data = {"command": args.command, "run": args.run, "logs": [str(log) for log in logs], "rows": rows,
                 "step_seconds": {"fastest": min(steps), "median": statistics.median(steps)},
-                "shipped_step": shipped_step()}
+                "shipped_step": shipped_step(), "shipped_head": shipped_head()}
     if held:
         data["held_out"] = sorted(held, key=lambda h: h["step"])
     if held or not args.from_json:

@@ -105,8 +105,10 @@ def markdown(h: dict, r: dict, examples=None) -> str:
         p = r["sets"][name]
         drawn = "yes" if name.startswith("probe") else "no"
         acc = " / ".join(f"{a:.2f}" for a in p["slot_accuracy"])
-        chained = (" / ".join(f"{a:.2f}" for a in p["head"]["slot_accuracy"]) + f" | {p['head']['single_tpc']:.2f} |"
-                   if head else "")
+        chained = ""
+        if head:
+            chained = (" " + " / ".join(f"{a:.2f}" for a in p["head"]["slot_accuracy"])
+                       + f" | {p['head']['single_tpc']:.2f} |")
         lines.append(f"| {name} | {drawn} | {p['blocks']} | {acc} | {p['single_tpc']:.2f} |{chained}")
     s = r["sets"]
     lines += ["", f"On chat, the probe predicts {s['probe chat']['single_tpc']:.2f} tokens per call on prompts drawn "
@@ -117,11 +119,12 @@ def markdown(h: dict, r: dict, examples=None) -> str:
               "extrapolation speak for prompts like the training's; the held-out decodes of "
               "[ADAPTER.md](ADAPTER.md) are on the held-out chat and HumanEval sets."]
     if head:
+        k = r["block_size"]
         lines += ["", f"The adapter carries a sampler head (`sbd_viz.sampler_head`, width {head['width']}, trained "
                   f"{head['epochs']} epochs on {head['slots']:,} slots: `{head['command']}`). Its columns read the "
-                  "same blocks with each slot chained on the true token before it (`head_train.probe`): slot 1 on "
-                  "NTP's exact token, as a tree call chains it, and every later slot on the draft before it, which "
-                  f"is the true token whenever that draft is kept. With the head, held-out chat reaches "
+                  f"same blocks with each drafted slot (2..{k}) chained on the true token before it "
+                  "(`head_train.probe`): the first on NTP's exact token, as a tree call chains it, and every later "
+                  f"one on the draft before it, which is the true token whenever that draft is kept. With the head, held-out chat reaches "
                   f"{s['held-out chat']['head']['single_tpc']:.2f} and HumanEval "
                   f"{s['HumanEval']['head']['single_tpc']:.2f}."]
     return "\n".join(lines) + "\n"

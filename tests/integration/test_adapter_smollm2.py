@@ -70,13 +70,32 @@ def test_ntp_writes_the_bases_generate(smol_sbd, which):
     assert list(ntp.output_ids) == generate_ids(prompt)
 
 
-@pytest.mark.parametrize("which,block_size,gamma", [(0, 4, 0.1), (1, 8, 1.0), (2, 4, 2.0), (3, 8, 0.3)])
-def test_verified_sbd_writes_the_bases_generate_in_fewer_calls(smol_sbd, which, block_size, gamma):
+@pytest.mark.parametrize("which,block_size,gamma,drafting", [(0, 4, 0.1, "single"), (1, 8, 1.0, "single"),
+                                                               (2, 4, 2.0, "single"), (3, 8, 0.3, "single"),
+                                                               (0, 4, 8.0, "tree"), (3, 8, 2.0, "tree")])
+def test_verified_sbd_writes_the_bases_generate_in_fewer_calls(smol_sbd, which, block_size, gamma, drafting):
     prompt = prompts()[which]
     verified = sv.decode(smol_sbd, prompt, decoder="sbd", verify=True, block_size=block_size, gamma=gamma,
-                         max_new_tokens=N)
+                         max_new_tokens=N, drafting=drafting)
     assert list(verified.output_ids) == generate_ids(prompt)
     assert verified.nfe < N  # the adapter's drafts were kept somewhere: fewer calls than one per token
+
+
+def test_the_shipped_sampler_head_chains_tree_drafting_and_keeps_more_drafts(smol_sbd):
+    """The head is loaded and drives the tree calls' drafts: without it the same decodes keep fewer drafts, so take
+    more calls (summed over the four prompts), and write the same ids."""
+    assert smol_sbd.head is not None and "sampler head" in smol_sbd.description
+    head, runs = smol_sbd.head, {}
+    try:
+        for name in ("head", "none"):
+            smol_sbd.head = head if name == "head" else None
+            runs[name] = [sv.decode(smol_sbd, p, decoder="sbd", verify=True, drafting="tree", block_size=4,
+                                    gamma=8.0, max_new_tokens=N) for p in prompts()]
+    finally:
+        smol_sbd.head = head  # the module's model, shared with the other tests
+    for with_head, without in zip(runs["head"], runs["none"]):
+        assert list(with_head.output_ids) == list(without.output_ids)
+    assert sum(t.nfe for t in runs["head"]) < sum(t.nfe for t in runs["none"])
 
 
 def test_moving_gamma_changes_plain_sbd_on_real_text(smol_sbd):

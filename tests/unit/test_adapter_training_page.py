@@ -69,11 +69,14 @@ def test_a_run_resumed_into_another_folder_reads_as_one_curve(tmp_path):
 
 def test_the_page_is_rendered_for_the_shipped_adapter():
     """The page names the step the package ships (its adapter.json's), measures that adapter held out with
-    ``bench/adapter.json`` (what bench/ADAPTER.md shows) and its curve reaches that step."""
+    ``bench/adapter.json`` (what bench/ADAPTER.md shows), or, when the package adds a sampler head to it, the adapter
+    alone with ``bench/adapter_step{step}.json``; and its curve reaches that step."""
     module = page_module()
     data = json.loads(module.JSON.read_text())
-    assert data["shipped_step"] == module.shipped_step()
-    assert [h["source"] for h in data["held_out"] if h["step"] == data["shipped_step"]] == ["adapter.json"]
+    step = data["shipped_step"]
+    assert step == module.shipped_step() and data["shipped_head"] == module.shipped_head()
+    alone = f"adapter_step{step}.json" if data["shipped_head"] else "adapter.json"
+    assert [h["source"] for h in data["held_out"] if h["step"] == step] == [alone]
     assert data["rows"][-1]["step"] >= data["shipped_step"]
 
 
@@ -84,6 +87,13 @@ def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
     assert set(data["results"]["sets"]) == set(module.SETS)
     assert all(s["blocks"] > 0 and 1.0 <= s["single_tpc"] <= data["results"]["block_size"]
                for s in data["results"]["sets"].values())
+    shipped = json.loads((module.SHIPPED / "adapter.json").read_text())["extra"]
+    if data["results"]["adapter"] == str(module.SHIPPED.relative_to(module.BENCH.parent)):  # the shipped adapter's page
+        assert data["results"]["steps"] == shipped["steps"]
+        assert data["results"]["sampler_head"] == shipped.get("sampler_head")  # measured with the head it ships
+        if shipped.get("sampler_head"):
+            assert all(1.0 <= s["head"]["single_tpc"] <= data["results"]["block_size"]
+                       for s in data["results"]["sets"].values())
 
 
 @pytest.mark.parametrize("option", ["rank", "loss"])
