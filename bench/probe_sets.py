@@ -97,8 +97,8 @@ def markdown(h: dict, r: dict, examples=None) -> str:
              "with tree drafting (each call writes NTP's token and the drafts after it "
              "up to the first wrong one), counted from the probe's slots, not decoded.", "",
              "| set | prompts drawn like the training's | blocks | slot accuracy 1.." + str(r["block_size"])
-             + " | tokens per call (single block) |" + (" slot accuracy 2.." + str(r["block_size"]) + ", sampler "
-                                                      "head | tokens per call (single block), sampler head |"
+             + " | tokens per call (single block) |" + (" sampler head: slot accuracy 2.." + str(r["block_size"])
+                                                      + " | sampler head: tokens per call (single block) |"
                                                       if head else ""),
              "|---|---|---:|---:|---:|" + ("---:|---:|" if head else "")]
     for name in SETS:
@@ -124,8 +124,8 @@ def markdown(h: dict, r: dict, examples=None) -> str:
                   f"{head['epochs']} epochs on {head['slots']:,} slots: `{head['command']}`). Its columns read the "
                   f"same blocks with each drafted slot (2..{k}) chained on the true token before it "
                   "(`head_train.probe`): the first on NTP's exact token, as a tree call chains it, and every later "
-                  f"one on the draft before it, which is the true token whenever that draft is kept. With the head, held-out chat reaches "
-                  f"{s['held-out chat']['head']['single_tpc']:.2f} and HumanEval "
+                  "one on the draft before it, which is the true token whenever that draft is kept. With the head, "
+                  f"held-out chat reaches {s['held-out chat']['head']['single_tpc']:.2f} and HumanEval "
                   f"{s['HumanEval']['head']['single_tpc']:.2f}."]
     return "\n".join(lines) + "\n"
 
