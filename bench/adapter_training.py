@@ -56,18 +56,21 @@ def read_log(paths: list[Path]) -> tuple[list[dict], list[float]]:
     return rows, steps
 
 
-def shipped_step() -> int:
-    """The training step of the adapter the package ships (its ``adapter.json`` records it)."""
+def _shipped_extra() -> dict:
+    """What training recorded of the adapter the package ships (its ``adapter.json``'s ``extra``)."""
     from sbd_viz import adapted_lm, gated_adapter
 
-    return int(gated_adapter.read_config(adapted_lm.shipped_folder("smollm2-135m-sbd")).extra["steps"])
+    return gated_adapter.read_config(adapted_lm.shipped_folder("smollm2-135m-sbd")).extra
+
+
+def shipped_step() -> int:
+    """The training step of the adapter the package ships."""
+    return int(_shipped_extra()["steps"])
 
 
 def shipped_head() -> bool:
-    """Whether the shipped adapter carries a sampler head (its ``adapter.json`` records one)."""
-    from sbd_viz import adapted_lm, gated_adapter
-
-    return bool(gated_adapter.read_config(adapted_lm.shipped_folder("smollm2-135m-sbd")).extra.get("sampler_head"))
+    """Whether the shipped adapter carries a sampler head."""
+    return bool(_shipped_extra().get("sampler_head"))
 
 
 def held_out_row(step: int, path: Path) -> dict:

@@ -127,17 +127,22 @@ def is_adapter_source(path) -> bool:
     return isinstance(path, (str, os.PathLike)) and (Path(path) / gated_adapter.SETTINGS).is_file()
 
 
-def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = True) -> AdaptedLM:
-    """An ``AdaptedLM`` from a shipped adapter's name or an adapter folder (its settings name the base)."""
-    t0 = time.perf_counter()
+def adapter_folder(path) -> tuple[str, Path]:
+    """(name, folder) of a shipped adapter's name or an adapter folder; a shipped one missing from this
+    installation is refused by name."""
     if str(path) in SHIPPED and not Path(path).exists():
         name, folder = str(path), shipped_folder(str(path))
         if not (folder / gated_adapter.SETTINGS).is_file():
             raise FileNotFoundError(f"path: the adapter {name!r} is missing from this installation of sbd_viz "
                                     f"({folder})")
-    else:
-        folder = Path(path)
-        name = folder.name
+        return name, folder
+    return Path(path).name, Path(path)
+
+
+def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = True) -> AdaptedLM:
+    """An ``AdaptedLM`` from a shipped adapter's name or an adapter folder (its settings name the base)."""
+    t0 = time.perf_counter()
+    name, folder = adapter_folder(path)
     config = gated_adapter.read_config(folder)
     if not config.base:
         raise ValueError(f"path: {folder / gated_adapter.SETTINGS} names no base model ('base')")

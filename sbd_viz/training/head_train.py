@@ -154,7 +154,7 @@ def train(cfg: HeadTrainConfig) -> Path:
     def log(message):
         print(message, flush=True)
 
-    folder = adapted_lm.shipped_folder(cfg.adapter) if cfg.adapter in adapted_lm.SHIPPED else Path(cfg.adapter)
+    _, folder = adapted_lm.adapter_folder(cfg.adapter)
     config = gated_adapter.read_config(folder)
     base = causal_lm.load(config.base)
     model, tok = base.model, base.tokenizer
