@@ -171,13 +171,13 @@ def train(cfg: HeadTrainConfig) -> Path:
     probes = {name: collect(model, gate, data[f"probe_{name}"], k, mask_id, log=lambda s: None)
               for name in ("chat", "code")}
     embed, out_head = model.get_input_embeddings(), model.get_output_embeddings()
-    head = sampler_head.SamplerHead(model.config.hidden_size, cfg.width)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     ckpt, state = out / "checkpoint", {"epoch": 0, "seconds": 0.0}
     restore_interrupted_save(ckpt)
-    if (ckpt / sampler_head.WEIGHTS).is_file():
-        head = sampler_head.load(ckpt, model.config.hidden_size, {"width": cfg.width}).train()
-        optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
+    resumed = (ckpt / sampler_head.WEIGHTS).is_file()
+    head = (sampler_head.load(ckpt, model.config.hidden_size, {"width": cfg.width}).train() if resumed
+            else sampler_head.SamplerHead(model.config.hidden_size, cfg.width))
+    optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
+    if resumed:
         state = json.loads((ckpt / "state.json").read_text())
         load_moments(ckpt / "optimizer.safetensors", dict(head.named_parameters()), optimizer, state["adam_step"])
         log(f"resumed from {ckpt} after epoch {state['epoch']}")
