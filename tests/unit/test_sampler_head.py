@@ -62,6 +62,21 @@ def test_chain_feeds_each_slot_the_argmax_of_the_slot_before_it():
     assert got.shape == (3, k - 1, V)
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_output_layers_product_for_few_rows_is_the_layers_own(bias):
+    """``output_logits`` takes the product another way for 1 to 8 rows (speed): the values are the layer's own up to
+    rounding, so the drafts (argmaxes) are the same, for every row count on either side of that range."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(32, 500, bias=bias)
+    for n in range(1, 12):
+        x = torch.randn(n, 32)
+        with torch.no_grad():
+            got, want = sampler_head.output_logits(layer, x), torch.nn.functional.linear(x, layer.weight, layer.bias)
+        assert got.shape == (n, 500)
+        torch.testing.assert_close(got, want)
+        assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
 def test_a_tree_calls_slots_are_chained_on_each_branchs_exact_token_and_its_roots_stay_the_bases():
     model = with_head(adapted())
     k, text = 4, model.encode(PROMPT)
