@@ -1,0 +1,219 @@
+"""What one call costs on this CPU by the rows it feeds: the engine's own forwards on SmolLM2-135M with the shipped
+SBD adapter, against a one-token call on the same cache. Writes ``bench/CALL_COST.md`` and ``bench/call_cost.json``.
+
+Verified SBD beats ``generate`` in wall clock only where a call writes more tokens than it costs in one-token calls.
+A call feeds more rows than a ``generate`` step: single drafting feeds the last accepted token, the drafts it checks
+and a block of mask slots; tree drafting a block after every draft. On a GPU at batch 1 those rows are nearly free
+(``bench/ROOFLINE.md``); on a CPU they are not, and this page measures by how much. The shapes, at the shipped
+block size (4):
+
+- one token: ``fused_call`` feeding one token, no block (a ``generate`` step's shape, the same weights);
+- single drafting, f fed: ``fused_call`` feeding f tokens (the last accepted one and f - 1 drafts to check) and a
+  block of 4 mask slots, f = 1..4;
+- tree drafting, b branches: ``tree_call`` feeding b tokens and a block of 4 slots after each, b = 1..4, with the
+  sampler head (three chained passes through the output layer) and with it removed.
+
+Every call starts from the same cache (a held-out chat prompt) and is cut back to it after. Paired, warmed,
+interleaved rounds (``bench/paired.py``), the order rotating from round to round; a shape's ratio is its seconds
+over the one-token call's in the same round. The page then sets the break-even (a shape's ratio: the tokens a call
+of that shape must write to cost no more per token than one-token calls) beside the tokens per call that
+``bench/adapter.json`` measured on held-out chat and HumanEval.
+
+    python bench/bench_call_cost.py                      # 1 thread, 12 rounds (a few minutes)
+    python bench/bench_call_cost.py --from-json bench/call_cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paired  # noqa: E402
+import run_info  # noqa: E402
+from sbd_viz.labels import COUNT_LABELS  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+MODEL = "smollm2-135m-sbd"
+K = 4  # the shipped block size
+FED = (1, 2, 3, 4)
+ONE = "one token"
+COUNTED = COUNT_LABELS[(True, True)]
+
+
+def single(f: int) -> str:
+    return f"single drafting, {f} fed"
+
+
+def tree(b: int, head: bool) -> str:
+    return f"tree drafting, {b} branch{'' if b == 1 else 'es'}, {'with' if head else 'without'} the head"
+
+
+def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
+    """(name, rows fed, the call) for every shape; each call is cut back to the prompt's cache after it."""
+    import torch
+
+    cache = model.new_cache()
+    ids = model.encode(prompt)
+    model.fused_call(cache, ids[:-1], [], n_causal=1)  # the prompt but its last token: every call feeds from there
+    base = cache.get_seq_length()
+    token, mask = ids[-1], model.mask_token_id
+    head = model.head
+
+    def cut():
+        model.rollback(cache, base)
+
+    def one():
+        model.fused_call(cache, [token], [], n_causal=1)
+        cut()
+
+    def drafting(f):
+        def call():
+            model.fused_call(cache, [token] * f, [mask] * K, n_causal=f)
+            cut()
+        return call
+
+    def branching(b, with_head):
+        def call():
+            model.head = head if with_head else None
+            try:
+                with torch.inference_mode():
+                    model.tree_call(cache, [token] * b, b, K)
+            finally:
+                model.head = head
+            cut()
+        return call
+
+    out = [(ONE, 1, one)] + [(single(f), f + K, drafting(f)) for f in FED]
+    for with_head in ((True, False) if head is not None else (False,)):
+        out += [(tree(b, with_head), b * (1 + K), branching(b, with_head)) for b in FED]
+    return out
+
+
+def measure(args) -> dict:
+    import torch
+
+    import sbd_viz as sv
+    from sbd_viz.training import distill
+
+    torch.set_num_threads(args.threads)
+    model = sv.load_model(args.model)
+    prompt = distill.as_chat(model.tokenizer, distill.HELDOUT_CHAT[0])
+    calls = shapes(model, prompt)
+    rows = {name: n for name, n, _ in calls}
+    methods = [(name, fn) for name, _, fn in calls]
+    load_start = run_info.load()
+    paired.warm_up(methods)
+    rounds = paired.rounds(methods, args.rounds, args.guard)
+    out = {"header": {"date": run_info.utc_now(), "machine": run_info.machine(args.threads),
+                      "cpu": run_info.cpu_name(), "model": model.description,
+                      "prompt_tokens": len(model.encode(prompt)), "load": [load_start, run_info.load()],
+                      "command": command(args)},
+           "rows": rows, "rounds": rounds, "shapes": {}}
+    for name in rows:
+        out["shapes"][name] = {"rows": rows[name], "ms": 1000 * paired.median_seconds(rounds, name),
+                               "vs_one": paired.ratio(rounds, name, ONE)}
+    return out
+
+
+def command(args) -> str:
+    parts = ["python", "bench/bench_call_cost.py"]
+    if args.threads != 1:
+        parts += ["--threads", str(args.threads)]
+    if args.rounds != 12:
+        parts += ["--rounds", str(args.rounds)]
+    return shlex.join(parts)
+
+
+def measured_tokens_per_call(path: Path) -> dict | None:
+    """{(set, drafting): tokens per call} at block 4, γ 8 from ``bench/adapter.json``; None if it is missing."""
+    if not path.is_file():
+        return None
+    sets = json.loads(path.read_text())["results"]["sets"]
+    return {(s, d): sets[s][d][f"block {K}, γ 8"]["tokens_per_call"]
+            for s in ("chat", "code") for d in ("verified", "tree") if f"block {K}, γ 8" in sets[s].get(d, {})}
+
+
+def medians(shapes_: dict, names) -> list[float]:
+    """The paired medians of ``names`` that kept a pair."""
+    return [shapes_[n]["vs_one"]["median"] for n in names if n in shapes_ and shapes_[n]["vs_one"]["median"]]
+
+
+def page(result: dict, adapter: dict | None) -> str:
+    h = result["header"]
+    lines = ["# What a call costs on this CPU, by the rows it feeds", "",
+             f"Produced by `{h['command']}` on {h['date']}; machine: {h['machine']} ({h['cpu']}); load average "
+             f"{h['load'][0]} at the start, {h['load'][1]} at the end.", "",
+             f"- Model: {h['model']}.",
+             f"- Every call starts from the same cache: the first held-out chat question through the chat template "
+             f"({h['prompt_tokens']} tokens), cut back after the call. Block size {K}.",
+             f"- {len(result['rounds'])} rounds, every shape once a round, the order rotating; a run slower than "
+             "1.25x its shape's fastest is disturbed, and a ratio counts only rounds where neither run was. "
+             f"Disturbed runs: {sum(len(r['disturbed']) for r in result['rounds'])} of "
+             f"{len(result['rounds']) * len(result['shapes'])}.", "",
+             "| shape | rows fed | ms per call (median) | x a one-token call (paired median, pairs kept) | range |",
+             "|---|---:|---:|---:|---:|"]
+    for name, s in result["shapes"].items():
+        r = s["vs_one"]
+        if name == ONE:
+            ratio, spread = "1 (the reference)", "–"
+        elif r["median"] is None:  # every round had one of the pair disturbed
+            ratio, spread = "no undisturbed pair", "–"
+        else:
+            ratio, spread = f"{r['median']:.2f}x ({r['pairs']}/{r['of']} pairs)", f"{r['lo']:.2f}-{r['hi']:.2f}x"
+        lines.append(f"| {name} | {s['rows']} | {s['ms']:.1f} | {ratio} | {spread} |")
+    shapes_ = result["shapes"]
+    singles = medians(shapes_, [single(f) for f in FED])
+    lo_single, hi_single = min(singles), max(singles)
+    lines += ["", "## Reading it", "",
+              f"- A single-drafting call (1 to {FED[-1]} fed tokens and a block of {K} mask slots) costs "
+              f"{lo_single:.2f}-{hi_single:.2f}x a one-token call, so single drafting needs that many tokens per call "
+              "to cost no more per token than `generate` (a `generate` step has a one-token call's shape, on the same "
+              "weights)."]
+    with_head = medians(shapes_, [tree(b, True) for b in FED])
+    without = medians(shapes_, [tree(b, False) for b in FED])
+    if with_head:
+        lines.append(f"- Tree drafting's calls cost {min(with_head):.2f}-{max(with_head):.2f}x with the sampler head "
+                     f"and {min(without):.2f}-{max(without):.2f}x without it (1 to {FED[-1]} branches).")
+    if adapter:
+        lines += ["", f"The tokens per call `bench/adapter.json` measured at block {K}, γ 8 (8 held-out items a set), "
+                  "against the break-even of the shapes its calls take:", "",
+                  f"| set | drafting | {COUNTED} | break-even (the shapes' range) |", "|---|---|---:|---:|"]
+        for (s, d), t in adapter.items():
+            lo, hi = ((lo_single, hi_single) if d == "verified" else
+                      (min(with_head or without), max(with_head or without)))
+            lines.append(f"| {'chat' if s == 'chat' else 'HumanEval'} | {'single' if d == 'verified' else 'tree'} "
+                         f"| {t:.2f} | {lo:.2f}-{hi:.2f} |")
+        lines += ["", "Where the tokens per call are below the break-even, verified SBD is slower than `generate` on "
+                  "this CPU at these call costs; `bench/ADAPTER.md` measures the decodes' wall clock directly."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=MODEL, help="an SBD adapter's name or folder (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=12, help="rounds of every shape (default: %(default)s)")
+    parser.add_argument("--guard", type=float, default=1.25,
+                        help="a run slower than this x its shape's fastest is disturbed (default: %(default)s)")
+    parser.add_argument("--adapter-json", type=Path, default=HERE / "adapter.json",
+                        help="the tokens per call to set beside the break-even (default: bench/adapter.json)")
+    parser.add_argument("--out", type=Path, default=HERE / "CALL_COST.md")
+    parser.add_argument("--json", type=Path, default=HERE / "call_cost.json")
+    parser.add_argument("--from-json", type=Path, help="write the page from a saved run instead of measuring")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        result = json.loads(args.from_json.read_text())
+    else:
+        result = measure(args)
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    args.out.write_text(page(result, measured_tokens_per_call(args.adapter_json)))
+    print(args.out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
