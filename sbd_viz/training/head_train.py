@@ -6,7 +6,8 @@
    ``--data-from``'s ``data/`` folder, generated there as ``sbd-viz train --adapter`` does where missing;
 2. collects, once, each continuation's blocks of ``--block-size`` fully masked slots tiling it (the adapter on, as
    at decoding time): for slot s >= 1 of each block, its final hidden state, the true token at slot s - 1 and the
-   token it must predict. Cached in ``OUT/hidden.safetensors``;
+   token it must predict. Cached in ``OUT/hidden.safetensors`` with what they depend on (the adapter's weights, the
+   rows, the block size): a later run with other ones collects again;
 3. trains the head on them, cross-entropy through the model's own output head (frozen), for ``--epochs`` passes
    in a shuffled order. The previous token is the true one: verified SBD keeps a draft only when every draft before
    it held, so the true token is the one a kept draft is chained on;
@@ -131,16 +132,35 @@ def train_epoch(head, optimizer, slots: dict, embed, out_head, batch_size: int, 
     return total / n
 
 
-def _collected(path: Path, make) -> dict:
+def collected(path: Path, make, key: dict, log=print) -> dict:
+    """The slots cached at ``path`` if they were collected for ``key`` (what they depend on: the adapter's weights,
+    the rows, the block size), else ``make()``'s, cached with ``key`` in the file's metadata. A cache collected for
+    another key (another ``--adapter``, ``--rows`` or ``--block-size`` into the same ``--out``) is collected again,
+    never reused."""
+    from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
+    want = {name: json.dumps(value) for name, value in key.items()}
     if path.is_file():
-        return load_file(str(path))
+        with safe_open(str(path), "pt") as f:
+            have = f.metadata() or {}
+        if have == want:
+            return load_file(str(path))
+        log(f"{path} was collected for other settings ({have or 'unrecorded'}): collecting again")
     slots = make()
     tmp = path.with_name(path.name + ".tmp")
-    save_file({name: t.contiguous() for name, t in slots.items()}, str(tmp))
+    save_file({name: t.contiguous() for name, t in slots.items()}, str(tmp), metadata=want)
     tmp.replace(path)
     return slots
+
+
+def slots_key(adapter_folder: Path, rows: list[dict], k: int) -> dict:
+    """What the collected slots depend on: the adapter's weights (their SHA-256), the rows (theirs), the block size."""
+    import hashlib
+
+    weights = hashlib.sha256((adapter_folder / gated_adapter.WEIGHTS).read_bytes()).hexdigest()
+    text = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+    return {"adapter_sha256": weights, "rows_sha256": text, "rows": len(rows), "block_size": k}
 
 
 def train(cfg: HeadTrainConfig) -> Path:
@@ -167,7 +187,8 @@ def train(cfg: HeadTrainConfig) -> Path:
     rows = data["chat"] + data["code"] + data.get("proposed", [])
     random.Random(cfg.seed).shuffle(rows)
     rows = rows[:cfg.rows or len(rows)]
-    slots = _collected(out / "hidden.safetensors", lambda: collect(model, gate, rows, k, mask_id, log=log))
+    slots = collected(out / "hidden.safetensors", lambda: collect(model, gate, rows, k, mask_id, log=log),
+                      slots_key(folder, rows, k), log)
     probes = {name: collect(model, gate, data[f"probe_{name}"], k, mask_id, log=lambda s: None)
               for name in ("chat", "code")}
     embed, out_head = model.get_input_embeddings(), model.get_output_embeddings()

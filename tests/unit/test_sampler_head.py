@@ -150,6 +150,41 @@ def test_collected_slots_pair_each_slot_with_the_token_before_it():
     assert slots["hidden"].shape == (len(got), model.model.config.hidden_size)
 
 
+def test_collected_slots_are_reused_only_for_the_adapter_rows_and_block_size_they_were_collected_for(tmp_path):
+    """``OUT/hidden.safetensors`` is read back only when the adapter's weights, the rows and the block size are the
+    ones it was collected for; another of any of them (or a cache that records none) is collected again."""
+    from safetensors.torch import save_file
+
+    model = adapted()
+    folder = tmp_path / "adapter"
+    gated_adapter.save(model.model, model.adapter, folder)
+    prompt = model.encode("assert f(1) == ")
+    rows = [{"prompt_ids": prompt, "ids": model.encode("[1, 2, 3, 4, 5, 6]")}]
+    path, made = tmp_path / "hidden.safetensors", []
+
+    def run(rows_, k):
+        def make():
+            made.append(k)
+            return head_train.collect(model.model, model.gate, rows_, k, model.mask_token_id, log=lambda s: None)
+        return head_train.collected(path, make, head_train.slots_key(folder, rows_, k), log=lambda s: None)
+
+    first = run(rows, 4)
+    again = run(rows, 4)
+    assert made == [4] and torch.equal(first["hidden"], again["hidden"])  # the same settings: read back
+    other_k = run(rows, 2)
+    assert made == [4, 2] and other_k["hidden"].shape[0] != first["hidden"].shape[0]
+    run(rows[:1] + [{"prompt_ids": prompt, "ids": model.encode("[7, 8, 9, 10]")}], 2)  # other rows
+    assert made == [4, 2, 2]
+    with torch.no_grad():  # other adapter weights in the same folder
+        next(p for n, p in model.model.named_parameters() if n.endswith(".B")).add_(1.0)
+    gated_adapter.save(model.model, model.adapter, folder)
+    run(rows, 4)
+    assert made == [4, 2, 2, 4]
+    save_file({"hidden": first["hidden"]}, str(path))  # a cache that records nothing
+    run(rows, 4)
+    assert made == [4, 2, 2, 4, 4]
+
+
 def test_chain_tpc_counts_the_leading_run_of_each_full_block():
     right = torch.tensor([True, True, False, False, True, True, True, True, True])
     slot = torch.tensor([1, 2, 3, 1, 2, 3, 1, 2, 3])
