@@ -13,7 +13,8 @@
    it held, so the true token is the one a kept draft is chained on;
 4. after each epoch logs the loss and the held-out probe (the adapter run's probe sets): per-slot argmax accuracy
    and the tokens per call verified SBD's tree drafting would reach, with the head and without it; checkpoints the
-   head and AdamW's moments into ``OUT/checkpoint`` (a new run with the same ``--out`` resumes at the next epoch);
+   head and AdamW's moments into ``OUT/checkpoint`` (a new run with the same ``--out`` resumes at the next epoch;
+   one asking for another adapter, other rows, another block size or width is refused: ``resumed_state``);
 5. writes ``OUT/final``: the adapter's files, its settings recording the head, and the head in bf16, as
    ``sv.load_model(OUT/final)`` reads it.
 """
@@ -187,19 +188,21 @@ def train(cfg: HeadTrainConfig) -> Path:
     rows = data["chat"] + data["code"] + data.get("proposed", [])
     random.Random(cfg.seed).shuffle(rows)
     rows = rows[:cfg.rows or len(rows)]
-    slots = collected(out / "hidden.safetensors", lambda: collect(model, gate, rows, k, mask_id, log=log),
-                      slots_key(folder, rows, k), log)
+    key = slots_key(folder, rows, k)
+    ckpt = out / "checkpoint"
+    restore_interrupted_save(ckpt)
+    state = resumed_state(ckpt, {**key, "width": cfg.width})  # before collecting: a refusal costs nothing
+    slots = collected(out / "hidden.safetensors", lambda: collect(model, gate, rows, k, mask_id, log=log), key, log)
     probes = {name: collect(model, gate, data[f"probe_{name}"], k, mask_id, log=lambda s: None)
               for name in ("chat", "code")}
     embed, out_head = model.get_input_embeddings(), model.get_output_embeddings()
-    ckpt, state = out / "checkpoint", {"epoch": 0, "seconds": 0.0}
-    restore_interrupted_save(ckpt)
-    resumed = (ckpt / sampler_head.WEIGHTS).is_file()
+    resumed = state is not None
+    if not resumed:
+        state = {"epoch": 0, "seconds": 0.0, "trained_on": {**key, "width": cfg.width}}
     head = (sampler_head.load(ckpt, model.config.hidden_size, {"width": cfg.width}).train() if resumed
             else sampler_head.SamplerHead(model.config.hidden_size, cfg.width))
     optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     if resumed:
-        state = json.loads((ckpt / "state.json").read_text())
         load_moments(ckpt / "optimizer.safetensors", dict(head.named_parameters()), optimizer, state["adam_step"])
         log(f"resumed from {ckpt} after epoch {state['epoch']}")
     n = len(slots["targets"])
@@ -216,6 +219,23 @@ def train(cfg: HeadTrainConfig) -> Path:
         log(json.dumps(entry))
         _save_checkpoint(ckpt, head, optimizer, state)
     return save_final(out / "final", folder, config, head, cfg, state, n)
+
+
+def resumed_state(ckpt: Path, trained_on: dict) -> dict | None:
+    """The checkpoint's state if ``ckpt`` holds one of a head trained on ``trained_on`` (``slots_key`` and the
+    width), None if it holds none. One trained on other slots or at another width is refused by name: resuming it
+    would go on training a head made for another adapter, other rows or another block size."""
+    if not (ckpt / sampler_head.WEIGHTS).is_file():
+        return None
+    state = json.loads((ckpt / "state.json").read_text())
+    had = state.get("trained_on")
+    if had != trained_on:
+        differ = ("none recorded" if had is None else
+                  "; ".join(f"{name} {had.get(name)}, not {value}" for name, value in trained_on.items()
+                            if had.get(name) != value))
+        raise ValueError(f"out: {ckpt} holds a head trained on other settings ({differ}): give another --out, or "
+                         f"remove {ckpt} to start over")
+    return state
 
 
 def _save_checkpoint(folder: Path, head, optimizer, state: dict) -> None:

@@ -185,6 +185,27 @@ def test_collected_slots_are_reused_only_for_the_adapter_rows_and_block_size_the
     assert made == [4, 2, 2, 4, 4]
 
 
+def test_a_checkpoint_resumes_only_for_the_slots_and_width_it_was_trained_on(tmp_path):
+    """``resumed_state``: no checkpoint, None; one of a head trained on these slots at this width, its state; one
+    trained on others (or recording none) is refused, naming ``--out``: resuming it would train on another
+    adapter's head."""
+    ckpt = tmp_path / "checkpoint"
+    key = {"adapter_sha256": "a" * 64, "rows_sha256": "b" * 64, "rows": 3, "block_size": 4, "width": 8}
+    assert head_train.resumed_state(ckpt, key) is None
+    head = sampler_head.SamplerHead(16, 8)
+    state = {"epoch": 1, "seconds": 2.0, "trained_on": key}
+    head_train._save_checkpoint(ckpt, head, torch.optim.AdamW(head.parameters()), state)
+    assert head_train.resumed_state(ckpt, dict(key))["epoch"] == 1
+    for change in ({"adapter_sha256": "c" * 64}, {"rows": 4}, {"block_size": 8}, {"width": 16}):
+        (name, value), = change.items()
+        with pytest.raises(ValueError, match=f"out: .*other settings \\({name} {key[name]}, not {value}\\)"):
+            head_train.resumed_state(ckpt, {**key, **change})
+    state.pop("trained_on")
+    head_train._save_checkpoint(ckpt, head, torch.optim.AdamW(head.parameters()), state)
+    with pytest.raises(ValueError, match="none recorded"):
+        head_train.resumed_state(ckpt, key)
+
+
 def test_chain_tpc_counts_the_leading_run_of_each_full_block():
     right = torch.tensor([True, True, False, False, True, True, True, True, True])
     slot = torch.tensor([1, 2, 3, 1, 2, 3, 1, 2, 3])
