@@ -392,7 +392,8 @@ def trace_calls(trace) -> list[Call]:
     positions (the last accepted token, the drafts it checks, then the block from its first open
     slot; a checking-only call feeds drafts alone), and every causal row needs logits. Recorded
     ``n_input`` is used when present; unverified traces without it are rebuilt from the block
-    structure, which gives the same numbers.
+    structure, which gives the same numbers. Tree drafting (``drafting="tree"``): each call feeds the last accepted
+    token, the drafts after it and a block of slots after each, all with logits.
     """
     if not isinstance(trace, Trace):
         raise ValueError(f"trace: expected an sbd_viz.Trace, got {type(trace).__name__}")
@@ -404,6 +405,12 @@ def trace_calls(trace) -> list[Call]:
         if ntp:
             fed = s.n_input or (n_prompt if s.call == 0 else 1)
             calls.append(Call(fed, s.block_start - fed, 1))
+        elif trace.verified and trace.config.get("drafting") == "tree":
+            # Tree drafting feeds the last accepted token x, the drafts after it and a block of slots after each
+            # (``n_input`` counts them all); every row needs logits but the prompt's before x. The cache ends at
+            # x: just before the first checked draft, or one before the position the call's root row wrote.
+            kv = 0 if s.call == 0 else s.checks[0].position - 1 if s.checks else s.block_start - 1
+            calls.append(Call(s.n_input, kv, s.n_input if kv else s.n_input - n_prompt + 1))
         elif trace.verified:
             # Verified SBD feeds contiguous positions: the last accepted token and the drafts to check
             # (causal rows, each needs logits), then the block from its first open slot.

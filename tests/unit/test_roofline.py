@@ -395,3 +395,34 @@ def test_a_verified_trace_projects_with_contiguous_calls():
         assert 0 <= call.kv_len < n_total and call.kv_len + call.tokens <= n_total + trace.config["block_size"]
     p = rf.project(trace, "h100-fp8")
     assert p["sbd_calls"] == trace.nfe and p["speedup"] > 0
+
+
+@pytest.mark.heavy
+def test_a_tree_drafting_trace_projects_the_calls_the_model_was_asked_for():
+    """Tree drafting: each call's rows fed, cache length and logit rows, read off the trace, are the ones the model's
+    ``tree_call``/``fused_call`` were asked for (recorded by wrapping them), call for call."""
+    import torch
+
+    from conftest import tiny_model
+
+    model = tiny_model(seed=1)
+    with torch.no_grad():
+        model.model.lm_head.weight *= 32  # sharp enough to draft several slots, and to be rejected
+    asked, tree_call, fused_call = [], model.tree_call, model.fused_call
+
+    def recording_tree(cache, new_ids, n_branches, k):
+        asked.append(rf.Call(len(new_ids) + n_branches * k, cache.get_seq_length(), n_branches * (1 + k)))
+        return tree_call(cache, new_ids, n_branches, k)
+
+    def recording_fused(cache, new_ids, block_ids, n_causal=0):
+        asked.append(rf.Call(len(new_ids) + len(block_ids), cache.get_seq_length(), n_causal + len(block_ids)))
+        return fused_call(cache, new_ids, block_ids, n_causal)
+
+    model.tree_call, model.fused_call = recording_tree, recording_fused
+    traces = [sv.decode(model, prompt, gamma=gamma, block_size=k, max_new_tokens=24, verify=True, drafting="tree")
+              for prompt, gamma, k in (("assert 93 + 8 == ", 2.0, 4), ("assert len([1, 2]) == ", 8.0, 6))]
+    calls = [c for t in traces for c in rf.trace_calls(t)]
+    assert sum(t.nfe for t in traces) == len(asked) and calls == asked
+    assert any(s.rollback for t in traces for s in t.steps)  # a rejection was projected too
+    p = rf.project(traces[0], "h100-fp8")
+    assert p["sbd_calls"] == traces[0].nfe and p["speedup"] > 0
