@@ -144,8 +144,12 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
             row["roofline"][name] = {key: [p["sbd_s"], p["ntp_s"], p["prefill_s"]] for key, shape in shapes.items()
                                      for p in [roofline.project(trace, args.gpu, shape)]}
             if tree:
-                row["tree"][name] = exact(sv.decode(model, prompt, decoder="sbd", verify=True, drafting="tree",
-                                                    block_size=k, gamma=g, max_new_tokens=n, stop=stop))
+                tree_trace = sv.decode(model, prompt, decoder="sbd", verify=True, drafting="tree", block_size=k,
+                                       gamma=g, max_new_tokens=n, stop=stop)
+                row["tree"][name] = exact(tree_trace)
+                row["roofline"][f"{name}, tree drafting"] = {
+                    key: [p["sbd_s"], p["ntp_s"], p["prefill_s"]] for key, shape in shapes.items()
+                    for p in [roofline.project(tree_trace, args.gpu, shape)]}
     plain_gammas = {k: list(args.gammas) for k in args.blocks}
     if "problem" in item:  # HumanEval's plain SBD settings, decoded once with the sweep's where they meet
         plain_gammas.setdefault(args.humaneval_block, [])
@@ -201,7 +205,7 @@ def summarize(items: list[dict], args_blocks, args_gammas, tree: bool) -> dict:
                               "tokens_per_call": sum(p["tokens"] for p in rows) / sum(p["calls"] for p in rows),
                               "mean_kept": statistics.mean(p["kept"] for p in rows),
                               "kept_share": sum(p["kept"] for p in rows) / max(1, tokens)}
-        shapes = items[0]["roofline"][name]
+    for name, shapes in items[0]["roofline"].items():  # single drafting's settings, then tree drafting's
         out["roofline"][name] = {}
         for shape in shapes:
             sbd_s, ntp_s, prefill_s = (sum(r["roofline"][name][shape][i] for r in items) for i in range(3))
@@ -448,8 +452,9 @@ def roofline_section(header, results) -> list[str]:
              f"`sbd_viz.analysis.roofline.project` on `{header['gpu']}`, batch 1: each verified trace's own calls "
              "(tokens fed, cache length, logit rows) against the same text decoded one token per call, summed over "
              f"a set's items. Two shapes: the base's own ({shapes['own']}) and {shapes['8b']} (the same calls on an "
-             "8B model's shapes: what the call pattern would be worth there). The adapter's low-rank updates on the "
-             "block's rows are not costed.", "",
+             "8B model's shapes: what the call pattern would be worth there). Tree drafting's rows project its "
+             "traces, every branch's slots fed and scored. The adapter's low-rank updates on the block's rows and "
+             "the sampler head's passes are not costed.", "",
              f"| set | setting | speedup, {shapes['own']} | after prefill | speedup, {shapes['8b']} | after prefill |",
              "|---|---|---:|---:|---:|---:|"]
     for name in SETS:
