@@ -405,21 +405,14 @@ def trace_calls(trace) -> list[Call]:
         if ntp:
             fed = s.n_input or (n_prompt if s.call == 0 else 1)
             calls.append(Call(fed, s.block_start - fed, 1))
-        elif trace.verified and trace.config.get("drafting") == "tree":
-            # Tree drafting feeds the last accepted token x, the drafts after it and a block of slots after each
-            # (``n_input`` counts them all); every row needs logits but the prompt's before x. The cache ends at
-            # x: just before the first checked draft, or one before the position the call's root row wrote.
-            kv = 0 if s.call == 0 else s.checks[0].position - 1 if s.checks else s.block_start - 1
-            calls.append(Call(s.n_input, kv, s.n_input if kv else s.n_input - n_prompt + 1))
         elif trace.verified:
-            # Verified SBD feeds contiguous positions: the last accepted token and the drafts to check
-            # (causal rows, each needs logits), then the block from its first open slot.
-            if s.check_only:  # drafts fed only to check them: the cache ends just before the first
-                calls.append(Call(s.n_input, s.checks[0].position - 1, s.n_input))
-            else:
-                kv = s.block_start + s.block_size - s.n_input
-                # the first call's causal rows are the prompt: only its last row needs logits
-                calls.append(Call(s.n_input, kv, s.n_input if kv else s.n_input - n_prompt + 1))
+            # Verified SBD feeds contiguous positions from the last accepted token x: the drafts it checks, then
+            # the block from its first open slot (tree drafting: a block after each draft), every row scored but
+            # the prompt's before x. The cache ends at x: just before the first checked draft, else where the
+            # fed rows, ending at the block's end, begin.
+            kv = s.checks[0].position - 1 if s.checks else s.block_start + s.block_size - s.n_input
+            # the first call's causal rows are the prompt: only its last row needs logits
+            calls.append(Call(s.n_input, kv, s.n_input if kv else s.n_input - n_prompt + 1))
         else:
             causal = (s.n_input - s.block_size) if s.n_input else (
                 0 if s.step else n_prompt if prev_size is None else prev_size)

@@ -398,9 +398,11 @@ def test_a_verified_trace_projects_with_contiguous_calls():
 
 
 @pytest.mark.heavy
-def test_a_tree_drafting_trace_projects_the_calls_the_model_was_asked_for():
-    """Tree drafting: each call's rows fed, cache length and logit rows, read off the trace, are the ones the model's
-    ``tree_call``/``fused_call`` were asked for (recorded by wrapping them), call for call."""
+@pytest.mark.parametrize("drafting", ["single", "tree"])
+def test_a_verified_trace_projects_the_calls_the_model_was_asked_for(drafting):
+    """Verified SBD, single and tree drafting: each call's rows fed, cache length and logit rows, read off the trace,
+    are the ones the model's ``tree_call``/``fused_call`` were asked for (recorded by wrapping them), call for call,
+    rollbacks into the previous block's tail included."""
     import torch
 
     from conftest import tiny_model
@@ -419,8 +421,9 @@ def test_a_tree_drafting_trace_projects_the_calls_the_model_was_asked_for():
         return fused_call(cache, new_ids, block_ids, n_causal)
 
     model.tree_call, model.fused_call = recording_tree, recording_fused
-    traces = [sv.decode(model, prompt, gamma=gamma, block_size=k, max_new_tokens=24, verify=True, drafting="tree")
-              for prompt, gamma, k in (("assert 93 + 8 == ", 2.0, 4), ("assert len([1, 2]) == ", 8.0, 6))]
+    traces = [sv.decode(model, prompt, gamma=gamma, block_size=k, max_new_tokens=24, verify=True, drafting=drafting)
+              for prompt, gamma, k in (("assert 93 + 8 == ", 2.0, 4), ("assert len([1, 2]) == ", 8.0, 6),
+                                       ("assert max(3, 9) == ", 8.0, 4), ("assert 7 * 6 == ", 1.0, 8))]
     calls = [c for t in traces for c in rf.trace_calls(t)]
     assert sum(t.nfe for t in traces) == len(asked) and calls == asked
     assert any(s.rollback for t in traces for s in t.steps)  # a rejection was projected too
