@@ -93,7 +93,8 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
     return out
 
 
-def measure(args) -> dict:
+def run(args, argv: list[str]) -> tuple[dict, dict, dict]:
+    """Time every shape (``run_info.write_page``'s ``run``): (header, results, no examples)."""
     import torch
 
     import sbd_viz as sv
@@ -103,29 +104,18 @@ def measure(args) -> dict:
     model = sv.load_model(args.model)
     prompt = distill.as_chat(model.tokenizer, distill.HELDOUT_CHAT[0])
     calls = shapes(model, prompt)
-    rows = {name: n for name, n, _ in calls}
     methods = [(name, fn) for name, _, fn in calls]
     load_start = run_info.load()
     paired.warm_up(methods)
     rounds = paired.rounds(methods, args.rounds, args.guard)
-    out = {"header": {"date": run_info.utc_now(), "machine": run_info.machine(args.threads),
-                      "cpu": run_info.cpu_name(), "model": model.description,
-                      "prompt_tokens": len(model.encode(prompt)), "load": [load_start, run_info.load()],
-                      "command": command(args)},
-           "rows": rows, "rounds": rounds, "shapes": {}}
-    for name in rows:
-        out["shapes"][name] = {"rows": rows[name], "ms": 1000 * paired.median_seconds(rounds, name),
-                               "vs_one": paired.ratio(rounds, name, ONE)}
-    return out
-
-
-def command(args) -> str:
-    parts = ["python", "bench/bench_call_cost.py"]
-    if args.threads != 1:
-        parts += ["--threads", str(args.threads)]
-    if args.rounds != 12:
-        parts += ["--rounds", str(args.rounds)]
-    return shlex.join(parts)
+    header = {"date": run_info.utc_now(), "machine": run_info.machine(args.threads), "cpu": run_info.cpu_name(),
+              "model": model.description, "prompt_tokens": len(model.encode(prompt)),
+              "load": [load_start, run_info.load()], "guard": args.guard,
+              "command": "python bench/bench_call_cost.py " + shlex.join(argv)}
+    results = {"rounds": rounds, "shapes": {name: {"rows": n, "ms": 1000 * paired.median_seconds(rounds, name),
+                                                   "vs_one": paired.ratio(rounds, name, ONE)}
+                                            for name, n, _ in calls}}
+    return header, results, {}
 
 
 def measured_tokens_per_call(path: Path) -> dict | None:
@@ -142,8 +132,7 @@ def medians(shapes_: dict, names) -> list[float]:
     return [shapes_[n]["vs_one"]["median"] for n in names if n in shapes_ and shapes_[n]["vs_one"]["median"]]
 
 
-def page(result: dict, adapter: dict | None) -> str:
-    h = result["header"]
+def page(h: dict, result: dict, adapter: dict | None) -> str:
     lines = ["# What a call costs on this CPU, by the rows it feeds", "",
              f"Produced by `{h['command']}` on {h['date']}; machine: {h['machine']} ({h['cpu']}); load average "
              f"{h['load'][0]} at the start, {h['load'][1]} at the end.", "",
@@ -151,7 +140,7 @@ def page(result: dict, adapter: dict | None) -> str:
              f"- Every call starts from the same cache: the first held-out chat question through the chat template "
              f"({h['prompt_tokens']} tokens), cut back after the call. Block size {K}.",
              f"- {len(result['rounds'])} rounds, every shape once a round, the order rotating; a run slower than "
-             "1.25x its shape's fastest is disturbed, and a ratio counts only rounds where neither run was. "
+             f"{h['guard']:g}x its shape's fastest is disturbed, and a ratio counts only rounds where neither run was. "
              f"Disturbed runs: {sum(len(r['disturbed']) for r in result['rounds'])} of "
              f"{len(result['rounds']) * len(result['shapes'])}.", "",
              "| shape | rows fed | ms per call (median) | x a one-token call (paired median, pairs kept) | range |",
@@ -201,19 +190,14 @@ def main(argv=None) -> int:
                         help="a run slower than this x its shape's fastest is disturbed (default: %(default)s)")
     parser.add_argument("--adapter-json", type=Path, default=HERE / "adapter.json",
                         help="the tokens per call to set beside the break-even (default: bench/adapter.json)")
-    parser.add_argument("--out", type=Path, default=HERE / "CALL_COST.md")
-    parser.add_argument("--json", type=Path, default=HERE / "call_cost.json")
-    parser.add_argument("--from-json", type=Path, help="write the page from a saved run instead of measuring")
+    parser.add_argument("--out", default=str(HERE / "CALL_COST.md"))
+    parser.add_argument("--json", default=str(HERE / "call_cost.json"))
+    parser.add_argument("--from-json", default=None, help="write the page from a saved run's --json (no timing)")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    if args.from_json:
-        result = json.loads(args.from_json.read_text())
-    else:
-        result = measure(args)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-    args.out.write_text(page(result, measured_tokens_per_call(args.adapter_json)))
-    print(args.out.read_text())
+    run_info.write_page(parser, args, argv, run,
+                        lambda header, results, _: page(header, results, measured_tokens_per_call(args.adapter_json)))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
