@@ -131,6 +131,11 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
         return {"calls": trace.nfe, "tokens": trace.n_tokens, "same": list(trace.output_ids) == ref,
                 "accepted": sum(c.accepted for c in checks), "checked": len(checks)}
 
+    def projected(trace):
+        """The trace's calls on the GPU, per shape: [sbd_s, ntp_s, prefill_s]."""
+        return {key: [p["sbd_s"], p["ntp_s"], p["prefill_s"]] for key, shape in shapes.items()
+                for p in [roofline.project(trace, args.gpu, shape)]}
+
     lookup = sv.decode(model, prompt, decoder="prompt_lookup", max_new_tokens=n, stop=stop)
     row["lookup"] = exact(lookup)
     for k in args.blocks:
@@ -141,15 +146,12 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
                                                       gamma=g, max_new_tokens=n, stop=stop)
             done.append(trace)
             row["verified"][name] = exact(trace)
-            row["roofline"][name] = {key: [p["sbd_s"], p["ntp_s"], p["prefill_s"]] for key, shape in shapes.items()
-                                     for p in [roofline.project(trace, args.gpu, shape)]}
+            row["roofline"][name] = projected(trace)
             if tree:
                 tree_trace = sv.decode(model, prompt, decoder="sbd", verify=True, drafting="tree", block_size=k,
                                        gamma=g, max_new_tokens=n, stop=stop)
                 row["tree"][name] = exact(tree_trace)
-                row["roofline"][f"{name}, tree drafting"] = {
-                    key: [p["sbd_s"], p["ntp_s"], p["prefill_s"]] for key, shape in shapes.items()
-                    for p in [roofline.project(tree_trace, args.gpu, shape)]}
+                row["roofline"][f"{name}, tree drafting"] = projected(tree_trace)
     plain_gammas = {k: list(args.gammas) for k in args.blocks}
     if "problem" in item:  # HumanEval's plain SBD settings, decoded once with the sweep's where they meet
         plain_gammas.setdefault(args.humaneval_block, [])

@@ -189,16 +189,17 @@ def train(cfg: HeadTrainConfig) -> Path:
     random.Random(cfg.seed).shuffle(rows)
     rows = rows[:cfg.rows or len(rows)]
     key = slots_key(folder, rows, k)
+    trained_on = {**key, "width": cfg.width}  # what a checkpoint's head was trained on
     ckpt = out / "checkpoint"
     restore_interrupted_save(ckpt)
-    state = resumed_state(ckpt, {**key, "width": cfg.width})  # before collecting: a refusal costs nothing
+    state = resumed_state(ckpt, trained_on)  # before collecting: a refusal costs nothing
     slots = collected(out / "hidden.safetensors", lambda: collect(model, gate, rows, k, mask_id, log=log), key, log)
     probes = {name: collect(model, gate, data[f"probe_{name}"], k, mask_id, log=lambda s: None)
               for name in ("chat", "code")}
     embed, out_head = model.get_input_embeddings(), model.get_output_embeddings()
     resumed = state is not None
     if not resumed:
-        state = {"epoch": 0, "seconds": 0.0, "trained_on": {**key, "width": cfg.width}}
+        state = {"epoch": 0, "seconds": 0.0, "trained_on": trained_on}
     head = (sampler_head.load(ckpt, model.config.hidden_size, {"width": cfg.width}).train() if resumed
             else sampler_head.SamplerHead(model.config.hidden_size, cfg.width))
     optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
