@@ -1,11 +1,12 @@
 """Shared fixtures: tiny random-init models of several architectures, with the char tokenizer; hand-made traces;
-the shipped model; the app served on a free port; a page of headless Chromium. And the test tiers (see ``TIERS``):
-a test's folder is its tier."""
+the shipped model; the app served on a free port; a page of headless Chromium. The test tiers (see ``TIERS``): a
+test's folder is its tier. And the CPU-seconds the tests used, by file, at the end of a run."""
 
 import contextlib
 import functools
 import importlib
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -305,12 +306,53 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-dev-s
 ARTIFACTS = ROOT / "test-artifacts"  # screenshots for a human to look at
 
 
+# -- where the CPU goes ------------------------------------------------------------------------------------------
+# A test's CPU-seconds, from the start of its setup to the end of its teardown: its process's and those of the
+# processes it started and waited for (notebook kernels, pip, accelerate, Chromium through playwright's driver). Each
+# worker sends them to the first process in the teardown report, which sums them at the end of the run: on a machine
+# of C cores the run cannot take less than their sum / C, however the tests are shared out.
+CPU_START = pytest.StashKey[float]()
+CPU_SPENT: dict[str, float] = {}  # test file -> CPU-seconds, in the process that reports (xdist's controller)
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[CPU_START] = cpu_seconds()
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
-    """Keep each phase's report on the test (``item.report_call``), so a fixture knows whether its test failed."""
+    """Keep each phase's report on the test (``item.report_call``), so a fixture knows whether its test failed; the
+    teardown's carries the test's CPU-seconds."""
+    if call.when == "teardown" and CPU_START in item.stash:
+        item.user_properties.append(("cpu_seconds", cpu_seconds() - item.stash[CPU_START]))
     report = yield
     setattr(item, f"report_{report.when}", report)
     return report
+
+
+def pytest_runtest_logreport(report):
+    cpu = dict(report.user_properties).get("cpu_seconds") if report.when == "teardown" else None
+    if cpu is not None:
+        file = report.nodeid.split("::")[0]
+        CPU_SPENT[file] = CPU_SPENT.get(file, 0.0) + cpu
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if not CPU_SPENT or hasattr(config, "workerinput"):  # a worker's share is summed by the first process
+        return
+    total, cores = sum(CPU_SPENT.values()), len(os.sched_getaffinity(0))
+    write = terminalreporter.write_line
+    terminalreporter.section("CPU-seconds")
+    write(f"the tests used {total:.0f} CPU-seconds (theirs and their subprocesses'): on {cores} cores, at least "
+          f"{total / cores:.0f} s of wall clock, however they are shared out")
+    for file, cpu in sorted(CPU_SPENT.items(), key=lambda kv: -kv[1])[:10]:
+        write(f"{cpu:8.1f}  {cpu / total:4.0%}  {file}")
 
 
 @pytest.fixture
