@@ -346,7 +346,8 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter, config):
     if not CPU_SPENT or hasattr(config, "workerinput"):  # a worker's share is summed by the first process
         return
-    total, cores = sum(CPU_SPENT.values()), len(os.sched_getaffinity(0))
+    total = sum(CPU_SPENT.values())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # macOS: no affinity
     write = terminalreporter.write_line
     terminalreporter.section("CPU-seconds")
     write(f"the tests used {total:.0f} CPU-seconds (theirs and their subprocesses'): on {cores} cores, at least "
