@@ -527,18 +527,20 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         decode_kw = dict(fn=reading_controls(h.decode, list(decode_inputs)), inputs=list(decode_inputs.values()),
                          outputs=[session, animation, metrics, texts, show_call],
                          preprocess=False, show_progress="minimal", trigger_mode="always_last", **MODEL_QUEUE)
-        details_kw = dict(fn=h.details, inputs=[session],
-                          outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
-                          show_progress="hidden", **MODEL_QUEUE)
-
-        # after every decode: the γ strip (its timer polls while the map builds), then the views below the fold
-        strip_kw = dict(fn=h.strip, inputs=[session], outputs=[strip, strip_timer], show_progress="hidden")
+        # Views of each decode's session, "always_last": a decode ending while the last one's views are pending gets its
+        # own after them (a .then's default drops it). The shown call too: a decode may leave the call slider as it was.
+        after = dict(show_progress="hidden", trigger_mode="always_last")
+        details_kw = dict(fn=h.details, inputs=[session], outputs=[gaps, timeline, comparison, tradeoff, curve_status,
+                                                                  trace_file], **after, **MODEL_QUEUE)
+        call_kw = dict(fn=h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info], preprocess=False,
+                       **after)
+        strip_kw = dict(fn=h.strip, inputs=[session], outputs=[strip, strip_timer], **after)
         hidden = dict(api_visibility="undocumented")
-
-        scrub_kw = dict(fn=scrubber.Feed(h.maps).scrubber, inputs=[session], outputs=[live], show_progress="hidden")
+        scrub_kw = dict(fn=scrubber.Feed(h.maps).scrubber, inputs=[session], outputs=[live], **after)
 
         def views(event, **api):
-            event.then(**scrub_kw, **hidden)  # the scrubber's map, beside the strip
+            for beside in (scrub_kw, call_kw):
+                event.then(**beside, **hidden)
             return event.then(**strip_kw, **hidden).then(**details_kw, **(api or hidden))
 
         views(gamma.release(**decode_kw, api_name="decode"), api_name="details")
@@ -570,8 +572,7 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             control.input(**project_kw, api_visibility="undocumented")
         show_call.change(None, inputs=[show_call], js=SHOW_CALL_JS)
         gamma.change(None, inputs=[gamma], js=scrubber.follow_js("sbd-gamma"))  # in the browser: no request
-        show_call.change(h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info],
-                         api_name="show_call", show_progress="hidden", preprocess=False)  # read_call checks it
+        show_call.change(**call_kw, api_name="show_call")  # read_call checks the call (preprocess=False)
         gaps.select(h.select_failure, inputs=[session], outputs=[show_call], api_visibility="undocumented")
         if not canvas:
             gallery, call_picked = Gallery(h), gr.State(None)

@@ -1,7 +1,7 @@
 """Every example, clicked in a real headless Chromium, on the character model and on SmolLM2 with the SBD adapter
 ("smollm2-135m-sbd"): it decodes with its own decoder and slider value (not the ones left by the last move), and fills
-every panel: the metrics and texts of this prompt, and the failure table of this decode (its title names this
-decode's tokens and calls), with no error. On SmolLM2 without the adapter, the first screen opens with the decoder
+every panel: the metrics and texts of this prompt, the failure table of this decode (its title names this decode's
+tokens and calls) and, after a decode of one call, that call (two such examples follow each other), with no error. On SmolLM2 without the adapter, the first screen opens with the decoder
 measured to draft the most on its first example ("drafting pays"), and shows it writing in fewer calls than NTP."""
 
 import pytest
@@ -55,6 +55,8 @@ def click_every_example(page, url, expected, timeout_ms):
         said = f"this decode: {cards.get_attribute('data-tokens')} tokens in {cards.get_attribute('data-nfe')} calls"
         page.locator("#sbd-gaps").get_by_text(said).wait_for(timeout=timeout_ms)  # the table of this decode
         assert page.locator("#sbd-texts td.text").count() >= 2  # the decoder's text and NTP's
+        if cards.get_attribute("data-nfe") == "1":  # the shown call is this decode's: its one call reads the prompt
+            page.locator("#sbd-call-info").get_by_text(prompt.rstrip()[-8:]).wait_for(timeout=timeout_ms)
         assert page.locator(".toast-body").count() == 0, page.locator(".toast-body").all_inner_texts()
     assert not page.errors, page.errors
 

@@ -200,14 +200,22 @@ def test_a_draft_checking_call_is_described_by_its_drafts_not_masks(decoder):
 
 
 def test_a_decode_asked_for_while_one_runs_is_kept_not_dropped():
-    """Gradio drops a click that comes while its event is pending ("once", its default for a click); every event
-    that decodes uses "always_last", so the newest request is decoded once the running one ends."""
+    """Gradio drops a click that comes while its event is pending ("once", its default for a click and a .then);
+    every event that decodes uses "always_last", so the newest request is decoded once the running one ends, and so
+    does every view run after a decode (the failure table, the shown call, the γ strip, the scrubber's map): a
+    decode that ends while the last one's views are pending gets its own."""
     from conftest import handlers_of, load_app, sharp_model
 
     demo = load_app().build_demo(sharp_model(), sweep=None)
     try:
-        decodes = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "decode"]
+        def events(name):
+            return [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == name]
+
+        decodes = events("decode")
         assert len(decodes) > 5  # the button, the slider, the examples, the page load, ...
         assert {fn.trigger_mode for fn in decodes} == {"always_last"}
+        for view in ("details", "show_call", "strip", "scrubber"):
+            assert len(events(view)) >= len(decodes), view  # one after each decode
+            assert {fn.trigger_mode for fn in events(view)} == {"always_last"}, view
     finally:
         handlers_of(demo).close()  # the page's γ-map worker stops with it
