@@ -60,7 +60,8 @@ class SamplerHead(nn.Module):
 # product for a few rows is slow. Measured on a 2-core AMD EPYC, 1 thread: 2, 3, 4 rows took 25, 37, 20 ms as
 # ``out_head(x)`` and 7, 10, 10 ms as ``W @ x.T`` (the rows as the narrow side); one row 10 ms, and 6 ms fed twice.
 # A tree call with the head cost 2.3-4.3 one-token calls with ``out_head(x)``, 2.2-3.0 this way, 1.8-2.5 without the
-# head (bench/CALL_COST.md).
+# head (bench/CALL_COST.md, before sv.load_model packed its layers). On the packed output layer sv.load_model gives,
+# 1 to 4 rows took 6.8, 6.7, 10.2, 9.5 ms this way and 7.9, 8.9, 6.9, 6.6 ms as ``out_head(x)``: near even, kept.
 NARROW_ROWS = range(1, 9)
 
 
