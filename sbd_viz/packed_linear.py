@@ -10,12 +10,13 @@ by call shape). ``pack`` switches a model's ``nn.Linear`` layers to ``PackedLine
 parameters and hooks; only its class changes), so every caller of the model, ``generate`` included, runs the same
 kernels.
 
-A packed layer multiplies by the packed copy only where it may: float32 on the CPU, no gradient wanted (training
-goes through ``F.linear`` as before), and a weight unchanged since it was packed (an in-place update, as an
-optimizer's step, is packed again at the next call). oneDNN sums in another order than MKL, so logits differ from
-``nn.Linear``'s in the last bits (about 1e-4 on SmolLM2's); greedy text differs only where two tokens tie that
-closely. ``sv.load_model`` packs the model it loads (``packed=False`` keeps torch's kernels); the packed copies take
-as much memory again as the linear weights.
+A packed layer multiplies by the packed copy only where it may: float32 on the CPU, gradients off (``torch.no_grad``
+or ``inference_mode``, as ``generate`` and every decoder here run; training goes through ``F.linear`` as before), and
+a weight unchanged since it was packed (an in-place update, as an optimizer's step, is packed again at the next
+call). Small layers are left as they are (``MIN_WEIGHTS``). oneDNN sums in another order than MKL, so logits
+differ from ``nn.Linear``'s in the last bits (about 1e-4 on SmolLM2's); greedy text differs only where two tokens tie
+that closely. ``sv.load_model`` packs the model it loads (``packed=False`` keeps torch's kernels); the packed copies
+take as much memory again as the packed layers' weights.
 """
 
 from __future__ import annotations
@@ -40,57 +41,63 @@ def available() -> bool:
     return bool(torch.equal(out, torch.full((1, 2), 3.0)))
 
 
+# A layer with fewer weights stays nn.Linear: for a small layer oneDNN's op costs more a call than MKL's product
+# saves (1 thread, in cache: a 256 x 256 layer 23 against 17 us for one row and 52 against 35 for 16 rows; a 576 x 576
+# one 43 against 45 and 136 against 175). The character model's layers are all below it, SmolLM2's large ones above.
+MIN_WEIGHTS = 1 << 18
+
+
 class PackedLinear(nn.Linear):
-    """An ``nn.Linear`` whose inference calls multiply by its weight prepacked for oneDNN. Made by ``pack`` from an
-    ``nn.Linear`` (its class switched in place), never built directly."""
+    """An ``nn.Linear`` whose calls without gradient multiply by its weight prepacked for oneDNN. Made by ``pack``
+    from an ``nn.Linear`` (its class switched in place), never built directly."""
 
-    _packed: tuple | None = None  # (the weight's identity and version when packed, the packed copy)
+    _packed: tuple | None = None  # ((the weight's address, its version) when packed, the packed copy or None)
 
-    def _key(self) -> tuple:
-        w = self.weight
+    def packed_weight(self) -> torch.Tensor | None:
+        """The packed copy of the weight, packed again if the weight changed since; None where it cannot be (not
+        float32 on the CPU)."""
+        w, b = self._parameters["weight"], self._parameters["bias"]
         try:
-            version = w._version
+            key = w.data_ptr(), w._version
         except RuntimeError:  # an inference tensor keeps no version: it cannot be changed in place either
-            version = None
-        return w.data_ptr(), version, w.dtype, tuple(w.shape)
-
-    def packed_weight(self) -> torch.Tensor:
-        """The packed copy of the weight, packed again if the weight changed since."""
-        key = self._key()
-        if self._packed is None or self._packed[0] != key:
+            key = w.data_ptr(), None
+        cached = self._packed
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        packed = None
+        if w.dtype == torch.float32 and w.device.type == "cpu" and (b is None or b.dtype == torch.float32):
             with torch.no_grad():
-                self._packed = key, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), None)
-        return self._packed[1]
-
-    def _may_pack(self, x: torch.Tensor) -> bool:
-        w, b = self.weight, self.bias
-        if x.device.type != "cpu" or x.dtype != torch.float32 or w.dtype != torch.float32 or w.device.type != "cpu":
-            return False
-        if b is not None and b.dtype != torch.float32:
-            return False
-        wants_grad = x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)
-        return x.numel() > 0 and not (torch.is_grad_enabled() and wants_grad)
+                packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), None)
+        self._packed = key, packed
+        return packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self._may_pack(x):
+        # a gradient wanted (training), another dtype or device: torch's own product. This runs once per layer per
+        # call, so it reads the module's dicts directly (nn.Module's attribute lookup costs microseconds).
+        if torch.is_grad_enabled() or x.dtype != torch.float32 or x.device.type != "cpu" or not x.numel():
             return F.linear(x, self.weight, self.bias)
-        bias = None if self.bias is None else self.bias.detach()
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight(), bias, "none", [], "")
+        packed = self.packed_weight()
+        if packed is None:
+            return F.linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, packed, self._parameters["bias"], "none", [], "")
 
 
-def pack(module: nn.Module) -> int:
-    """Switch every plain ``nn.Linear`` in ``module`` to ``PackedLinear`` in place and pack its weight now (not at the
-    first call). Returns how many layers it switched; 0 where this torch cannot pack (``available``)."""
+def pack(module: nn.Module, min_weights: int | None = None) -> int:
+    """Switch every plain ``nn.Linear`` in ``module`` with at least ``min_weights`` weights (default
+    ``MIN_WEIGHTS``) to ``PackedLinear`` in place, and pack its weight now (not at the first call). Returns how many
+    layers it switched; 0 where this torch cannot pack (``available``)."""
     if not isinstance(module, nn.Module):
         raise TypeError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
+    least = MIN_WEIGHTS if min_weights is None else min_weights
+    if isinstance(least, bool) or not isinstance(least, int) or least < 0:
+        raise ValueError(f"min_weights: expected a whole number >= 0, got {min_weights!r}")
     if not available():
         return 0
     n = 0
     for layer in module.modules():
-        if type(layer) is nn.Linear:
+        if type(layer) is nn.Linear and layer.weight.numel() >= least:
             layer.__class__ = PackedLinear
-            if layer.weight.dtype == torch.float32 and layer.weight.device.type == "cpu":
-                layer.packed_weight()
+            layer.packed_weight()
             n += 1
     return n
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz import adapted_lm, gated_adapter
+from sbd_viz import adapted_lm, gated_adapter, packed_linear
 from conftest import THREADS, smollm2_reference
 
 pytestmark = pytest.mark.heavy
@@ -61,6 +61,10 @@ def test_it_loads_offline_from_the_installed_packages_and_says_what_it_is(smol_s
     assert size < 12e6  # a few MB in the wheel, not a copy of the base
     assert smol_sbd.adapter_parameters * 2 <= size <= smol_sbd.adapter_parameters * 2 + 1e5  # bf16
     assert {"sbd", "ntp", "prompt_lookup"} <= {s.name for s in sv.decoders(smol_sbd)}
+    # the exactness tests below run on the kernels sv.load_model gives: its large layers packed for oneDNN
+    large = [m for m in smol_sbd.model.modules() if isinstance(m, torch.nn.Linear)
+             and m.weight.numel() >= packed_linear.MIN_WEIGHTS]
+    assert len(large) > 100 and all(type(m) is packed_linear.PackedLinear for m in large)
 
 
 @pytest.mark.parametrize("which", range(4))
