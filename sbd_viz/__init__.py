@@ -63,9 +63,9 @@ def load_model(path=None, dtype=None, device=None, packed=True):
 
     ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
     exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
-    or ``"auto"`` (CUDA if available, else the CPU); default the CPU. ``packed``: on a CPU, the model's float32
-    linear layers multiply by weights prepacked for oneDNN (``sbd_viz.packed_linear``: a call of a few rows costs
-    about what a one-row call does; ``generate`` on ``.model`` runs them too); False keeps torch's own kernels.
+    or ``"auto"`` (CUDA if available, else the CPU); default the CPU. ``packed``: on a CPU, the model's large
+    float32 linear layers multiply by weights prepacked for oneDNN (``sbd_viz.packed_linear``: a call of a few rows
+    costs little more than a one-row call; ``generate`` on ``.model`` runs them too); False keeps torch's own kernels.
     """
     import torch
 
