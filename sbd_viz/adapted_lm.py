@@ -27,6 +27,7 @@ import torch
 
 from . import causal_lm, gated_adapter, sampler_head
 from .causal_lm import CausalLM
+from .model import picked
 from .model_kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"
@@ -109,15 +110,34 @@ class AdaptedLM(CausalLM):
         at slot 0, and every later slot the draft before it. The roots' logits are the base's, untouched."""
         if self.head is None:
             return super().tree_call(cache, new_ids, n_branches, k)
+        roots, blocks, hidden = self._unchained_tree_call(cache, new_ids, n_branches, k)
+        return roots, self._chained(roots, blocks, hidden)
+
+    @torch.inference_mode()
+    def branch_call(self, cache, new_ids: list[int], n_branches: int, k: int,
+                    pick) -> tuple[torch.Tensor, torch.Tensor]:
+        """``SBDModel.branch_call``; with a sampler head, the picked branch alone is chained (``tree_call``)."""
+        if self.head is None:
+            return super().branch_call(cache, new_ids, n_branches, k, pick)
+        roots, blocks, hidden = self._unchained_tree_call(cache, new_ids, n_branches, k)
+        j = picked(pick, roots)
+        return roots, self._chained(roots[j:j + 1], blocks[j:j + 1], hidden[j:j + 1])[0]
+
+    def _unchained_tree_call(self, cache, new_ids: list[int], n_branches: int, k: int):
+        """``SBDModel.tree_call``'s roots and blocks, and the blocks' final hidden states (n_branches, k, d)."""
         self._hidden.wanted = True
         try:
             roots, blocks = super().tree_call(cache, new_ids, n_branches, k)
             hidden = self._hidden.value[0, -n_branches * k:].reshape(n_branches, k, -1)
         finally:
             self._hidden.wanted, self._hidden.value = False, None
+        return roots, blocks, hidden
+
+    def _chained(self, roots: torch.Tensor, blocks: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The blocks with slots 1..k-1 chained from each root's token, the adapter's own argmaxes as the guess."""
         chained = sampler_head.chain(self.head, hidden, roots.argmax(-1), self.model.get_input_embeddings(),
-                                     self.model.get_output_embeddings())
-        return roots, torch.cat([blocks[:, :1], chained.float()], 1)
+                                     self.model.get_output_embeddings(), guess=blocks.argmax(-1))
+        return torch.cat([blocks[:, :1], chained.float()], 1)
 
 
 def is_adapter_source(path) -> bool:

@@ -7,7 +7,8 @@ Keys/values of the block's slots are dropped after the call, so the cache always
 causal prefill of the committed text (exact KV cache).
 
 Verified SBD's tree drafting calls ``tree_call`` instead: the same causal feed, then one block per possible
-accepted length, each seeing the fed text up to its own root only (``tree_call_mask``).
+accepted length, each seeing the fed text up to its own root only (``tree_call_mask``); ``branch_call`` is that
+call for a caller that reads only the branch NTP's verdicts choose.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -82,6 +84,14 @@ def tree_call_mask(past: int, n_causal: int, n_branches: int, k: int) -> torch.T
     return causal | ((rows >= n_causal) & sees)
 
 
+def picked(pick: Callable[[torch.Tensor], int], roots: torch.Tensor) -> int:
+    """``pick(roots)``, checked: the number of one of the ``len(roots)`` branches."""
+    j = pick(roots)
+    if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < len(roots):
+        raise ValueError(f"pick: must return a branch's number in [0, {len(roots) - 1}], got {j!r}")
+    return j
+
+
 def _as_attention(allowed: torch.Tensor, eager_dtype: torch.dtype | None) -> torch.Tensor:
     """A (q, past + q) bool mask as a model's attention takes it: (1, 1, q, past + q); ``eager_dtype``: the dtype
     of an eager-attention model, which adds the mask to its scores (0 / -inf, not bools), else None."""
@@ -109,11 +119,13 @@ class TreeCall:
     them the roots of ``n_branches`` blocks of ``block_size`` mask slots.
 
     The reply is a ``Reply`` whose ``causal`` holds the roots' logits (n_branches, V) and whose ``block`` holds
-    every block's (n_branches, block_size, V), float32."""
+    every block's (n_branches, block_size, V), float32; or, given ``pick`` (the roots' logits -> a branch's number,
+    ``branch_call``), the picked branch's block alone (block_size, V)."""
 
     new_ids: list[int]
     n_branches: int
     block_size: int
+    pick: Callable[[torch.Tensor], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -410,6 +422,16 @@ class SBDModel(ModelBase):
         logits = self._forward(cache, ids, positions, self._tree_mask(past, n, n_branches, k),
                                n_branches * (1 + k), n_branches * k)  # (n_branches + n_branches * k, V)
         return logits[:n_branches], logits[n_branches:].reshape(n_branches, k, -1)
+
+    @torch.inference_mode()
+    def branch_call(self, cache, new_ids: list[int], n_branches: int, k: int,
+                    pick: Callable[[torch.Tensor], int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``tree_call`` for a caller that reads one branch, the one ``pick`` chooses from the roots' logits
+        (verified SBD: the branch after the drafts NTP accepts). Returns the roots' logits (n_branches, V) and that
+        branch's block (k, V). A model that works per branch after the forward (``AdaptedLM``'s sampler head)
+        does that work for the picked branch alone."""
+        roots, blocks = self.tree_call(cache, new_ids, n_branches, k)
+        return roots, blocks[picked(pick, roots)]
 
     def rollback(self, cache, length: int) -> None:
         """Cut ``cache`` back to its first ``length`` positions (verified decoding's rollback)."""

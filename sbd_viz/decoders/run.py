@@ -60,7 +60,9 @@ def serve(model, cache, request: ModelCall | TreeCall | CacheCut) -> Reply | Non
         model.rollback(cache, request.length)
         return None
     t0 = time.perf_counter()
-    if isinstance(request, TreeCall):
+    if isinstance(request, TreeCall) and request.pick is not None:
+        causal, block = model.branch_call(cache, request.new_ids, request.n_branches, request.block_size, request.pick)
+    elif isinstance(request, TreeCall):
         causal, block = model.tree_call(cache, request.new_ids, request.n_branches, request.block_size)
     else:
         causal, block = model.fused_call(cache, request.new_ids, request.block_ids, request.n_causal)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Callable, Generator, NamedTuple
 
 import torch
@@ -342,7 +343,7 @@ class TreeDecode:
                 break
             self.clean = len(self.out)
             plan = self._plan()
-            reply = yield plan.request  # causal (n_branches, V), block (n_branches, k, V)
+            reply = yield plan.request  # causal (n_branches, V), block (k, V): the branch ``_taken`` picks
             started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
             rows = _read_rows(self.model, reply.causal)
             a = next((j for j, d in enumerate(plan.drafts) if d != rows.ntp[j]), len(plan.drafts))
@@ -350,7 +351,7 @@ class TreeDecode:
                 yield CacheCut(self.n_prompt + len(self.out) + a)
             checks = self._checks(plan, rows, a)
             if a < plan.request.n_branches:
-                self._branch(plan, rows, reply.block[a], a, checks, started)
+                self._branch(plan, rows, reply.block, a, checks, started)  # branch a is the one taken
             else:
                 self._accept_all(plan, checks, started)
             self.call += 1
@@ -363,7 +364,15 @@ class TreeDecode:
         x = self.prompt_ids if self.call == 0 else self.out[-1:]
         # every branch's last slot stays inside the length limit (and so inside the context check_fits allowed)
         k = min(self.config.block_size, n_max - len(self.out) - (n_branches - 1))
-        return _Tree(TreeCall(x + drafts[: n_branches - 1], n_branches, k), drafts, self.ends)
+        fed = drafts[: n_branches - 1]
+        return _Tree(TreeCall(x + fed, n_branches, k, pick=partial(self._taken, fed)), drafts, self.ends)
+
+    def _taken(self, fed: list[int], roots: torch.Tensor) -> int:
+        """The branch NTP's verdicts take: after the first fed draft a root's greedy token rejects, else the last.
+        The call computes that branch's block alone (``SBDModel.branch_call``); ``requests`` finds the same ``a``
+        (a rejection of the unfed last draft is the last branch too)."""
+        ntp = greedy(self.model, roots).tolist()
+        return next((j for j, d in enumerate(fed) if d != ntp[j]), len(fed))
 
     def _checks(self, plan: _Tree, rows: _Rows, a: int) -> list[Check]:
         """NTP's verdicts on the drafts up to the first rejection (d(a+1)), each at its block and slot."""

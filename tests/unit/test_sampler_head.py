@@ -62,6 +62,53 @@ def test_chain_feeds_each_slot_the_argmax_of_the_slot_before_it():
     assert got.shape == (3, k - 1, V)
 
 
+def chain_by_hand(head, hidden, first, embed, out_head):
+    """The chain one slot at a time, as the head's formula reads: (n, k - 1, V)."""
+    rows = []
+    for b in range(hidden.shape[0]):
+        previous, row = int(first[b]), []
+        for s in range(1, hidden.shape[1]):
+            row.append(head_reference(head, hidden[b, s], embed.weight[previous]) @ out_head.weight.T)
+            previous = int(row[-1].argmax())
+        rows.append(torch.stack(row))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("guess", ["none", "right", "wrong", "right then wrong"])
+def test_a_guess_changes_the_passes_through_the_output_layer_never_the_chain(guess, monkeypatch):
+    """``chain``'s guess of the tokens slots 1..k-2 get: the logits are the slot-by-slot chain's whatever it is; a
+    right guess takes one pass through the output layer, a wrong one a pass per slot, like no guess."""
+    torch.manual_seed(1)
+    d, V, k = 16, 11, 6
+    head = sampler_head.SamplerHead(d, 8)
+    with torch.no_grad():
+        head.down.weight.normal_(0, 2.0)
+    embed, out_head = torch.nn.Embedding(V, d), torch.nn.Linear(d, V, bias=False)
+    hidden, first = torch.randn(2, k, d), torch.tensor([3, 9])
+    with torch.no_grad():
+        want = chain_by_hand(head, hidden, first, embed, out_head)
+    right = torch.cat([first[:, None], want.argmax(-1)], 1)  # (n, k): slot s's chained token at column s
+    wrong = (right + 1) % V
+    given = {"none": None, "right": right, "wrong": wrong,
+             "right then wrong": torch.cat([right[:, :3], wrong[:, 3:]], 1)}[guess]
+    passes, real = [], sampler_head.output_logits
+    monkeypatch.setattr(sampler_head, "output_logits", lambda layer, x: passes.append(len(x)) or real(layer, x))
+    with torch.no_grad():
+        got = sampler_head.chain(head, hidden, first, embed, out_head, guess=given)
+    torch.testing.assert_close(got, want)
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+    # rows per pass: the slots not yet final, of both blocks. A right guess: all five final at once; right up to
+    # slot 3: slots 1..3, then 4 and 5 (5 again if the guess pass 2 reads for it is wrong); a wrong guess (none is
+    # one: every slot reads slot 0's token) finalizes less
+    assert passes[0] == 10
+    if guess == "right":
+        assert passes == [10]
+    elif guess == "right then wrong":
+        assert passes[:2] == [10, 4] and len(passes) <= 3
+    else:
+        assert 2 <= len(passes) <= k - 1
+
+
 @pytest.mark.parametrize("bias", [False, True])
 def test_the_output_layers_product_for_few_rows_is_the_layers_own(bias):
     """``output_logits`` takes the product another way for 1 to 8 rows (speed): the values are the layer's own up to
@@ -106,6 +153,25 @@ def test_a_tree_calls_slots_are_chained_on_each_branchs_exact_token_and_its_root
                     torch.tensor(previous))))
             torch.testing.assert_close(blocks[j, s], want, atol=1e-4, rtol=1e-4)
             previous = int(want.argmax())
+
+
+@pytest.mark.parametrize("head", [True, False])
+def test_a_branch_call_is_the_tree_calls_picked_branch(head):
+    """``branch_call``: the roots and the picked branch's block are ``tree_call``'s (with a head: that branch chained
+    alone); the cache is left as ``tree_call`` leaves it; a pick that names no branch is refused."""
+    model = with_head(adapted()) if head else adapted()
+    fed, k = model.encode(PROMPT) + model.encode("[1,"), 4
+    roots, blocks = model.tree_call(model.new_cache(), fed, 3, k)
+    seen = []
+    for j in range(3):
+        cache = model.new_cache()
+        got_roots, block = model.branch_call(cache, fed, 3, k, pick=lambda r: seen.append(r) or j)
+        assert torch.equal(got_roots, roots) and torch.equal(seen[-1], roots)  # pick reads the roots' logits
+        torch.testing.assert_close(block, blocks[j], atol=1e-4, rtol=1e-4)
+        assert cache.get_seq_length() == len(fed)
+    for bad in (3, -1, 1.0, True):
+        with pytest.raises(ValueError, match="pick"):
+            model.branch_call(model.new_cache(), fed, 3, k, pick=lambda r: bad)
 
 
 @pytest.mark.parametrize("block_size,gamma", [(4, 0.5), (4, 8.0), (8, 2.0)])
