@@ -309,6 +309,11 @@ class _Tree(NamedTuple):
         return len(self.request.new_ids) + self.request.n_branches * self.request.block_size
 
 
+def _accepted(drafts: list[int], ntp: list[int]) -> int:
+    """How many leading drafts NTP's greedy tokens accept (``ntp[j]`` is its verdict on ``drafts[j]``)."""
+    return next((j for j, d in enumerate(drafts) if d != ntp[j]), len(drafts))
+
+
 class TreeDecode:
     """One verified decode with tree drafting; ``requests()`` runs it (see the module's docstring).
 
@@ -346,7 +351,7 @@ class TreeDecode:
             reply = yield plan.request  # causal (n_branches, V), block (k, V): the branch ``_taken`` picks
             started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
             rows = _read_rows(self.model, reply.causal)
-            a = next((j for j, d in enumerate(plan.drafts) if d != rows.ntp[j]), len(plan.drafts))
+            a = _accepted(plan.drafts, rows.ntp)
             if a + 1 < plan.request.n_branches:  # keep x, d1..da: the fed drafts after them were rejected
                 yield CacheCut(self.n_prompt + len(self.out) + a)
             checks = self._checks(plan, rows, a)
@@ -371,8 +376,7 @@ class TreeDecode:
         """The branch NTP's verdicts take: after the first fed draft a root's greedy token rejects, else the last.
         The call computes that branch's block alone (``SBDModel.branch_call``); ``requests`` finds the same ``a``
         (a rejection of the unfed last draft is the last branch too)."""
-        ntp = greedy(self.model, roots).tolist()
-        return next((j for j, d in enumerate(fed) if d != ntp[j]), len(fed))
+        return _accepted(fed, greedy(self.model, roots).tolist())
 
     def _checks(self, plan: _Tree, rows: _Rows, a: int) -> list[Check]:
         """NTP's verdicts on the drafts up to the first rejection (d(a+1)), each at its block and slot."""

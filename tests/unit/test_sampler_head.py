@@ -77,7 +77,7 @@ def chain_by_hand(head, hidden, first, embed, out_head):
 @pytest.mark.parametrize("guess", ["none", "right", "wrong", "right then wrong"])
 def test_a_guess_changes_the_passes_through_the_output_layer_never_the_chain(guess, monkeypatch):
     """``chain``'s guess of the tokens slots 1..k-2 get: the logits are the slot-by-slot chain's whatever it is; a
-    right guess takes one pass through the output layer, a wrong one a pass per slot, like no guess."""
+    right guess takes one pass through the output layer, a wrong one (or none) more than one."""
     torch.manual_seed(1)
     d, V, k = 16, 11, 6
     head = sampler_head.SamplerHead(d, 8)
