@@ -3,6 +3,7 @@ NTP and verified SBD, training sees what decoding sees, and checkpoints round-tr
 shipped SmolLM2 adapter has its own heavy tests (test_adapter_smollm2.py)."""
 
 import argparse
+import contextlib
 import random
 import threading
 
@@ -76,6 +77,26 @@ def test_a_gated_layer_is_its_base_off_the_gate_and_a_lora_on_it():
     torch.testing.assert_close(y[rows], full[rows])
     assert torch.equal(y[~rows], plain[~rows])
     assert gate.rows is None and gate.suffix is None  # the context restores the gate
+
+
+@pytest.mark.parametrize("rows", [1, 2], ids=["one sequence", "two sequences"])
+@pytest.mark.parametrize("mode", ["inference", "no_grad", "grad"])
+def test_a_block_call_adds_the_update_to_the_blocks_rows_only(rows, mode):
+    """A decode's block call (one sequence, no autograd) adds the update in place to the base's output; training
+    (autograd on) and a batch take the copy. Either way: the rows before the block are the base's bit for bit, the
+    block's rows the LoRA of a user's reference, and the gradient reaches A and B when autograd is on."""
+    linear, gate, layer, x = gated_layer()
+    x = x[:rows]
+    plain = linear(x).detach()
+    full = lora_reference(linear, layer.A, layer.B, 2.0, x).detach()
+    context = {"inference": torch.inference_mode, "no_grad": torch.no_grad, "grad": contextlib.nullcontext}[mode]
+    with context(), gate.on(suffix=2):
+        y = layer(x)
+    assert torch.equal(y[:, :3].detach(), plain[:, :3])
+    torch.testing.assert_close(y[:, 3:].detach(), full[:, 3:])
+    if mode == "grad":
+        y[:, 3:].sum().backward()
+        assert layer.A.grad is not None and layer.B.grad.abs().sum() > 0
 
 
 def test_one_threads_block_call_leaves_another_threads_rows_to_the_base():
