@@ -10,8 +10,9 @@ block size (4):
 - one token: ``fused_call`` feeding one token, no block (a ``generate`` step's shape, the same weights);
 - single drafting, f fed: ``fused_call`` feeding f tokens (the last accepted one and f - 1 drafts to check) and a
   block of 4 mask slots, f = 1..4;
-- tree drafting, b branches: ``tree_call`` feeding b tokens and a block of 4 slots after each, b = 1..4, with the
-  sampler head (three chained passes through the output layer) and with it removed.
+- tree drafting, b branches: the call verified SBD makes (``branch_call``): b tokens fed and a block of 4 slots after
+  each, b = 1..4, with the sampler head (it chains the one branch verified SBD keeps, here the last: every draft
+  accepted; as many passes through the output layer as its guesses need, counted on the page) and with it removed.
 
 Each shape runs on two copies of the model: with torch's own kernels (``sv.load_model(..., packed=False)``, MKL's
 sgemm) and with weights prepacked for oneDNN (``sv.load_model``'s default, ``sbd_viz.packed_linear``). Every call
@@ -90,8 +91,8 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
         def call():
             model.head = head if with_head else None
             try:
-                with torch.inference_mode():
-                    model.tree_call(cache, [token] * b, b, K)
+                with torch.inference_mode():  # verified SBD's call: the branch after every accepted draft is kept
+                    model.branch_call(cache, [token] * b, b, K, pick=lambda roots: b - 1)
             finally:
                 model.head = head
             cut()
@@ -101,6 +102,25 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
     for with_head in ((True, False) if head is not None else (False,)):
         out += [(tree(b, with_head), b * (1 + K), branching(b, with_head)) for b in FED]
     return out
+
+
+def head_passes(calls) -> dict[str, int]:
+    """{shape: passes through the output layer} of one call of each tree shape with the head (the calls are the same
+    work every round: the same cache, tokens and branch)."""
+    from sbd_viz import sampler_head
+
+    real, seen = sampler_head.output_logits, []
+    sampler_head.output_logits = lambda layer, x: seen.append(len(x)) or real(layer, x)
+    try:
+        out = {}
+        for name, _, fn in calls:
+            if name.endswith("with the head"):
+                seen.clear()
+                fn()
+                out[name] = len(seen)
+        return out
+    finally:
+        sampler_head.output_logits = real
 
 
 def run(args, argv: list[str]) -> tuple[dict, dict, dict]:
@@ -118,10 +138,11 @@ def run(args, argv: list[str]) -> tuple[dict, dict, dict]:
     methods = [(named(kernel, name), fn) for kernel in KERNELS for name, _, fn in calls[kernel]]
     load_start = run_info.load()
     paired.warm_up(methods)
+    passes = head_passes(calls[PACKED])
     rounds = paired.rounds(methods, args.rounds, args.guard)
     header = {"date": run_info.utc_now(), "machine": run_info.machine(args.threads), "cpu": run_info.cpu_name(),
               "model": model.description, "prompt_tokens": len(model.encode(prompt)),
-              "load": [load_start, run_info.load()], "guard": args.guard,
+              "load": [load_start, run_info.load()], "guard": args.guard, "head_passes": passes,
               "command": "python bench/bench_call_cost.py " + shlex.join(argv)}
     results = {"rounds": rounds, "kernels": {
         kernel: {name: {"rows": n, "ms": 1000 * paired.median_seconds(rounds, named(kernel, name)),
@@ -184,6 +205,11 @@ def page(h: dict, result: dict, adapter: dict | None) -> str:
              f"slower than {h['guard']:g}x its fastest is disturbed, and a ratio counts only rounds where neither run "
              f"was. Disturbed runs: {sum(len(r['disturbed']) for r in result['rounds'])} of "
              f"{len(result['rounds']) * sum(len(v) for v in kernels.values())}.", ""]
+    if h.get("head_passes"):  # a bullet of the list above, before its closing blank line
+        lines.insert(-1, "- The sampler head chains the branch verified SBD keeps (`branch_call`), here the last: "
+                     "every draft accepted. Its passes through the output layer in one such call: " + "; ".join(
+                         f"{name.split(', with')[0].removeprefix('tree drafting, ')}: {n}"
+                         for name, n in h["head_passes"].items()) + ".")
     for kernel in KERNELS:
         lines += [f"## {kernel[0].upper() + kernel[1:]}", ""] + shape_table(kernels[kernel]) + [""]
     lines += ["## Packed against torch's kernels, shape by shape", "",
