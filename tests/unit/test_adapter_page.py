@@ -1,6 +1,7 @@
 """bench/ADAPTER.md: the SBD adapter on SmolLM2-135M against its base, on held-out chat and HumanEval. Its page is its
 JSON rendered, and the exact decoders' claims hold in that JSON: every verified row wrote generate's ids on every
-item. bench/ADAPTER_BLOCKS.md (the same script at blocks of 4 and 8) is held to the same. No model is loaded."""
+item. bench/ADAPTER_BLOCKS.md and bench/ADAPTER_SMALL_BLOCKS.md (the same script at blocks of 4 and 8, and of 2 and
+3) are held to the same. No model is loaded."""
 
 import json
 from pathlib import Path
@@ -11,8 +12,9 @@ from conftest import bench_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE, DATA = ROOT / "bench" / "ADAPTER.md", ROOT / "bench" / "adapter.json"
-# (page, its JSON): the main page, and the block-size comparison
-PAGES = [(PAGE, DATA), (ROOT / "bench" / "ADAPTER_BLOCKS.md", ROOT / "bench" / "adapter_blocks.json")]
+# (page, its JSON): the main page, and the block-size comparisons
+PAGES = [(PAGE, DATA), (ROOT / "bench" / "ADAPTER_BLOCKS.md", ROOT / "bench" / "adapter_blocks.json"),
+         (ROOT / "bench" / "ADAPTER_SMALL_BLOCKS.md", ROOT / "bench" / "adapter_small_blocks.json")]
 each_page = pytest.mark.parametrize("page, data_file", PAGES, ids=lambda p: p.name)
 
 
