@@ -356,11 +356,11 @@ def pytest_terminal_summary(terminalreporter, config):
         write(f"{cpu:8.1f}  {cpu / total:4.0%}  {file}")
 
 
-@pytest.fixture
-def page(request):
-    """A fresh 1440 x 1000 page of headless Chromium (Debian's, driven by playwright), its JavaScript errors
-    collected in ``page.errors``. No Chromium is a failure (``.ci/run`` installs it), and so is a missing playwright.
-    A failing test leaves a screenshot of the page in ``test-artifacts/<test>-failure.png``."""
+@pytest.fixture(scope="session")
+def chromium():
+    """Headless Chromium (Debian's, driven by playwright), launched once per test process: each test gets a fresh
+    context of its own (``page``), and a launch costs a second of CPU. No Chromium is a failure (``.ci/run``
+    installs it), and so is a missing playwright."""
     from playwright.sync_api import sync_playwright
 
     executable = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
@@ -368,16 +368,28 @@ def page(request):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
         try:
-            view = browser.new_page(viewport={"width": 1440, "height": 1000})
-            view.errors = []
-            view.on("pageerror", lambda e: view.errors.append(str(e)))
-            yield view
-            report = getattr(request.node, "report_call", None)
-            if report is not None and report.failed:
-                ARTIFACTS.mkdir(exist_ok=True)
-                view.screenshot(path=str(ARTIFACTS / f"{request.node.name}-failure.png"), full_page=True)
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def page(request, chromium):
+    """A fresh 1440 x 1000 page of headless Chromium in a context of its own (no cookies, storage or cache shared
+    with another test), its JavaScript errors collected in ``page.errors``. A failing test leaves a screenshot of
+    the page in ``test-artifacts/<test>-failure.png``."""
+    context = chromium.new_context(viewport={"width": 1440, "height": 1000})
+    try:
+        view = context.new_page()
+        view.errors = []
+        view.on("pageerror", lambda e: view.errors.append(str(e)))
+        yield view
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            ARTIFACTS.mkdir(exist_ok=True)
+            view.screenshot(path=str(ARTIFACTS / f"{request.node.name}-failure.png"), full_page=True)
+    finally:
+        context.close()
 
 
 # -- the tiers --------------------------------------------------------------------------------------------------
