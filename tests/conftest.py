@@ -38,6 +38,7 @@ SHARED = Path(os.environ.setdefault("SBD_VIZ_TESTS_SHARED", str(TMP / "shared"))
 
 @pytest.hookimpl(trylast=True)  # after pytest's own clean-up of its folders in there
 def pytest_sessionfinish(session, exitstatus):
+    CHROMIUM_SHARED.close()
     if exitstatus == 0:
         shutil.rmtree(TMP, ignore_errors=True)
     else:
@@ -320,11 +321,6 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    item.stash[CPU_START] = cpu_seconds()
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     """Keep each phase's report on the test (``item.report_call``), so a fixture knows whether its test failed; the
@@ -356,29 +352,54 @@ def pytest_terminal_summary(terminalreporter, config):
         write(f"{cpu:8.1f}  {cpu / total:4.0%}  {file}")
 
 
-@pytest.fixture(scope="session")
-def chromium():
-    """Headless Chromium (Debian's, driven by playwright), launched once per test process: each test gets a fresh
-    context of its own (``page``), and a launch costs a second of CPU. No Chromium is a failure (``.ci/run``
-    installs it), and so is a missing playwright."""
-    from playwright.sync_api import sync_playwright
+class Chromium:
+    """Headless Chromium (Debian's, driven by playwright), launched when a test first asks for a page and kept for
+    the tests that follow, each in a fresh context of its own: a launch costs about a second of CPU. It is closed
+    before a test that takes no page: playwright's sync API holds its event loop open while it runs, and a test that
+    starts playwright itself (a bench's figure) or an asyncio loop must find none. No Chromium is a failure
+    (``.ci/run`` installs it), and so is a missing playwright."""
 
-    executable = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-    assert executable, f"no Chromium at {CHROMIUM} nor on PATH: apt-get install chromium (.ci/run installs it)"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+    def __init__(self):
+        self._playwright = self._browser = None
+
+    def browser(self):
+        if self._browser is None or not self._browser.is_connected():
+            from playwright.sync_api import sync_playwright
+
+            executable = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+            assert executable, f"no Chromium at {CHROMIUM} nor on PATH: apt-get install chromium (.ci/run installs it)"
+            self.close()
+            self._playwright = sync_playwright().start()
+            self._browser = self._playwright.chromium.launch(executable_path=executable, headless=True,
+                                                             args=CHROMIUM_ARGS)
+        return self._browser
+
+    def close(self):
+        browser, playwright, self._browser, self._playwright = self._browser, self._playwright, None, None
         try:
-            yield browser
+            if browser is not None:
+                browser.close()
         finally:
-            browser.close()
+            if playwright is not None:
+                playwright.stop()
+
+
+CHROMIUM_SHARED = Chromium()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[CPU_START] = cpu_seconds()
+    if "page" not in getattr(item, "fixturenames", ()):
+        CHROMIUM_SHARED.close()
 
 
 @pytest.fixture
-def page(request, chromium):
+def page(request):
     """A fresh 1440 x 1000 page of headless Chromium in a context of its own (no cookies, storage or cache shared
     with another test), its JavaScript errors collected in ``page.errors``. A failing test leaves a screenshot of
     the page in ``test-artifacts/<test>-failure.png``."""
-    context = chromium.new_context(viewport={"width": 1440, "height": 1000})
+    context = CHROMIUM_SHARED.browser().new_context(viewport={"width": 1440, "height": 1000})
     try:
         view = context.new_page()
         view.errors = []
