@@ -52,8 +52,9 @@ setup-dev: $(VENV)/.dev-stamp
 # may keep its CPU build of torch) are passed on. No bytecode is compiled at install time: Python compiles the
 # modules a run imports, once, into PYTHONPYCACHEPREFIX above.
 UV_VERSION := 0.13.9
-FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null) $(PIP_FIND_LINKS)
-UV := $(VENV)/bin/uv pip install -q --python $(PY) $(foreach f,$(sort $(FIND_LINKS)),--find-links $(f))
+# asked of pip once, and only when a recipe installs (not at every `make run` or `make test`)
+FIND_LINKS = $(eval FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null) $(PIP_FIND_LINKS))$(FIND_LINKS)
+UV = $(VENV)/bin/uv pip install -q --python $(PY) $(foreach f,$(sort $(FIND_LINKS)),--find-links $(f))
 
 $(VENV)/.setup-stamp: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
