@@ -111,3 +111,16 @@ def test_each_training_choice_page_is_its_json_rendered_with_paired_runs(option)
         assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
     else:  # a loss changes no parameter count
         assert len({r["parameters"] for r in runs.values()}) == 1
+
+
+def test_the_draft_trees_page_is_its_json_rendered_and_wider_trees_keep_more():
+    module = bench_script("draft_trees")
+    data = json.loads(module.JSON.read_text())
+    assert module.PAGE.read_text() == module.markdown(data["header"], data["results"])
+    assert module.rows_per_call((1, 1, 1)) == 20 and module.nodes((2, 2, 1)) == 2 + 4 + 4
+    for result in data["results"]["sets"].values():
+        for kind in ("adapter", "head"):
+            chain, wide = result[kind]["1,1,1"], result[kind]["8,4,2"]
+            # a tree holds the chain, so it keeps at least as much at every slot, and keeps more in all
+            assert all(w >= c for w, c in zip(wide["slot_right"], chain["slot_right"]))
+            assert 1.0 <= chain["single_tpc"] < wide["single_tpc"] <= data["results"]["block_size"]
