@@ -139,11 +139,15 @@ def markdown(h: dict, r: dict, examples=None) -> str:
     chat = s["held-out chat"]["head"]
     reach = [w for w in WIDTHS if chat[",".join(map(str, w))]["single_tpc"] >= 2.0]
     first = min(reach, key=rows_per_call) if reach else None
+    if first:
+        name = ",".join(map(str, first))
+        verdict = (f"The smallest tree here that the probe puts at 2.0 or more is `{name}`: "
+                   f"{chat[name]['single_tpc']:.2f}, with {nodes(first)} nodes and {rows_per_call(first)} rows a call "
+                   f"against the chain's {rows_per_call(WIDTHS[0])}.")
+    else:
+        verdict = "No tree here reaches 2.0 tokens per call on it."
     lines += ["", f"Held-out chat with today's chain: {chat['1,1,1']['single_tpc']:.2f} tokens per call (single "
-              "block). " + (f"The smallest tree here that the probe puts at 2.0 or more is `{','.join(map(str, first))}`"
-                            f": {chat[','.join(map(str, first))]['single_tpc']:.2f}, with {nodes(first)} nodes and "
-                            f"{rows_per_call(first)} rows a call against the chain's {rows_per_call(WIDTHS[0])}."
-                            if first else "No tree here reaches 2.0 tokens per call on it."),
+              f"block). {verdict}",
               "", "What this does not say: the decode's own count. The probe's blocks tile the continuation from "
               "its first token and count no prefill or end, and [ADAPTER.md](ADAPTER.md)'s decodes read lower than "
               "the probe for the same chain. Nor what a call of these rows costs: on this CPU today's chain (20 rows, "
