@@ -58,7 +58,7 @@ UV = $(VENV)/bin/uv pip install -q --python $(PY) $(foreach f,$(sort $(FIND_LINK
 
 $(VENV)/.setup-stamp: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	test -x $(VENV)/bin/uv || $(PY) -m pip install -q uv==$(UV_VERSION)
+	test "$$($(VENV)/bin/uv --version 2>/dev/null | cut -d' ' -f2)" = $(UV_VERSION) || $(PY) -m pip install -q uv==$(UV_VERSION)
 	$(UV) -r requirements.txt
 	$(UV) --no-deps -e .
 	touch $@
