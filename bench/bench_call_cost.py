@@ -12,7 +12,9 @@ block size (4):
   block of 4 mask slots, f = 1..4;
 - tree drafting, b branches: the call verified SBD makes (``branch_call``): b tokens fed and a block of 4 slots after
   each, b = 1..4, with the sampler head (it chains the one branch verified SBD keeps, here the last: every draft
-  accepted; as many passes through the output layer as its guesses need, counted on the page) and with it removed.
+  accepted; as many chained passes as its guesses need, counted on the page), with the head choosing each draft
+  over the whole vocabulary instead of among the adapter's own best tokens (``AdaptedLM.candidates = None``), and
+  with it removed.
 
 Each shape runs on two copies of the model: with torch's own kernels (``sv.load_model(..., packed=False)``, MKL's
 sgemm) and with weights prepacked for oneDNN (``sv.load_model``'s default, ``sbd_viz.packed_linear``). Every call
@@ -59,8 +61,13 @@ def single(f: int) -> str:
     return f"single drafting, {f} fed"
 
 
-def tree(b: int, head: bool) -> str:
-    return f"tree drafting, {b} branch{'' if b == 1 else 'es'}, {'with' if head else 'without'} the head"
+# How a tree call's sampler head runs: as shipped (each slot's draft among the adapter's own best tokens there,
+# ``AdaptedLM.candidates``), over the whole vocabulary (``candidates=None``), or removed.
+HEADS = ("with the head", "with the head over the whole vocabulary", "without the head")
+
+
+def tree(b: int, head: str = HEADS[0]) -> str:
+    return f"tree drafting, {b} branch{'' if b == 1 else 'es'}, {head}"
 
 
 def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
@@ -87,40 +94,45 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
             cut()
         return call
 
-    def branching(b, with_head):
+    def branching(b, how):
         def call():
-            model.head = head if with_head else None
+            model.head = None if how == "without the head" else head
+            model.candidates = None if how.endswith("whole vocabulary") else candidates
             try:
                 with torch.inference_mode():  # verified SBD's call: the branch after every accepted draft is kept
                     model.branch_call(cache, [token] * b, b, K, pick=lambda roots: b - 1)
             finally:
-                model.head = head
+                model.head, model.candidates = head, candidates
             cut()
         return call
 
+    candidates = getattr(model, "candidates", None)
     out = [(ONE, 1, one)] + [(single(f), f + K, drafting(f)) for f in FED]
-    for with_head in ((True, False) if head is not None else (False,)):
-        out += [(tree(b, with_head), b * (1 + K), branching(b, with_head)) for b in FED]
+    for how in (HEADS if head is not None else HEADS[-1:]):
+        out += [(tree(b, how), b * (1 + K), branching(b, how)) for b in FED]
     return out
 
 
 def head_passes(calls) -> dict[str, int]:
-    """{shape: passes through the output layer} of one call of each tree shape with the head (the calls are the same
-    work every round: the same cache, tokens and branch)."""
+    """{shape: the head's chained passes} of one call of each tree shape with the head (the calls are the same work
+    every round: the same cache, tokens and branch). A pass multiplies by the output layer: the whole of it, or the
+    rows of the slots' candidates (``sampler_head.candidate_logits``)."""
     from sbd_viz import sampler_head
 
-    real, seen = sampler_head.output_logits, []
-    sampler_head.output_logits = lambda layer, x: seen.append(len(x)) or real(layer, x)
+    real, seen = {name: getattr(sampler_head, name) for name in ("output_logits", "candidate_logits")}, []
+    for name, fn in real.items():
+        setattr(sampler_head, name, lambda *args, fn=fn: seen.append(1) or fn(*args))
     try:
         out = {}
         for name, _, fn in calls:
-            if name.endswith("with the head"):
+            if name.endswith(HEADS[0]):
                 seen.clear()
                 fn()
                 out[name] = len(seen)
         return out
     finally:
-        sampler_head.output_logits = real
+        for name, fn in real.items():
+            setattr(sampler_head, name, fn)
 
 
 def run(args, argv: list[str]) -> tuple[dict, dict, dict]:
@@ -187,7 +199,7 @@ def break_even(shapes_: dict) -> dict:
     """{drafting: (lowest, highest) paired median over its shapes}: single drafting's fed counts, tree drafting's
     branch counts with the sampler head where the model has one."""
     singles = medians(shapes_, [single(f) for f in FED])
-    trees = medians(shapes_, [tree(b, True) for b in FED]) or medians(shapes_, [tree(b, False) for b in FED])
+    trees = medians(shapes_, [tree(b) for b in FED]) or medians(shapes_, [tree(b, HEADS[-1]) for b in FED])
     return {"verified": (min(singles), max(singles)), "tree": (min(trees), max(trees))}
 
 
@@ -207,7 +219,8 @@ def page(h: dict, result: dict, adapter: dict | None) -> str:
              f"{len(result['rounds']) * sum(len(v) for v in kernels.values())}.", ""]
     if h.get("head_passes"):  # a bullet of the list above, before its closing blank line
         lines.insert(-1, "- The sampler head chains the branch verified SBD keeps (`branch_call`), here the last: "
-                     "every draft accepted. Its passes through the output layer in one such call: " + "; ".join(
+                     "every draft accepted, each slot's draft taken among the adapter's own best tokens there "
+                     "(`sampler_head.CANDIDATES`). Its chained passes in one such call: " + "; ".join(
                          f"{name.split(', with')[0].removeprefix('tree drafting, ')}: {n}"
                          for name, n in h["head_passes"].items()) + ".")
     for kernel in KERNELS:

@@ -151,7 +151,7 @@ def markdown(h: dict, r: dict, examples=None) -> str:
               "", "What this does not say: the decode's own count. The probe's blocks tile the continuation from "
               "its first token and count no prefill or end, and [ADAPTER.md](ADAPTER.md)'s decodes read lower than "
               "the probe for the same chain. Nor what a call of these rows costs: on this CPU today's chain (20 rows, "
-              "with the head) already costs 2.3 times a one-token call ([CALL_COST.md](CALL_COST.md)), and wider "
+              "with the head) already costs 1.9 times a one-token call ([CALL_COST.md](CALL_COST.md)), and wider "
               "calls cost more, so a wider tree buys tokens per call and not, here, wall clock; on a GPU, where "
               "rows are nearly free, it would buy both. No decoder drafts such a tree yet."]
     return "\n".join(lines) + "\n"

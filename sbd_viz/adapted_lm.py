@@ -52,6 +52,9 @@ class AdaptedLM(CausalLM):
                  head: sampler_head.SamplerHead | None = None):
         super().__init__(model, tokenizer, name=name, source=source)
         self.adapter, self.gate, self.head = adapter, gate, head
+        # how many of the adapter's own best tokens at a slot the head's chained draft is chosen among; None: the
+        # whole vocabulary (sampler_head.CANDIDATES says why so few do)
+        self.candidates: int | None = sampler_head.CANDIDATES
         self.base_name = base_name or adapter.base
         # the output head's input is the kept rows' final hidden states: the sampler head reads them there.
         # Per thread, as the gate: the app runs one model on several threads at once.
@@ -134,9 +137,11 @@ class AdaptedLM(CausalLM):
         return roots, blocks, hidden
 
     def _chained(self, roots: torch.Tensor, blocks: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """The blocks with slots 1..k-1 chained from each root's token, the adapter's own argmaxes as the guess."""
+        """The blocks with slots 1..k-1 chained from each root's token, the adapter's own argmaxes as the guess and
+        its ``candidates`` best tokens at each slot as the candidates."""
+        own = None if self.candidates is None else sampler_head.own_candidates(blocks, self.candidates)
         chained = sampler_head.chain(self.head, hidden, roots.argmax(-1), self.model.get_input_embeddings(),
-                                     self.model.get_output_embeddings(), guess=blocks.argmax(-1))
+                                     self.model.get_output_embeddings(), guess=blocks.argmax(-1), candidates=own)
         return torch.cat([blocks[:, :1], chained.float()], 1)
 
 

@@ -8,12 +8,13 @@ slot ``s - 1``, through a small MLP added to the hidden state, then the model's 
 
     logits_s = head_out(h_s + down(silu(up([h_s ; norm(embed(t_(s-1)))]))))
 
-It runs after the forward, left to right, on the rows of a block: no extra call (``chain`` takes the slots in as
-few passes through the output layer as its guesses allow). In a tree call (``SBDModel.tree_call``, verified SBD's
-tree drafting) slot 0 of each branch is NTP's exact token from the branch's root row, so slot 1 reads that token
-and every later slot reads the draft before it (the argmax: tree drafting is greedy). Verified SBD reads one branch,
-the one NTP's verdicts pick (``branch_call``), and the head chains that branch alone. Plain SBD and single drafting
-read the adapter's own slot logits.
+It runs after the forward, left to right, on the rows of a block: no extra call (``chain`` takes the slots in as few
+passes as its guesses allow), and each slot's draft is taken among the adapter's own best tokens there
+(``CANDIDATES``), so a pass multiplies by 32 rows of the output layer a slot instead of all 49,152. In a tree call
+(``SBDModel.tree_call``, verified SBD's tree drafting) slot 0 of each branch is NTP's exact token from the branch's
+root row, so slot 1 reads that token and every later slot reads the draft before it (the argmax: tree drafting is
+greedy). Verified SBD reads one branch, the one NTP's verdicts pick (``branch_call``), and the head chains that
+branch alone. Plain SBD and single drafting read the adapter's own slot logits.
 
 The head only drafts. Verified SBD checks every draft against NTP, so the output stays the base's greedy text
 with or without it; what it changes is how many drafts hold.
@@ -58,12 +59,13 @@ class SamplerHead(nn.Module):
         return hidden + self.down(nn.functional.silu(self.up(x)))
 
 
-# A chained pass feeds a few rows (a branch's slots not yet final) through the 49,152-row output layer, and MKL's
-# product for a few rows is slow. Measured on a 2-core AMD EPYC, 1 thread: 2, 3, 4 rows took 25, 37, 20 ms as
-# ``out_head(x)`` and 7, 10, 10 ms as ``W @ x.T`` (the rows as the narrow side); one row 10 ms, and 6 ms fed twice.
-# A tree call with the head cost 2.3-4.3 one-token calls with ``out_head(x)``, 2.2-3.0 this way, 1.8-2.5 without the
-# head (bench/CALL_COST.md, before sv.load_model packed its layers). On the packed output layer sv.load_model gives,
-# 1 to 4 rows took 6.8, 6.7, 10.2, 9.5 ms this way and 7.9, 8.9, 6.9, 6.6 ms as ``out_head(x)``: near even, kept.
+# A chained pass over the whole vocabulary (``chain`` without candidates; ``AdaptedLM`` passes them) feeds a few rows (a
+# branch's slots not yet final) through the 49,152-row output layer, and MKL's product for a few rows is slow. Measured
+# on a 2-core AMD EPYC, 1 thread: 2, 3, 4 rows took 25, 37, 20 ms as ``out_head(x)`` and 7, 10, 10 ms as ``W @ x.T``
+# (the rows as the narrow side); one row 10 ms, and 6 ms fed twice. A tree call with the head cost 2.3-4.3 one-token
+# calls with ``out_head(x)``, 2.2-3.0 this way, 1.8-2.5 without the head (bench/CALL_COST.md, before sv.load_model
+# packed its layers). On the packed output layer sv.load_model gives, 1 to 4 rows took 6.8, 6.7, 10.2, 9.5 ms this way
+# and 7.9, 8.9, 6.9, 6.6 ms as ``out_head(x)``: near even, kept.
 NARROW_ROWS = range(1, 9)
 
 
@@ -79,7 +81,7 @@ def output_logits(out_head, x: torch.Tensor) -> torch.Tensor:
 
 
 def chain(head: SamplerHead, hidden: torch.Tensor, first: torch.Tensor, embed, out_head,
-          guess: torch.Tensor | None = None) -> torch.Tensor:
+          guess: torch.Tensor | None = None, candidates: torch.Tensor | None = None) -> torch.Tensor:
     """Logits of slots 1..k-1 of ``n`` blocks, drafted left to right: ``hidden`` (n, k, d) the blocks' final hidden
     states, ``first`` (n,) the token at each block's slot 0; ``embed``/``out_head`` the model's input embeddings
     and output head. Slot ``s`` reads the argmax of slot ``s - 1`` (``first`` for slot 1). Returns (n, k - 1, V).
@@ -88,7 +90,10 @@ def chain(head: SamplerHead, hidden: torch.Tensor, first: torch.Tensor, embed, o
     time on a CPU. So every pass takes all the slots not yet final, each reading the token the slot before it is
     expected to get: ``guess`` (n, k), the adapter's own argmaxes, at first, then the last pass's argmaxes. A slot is
     final when the token it read is the one the slot before it got: the result is the left-to-right chain's whatever
-    the guess, and a right guess saves passes (one pass when every guess holds)."""
+    the guess, and a right guess saves passes (one pass when every guess holds).
+
+    ``candidates`` (n, k, c): token ids per slot (``own_candidates``). Given, each slot's logits are taken for its
+    candidates alone, -inf elsewhere, and its argmax is among them: c rows of the output layer a slot, not 49,152."""
     n, k, d = hidden.shape
     if k < 2:
         return hidden.new_zeros(n, 0, out_head.out_features)
@@ -100,7 +105,10 @@ def chain(head: SamplerHead, hidden: torch.Tensor, first: torch.Tensor, embed, o
         reads = previous[:, done:]  # (n, m): slots done + 1 .. k - 1
         m = reads.shape[1]
         x = head(hidden[:, done + 1:], embed(reads)).reshape(n * m, d)
-        rows = output_logits(out_head, x).reshape(n, m, -1)
+        if candidates is None:
+            rows = output_logits(out_head, x).reshape(n, m, -1)
+        else:
+            rows = candidate_logits(out_head, x.reshape(n, m, d), candidates[:, done + 1:])
         best = rows.argmax(-1)
         final = 1  # slot done + 1 read a final token
         while final < m and torch.equal(reads[:, final], best[:, final - 1]):
@@ -109,6 +117,29 @@ def chain(head: SamplerHead, hidden: torch.Tensor, first: torch.Tensor, embed, o
         previous[:, done + final:] = best[:, final - 1:m - 1]  # an exact token, then this pass's guesses
         done += final
     return torch.cat(out, 1)
+
+
+# The head's drafts are taken among the adapter's own best tokens at each slot. On the adapter's probe blocks (the
+# held-out chat questions and HumanEval, 32 prompts each), the head's argmax over the whole vocabulary is among the
+# adapter's best 32 at 96% and 99% of slots, and the probe's tokens per call are the same to within 0.01 (1.74 and
+# 2.17 against 1.75 and 2.17); a slot's pass then multiplies by 32 rows of the output layer, not 49,152.
+CANDIDATES = 32
+
+
+def own_candidates(logits: torch.Tensor, c: int = CANDIDATES) -> torch.Tensor:
+    """(..., V) a block's own slot logits -> (..., min(c, V)) the ids of each slot's ``c`` best tokens."""
+    return logits.topk(min(c, logits.shape[-1]), -1).indices
+
+
+def candidate_logits(out_head, x: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """The output layer's logits of (n, m, d) ``x`` at each row's (n, m, c) ``candidates`` only, -inf at every other
+    token: (n, m, V)."""
+    weight = out_head.weight[candidates]  # (n, m, c, d)
+    picked = torch.einsum("nmd,nmcd->nmc", x.to(weight.dtype), weight)
+    if out_head.bias is not None:
+        picked = picked + out_head.bias[candidates]
+    rows = picked.new_full((*x.shape[:2], out_head.out_features), -torch.inf)
+    return rows.scatter(-1, candidates, picked)
 
 
 def parameter_count(head: SamplerHead) -> int:

@@ -66,12 +66,15 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
     ]
     head = extra.get("sampler_head")
     if head:
+        from sbd_viz import sampler_head
+
         at = lines.index("| | |")
         lines[at:at] = [
             "**Sampler head.** Verified SBD's tree drafting chains each block's drafts with a small MLP "
             "(`sbd_viz.sampler_head`, after Samragh et al.): a slot's logits come from its hidden state and the "
-            "token before it, slot 1 reading the base's exact token. It only drafts: every draft is still checked by "
-            "the base. Plain SBD and single drafting read the adapter's own slots.", ""]
+            "token before it, slot 1 reading the base's exact token, and each slot's draft is the best of the "
+            f"adapter's own {sampler_head.CANDIDATES} best tokens there. It only drafts: every draft is still checked "
+            "by the base. Plain SBD and single drafting read the adapter's own slots.", ""]
         lines.append(f"| sampler head | `sampler_head.safetensors`, {settings['head_bytes'] / 1e6:.1f} MB (bf16, "
                      f"{settings['head_parameters']:,} parameters, width {head['width']}) |")
     lines += [

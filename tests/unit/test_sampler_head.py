@@ -110,6 +110,37 @@ def test_a_guess_changes_the_passes_through_the_output_layer_never_the_chain(gue
 
 
 @pytest.mark.parametrize("bias", [False, True])
+def test_chain_among_candidates_takes_each_slots_argmax_among_its_own(bias):
+    """With ``candidates``, slot s's logits are the head's at its candidates and -inf elsewhere, and the slot after it
+    reads the best of them; a chain among candidates that hold the whole chain's argmaxes is the whole chain."""
+    torch.manual_seed(2)
+    d, V, k, c = 16, 40, 5, 6
+    head = sampler_head.SamplerHead(d, 8)
+    with torch.no_grad():
+        head.down.weight.normal_(0, 2.0)
+    embed, out_head = torch.nn.Embedding(V, d), torch.nn.Linear(d, V, bias=bias)
+    hidden, first = torch.randn(2, k, d), torch.tensor([3, 9])
+    candidates = torch.stack([torch.randperm(V)[:c] for _ in range(2 * k)]).reshape(2, k, c)
+    with torch.no_grad():
+        got = sampler_head.chain(head, hidden, first, embed, out_head, candidates=candidates)
+        for b in range(2):
+            previous = int(first[b])
+            for s in range(1, k):
+                full = torch.nn.functional.linear(head_reference(head, hidden[b, s], embed.weight[previous]),
+                                                  out_head.weight, out_head.bias)
+                want = torch.full((V,), -torch.inf)
+                want[candidates[b, s]] = full[candidates[b, s]]
+                torch.testing.assert_close(got[b, s - 1], want)
+                previous = int(want.argmax())
+        whole = chain_by_hand(head, hidden, first, embed, out_head)
+        holding = torch.cat([candidates[:, 1:, :-1], whole.argmax(-1)[..., None]], -1)  # each slot's argmax is in
+        among = sampler_head.chain(head, hidden, first, embed, out_head, candidates=torch.cat(
+            [candidates[:, :1], holding], 1))
+    assert torch.equal(among.argmax(-1), whole.argmax(-1))
+    assert not torch.equal(got.argmax(-1), whole.argmax(-1))  # random candidates move the drafts
+
+
+@pytest.mark.parametrize("bias", [False, True])
 def test_the_output_layers_product_for_few_rows_is_the_layers_own(bias):
     """``output_logits`` takes the product another way for 1 to 8 rows (speed): the values are the layer's own up to
     rounding, so the drafts (argmaxes) are the same, for every row count on either side of that range."""
@@ -124,8 +155,12 @@ def test_the_output_layers_product_for_few_rows_is_the_layers_own(bias):
         assert torch.equal(got.argmax(-1), want.argmax(-1))
 
 
-def test_a_tree_calls_slots_are_chained_on_each_branchs_exact_token_and_its_roots_stay_the_bases():
+@pytest.mark.parametrize("candidates", [sampler_head.CANDIDATES, 3, None])
+def test_a_tree_calls_slots_are_chained_on_each_branchs_exact_token_and_its_roots_stay_the_bases(candidates):
+    """Each slot's logits are the head's at the adapter's own ``candidates`` best tokens there, -inf elsewhere (None:
+    the whole vocabulary), and the slot after it reads the best of them."""
     model = with_head(adapted())
+    model.candidates = candidates
     k, text = 4, model.encode(PROMPT)
     drafts = model.encode("[1,")  # two drafts after the prompt: three branches
     fed = text + drafts
@@ -149,8 +184,16 @@ def test_a_tree_calls_slots_are_chained_on_each_branchs_exact_token_and_its_root
         previous = int(exact)
         for s in range(1, k):
             with torch.no_grad():
-                want = net.get_output_embeddings()(head_reference(model.head, h[s], net.get_input_embeddings()(
+                full = net.get_output_embeddings()(head_reference(model.head, h[s], net.get_input_embeddings()(
                     torch.tensor(previous))))
+                own = net.get_output_embeddings()(h[s])  # the adapter's own slot logits: its best are the candidates
+            if candidates is None:
+                want = full
+            else:
+                kept = own.topk(candidates).indices
+                assert len(kept) < len(full)  # the vocabulary is larger: the candidates leave tokens out
+                want = torch.full_like(full, -torch.inf)
+                want[kept] = full[kept]
             torch.testing.assert_close(blocks[j, s], want, atol=1e-4, rtol=1e-4)
             previous = int(want.argmax())
 
