@@ -160,14 +160,7 @@ def markdown(h: dict, r: dict, examples=None) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--adapter", default=str(probe_sets.SHIPPED.relative_to(BENCH.parent)),
-                   help="adapter folder with a sampler head (default: the shipped adapter)")
-    p.add_argument("--n", type=int, default=32, help="prompts of each set (default: %(default)s)")
-    p.add_argument("--new-tokens", type=int, default=64, help="greedy tokens per prompt (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
-    p.add_argument("--out", default=str(PAGE), help="the page (default: %(default)s)")
-    p.add_argument("--json", default=str(JSON), help="its JSON (default: %(default)s)")
-    p.add_argument("--from-json", help="render the page from this JSON, measuring nothing")
+    probe_sets.probe_arguments(p, PAGE, JSON, 32, "adapter folder with a sampler head")
     args = p.parse_args(argv)
     run_info.write_page(p, args, sys.argv[1:] if argv is None else argv, run, markdown)
 

@@ -130,17 +130,22 @@ def markdown(h: dict, r: dict, examples=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def probe_arguments(p: argparse.ArgumentParser, page: Path, json_path: Path, n: int, adapter_help: str) -> None:
+    """The options of a page that probes an adapter on these sets (this one, ``draft_trees.py``)."""
+    p.add_argument("--adapter", default=str(SHIPPED.relative_to(BENCH.parent)),
+                   help=f"{adapter_help} (default: the shipped adapter)")
+    p.add_argument("--n", type=int, default=n, help="prompts of each set (default: %(default)s)")
+    p.add_argument("--new-tokens", type=int, default=64, help="greedy tokens per prompt (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
+    p.add_argument("--out", default=str(page), help="the page (default: %(default)s)")
+    p.add_argument("--json", default=str(json_path), help="its JSON (default: %(default)s)")
+    p.add_argument("--from-json", help="render the page from this JSON, measuring nothing")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--adapter", default=str(SHIPPED.relative_to(BENCH.parent)),
-                   help="adapter folder (default: the shipped adapter)")
-    p.add_argument("--n", type=int, default=24, help="prompts of each set (default: %(default)s)")
-    p.add_argument("--new-tokens", type=int, default=64, help="greedy tokens per prompt (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
-    p.add_argument("--out", default=str(PAGE), help="the page (default: %(default)s)")
-    p.add_argument("--json", default=str(JSON), help="its JSON (default: %(default)s)")
-    p.add_argument("--from-json", help="render the page from this JSON, measuring nothing")
+    probe_arguments(p, PAGE, JSON, 24, "adapter folder")
     args = p.parse_args(argv)
     run_info.write_page(p, args, sys.argv[1:] if argv is None else argv, run, markdown)
 
