@@ -96,8 +96,8 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
 
     def branching(b, how):
         def call():
-            model.head = None if how == "without the head" else head
-            model.candidates = None if how.endswith("whole vocabulary") else candidates
+            model.head = None if how == HEADS[2] else head
+            model.candidates = None if how == HEADS[1] else candidates
             try:
                 with torch.inference_mode():  # verified SBD's call: the branch after every accepted draft is kept
                     model.branch_call(cache, [token] * b, b, K, pick=lambda roots: b - 1)
@@ -108,7 +108,7 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
 
     candidates = getattr(model, "candidates", None)
     out = [(ONE, 1, one)] + [(single(f), f + K, drafting(f)) for f in FED]
-    for how in (HEADS if head is not None else HEADS[-1:]):
+    for how in (HEADS if head is not None else HEADS[2:]):
         out += [(tree(b, how), b * (1 + K), branching(b, how)) for b in FED]
     return out
 
@@ -199,7 +199,7 @@ def break_even(shapes_: dict) -> dict:
     """{drafting: (lowest, highest) paired median over its shapes}: single drafting's fed counts, tree drafting's
     branch counts with the sampler head where the model has one."""
     singles = medians(shapes_, [single(f) for f in FED])
-    trees = medians(shapes_, [tree(b) for b in FED]) or medians(shapes_, [tree(b, HEADS[-1]) for b in FED])
+    trees = medians(shapes_, [tree(b) for b in FED]) or medians(shapes_, [tree(b, HEADS[2]) for b in FED])
     return {"verified": (min(singles), max(singles)), "tree": (min(trees), max(trees))}
 
 

@@ -28,7 +28,6 @@ import argparse
 import math
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -76,13 +75,11 @@ def score(rank, slots: dict, k: int) -> dict:
 def measure(args) -> dict:
     import torch
 
-    from sbd_viz import causal_lm, gated_adapter, sampler_head
-    from sbd_viz.training import distill, head_train
+    from sbd_viz import gated_adapter, sampler_head
+    from sbd_viz.training import head_train
 
     torch.set_num_threads(args.threads)
-    base = causal_lm.load("smollm2-135m")
-    model, tok = base.model, base.tokenizer
-    sets = probe_sets.prompts(tok, args.n)
+    model, rows = probe_sets.base_rows(args.n, args.new_tokens, SETS)
     config, gate = gated_adapter.load(model, args.adapter)
     k = config.extra.get("block_size", 4)
     if k != len(WIDTHS[0]) + 1:
@@ -92,17 +89,14 @@ def measure(args) -> dict:
         raise SystemExit(f"--adapter: {args.adapter} carries no sampler head")
     embed, out_head = model.get_input_embeddings(), model.get_output_embeddings()
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, name in enumerate(SETS):
-            rows = distill.generate_continuations(model, tok, sets[name], Path(tmp) / f"{i}.jsonl", args.new_tokens,
-                                                  log=lambda s: None)
-            slots = head_train.collect(model, gate, rows, k, model.config.mask_token_id, log=lambda s: None)
-            with torch.no_grad():
-                hidden = slots["hidden"].float()
-                alone = ranks(out_head(hidden), slots["targets"])
-                chained = ranks(out_head(head(hidden, embed(slots["previous"]))), slots["targets"])
-            results[name] = {"prompts": len(rows), "blocks": int((slots["slot"] == 1).sum()),
-                             "adapter": score(alone, slots, k), "head": score(chained, slots, k)}
+    for name, set_rows in rows.items():
+        slots = head_train.collect(model, gate, set_rows, k, model.config.mask_token_id, log=lambda s: None)
+        with torch.no_grad():
+            hidden = slots["hidden"].float()
+            alone = ranks(out_head(hidden), slots["targets"])
+            chained = ranks(out_head(head(hidden, embed(slots["previous"]))), slots["targets"])
+        results[name] = {"prompts": len(set_rows), "blocks": int((slots["slot"] == 1).sum()),
+                         "adapter": score(alone, slots, k), "head": score(chained, slots, k)}
     return {"adapter": str(args.adapter), "steps": config.extra.get("steps"), "block_size": k, "n": args.n,
             "new_tokens": args.new_tokens, "sets": results}
 

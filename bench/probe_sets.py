@@ -51,20 +51,30 @@ def prompts(tokenizer, n: int) -> dict[str, list[str]]:
             "HumanEval": [p["prompt"] for p in list(read_problems().values())[:n]]}
 
 
+def base_rows(n: int, new_tokens: int, names) -> tuple:
+    """(the base, {set: rows}): SmolLM2-135M-Instruct and, for each set in ``names``, its first ``n`` prompts with the
+    base's greedy continuation of ``new_tokens`` tokens (``distill.generate_continuations``, as the training's data)."""
+    from sbd_viz import causal_lm
+    from sbd_viz.training import distill
+
+    base = causal_lm.load("smollm2-135m")
+    model, tok = base.model, base.tokenizer
+    sets = prompts(tok, n)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = {name: distill.generate_continuations(model, tok, sets[name], Path(tmp) / f"{i}.jsonl", new_tokens,
+                                                     log=lambda s: None)
+                for i, name in enumerate(names)}
+    return model, rows
+
+
 def measure(args) -> dict:
     import torch
 
-    from sbd_viz import causal_lm, gated_adapter, sampler_head
-    from sbd_viz.training import adapter_train, distill, head_train
+    from sbd_viz import gated_adapter, sampler_head
+    from sbd_viz.training import adapter_train, head_train
 
     torch.set_num_threads(args.threads)
-    base = causal_lm.load("smollm2-135m")
-    model, tok = base.model, base.tokenizer
-    sets = prompts(tok, args.n)
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = {name: distill.generate_continuations(model, tok, ps, Path(tmp) / f"{i}.jsonl", args.new_tokens,
-                                                     log=lambda s: None)
-                for i, (name, ps) in enumerate(sets.items())}
+    model, rows = base_rows(args.n, args.new_tokens, SETS)
     config, gate = gated_adapter.load(model, args.adapter)
     k = config.extra.get("block_size", 4)  # the block the adapter decodes with, as the run's probe reads it
     mask_id = model.config.mask_token_id
