@@ -27,7 +27,7 @@ import torch
 
 from . import causal_lm, gated_adapter, sampler_head
 from .causal_lm import CausalLM
-from .model import picked
+from .model import grow_tree, picked
 from .model_kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"
@@ -113,8 +113,12 @@ class AdaptedLM(CausalLM):
         at slot 0, and every later slot the draft before it. The roots' logits are the base's, untouched."""
         if self.head is None:
             return super().tree_call(cache, new_ids, n_branches, k)
-        roots, blocks, hidden = self._unchained_tree_call(cache, new_ids, n_branches, k)
-        return roots, self._chained(roots, blocks, hidden)
+        n = len(new_ids)
+        if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
+            raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
+        roots, blocks, hidden = self._unchained(cache, new_ids, list(range(-1, n - 1)), list(range(n - n_branches, n)),
+                                                k)
+        return roots, self._chained(roots, blocks, hidden, self._own(blocks))
 
     @torch.inference_mode()
     def branch_call(self, cache, new_ids: list[int], n_branches: int, k: int,
@@ -122,24 +126,58 @@ class AdaptedLM(CausalLM):
         """``SBDModel.branch_call``; with a sampler head, the picked branch alone is chained (``tree_call``)."""
         if self.head is None:
             return super().branch_call(cache, new_ids, n_branches, k, pick)
-        roots, blocks, hidden = self._unchained_tree_call(cache, new_ids, n_branches, k)
-        j = picked(pick, roots)
-        return roots, self._chained(roots[j:j + 1], blocks[j:j + 1], hidden[j:j + 1])[0]
+        n = len(new_ids)
+        if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
+            raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
+        roots, block, _ = self._picked_block(cache, new_ids, list(range(-1, n - 1)), list(range(n - n_branches, n)),
+                                             k, pick)
+        return roots, block
 
-    def _unchained_tree_call(self, cache, new_ids: list[int], n_branches: int, k: int):
-        """``SBDModel.tree_call``'s roots and blocks, and the blocks' final hidden states (n_branches, k, d)."""
+    @torch.inference_mode()
+    def draft_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int], k: int, pick,
+                        widths: tuple[int, ...]):
+        """``SBDModel.draft_tree_call``; with a sampler head, the picked block is chained and its tree grown by the
+        head: a node's children are the head's best tokens at the next slot after reading the node's token."""
+        if self.head is None:
+            return super().draft_tree_call(cache, new_ids, parents, roots, k, pick, widths)
+        roots_logits, block, (hidden, own) = self._picked_block(cache, new_ids, parents, roots, k, pick)
+        embed, out_head = self.model.get_input_embeddings(), self.model.get_output_embeddings()
+
+        def children(slot: int, tokens: list[int]) -> torch.Tensor:
+            x = self.head(hidden[slot].expand(len(tokens), -1), embed(torch.tensor(tokens, device=self.device)))
+            if own is None:
+                return sampler_head.output_logits(out_head, x).float()
+            return sampler_head.candidate_logits(out_head, x[None], own[slot].expand(len(tokens), -1)[None])[0].float()
+
+        return roots_logits, block, grow_tree(block, widths, children)
+
+    def _picked_block(self, cache, new_ids, parents, roots, k, pick):
+        """A token-tree call's roots' logits, the block ``pick`` chooses (chained by the head) and that block's
+        (hidden states (k, d), candidates per slot (k, c) or None)."""
+        roots_logits, blocks, hidden = self._unchained(cache, new_ids, parents, roots, k)
+        j = picked(pick, roots_logits)
+        own = self._own(blocks[j:j + 1])
+        block = self._chained(roots_logits[j:j + 1], blocks[j:j + 1], hidden[j:j + 1], own)[0]
+        return roots_logits, block, (hidden[j], None if own is None else own[0])
+
+    def _unchained(self, cache, new_ids, parents, roots, k):
+        """``SBDModel.token_tree_call``'s roots and blocks, and the blocks' final hidden states (len(roots), k, d)."""
         self._hidden.wanted = True
         try:
-            roots, blocks = super().tree_call(cache, new_ids, n_branches, k)
-            hidden = self._hidden.value[0, -n_branches * k:].reshape(n_branches, k, -1)
+            roots_logits, blocks = super().token_tree_call(cache, new_ids, parents, roots, k)
+            hidden = self._hidden.value[0, -len(roots) * k:].reshape(len(roots), k, -1)
         finally:
             self._hidden.wanted, self._hidden.value = False, None
-        return roots, blocks, hidden
+        return roots_logits, blocks, hidden
 
-    def _chained(self, roots: torch.Tensor, blocks: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    def _own(self, blocks: torch.Tensor) -> torch.Tensor | None:
+        """Each slot's ``candidates`` best tokens by the adapter's own logits (n, k, c), or None (whole vocabulary)."""
+        return None if self.candidates is None else sampler_head.own_candidates(blocks, self.candidates)
+
+    def _chained(self, roots: torch.Tensor, blocks: torch.Tensor, hidden: torch.Tensor,
+                 own: torch.Tensor | None) -> torch.Tensor:
         """The blocks with slots 1..k-1 chained from each root's token, the adapter's own argmaxes as the guess and
-        its ``candidates`` best tokens at each slot as the candidates."""
-        own = None if self.candidates is None else sampler_head.own_candidates(blocks, self.candidates)
+        ``own`` (``_own``) as each slot's candidates."""
         chained = sampler_head.chain(self.head, hidden, roots.argmax(-1), self.model.get_input_embeddings(),
                                      self.model.get_output_embeddings(), guess=blocks.argmax(-1), candidates=own)
         return torch.cat([blocks[:, :1], chained.float()], 1)

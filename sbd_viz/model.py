@@ -73,15 +73,52 @@ def tree_call_mask(past: int, n_causal: int, n_branches: int, k: int) -> torch.T
     Rows are the call's inputs: ``n_causal`` tokens fed causally (each sees the ``past`` cached positions and the
     fed tokens up to itself), whose last ``n_branches`` are the branches' roots; then ``n_branches`` blocks of ``k``
     slots. Block j sees the cache, the fed tokens up to root j (fed row ``n_causal - n_branches + j``) and its own
-    slots, both ways: not the fed drafts after its root (it drafts as if they were rejected) nor another block."""
-    q = n_causal + n_branches * k
-    rows = torch.arange(q)[:, None]
-    cols = torch.arange(past + q)[None, :]
-    causal = (rows < n_causal) & (cols <= past + rows)
-    branch = torch.div(rows - n_causal, k, rounding_mode="floor")  # a block row's branch (unused on fed rows)
-    own_start = past + n_causal + branch * k
-    sees = (cols <= past + n_causal - n_branches + branch) | ((cols >= own_start) & (cols < own_start + k))
-    return causal | ((rows >= n_causal) & sees)
+    slots, both ways: not the fed drafts after its root (it drafts as if they were rejected) nor another block. It is
+    the ``token_tree_mask`` of a chain."""
+    return token_tree_mask(past, list(range(-1, n_causal - 1)), list(range(n_causal - n_branches, n_causal)), k)
+
+
+def check_parents(parents, n: int) -> list[int]:
+    """``parents`` as a token tree of ``n`` fed tokens can take it, else a ``ValueError`` naming it: each fed token's
+    parent is an earlier fed token's number, or -1 for a token that follows the cache directly."""
+    if len(parents) != n or any(isinstance(p, bool) or not isinstance(p, int) or not -1 <= p < i
+                                for i, p in enumerate(parents)):
+        raise ValueError(f"parents: must give each of the {n} fed tokens an earlier fed token's number or -1, "
+                         f"got {list(parents)!r}")
+    return list(parents)
+
+
+def depths(parents: list[int]) -> list[int]:
+    """Each fed token's distance from the cache in a token tree: 0 for a token that follows the cache directly."""
+    out: list[int] = []
+    for p in parents:
+        out.append(0 if p < 0 else out[p] + 1)
+    return out
+
+
+def token_tree_mask(past: int, parents: list[int], roots: list[int], k: int) -> torch.Tensor:
+    """The mask of one token-tree call: (q, past + q) bool, True = attend, q = len(parents) + len(roots) * k.
+
+    Rows are the call's inputs: the fed tokens, a tree (``parents``: each one's parent among them, -1 after the
+    cache), each seeing the ``past`` cached positions, its ancestors and itself; then one block of ``k`` slots
+    after each fed token in ``roots``, which sees the cache, its root and the root's ancestors, and its own slots
+    both ways. A chain (each token's parent the one before it) with the last tokens as roots is
+    ``tree_call_mask``."""
+    n = len(parents)
+    lineage = torch.zeros(n, n, dtype=torch.bool)  # lineage[i, j]: fed token j is i or an ancestor of i
+    for i, p in enumerate(parents):
+        if p >= 0:
+            lineage[i] = lineage[p]
+        lineage[i, i] = True
+    q = n + len(roots) * k
+    allowed = torch.zeros(q, past + q, dtype=torch.bool)
+    allowed[:, :past] = True
+    allowed[:n, past:past + n] = lineage
+    for j, root in enumerate(roots):
+        rows = slice(n + j * k, n + (j + 1) * k)
+        allowed[rows, past:past + n] = lineage[root]
+        allowed[rows, past + n + j * k: past + n + (j + 1) * k] = True
+    return allowed
 
 
 def picked(pick: Callable[[torch.Tensor], int], roots: torch.Tensor) -> int:
@@ -129,10 +166,42 @@ class TreeCall:
 
 
 @dataclass(frozen=True)
+class DraftTreeCall:
+    """A forward that checks a token tree and drafts one: ``draft_tree_call`` feeding ``new_ids`` as the tree
+    ``parents`` gives, a block of ``block_size`` mask slots after each fed token in ``roots``; ``pick`` (the roots'
+    logits -> a root's number) chooses the block whose drafts become the next tree, ``widths`` its candidates per
+    slot (``SBDModel.draft_tree``).
+
+    The reply is a ``Reply`` whose ``causal`` holds the roots' logits (len(roots), V), ``block`` the picked
+    block's (block_size, V) and ``tree`` its ``DraftNode``s."""
+
+    new_ids: list[int]
+    parents: list[int]
+    roots: list[int]
+    block_size: int
+    pick: Callable[[torch.Tensor], int]
+    widths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DraftNode:
+    """A drafted token of a token tree: its ``slot`` in the block (1 for a token right after slot 0, NTP's exact
+    token), its ``token_id`` and ``prob`` (the slot's probability of it, as the drafter read it) and its
+    ``parent``: the node before it, by its number in the tree's list, or -1 for slot 0."""
+
+    slot: int
+    token_id: int
+    prob: float
+    parent: int
+
+
+@dataclass(frozen=True)
 class CacheCut:
-    """A rollback a verified decode asks for: keep the cache's first ``length`` positions. The reply is None."""
+    """A rollback a verified decode asks for: keep the cache's first ``length`` positions, then the positions in
+    ``keep`` (ascending, each at or after ``length``: a token tree's accepted path). The reply is None."""
 
     length: int
+    keep: tuple[int, ...] = ()
 
 
 def default_model_path() -> Path:
@@ -338,10 +407,6 @@ class SBDModel(ModelBase):
         """(1, 1, q, past + q) mask: the new final tokens causal, the block sees everything."""
         return _as_attention(block_call_mask(past, n_causal, n_block), self.model.dtype if self._eager else None)
 
-    def _tree_mask(self, past: int, n_causal: int, n_branches: int, k: int) -> torch.Tensor:
-        """(1, 1, q, past + q) mask of a tree call (``tree_call_mask``)."""
-        return _as_attention(tree_call_mask(past, n_causal, n_branches, k), self.model.dtype if self._eager else None)
-
     def _forward(self, cache, ids: list[int], positions: torch.Tensor, mask: torch.Tensor, n_keep: int,
                  n_block: int) -> torch.Tensor:
         """One forward of ``ids`` at ``positions`` (q,) under ``mask`` (1, 1, q, past + q), appended to ``cache``,
@@ -411,17 +476,52 @@ class SBDModel(ModelBase):
         n = len(new_ids)
         if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
             raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
+        return self.token_tree_call(cache, new_ids, list(range(-1, n - 1)), list(range(n - n_branches, n)), k)
+
+    @torch.inference_mode()
+    def token_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int],
+                        k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``tree_call`` of a token tree: append ``new_ids`` to ``cache``, each fed token seeing its ancestors
+        (``parents``: each one's parent among the fed tokens, -1 after the cache) at the position after its
+        parent's, and predict one block of ``k`` mask slots after each fed token in ``roots``
+        (``token_tree_mask``). Returns the roots' logits (len(roots), V) and the blocks' (len(roots), k, V), float32.
+        Every fed token stays cached, in the order fed: the caller keeps the accepted path with ``rollback``'s
+        ``keep``. If the forward raises, the cache is left exactly as it was."""
+        n = len(new_ids)
+        parents = check_parents(parents, n)
+        if not roots or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < n for r in roots):
+            raise ValueError(f"roots: must be a non-empty list of fed tokens' numbers in [0, {n - 1}], got {roots!r}")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_BLOCK_SIZE:
             raise ValueError(f"k: must be a whole number in [1, {MAX_BLOCK_SIZE}], got {k!r}")
-        past = cache.get_seq_length()
+        past, r = cache.get_seq_length(), len(roots)
+        fed = past + torch.tensor(depths(parents))
         # block j's slot s sits right after root j, at the position the text's next tokens would take
-        first_root = past + n - n_branches
-        slots = first_root + 1 + torch.arange(n_branches)[:, None] + torch.arange(k)[None, :]  # (n_branches, k)
-        positions = torch.cat([torch.arange(past, past + n), slots.flatten()])
-        ids = list(new_ids) + [self.mask_token_id] * (n_branches * k)
-        logits = self._forward(cache, ids, positions, self._tree_mask(past, n, n_branches, k),
-                               n_branches * (1 + k), n_branches * k)  # (n_branches + n_branches * k, V)
-        return logits[:n_branches], logits[n_branches:].reshape(n_branches, k, -1)
+        slots = fed[roots][:, None] + 1 + torch.arange(k)[None, :]  # (r, k)
+        positions = torch.cat([fed, slots.flatten()])
+        ids = list(new_ids) + [self.mask_token_id] * (r * k)
+        mask = _as_attention(token_tree_mask(past, parents, list(roots), k), self.model.dtype if self._eager else None)
+        # the kept rows: the roots' (wherever they were fed) and every block's
+        keep = torch.tensor(list(roots) + list(range(n, n + r * k)))
+        first = min(roots)
+        logits = self._forward(cache, ids, positions, mask, n + r * k - first, r * k)[keep - first]
+        return logits[:r], logits[r:].reshape(r, k, -1)
+
+    @torch.inference_mode()
+    def draft_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int], k: int,
+                        pick: Callable[[torch.Tensor], int],
+                        widths: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, list[DraftNode]]:
+        """``token_tree_call`` for a caller that reads one block, the one ``pick`` chooses from the roots' logits,
+        and drafts a token tree from it (``draft_tree``). Returns the roots' logits, that block's (k, V) and the
+        tree's nodes."""
+        roots_logits, blocks = self.token_tree_call(cache, new_ids, parents, roots, k)
+        block = blocks[picked(pick, roots_logits)]
+        return roots_logits, block, self.draft_tree(block, widths)
+
+    def draft_tree(self, block: torch.Tensor, widths: tuple[int, ...]) -> list[DraftNode]:
+        """The token tree a block's slot logits (k, V) draft (``grow_tree``): the best ``widths[s - 1]`` tokens at
+        slot s after each node at slot s - 1 (1 past the end of ``widths``). A plain SBD model predicts each slot
+        whatever the slots before it get, so every node at a slot has the same candidates."""
+        return grow_tree(block, widths)
 
     @torch.inference_mode()
     def branch_call(self, cache, new_ids: list[int], n_branches: int, k: int,
@@ -433,13 +533,64 @@ class SBDModel(ModelBase):
         roots, blocks = self.tree_call(cache, new_ids, n_branches, k)
         return roots, blocks[picked(pick, roots)]
 
-    def rollback(self, cache, length: int) -> None:
-        """Cut ``cache`` back to its first ``length`` positions (verified decoding's rollback)."""
+    def rollback(self, cache, length: int, keep: tuple[int, ...] = ()) -> None:
+        """Cut ``cache`` back to its first ``length`` positions (verified decoding's rollback), then the positions
+        in ``keep`` (ascending, each at or after ``length``: a token tree's accepted path, ``token_tree_call``)."""
         current = cache.get_seq_length()
         if not 0 <= length <= current:
             raise ValueError(f"length: must be in [0, {current}] (the cached positions), got {length}")
-        if length < current:  # crop(n) with n > 0 raises on transformers 5's cache; crop(0) does nothing
+        keep = tuple(keep)
+        if any(not length <= a < b for a, b in zip(keep, keep[1:] + (current,))):
+            raise ValueError(f"keep: must be ascending positions in [{length}, {current - 1}], got {list(keep)!r}")
+        if keep == tuple(range(length, length + len(keep))):  # a prefix: a crop
+            length, keep = length + len(keep), ()
+        if keep:
+            rows = torch.tensor(list(range(length)) + list(keep), device=self.device)
+            for layer in cache.layers:  # transformers 5's DynamicLayer: (batch, heads, positions, head_dim)
+                layer.keys, layer.values = layer.keys[:, :, rows], layer.values[:, :, rows]
+        elif length < current:  # crop(n) with n > 0 raises on transformers 5's cache; crop(0) does nothing
             cache.crop(length - current)
+
+
+def grow_tree(block: torch.Tensor, widths: tuple[int, ...],
+              children: Callable[[int, list[int]], torch.Tensor] | None = None) -> list[DraftNode]:
+    """A token tree drafted from a block's slot logits ``block`` (k, V), slot 0 the exact token: slot s holds the
+    best ``widths[s - 1]`` tokens (1 past the end of ``widths``) after each node at slot s - 1.
+
+    ``block`` gives the chain's rows (slot s's logits after the chain's drafts before it); ``children(s, tokens)``
+    (len(tokens), V) slot s's logits after each of ``tokens`` at slot s - 1 off the chain (None: ``block``'s row,
+    for a model whose slots do not read each other). The nodes come depth first, best first, so the first k - 1 are
+    the chain of best tokens."""
+    k, nodes, chain = block.shape[0], [], {-1}  # chain: the nodes of the best path (-1: slot 0)
+    frontier = [-1]
+    for s in range(1, k):
+        width = widths[s - 1] if s - 1 < len(widths) else 1
+        off = [f for f in frontier if f not in chain]
+        rows = {f: block[s] for f in frontier if f in chain}
+        if off:
+            found = block[s].expand(len(off), -1) if children is None else children(s, [nodes[f].token_id for f in off])
+            rows.update(zip(off, found))
+        grown = []
+        for f in frontier:
+            probs = torch.softmax(rows[f].float(), -1)
+            top = probs.topk(min(width, probs.shape[-1]))
+            for rank, (p, t) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
+                nodes.append(DraftNode(s, int(t), float(p), f))
+                grown.append(len(nodes) - 1)
+                if rank == 0 and f in chain:
+                    chain.add(len(nodes) - 1)
+        frontier = grown
+    below: dict[int, list[int]] = {}
+    for i, node in enumerate(nodes):
+        below.setdefault(node.parent, []).append(i)
+    order: list[int] = []
+    stack = list(reversed(below.get(-1, [])))
+    while stack:  # depth first, best first
+        i = stack.pop()
+        order.append(i)
+        stack.extend(reversed(below.get(i, [])))
+    number = {old: new for new, old in enumerate(order)}
+    return [DraftNode(nodes[i].slot, nodes[i].token_id, nodes[i].prob, number.get(nodes[i].parent, -1)) for i in order]
 
 
 # SBD's model kind: every SBD decoder and every causal one serves it. ``sv.load_model`` asks it last, so it opens any

@@ -121,6 +121,10 @@ def rollback_text(step: Step, tree: bool = False) -> str:
         (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
     dropped = ("the drafts after it are replaced by this call's own (tree drafting)" if tree
                else f"{_count(len(step.rollback.dropped), 'draft')} after it dropped")
+    took = sum(c.ntp for c in step.commits) - 1  # a token tree: alternatives NTP took before its exact token
+    if tree and took > 0:
+        dropped = (f"NTP's token was the tree's alternative there, so the call went on along it: "
+                   f"{_count(took, 'alternative')} taken, then NTP's next token; {dropped}")
     return f"the draft{draft} in slot {step.rollback.slot} was rejected{wanted}; {dropped}"
 
 
@@ -145,6 +149,12 @@ def _fed_verified(trace: Trace, step: Step) -> str:
     block from its first open slot; a checking-only call feeds no block. A tree-drafting call
     (``sbd_viz.decoders.verified``) fed a block after every possible accepted length."""
     checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
+    if trace.config.get("tree_widths") and step.call > 0 and not step.check_only:
+        previous = trace.steps[step.call - 1]  # the tree this call checks is the one the call before drafted
+        drafts = sum(not c.ntp for c in previous.commits)
+        return (f"the last accepted token and a token tree of {_count(drafts, 'draft')} and "
+                f"{_count(len(previous.alternatives), 'alternative')} (widths {trace.config['tree_widths']}), each "
+                f"seeing its own path, checked against NTP ({checked}), + a block of masked slots after each")
     if _tree_drafted(trace) and step.call > 0 and not step.check_only:
         k = int(trace.config["block_size"])
         previous = trace.steps[step.call - 1]  # the drafts this call checks are the ones the call before made

@@ -115,6 +115,19 @@ class Rollback:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """A drafted token off the chain of a verified decode's token tree (``tree_widths``): a candidate the next call
+    also checks at ``slot``, after ``parent``: -1 for the step's own token at ``slot - 1`` (its commit there, or
+    slot 0's exact token), else the number of the alternative it follows in the step's ``alternatives``."""
+
+    slot: int
+    token_id: int
+    text: str
+    prob: float  # the drafter's probability of it there, after its parent
+    parent: int
+
+
+@dataclass(frozen=True)
 class Draft:
     """One canvas slot after a step: the model's draft (argmax) and whether the slot holds an accepted token."""
 
@@ -158,6 +171,7 @@ class Step:
     canvas: tuple[Draft, ...] = ()  # canvas decoders: every slot of the block after the step, by slot
     renoised: tuple[int, ...] = ()  # canvas decoders: slots accepted before the step and open after it
     passes: tuple[Pass, ...] = ()  # uncounted passes run before this call, in order
+    alternatives: tuple[Alternative, ...] = ()  # verified token trees: the drafts off the chain the next call checks
 
     @property
     def accepted(self) -> tuple[Check, ...]:

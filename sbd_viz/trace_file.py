@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .trace import (SCHEMA, SCHEMA_VERSION, Candidate, Check, Commit, Draft, Pass, Rollback, SlotView, Step, Trace,
-                    TraceFormatError)
+from .trace import (SCHEMA, SCHEMA_VERSION, Alternative, Candidate, Check, Commit, Draft, Pass, Rollback, SlotView,
+                    Step, Trace, TraceFormatError)
 
 STOP_REASONS = ("stop", "eos", "length")
 DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # a registered name, or a plug-in's 'my-decoder'
@@ -143,6 +143,13 @@ def _rollback(d, w):
                     _int(d["n_discarded"], w + ".n_discarded"))
 
 
+def _alternative(d, w):
+    _keys(d, w, ("slot", "token_id", "text", "prob", "parent"))
+    return Alternative(_int(d["slot"], w + ".slot", lo=1), _int(d["token_id"], w + ".token_id"),
+                       _str(d["text"], w + ".text"), _prob(d["prob"], w + ".prob"),
+                       _int(d["parent"], w + ".parent", lo=-1))
+
+
 def _slot_view(v, w):
     _keys(v, w, ("slot", "entropy", "top"))
     return SlotView(_int(v["slot"], w + ".slot"), _num(v["entropy"], w + ".entropy"), _top(v["top"], w + ".top"))
@@ -174,7 +181,9 @@ def _step(d, where):
                              enumerate(_list(d.get("canvas", []), where + ".canvas"))),
                 renoised=tuple(_int(s, where + ".renoised") for s in _list(d.get("renoised", []), where + ".renoised")),
                 passes=tuple(_pass(p, f"{where}.passes[{i}]") for i, p in
-                             enumerate(_list(d.get("passes", []), where + ".passes"))))
+                             enumerate(_list(d.get("passes", []), where + ".passes"))),
+                alternatives=tuple(_alternative(a, f"{where}.alternatives[{i}]") for i, a in
+                                   enumerate(_list(d.get("alternatives", []), where + ".alternatives"))))
     _step_facts(step, where)
     return step
 
@@ -214,6 +223,10 @@ def _step_facts(step: Step, where: str) -> None:
               "position must be the block's start plus its slot")
         _need(all(rollback.slot < s < k for s in rollback.dropped), where,
               "drops a slot outside the block (or not right of the rejected one)")
+    for i, alt in enumerate(step.alternatives):
+        after = alt.parent < 0 or step.alternatives[alt.parent].slot == alt.slot - 1
+        _need(alt.slot < k and alt.parent < i and after, f"{where}.alternatives[{i}]",
+              "must sit in the block after an earlier alternative one slot before it")
     for i, check in enumerate(step.checks):
         _need(check.block <= step.block and check.position < step.block_start + k, f"{where}.checks[{i}]",
               "checks a draft the decode has not written yet")
@@ -304,8 +317,12 @@ def _trace_facts(trace: Trace) -> None:
         _need(trace.n_tokens <= config["max_new_tokens"], "trace.output_ids",
               f"holds {trace.n_tokens} tokens, more than max_new_tokens={config['max_new_tokens']}")
     if isinstance(config.get("block_size"), int):
-        big = [s.call for s in trace.steps if s.block_size > config["block_size"]]
-        _need(not big, f"steps[{big[0] if big else 0}]", f"has a block larger than block_size={config['block_size']}")
+        # a token tree's block also holds the alternatives it took before its exact token: up to block_size - 1
+        most = config["block_size"] * (2 if config.get("tree_widths") else 1) - bool(config.get("tree_widths"))
+        big = [s.call for s in trace.steps if s.block_size > most]
+        took = ", with the alternatives a token tree took" if most > config["block_size"] else ""
+        _need(not big, f"steps[{big[0] if big else 0}]", f"has a block larger than {most} (block_size="
+              f"{config['block_size']}{took})")
     if isinstance(config.get("top_n"), int):
         for s in trace.steps:
             for v in s.slots + s.canvas:

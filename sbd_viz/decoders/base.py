@@ -29,11 +29,13 @@ REASONS = ("stop", "eos", "length")
 @dataclass(frozen=True)
 class Reply:
     """The answer to a ``ModelCall``: the logits of its last ``n_causal`` causal positions (n_causal, V), of its
-    block (len(block_ids), V), float32, and the forward's wall time in seconds."""
+    block (len(block_ids), V), float32, and the forward's wall time in seconds (a ``TreeCall`` and a
+    ``DraftTreeCall`` say what theirs hold)."""
 
     causal: torch.Tensor
     block: torch.Tensor
     seconds: float
+    tree: tuple = ()  # a ``DraftTreeCall``'s drafted tree: ``sbd_viz.model.DraftNode``s
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import torch
 
 from .._version import __version__
 from ..checks import check_model, check_prompt
-from ..model import CacheCut, ModelCall, TreeCall
+from ..model import CacheCut, DraftTreeCall, ModelCall, TreeCall
 from ..trace import DRAFTS_CHECKED, Step, Trace
 from .base import Reply, Stop, find_stop, greedy
 from .config import DecodeConfig
@@ -54,12 +54,16 @@ class Batchable(Decoder, Protocol):
     def requests(self) -> Generator[ModelCall | CacheCut, object, None]: ...
 
 
-def serve(model, cache, request: ModelCall | TreeCall | CacheCut) -> Reply | None:
+def serve(model, cache, request: ModelCall | TreeCall | DraftTreeCall | CacheCut) -> Reply | None:
     """Answer one request of a decode's ``requests()`` on a single-row cache."""
     if isinstance(request, CacheCut):
-        model.rollback(cache, request.length)
+        model.rollback(cache, request.length, request.keep)
         return None
     t0 = time.perf_counter()
+    if isinstance(request, DraftTreeCall):
+        causal, block, tree = model.draft_tree_call(cache, request.new_ids, request.parents, request.roots,
+                                                    request.block_size, request.pick, request.widths)
+        return Reply(causal, block, time.perf_counter() - t0, tuple(tree))
     if isinstance(request, TreeCall) and request.pick is not None:
         causal, block = model.branch_call(cache, request.new_ids, request.n_branches, request.block_size, request.pick)
     elif isinstance(request, TreeCall):

@@ -110,29 +110,43 @@ def _history(trace: Trace) -> dict:
     return events
 
 
+def _correction_note(trace: Trace, step: Step) -> str:
+    """Hover lines of NTP's correction: the rejected draft, NTP's token, the rollback."""
+    check = step.rejected[0] if step.rejected else None
+    note = "<br><b>NTP's correction</b> of a rejected draft"
+    if check is not None:
+        note += (f": the draft <b>{token_html(check.text, trace.special_tokens)}</b> (NTP p = "
+                 f"{check.draft_prob:.3f}) was rejected,<br>NTP wanted <b>"
+                 f"{token_html(check.ntp_text, trace.special_tokens)}</b> (p = {check.ntp_prob:.3f})")
+    return note + f"<br>rollback: the cache cut back to position {step.rollback.position}"
+
+
 def _verified_note(trace: Trace, verdicts: dict, step: Step, commit, slot: int) -> str:
     """Hover lines of a verified cell: how the token was written and what NTP said of it (``verdicts`` is
     ``trace.verdicts()``)."""
     rollback = step.rollback
+    # a token tree's step writes the alternatives NTP took (slots 0..took-1) before its exact token, all NTP's
+    took = sum(c.ntp for c in step.commits) - 1 if trace.config.get("tree_widths") else 0
     if commit.ntp and rollback is not None and rollback.slot == slot:
-        check = step.rejected[0] if step.rejected else None
-        note = "<br><b>NTP's correction</b> of a rejected draft"
-        if check is not None:
-            note += (f": the draft <b>{token_html(check.text, trace.special_tokens)}</b> (NTP p = "
-                     f"{check.draft_prob:.3f}) was rejected,<br>NTP wanted <b>"
-                     f"{token_html(check.ntp_text, trace.special_tokens)}</b> (p = {check.ntp_prob:.3f})")
-        return note + f"<br>rollback: the cache cut back to position {rollback.position}"
+        return _correction_note(trace, step) + (
+            "<br>NTP's token was the token tree's alternative here: the call went on along it" if took > 0 else "")
+    if commit.ntp and slot < took:
+        return "<br>an alternative the token tree drafted, taken: NTP's token here, checked in this call"
     if commit.ntp:
         return "<br>NTP's exact token (the causal prediction, not drafted)"
+    others = [a for a in step.alternatives if a.slot == slot]
+    also = ("<br>the token tree's alternatives here: " + ", ".join(
+        f"{token_html(a.text, trace.special_tokens)} (p = {a.prob:.3f})" for a in others)) if others else ""
     hit = verdicts.get((step.call, step.block_start + slot))
     if hit is None:
-        return "<br>draft: never checked (a rollback dropped it)" if not trace.kept(step, slot) else "<br>draft"
+        never = "<br>draft: never checked (a rollback dropped it)"
+        return (never if not trace.kept(step, slot) else "<br>draft") + also
     call, check = hit
     if check.accepted:
-        return f"<br>draft accepted by NTP in call {call} (p = {check.ntp_prob:.3f})"
+        return f"<br>draft accepted by NTP in call {call} (p = {check.ntp_prob:.3f})" + also
     return (f"<br>draft <b>rejected</b> in call {call}: NTP wanted <b>"
             f"{token_html(check.ntp_text, trace.special_tokens)}</b> "
-            f"(p = {check.ntp_prob:.3f}; the draft's p = {check.draft_prob:.3f})")
+            f"(p = {check.ntp_prob:.3f}; the draft's p = {check.draft_prob:.3f})") + also
 
 
 def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot: int, call: int,
