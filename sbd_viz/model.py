@@ -407,12 +407,12 @@ class SBDModel(ModelBase):
         """(1, 1, q, past + q) mask: the new final tokens causal, the block sees everything."""
         return _as_attention(block_call_mask(past, n_causal, n_block), self.model.dtype if self._eager else None)
 
-    def _forward(self, cache, ids: list[int], positions: torch.Tensor, mask: torch.Tensor, n_keep: int,
-                 n_block: int) -> torch.Tensor:
+    def _forward(self, cache, ids: list[int], positions: torch.Tensor, mask: torch.Tensor,
+                 n_keep: int | torch.Tensor, n_block: int) -> torch.Tensor:
         """One forward of ``ids`` at ``positions`` (q,) under ``mask`` (1, 1, q, past + q), appended to ``cache``,
         its last ``n_block`` rows block slots (``block_rows``), whose keys/values are cropped after it. Returns
-        the logits of the last ``n_keep`` rows (n_keep, V), float32. If the forward raises, the cache is left
-        exactly as it was."""
+        the logits of the last ``n_keep`` rows (n_keep, V), or of the rows ``n_keep`` numbers (a 1-D tensor),
+        float32. If the forward raises, the cache is left exactly as it was."""
         ids_t = torch.tensor([list(ids)], device=self.device)  # (1, q)
         # DynamicLayer.update concatenates (never writes in place): keeping the old tensors
         # is enough to restore the cache if the forward fails partway through the layers.
@@ -487,6 +487,17 @@ class SBDModel(ModelBase):
         (``token_tree_mask``). Returns the roots' logits (len(roots), V) and the blocks' (len(roots), k, V), float32.
         Every fed token stays cached, in the order fed: the caller keeps the accepted path with ``rollback``'s
         ``keep``. If the forward raises, the cache is left exactly as it was."""
+        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, roots, k)
+        n, r = len(new_ids), len(roots)
+        # only the roots' rows (wherever they were fed) and the blocks' reach the output layer
+        logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots) + list(range(n, n + r * k))),
+                               r * k)
+        return logits[:r], logits[r:].reshape(r, k, -1)
+
+    def _tree_inputs(self, cache, new_ids: list[int], parents: list[int], roots: list[int],
+                     k: int) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """A token-tree call's checked inputs: its ids (the fed tokens, then a block of mask slots after each root),
+        their positions and its attention mask (``token_tree_call``)."""
         n = len(new_ids)
         parents = check_parents(parents, n)
         if not roots or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < n for r in roots):
@@ -496,15 +507,11 @@ class SBDModel(ModelBase):
         past, r = cache.get_seq_length(), len(roots)
         fed = past + torch.tensor(depths(parents))
         # block j's slot s sits right after root j, at the position the text's next tokens would take
-        slots = fed[roots][:, None] + 1 + torch.arange(k)[None, :]  # (r, k)
+        slots = fed[list(roots)][:, None] + 1 + torch.arange(k)[None, :]  # (r, k)
         positions = torch.cat([fed, slots.flatten()])
         ids = list(new_ids) + [self.mask_token_id] * (r * k)
         mask = _as_attention(token_tree_mask(past, parents, list(roots), k), self.model.dtype if self._eager else None)
-        # the kept rows: the roots' (wherever they were fed) and every block's
-        keep = torch.tensor(list(roots) + list(range(n, n + r * k)))
-        first = min(roots)
-        logits = self._forward(cache, ids, positions, mask, n + r * k - first, r * k)[keep - first]
-        return logits[:r], logits[r:].reshape(r, k, -1)
+        return ids, positions, mask
 
     @torch.inference_mode()
     def draft_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int], k: int,

@@ -85,6 +85,20 @@ def test_verified_sbd_writes_the_bases_generate_in_fewer_calls(smol_sbd, which, 
     assert verified.nfe < N  # the adapter's drafts were kept somewhere: fewer calls than one per token
 
 
+@pytest.mark.parametrize("widths", [(4, 2, 1), (2, 2, 2)])
+def test_a_token_tree_writes_the_bases_generate_in_fewer_calls_than_the_chain(smol_sbd, widths):
+    """Verified SBD drafting a token tree of candidates (``tree_widths``) writes HF's greedy ids on chat and code,
+    and takes fewer calls than the chain of tree drafting (summed over the four prompts)."""
+    trees, chains = [], []
+    for prompt in prompts():
+        settings = dict(decoder="sbd", verify=True, drafting="tree", block_size=4, gamma=8.0, max_new_tokens=N)
+        trees.append(sv.decode(smol_sbd, prompt, tree_widths=widths, **settings))
+        chains.append(sv.decode(smol_sbd, prompt, **settings))
+        assert list(trees[-1].output_ids) == list(chains[-1].output_ids) == generate_ids(prompt)
+    assert sum(t.nfe for t in trees) < sum(t.nfe for t in chains)
+    assert any(s.alternatives for t in trees for s in t.steps)
+
+
 def test_the_shipped_sampler_head_chains_tree_drafting_and_keeps_more_drafts(smol_sbd):
     """The head is loaded and drives the tree calls' drafts: without it the same decodes keep fewer drafts, so take
     more calls (summed over the four prompts), and write the same ids."""

@@ -39,7 +39,8 @@ def test_the_page_names_its_command_and_load(page, data_file):
 
 @each_page
 def test_every_verified_row_wrote_generates_ids_on_every_item(page, data_file):
-    """Exactness: verified SBD (single and tree drafting) and prompt lookup write the base's greedy text."""
+    """Exactness: verified SBD (single and tree drafting, its chain and its token tree) and prompt lookup write the
+    base's greedy text."""
     sets = data(data_file)["results"]["sets"]
     header = data(data_file)["header"]
     assert any(s["items"] for s in sets.values())
@@ -49,6 +50,7 @@ def test_every_verified_row_wrote_generates_ids_on_every_item(page, data_file):
             continue
         rows = dict(s["verified"])
         rows.update({f"tree {k}": v for k, v in (s["tree"] or {}).items()})
+        rows.update({f"token tree {k}": v for k, v in (s.get("token_tree") or {}).items()})
         rows.update({"prompt lookup": s["lookup"], "generate": s["generate"]})
         assert len(s["verified"]) == len(header["blocks"]) * len(header["gammas"])
         for row_name, row in rows.items():

@@ -209,7 +209,9 @@ def test_a_branch_call_is_the_tree_calls_picked_branch(head):
     for j in range(3):
         cache = model.new_cache()
         got_roots, block = model.branch_call(cache, fed, 3, k, pick=lambda r: seen.append(r) or j)
-        assert torch.equal(got_roots, roots) and torch.equal(seen[-1], roots)  # pick reads the roots' logits
+        assert torch.equal(seen[-1], got_roots)  # pick reads the roots' logits
+        torch.testing.assert_close(got_roots, roots, atol=1e-4, rtol=1e-4)  # with a head, only they reach the
+        # output layer in the forward, so its product runs on fewer rows: equal to the last bits
         torch.testing.assert_close(block, blocks[j], atol=1e-4, rtol=1e-4)
         assert cache.get_seq_length() == len(fed)
     for bad in (3, -1, 1.0, True):

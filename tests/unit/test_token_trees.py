@@ -139,8 +139,7 @@ def test_with_a_head_an_alternatives_children_read_its_token():
     fed = model.encode("assert sorted([3, 1, 2]) == ")
     k, widths = 4, (2, 3)
     hidden = {}
-    hook = model.model.get_output_embeddings().register_forward_pre_hook(
-        lambda m, a: hidden.__setitem__("h", a[0][0, -k:]))
+    hook = model.model.base_model.register_forward_hook(lambda m, a, out: hidden.__setitem__("h", out[0][0, -k:]))
     try:
         roots, block, nodes = model.draft_tree_call(model.new_cache(), fed, list(range(-1, len(fed) - 1)),
                                                     [len(fed) - 1], k, pick=lambda r: 0, widths=widths)
