@@ -14,7 +14,10 @@ block size (4):
   each, b = 1..4, with the sampler head (it chains the one branch verified SBD keeps, here the last: every draft
   accepted; as many chained passes as its guesses need, counted on the page), with the head choosing each draft
   over the whole vocabulary instead of among the adapter's own best tokens (``AdaptedLM.candidates = None``), and
-  with it removed.
+  with it removed;
+- token tree w: the call verified SBD makes with a token tree (``draft_tree_call``, ``tree_widths=w``): the last
+  accepted token and a full tree of candidates fed (w1 at slot 1, w2 after each, w3 after each of those), a block of
+  4 slots after each, the head growing the next tree from the picked block.
 
 Each shape runs on two copies of the model: with torch's own kernels (``sv.load_model(..., packed=False)``, MKL's
 sgemm) and with weights prepacked for oneDNN (``sv.load_model``'s default, ``sbd_viz.packed_linear``). Every call
@@ -70,6 +73,27 @@ def tree(b: int, head: str = HEADS[0]) -> str:
     return f"tree drafting, {b} branch{'' if b == 1 else 'es'}, {head}"
 
 
+TOKEN_TREES = ((2, 1, 1), (3, 1, 1), (4, 2, 1))
+
+
+def token_tree(widths: tuple[int, ...]) -> str:
+    return f"token tree {','.join(map(str, widths))}, with the head"
+
+
+def full_tree(widths: tuple[int, ...]) -> list[int]:
+    """The parents of a full token tree's fed tokens: x (-1: after the cache), then w1 candidates after it, w2 after
+    each of those, and so on."""
+    parents, level = [-1], [0]
+    for width in widths:
+        grown = []
+        for parent in level:
+            for _ in range(width):
+                parents.append(parent)
+                grown.append(len(parents) - 1)
+        level = grown
+    return parents
+
+
 def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
     """(name, rows fed, the call) for every shape; each call is cut back to the prompt's cache after it."""
     import torch
@@ -106,10 +130,21 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
             cut()
         return call
 
+    def treeing(widths):
+        parents = full_tree(widths)
+
+        def call():
+            with torch.inference_mode():  # the branch after the last candidate is kept
+                model.draft_tree_call(cache, [token] * len(parents), parents, list(range(len(parents))), K,
+                                      pick=lambda roots: len(parents) - 1, widths=widths)
+            cut()
+        return call
+
     candidates = getattr(model, "candidates", None)
     out = [(ONE, 1, one)] + [(single(f), f + K, drafting(f)) for f in FED]
     for how in (HEADS if head is not None else HEADS[2:]):
         out += [(tree(b, how), b * (1 + K), branching(b, how)) for b in FED]
+    out += [(token_tree(w), len(full_tree(w)) * (1 + K), treeing(w)) for w in TOKEN_TREES]
     return out
 
 
@@ -240,6 +275,11 @@ def page(h: dict, result: dict, adapter: dict | None) -> str:
                      f"tree-drafting call {tlo:.2f}-{thi:.2f}x (1 to {FED[-1]} branches). That many tokens per call "
                      "is the break-even: a decode that writes more per call costs less per token than `generate` "
                      "(a one-token call's shape, on the same weights and kernels).")
+    costs = medians(kernels[PACKED], [token_tree(w) for w in TOKEN_TREES])
+    if len(costs) == len(TOKEN_TREES):
+        lines.append("- A token-tree call (packed) costs " + ", ".join(
+            f"{c:.2f}x for widths {','.join(map(str, w))} ({kernels[PACKED][token_tree(w)]['rows']} rows)"
+            for w, c in zip(TOKEN_TREES, costs)) + ": the tokens per call its decode must write to break even.")
     one = kernels[PACKED][ONE]["vs_torch"]
     if one["median"] is not None:
         lines.append(f"- A one-token call, `generate`'s step, takes {one['median']:.2f}x its time with torch's "
