@@ -31,6 +31,12 @@ from .model import grow_tree, picked
 from .model_kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"
+# A picked call (``branch_call``, ``draft_tree_call``) needs logits at the roots and at one block. The output layer
+# (49,152 x 576) read for the roots in the forward and again for the picked block after it costs one more pass over
+# its weights; its rows for the blocks left unpicked cost compute. Paired on a 2-core AMD EPYC, 1 thread, in
+# one-token calls, the output layer once / twice: 1 branch 1.13 / 1.27, 2 branches 1.42 / 1.51, 4 branches (12
+# rows unpicked) 1.97 / 1.92, token trees 2,1,1 (20 rows unpicked) 2.78 / 2.62, 3,1,1 3.63 / 3.34, 4,2,1 6.78 / 6.03.
+SPLIT_ROWS = 12  # from this many unpicked block rows on, the output layer runs twice
 SHIPPED = {"smollm2-135m-sbd": "smollm2-135m"}  # shipped adapter name -> the named base it adapts
 
 
@@ -55,6 +61,7 @@ class AdaptedLM(CausalLM):
         # how many of the adapter's own best tokens at a slot the head's chained draft is chosen among; None: the
         # whole vocabulary (sampler_head.CANDIDATES says why so few do)
         self.candidates: int | None = sampler_head.CANDIDATES
+        self.split_rows = SPLIT_ROWS  # a picked call's unpicked block rows from which its output layer runs twice
         self.base_name = base_name or adapter.base
         # the base model's output is every row's final hidden state (the output layer's input): the sampler head
         # reads the blocks' there, and a picked block's logits are taken there after the forward.
@@ -125,8 +132,6 @@ class AdaptedLM(CausalLM):
     def branch_call(self, cache, new_ids: list[int], n_branches: int, k: int,
                     pick) -> tuple[torch.Tensor, torch.Tensor]:
         """``SBDModel.branch_call``; with a sampler head, the picked branch alone is chained (``tree_call``)."""
-        if self.head is None:
-            return super().branch_call(cache, new_ids, n_branches, k, pick)
         n = len(new_ids)
         if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
             raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
@@ -139,9 +144,9 @@ class AdaptedLM(CausalLM):
                         widths: tuple[int, ...]):
         """``SBDModel.draft_tree_call``; with a sampler head, the picked block is chained and its tree grown by the
         head: a node's children are the head's best tokens at the next slot after reading the node's token."""
-        if self.head is None:
-            return super().draft_tree_call(cache, new_ids, parents, roots, k, pick, widths)
         roots_logits, block, (hidden, own) = self._picked_block(cache, new_ids, parents, roots, k, pick)
+        if self.head is None:
+            return roots_logits, block, grow_tree(block, widths)
         embed, out_head = self.model.get_input_embeddings(), self.model.get_output_embeddings()
 
         def children(slot: int, tokens: list[int]) -> torch.Tensor:
@@ -153,10 +158,14 @@ class AdaptedLM(CausalLM):
         return roots_logits, block, grow_tree(block, widths, children)
 
     def _picked_block(self, cache, new_ids, parents, roots, k, pick):
-        """A token-tree call's roots' logits, the block ``pick`` chooses (chained by the head) and that block's
-        (hidden states (k, d), candidates per slot (k, c) or None). Only the roots' rows go through the output layer
-        in the forward, and the picked block's after it: the other blocks' logits would be thrown away, and on a
-        CPU the output layer is a quarter of a row's cost."""
+        """A token-tree call's roots' logits, the block ``pick`` chooses (chained by the head, if there is one) and
+        that block's (hidden states (k, d), candidates per slot (k, c) or None). With many blocks (``split_rows``),
+        only the roots' rows go through the output layer in the forward, and the picked block's after it: the other
+        blocks' logits would be thrown away, and on a CPU the output layer is a quarter of a row's cost."""
+        if (len(roots) - 1) * k < self.split_rows:  # few rows unpicked: the output layer once, on every block
+            roots_logits, blocks, hidden = self._unchained(cache, new_ids, parents, roots, k)
+            j = picked(pick, roots_logits)
+            return roots_logits, *self._picked(roots_logits[j:j + 1], blocks[j], hidden[j])
         ids, positions, mask = self._tree_inputs(cache, new_ids, parents, roots, k)
         n = len(new_ids)
         self._hidden.wanted = True
@@ -168,16 +177,23 @@ class AdaptedLM(CausalLM):
         j = picked(pick, roots_logits)
         hidden = every[n + j * k: n + (j + 1) * k]
         with torch.inference_mode():
-            block = self.model.get_output_embeddings()(hidden).float()[None]  # (1, k, V)
-        own = self._own(block)
-        chained = self._chained(roots_logits[j:j + 1], block, hidden[None], own)[0]
-        return roots_logits, chained, (hidden, None if own is None else own[0])
+            block = self.model.get_output_embeddings()(hidden).float()  # (k, V)
+        return roots_logits, *self._picked(roots_logits[j:j + 1], block, hidden)
+
+    def _picked(self, root: torch.Tensor, block: torch.Tensor, hidden: torch.Tensor):
+        """The picked block (k, V) chained by the head after ``root``'s (1, V) token (as it is, without a head), and
+        its (hidden states, candidates per slot or None)."""
+        if self.head is None:
+            return block, (hidden, None)
+        own = self._own(block[None])
+        chained = self._chained(root, block[None], hidden[None], own)[0]
+        return chained, (hidden, None if own is None else own[0])
 
     def _unchained(self, cache, new_ids, parents, roots, k):
         """``SBDModel.token_tree_call``'s roots and blocks, and the blocks' final hidden states (len(roots), k, d)."""
         self._hidden.wanted = True
         try:
-            roots_logits, blocks = super().token_tree_call(cache, new_ids, parents, roots, k)
+            roots_logits, blocks = self.token_tree_call(cache, new_ids, parents, roots, k)
             hidden = self._hidden.value[0, -len(roots) * k:].reshape(len(roots), k, -1)
         finally:
             self._hidden.wanted, self._hidden.value = False, None

@@ -193,6 +193,8 @@ def second_best_drafter(model, prompt, ntp_ids, wrong_at):
     wrong one first (NTP's second) at ``wrong_at``; the roots' rows (the verifier) are untouched. Undo with
     ``del model.token_tree_call``."""
     real = model.token_tree_call
+    if hasattr(model, "split_rows"):  # an adapted model's picked calls take their blocks from token_tree_call here
+        model.split_rows = float("inf")
     n_prompt = len(model.encode(prompt))
     vocab = model.model.get_output_embeddings().weight.shape[0]
 
@@ -311,3 +313,28 @@ def test_an_adapted_model_with_a_head_writes_the_bases_text_with_a_tree():
     assert list(trace.output_ids) == ref
     assert any(s.alternatives for s in trace.steps)
 
+
+
+@pytest.mark.parametrize("head", [True, False])
+def test_a_picked_call_takes_the_output_layer_once_or_twice_with_the_same_result(head):
+    """``split_rows``: from that many unpicked block rows on, a picked call takes the output layer for the roots in
+    the forward and for the picked block after it, not for every block. Either way the same logits and tree."""
+    model = with_head(adapted()) if head else adapted()
+    fed = model.encode("assert sorted([3, 1, 2]) == [1,")
+    parents, roots, k = [-1, 0, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5], 4
+    rows = []
+    hook = model.model.get_output_embeddings().register_forward_hook(lambda m, a, out: rows.append(a[0].shape[-2]))
+    got = {}
+    try:
+        for split in (0, 10 ** 6):
+            model.split_rows, rows[:] = split, []
+            got[split] = model.draft_tree_call(model.new_cache(), fed[-6:], parents, roots, k, pick=lambda r: 3,
+                                               widths=(2, 2))
+            got[split] += (sum(rows),)
+    finally:
+        hook.remove()
+    (r_split, b_split, t_split, n_split), (r_once, b_once, t_once, n_once) = got[0], got[10 ** 6]
+    assert n_split == len(roots) + k and n_once == len(roots) * (1 + k)  # the rows the output layer took
+    torch.testing.assert_close(r_split, r_once, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(b_split, b_once, atol=1e-4, rtol=1e-4)
+    assert [(n.slot, n.token_id, n.parent) for n in t_split] == [(n.slot, n.token_id, n.parent) for n in t_once]

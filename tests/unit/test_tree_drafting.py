@@ -188,10 +188,12 @@ def test_tree_drafting_writes_hf_generates_text(kind, eos):
 
 # -- the drafts, controlled: an oracle that drafts NTP's text but at chosen positions -----------------------------
 def oracle_drafter(model, prompt, ntp_ids, wrong_at):
-    """Make ``model``'s block slots (single drafting's fused calls and tree drafting's tree calls) predict NTP's
-    own token at each generated position, but a wrong one at ``wrong_at``; the causal rows (the verifier) are
-    untouched. Undo with ``del model.fused_call, model.tree_call``."""
-    real_fused, real_tree = model.fused_call, model.tree_call
+    """Make ``model``'s block slots (single drafting's fused calls and tree drafting's tree calls, which all run
+    ``token_tree_call``) predict NTP's own token at each generated position, but a wrong one at ``wrong_at``; the
+    causal rows (the verifier) are untouched. Undo with ``del model.fused_call, model.token_tree_call``."""
+    real_fused, real_tree = model.fused_call, model.token_tree_call
+    if hasattr(model, "split_rows"):  # an adapted model's picked calls take their blocks from token_tree_call here
+        model.split_rows = float("inf")
     n_prompt = len(model.encode(prompt))
     vocab = model.model.get_output_embeddings().weight.shape[0]
 
@@ -212,12 +214,12 @@ def oracle_drafter(model, prompt, ntp_ids, wrong_at):
         causal, block = real_fused(cache, new_ids, block_ids, n_causal)
         return causal, fake(block, first)
 
-    def tree_call(cache, new_ids, n_branches, k):
-        root = cache.get_seq_length() + len(new_ids) - n_branches - n_prompt  # generated index of root 0
-        causal, blocks = real_tree(cache, new_ids, n_branches, k)
-        return causal, torch.stack([fake(blocks[j], root + j + 1) for j in range(n_branches)])
+    def token_tree_call(cache, new_ids, parents, roots, k):
+        past = cache.get_seq_length()  # a chain here: fed token i sits at past + i
+        causal, blocks = real_tree(cache, new_ids, parents, roots, k)
+        return causal, torch.stack([fake(blocks[j], past + root + 1 - n_prompt) for j, root in enumerate(roots)])
 
-    model.fused_call, model.tree_call = fused_call, tree_call
+    model.fused_call, model.token_tree_call = fused_call, token_tree_call
     return model
 
 
@@ -234,7 +236,7 @@ def test_tree_drafting_saves_the_call_single_drafting_wastes(kind):
     try:
         one, many = single(model, prompt, **settings), tree(model, prompt, **settings)
     finally:
-        del model.fused_call, model.tree_call
+        del model.fused_call, model.token_tree_call
     assert one.output_ids == many.output_ids == ntp.output_ids
     wasted = [s for s in one.rollbacks() if not s.masked]  # single: a rollback that kept none of its predictions
     assert len(wasted) == 1 and wasted[0].rollback.n_discarded == k
@@ -257,7 +259,7 @@ def test_with_the_same_drafts_tree_drafting_never_takes_more_calls(wrong_at, k):
     try:
         one, many = single(model, prompt, **settings), tree(model, prompt, **settings)
     finally:
-        del model.fused_call, model.tree_call
+        del model.fused_call, model.token_tree_call
     assert one.output_ids == many.output_ids == ntp.output_ids
     assert many.nfe <= one.nfe
     # NTP rejects exactly the wrong drafts it sees (a wrong position the exact token writes is never drafted)
@@ -302,7 +304,7 @@ def test_the_cache_is_a_prefill_of_the_accepted_text_after_every_call(drafter):
                                        max_new_tokens=24)
     finally:
         model.__dict__.pop("fused_call", None)
-        model.__dict__.pop("tree_call", None)
+        model.__dict__.pop("token_tree_call", None)
     assert trace.output_ids == ntp.output_ids
     assert trace.rollbacks()  # a draft was rejected, so the cache was cut back
 
@@ -352,7 +354,7 @@ def test_a_decode_whose_drafts_reach_the_end_ends_with_a_checking_only_call():
     try:
         trace = tree(model, prompt, rule="top_k", gamma=4, block_size=4, max_new_tokens=n)
     finally:
-        del model.fused_call, model.tree_call
+        del model.fused_call, model.token_tree_call
     assert trace.output_ids == ntp.output_ids
     # 4 tokens a call (the exact one and three drafts checked by the next), the last call only checks
     assert trace.nfe == 4 and [s.check_only for s in trace.steps] == [False, False, False, True]
