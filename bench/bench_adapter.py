@@ -566,7 +566,7 @@ def tree_section(header, results) -> list[str]:
     widths = ",".join(map(str, token or ()))
     lines = ["## Single vs tree drafting" + (" vs a token tree" if token else ""), "",
              "Verified SBD drafting one block per call (single) and a block after every possible accepted length "
-             f"(`drafting=\"tree\"`)" + (f", and tree drafting with a token tree of candidates (`tree_widths="
+             "(`drafting=\"tree\"`)" + (f", and tree drafting with a token tree of candidates (`tree_widths="
              f"({widths})`: the best {token[0]} at slot 1, then " + ", ".join(map(str, token[1:])) + " after each "
              "candidate before; every candidate checked in the same call, with a block after each)" if token else "")
              + f": {COUNTED}, and items identical to generate's. The wall clock of each is in the timing table.", "",

@@ -147,7 +147,9 @@ def markdown(h: dict, r: dict, examples=None) -> str:
               "the probe for the same chain. Nor what a call of these rows costs: on this CPU today's chain (20 rows, "
               "with the head) already costs 1.9 times a one-token call ([CALL_COST.md](CALL_COST.md)), and wider "
               "calls cost more, so a wider tree buys tokens per call and not, here, wall clock; on a GPU, where "
-              "rows are nearly free, it would buy both. No decoder drafts such a tree yet."]
+              "rows are nearly free, it would buy both. Verified SBD drafts such a tree with `drafting=\"tree\", "
+              "tree_widths=(w1, w2, w3)`: [ADAPTER.md](ADAPTER.md) decodes it, and [CALL_COST.md](CALL_COST.md) "
+              "times its calls."]
     return "\n".join(lines) + "\n"
 
 

@@ -73,8 +73,9 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
             "**Sampler head.** Verified SBD's tree drafting chains each block's drafts with a small MLP "
             "(`sbd_viz.sampler_head`, after Samragh et al.): a slot's logits come from its hidden state and the "
             "token before it, slot 1 reading the base's exact token, and each slot's draft is the best of the "
-            f"adapter's own {sampler_head.CANDIDATES} best tokens there. It only drafts: every draft is still checked "
-            "by the base. Plain SBD and single drafting read the adapter's own slots.", ""]
+            f"adapter's own {sampler_head.CANDIDATES} best tokens there. With a token tree (`tree_widths`) it also "
+            "grows each candidate's children from the candidate's own token. It only drafts: every draft is still "
+            "checked by the base. Plain SBD and single drafting read the adapter's own slots.", ""]
         lines.append(f"| sampler head | `sampler_head.safetensors`, {settings['head_bytes'] / 1e6:.1f} MB (bf16, "
                      f"{settings['head_parameters']:,} parameters, width {head['width']}) |")
     lines += [
@@ -120,8 +121,10 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
     for name, s in sets.items():
         lines.append(f"| {name} | prompt lookup | {s['lookup']['identical']}/{s['lookup']['items']} | "
                      f"{_tpc(s['lookup'])} |")
-        for kind, label in (("verified", "verified SBD"), ("tree", "verified SBD, tree drafting")):
-            for setting, row in s.get(kind, {}).items():
+        widths = ",".join(map(str, bench["header"].get("tree_widths") or ()))
+        for kind, label in (("verified", "verified SBD"), ("tree", "verified SBD, tree drafting"),
+                            ("token_tree", f"verified SBD, token tree {widths}")):
+            for setting, row in (s.get(kind) or {}).items():
                 lines.append(f"| {name} | {label}, {setting} | {row['identical']}/{row['items']} | {_tpc(row)} |")
     lines += ["", "Wall clock on the CPU, plain SBD across γ, HumanEval pass@1 and the GPU projection: "
               "`bench/ADAPTER.md`.", ""]

@@ -372,9 +372,9 @@ class TreeDecode:
         self.n_blocks = 0
         self.last: Step | None = None  # the step whose block holds the drafts
 
-    def requests(self) -> Generator[TreeCall | CacheCut, Reply | None, tuple[list[int], Stop]]:
-        """Yield ``TreeCall``s (send back a ``Reply``) and ``CacheCut``s (send back None); return the output ids
-        and their ``Stop``."""
+    def requests(self) -> Generator[TreeCall | DraftTreeCall | CacheCut, Reply | None, tuple[list[int], Stop]]:
+        """Yield ``TreeCall``s (``DraftTreeCall``s for a token tree; send back a ``Reply``) and ``CacheCut``s (send
+        back None); return the output ids and their ``Stop``."""
         n_max = self.config.max_new_tokens
         while True:
             found = find_stop(self.model, self.out, self.clean + 1, self.config.stop)
@@ -385,19 +385,22 @@ class TreeDecode:
                 break
             self.clean = len(self.out)
             plan = self._plan()
-            reply = yield plan.request  # causal (n_branches, V), block (k, V): the branch ``_taken`` picks
+            reply = yield plan.request  # causal (roots, V), block (k, V): the block the verdicts pick
             started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
-            rows = _read_rows(self.model, reply.causal)
-            a = _accepted(plan.drafts, rows.ntp)
-            if a + 1 < plan.request.n_branches:  # keep x, d1..da: the fed drafts after them were rejected
-                yield CacheCut(self.n_prompt + len(self.out) + a)
-            checks = self._checks(plan, rows, a)
-            if a < plan.request.n_branches:
-                self._branch(plan, rows, reply.block, a, checks, started)  # branch a is the one taken
-            else:
-                self._accept_all(plan, checks, started)
+            yield from self._read(plan, _read_rows(self.model, reply.causal), reply, started)
             self.call += 1
         return self.out[: found.index], found
+
+    def _read(self, plan: _Tree, rows: _Rows, reply: Reply, started: float) -> Generator[CacheCut, None, None]:
+        """NTP's verdicts on the call's drafts: cut the rejected ones off the cache, record the call."""
+        a = _accepted(plan.drafts, rows.ntp)
+        if a + 1 < plan.request.n_branches:  # keep x, d1..da: the fed drafts after them were rejected
+            yield CacheCut(self.n_prompt + len(self.out) + a)
+        checks = self._checks(plan, rows, a)
+        if a < plan.request.n_branches:
+            self._branch(plan, rows, reply.block, a, checks, started)  # branch a is the one taken
+        else:
+            self._accept_all(plan, checks, started)
 
     def _plan(self) -> _Tree:
         """Feed x and the drafts (the last one only if a branch must follow it), with a branch after each."""
@@ -527,31 +530,15 @@ class TokenTreeDecode(TreeDecode):
         self.widths = tuple(widths)
         self.nodes: list[_Node] = []
 
-    def requests(self) -> Generator[DraftTreeCall | CacheCut, Reply | None, tuple[list[int], Stop]]:
-        """Yield ``DraftTreeCall``s (send back a ``Reply``) and ``CacheCut``s (send back None); return the output ids
-        and their ``Stop``."""
-        n_max = self.config.max_new_tokens
-        while True:
-            found = find_stop(self.model, self.out, self.clean + 1, self.config.stop)
-            if found:
-                break  # the accepted text holds a stop
-            if len(self.out) >= n_max:
-                found = Stop(n_max, "length")
-                break
-            self.clean = len(self.out)
-            plan = self._plan()
-            reply = yield plan.request
-            started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
-            rows = _read_rows(self.model, reply.causal)
-            walk = self._walk(plan, rows.ntp)
-            kept = [plan.rows[i] for i in walk.path if i in plan.rows]
-            if len(kept) < len(plan.rows) - 1:  # keep x and the accepted path: every other fed node goes
-                base = self.n_prompt + len(self.out)  # the cache's length up to x; fed row r + 1 is x's r-th after
-                x = plan.rows[-1]
-                yield CacheCut(base, tuple(base + r - x - 1 for r in kept))
-            self._grow(plan, rows, reply, walk, started)
-            self.call += 1
-        return self.out[: found.index], found
+    def _read(self, plan: _TokenTree, rows: _Rows, reply: Reply, started: float) -> Generator[CacheCut, None, None]:
+        """NTP's verdicts walk down the tree: keep x and the accepted path in the cache, record the call."""
+        walk = self._walk(plan, rows.ntp)
+        kept = [plan.rows[i] for i in walk.path if i in plan.rows]
+        if len(kept) < len(plan.rows) - 1:  # every other fed node goes
+            base = self.n_prompt + len(self.out)  # the cache's length up to x; fed row r + 1 is x's r-th after
+            x = plan.rows[-1]
+            yield CacheCut(base, tuple(base + r - x - 1 for r in kept))
+        self._grow(plan, rows, reply, walk, started)
 
     def _plan(self) -> _TokenTree:
         """Feed x and the tree's nodes that do not end the output (x's parent the cache, each node's its parent's
