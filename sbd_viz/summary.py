@@ -149,12 +149,12 @@ def _fed_verified(trace: Trace, step: Step) -> str:
     block from its first open slot; a checking-only call feeds no block. A tree-drafting call
     (``sbd_viz.decoders.verified``) fed a block after every possible accepted length."""
     checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
-    if trace.config.get("tree_widths") and step.call > 0 and not step.check_only:
-        previous = trace.steps[step.call - 1]  # the tree this call checks is the one the call before drafted
+    previous = trace.steps[step.call - 1] if step.call > 0 else None  # its drafts are the ones this call checks
+    if previous is not None and previous.alternatives and not step.check_only:  # a token tree's
         drafts = sum(not c.ntp for c in previous.commits)
         return (f"the last accepted token and a token tree of {_count(drafts, 'draft')} and "
-                f"{_count(len(previous.alternatives), 'alternative')} (widths {trace.config['tree_widths']}), each "
-                f"seeing its own path, checked against NTP ({checked}), + a block of masked slots after each")
+                f"{_count(len(previous.alternatives), 'alternative')}, each seeing its own path, checked against "
+                f"NTP ({checked}), + a block of masked slots after each")
     if _tree_drafted(trace) and step.call > 0 and not step.check_only:
         k = int(trace.config["block_size"])
         previous = trace.steps[step.call - 1]  # the drafts this call checks are the ones the call before made

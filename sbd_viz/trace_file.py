@@ -317,12 +317,13 @@ def _trace_facts(trace: Trace) -> None:
         _need(trace.n_tokens <= config["max_new_tokens"], "trace.output_ids",
               f"holds {trace.n_tokens} tokens, more than max_new_tokens={config['max_new_tokens']}")
     if isinstance(config.get("block_size"), int):
-        # a token tree's block also holds the alternatives it took before its exact token: up to block_size - 1
-        most = config["block_size"] * (2 if config.get("tree_widths") else 1) - bool(config.get("tree_widths"))
-        big = [s.call for s in trace.steps if s.block_size > most]
-        took = ", with the alternatives a token tree took" if most > config["block_size"] else ""
-        _need(not big, f"steps[{big[0] if big else 0}]", f"has a block larger than {most} (block_size="
-              f"{config['block_size']}{took})")
+        # a token tree's block also holds the alternatives it took before its exact token, each NTP's (``ntp``)
+        took: dict[int, int] = {}
+        for s in trace.steps:
+            took[s.block] = max(took.get(s.block, 0), sum(c.ntp for c in s.commits) - 1)
+        big = [s.call for s in trace.steps if s.block_size - took[s.block] > config["block_size"]]
+        _need(not big, f"steps[{big[0] if big else 0}]", f"has a block larger than block_size={config['block_size']} "
+              "(with the alternatives a token tree took before its exact token)")
     if isinstance(config.get("top_n"), int):
         for s in trace.steps:
             for v in s.slots + s.canvas:
