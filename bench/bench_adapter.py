@@ -632,12 +632,11 @@ def reading(header, results) -> list[str]:
             lines.append(f"- {name}, token tree {widths}: {s['token_tree'][best]['tokens_per_call']:.2f} {COUNTED} "
                          f"at its best setting ({best}); tree drafting's chain {s['tree'][best]['tokens_per_call']:.2f} "
                          "there.")
-        for other in ("generate", "verified SBD, tree"):
+        for other, shown_ in (("generate", "generate"), ("verified SBD, tree", "tree drafting's chain")):
             pair = r.get(f"{TOKEN_TREE} vs {other}") if r else None
             if pair and pair["pairs"]:
                 lines.append(f"- On this CPU, verified SBD with the token tree runs {pair['median']:.2f}× the speed "
-                             f"of {'generate' if other == 'generate' else 'tree drafting’s chain'} (median of paired "
-                             "rounds): each of its calls feeds many more rows.")
+                             f"of {shown_} (median of paired rounds): each of its calls feeds many more rows.")
     he = results["humaneval"]
     if he:
         plain = [k for k in he if k != "generate"]

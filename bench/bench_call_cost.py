@@ -201,12 +201,15 @@ def run(args, argv: list[str]) -> tuple[dict, dict, dict]:
 
 
 def measured_tokens_per_call(path: Path) -> dict | None:
-    """{(set, drafting): tokens per call} at block 4, γ 8 from ``bench/adapter.json``; None if it is missing."""
+    """{(set, drafting): tokens per call} at block 4, γ 8 from ``bench/adapter.json``, and {set: items} under
+    ``"items"``; None if it is missing."""
     if not path.is_file():
         return None
-    sets = json.loads(path.read_text())["results"]["sets"]
-    return {(s, d): sets[s][d][f"block {K}, γ 8"]["tokens_per_call"]
-            for s in ("chat", "code") for d in ("verified", "tree") if f"block {K}, γ 8" in sets[s].get(d, {})}
+    data = json.loads(path.read_text())
+    sets = data["results"]["sets"]
+    out = {(s, d): sets[s][d][f"block {K}, γ 8"]["tokens_per_call"]
+           for s in ("chat", "code") for d in ("verified", "tree") if f"block {K}, γ 8" in (sets[s].get(d) or {})}
+    return {**out, "items": data["header"]["items"]}
 
 
 def medians(shapes_: dict, names) -> list[float]:
@@ -285,7 +288,10 @@ def page(h: dict, result: dict, adapter: dict | None) -> str:
         lines.append(f"- A one-token call, `generate`'s step, takes {one['median']:.2f}x its time with torch's "
                      "kernels when packed.")
     if adapter:
-        lines += ["", f"The tokens per call `bench/adapter.json` measured at block {K}, γ 8 (8 held-out items a set), "
+        items = adapter.pop("items", None) or {}
+        lines += ["", f"The tokens per call `bench/adapter.json` measured at block {K}, γ 8 ("
+                  + (f"{items['chat']} held-out chat items, {items['code']} HumanEval problems" if items else
+                     "held-out items") + "), "
                   "against the break-even of the shapes its calls take:", "",
                   f"| set | drafting | {COUNTED} | break-even, {TORCH} | break-even, {PACKED} |",
                   "|---|---|---:|---:|---:|"]

@@ -31,6 +31,11 @@ def _prompts(data: dict) -> str:
     return ", ".join(kinds[:-1]) + " and " + kinds[-1]
 
 
+def _most(sets: dict, kind: str) -> float:
+    """The most tokens per call a kind of verified decode wrote on a held-out set of the bench."""
+    return max(row["tokens_per_call"] for s in sets.values() for row in (s.get(kind) or {}).values())
+
+
 def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
     extra = settings["extra"]
     data = extra["data"]
@@ -51,8 +56,10 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         "Face's own `generate` on the base).",
         "",
         f"**Limits.** It was trained on a 2-core CPU for {extra['train_seconds'] / 3600:.0f} hours, not GPU days: its "
-        "drafts are right far less often than a fully trained SBD model's, so verified SBD gains little over one token per call (tables below), and "
-        "plain SBD leaves the base's text within a few tokens. Its text quality is SmolLM2-135M's, no better: it "
+        "drafts are right far less often than a fully trained SBD model's, so verified SBD writes at most "
+        f"{_most(sets, 'verified'):.2f} tokens per call when it drafts one block a call and {_most(sets, 'tree'):.2f} "
+        "with tree drafting (tables below); a token tree of candidates writes more, but its wide calls cost more "
+        "than they save on a CPU (`bench/ADAPTER.md`). Plain SBD leaves the base's text within a few tokens. Its text quality is SmolLM2-135M's, no better: it "
         "writes nothing the base would not. It drafts chat answers and Python code like its training data; other "
         "kinds of text are drafted worse.",
         "",
