@@ -27,7 +27,8 @@ import torch
 
 from . import causal_lm, gated_adapter, sampler_head
 from .causal_lm import CausalLM
-from .model import grow_tree, picked
+from .model import picked
+from .token_trees import grow_tree
 from .model_kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"

@@ -403,6 +403,9 @@ class Trace:
         """The file's JSON object: the schema, its version and every field (JSON has no infinity: an unbounded end
         of ``gamma_range`` is null). ``sbd_viz.trace_file.from_dict`` reads it back."""
         d = asdict(self)
+        for step in d["steps"]:  # only a token tree's steps have alternatives: any other trace is the file it was
+            if not step["alternatives"]:
+                del step["alternatives"]
         if self.gamma_range is not None:
             d["gamma_range"] = {k: (None if isinstance(v, float) and abs(v) == float("inf") else v)
                                 for k, v in d["gamma_range"].items()}

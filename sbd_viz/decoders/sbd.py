@@ -27,7 +27,8 @@ from .config import DecodeConfig
 from .run import DecodeRun, serve
 from .steps import draft, slot_views
 from ..trace import Step, Trace
-from .verified import TokenTreeDecode, TreeDecode, VerifiedDecode, check_drafting, check_tree_widths
+from .token_tree import TokenTreeDecode, check_tree_widths
+from .verified import TreeDecode, VerifiedDecode, check_drafting
 from . import registry
 
 # MAX_BLOCK_SIZE, DecodeConfig and serve are read from here too: SBD's largest block, its settings, its engine

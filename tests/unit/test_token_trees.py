@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz.model import grow_tree, token_tree_mask
+from sbd_viz.token_trees import grow_tree, token_tree_mask
 from sbd_viz.summary import step_text
 from sbd_viz.trace import TraceFormatError
 
@@ -271,7 +271,7 @@ def test_the_trace_of_a_token_tree_reads_back_and_a_bad_alternative_is_refused(t
     again = sv.load_trace(trace.save(tmp_path / "tree.json"))
     assert again == trace and again.config["tree_widths"] == [3, 2, 1]
     d = json.loads(trace.to_json())  # the file as a reader has it
-    step = next(s for s in d["steps"] if s["alternatives"])
+    step = next(s for s in d["steps"] if s.get("alternatives"))
     step["alternatives"][0]["parent"] = 5
     with pytest.raises(TraceFormatError, match="alternatives"):
         sv.trace_file.from_dict(d)
