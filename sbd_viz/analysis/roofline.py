@@ -393,7 +393,9 @@ def trace_calls(trace) -> list[Call]:
     slot; a checking-only call feeds drafts alone), and every causal row needs logits. Recorded
     ``n_input`` is used when present; unverified traces without it are rebuilt from the block
     structure, which gives the same numbers. Tree drafting (``drafting="tree"``): each call feeds the last accepted
-    token, the drafts after it and a block of slots after each, all with logits.
+    token, the drafts after it and a block of slots after each, all with logits; with a token tree, every candidate
+    it checks and a block after each, all with logits too (an upper bound: the decode scores the unpicked blocks
+    only where that is cheaper than a second pass over the output layer).
     """
     if not isinstance(trace, Trace):
         raise ValueError(f"trace: expected an sbd_viz.Trace, got {type(trace).__name__}")
