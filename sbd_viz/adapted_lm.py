@@ -28,7 +28,7 @@ import torch
 from . import causal_lm, gated_adapter, sampler_head
 from .causal_lm import CausalLM
 from .model import picked
-from .token_trees import grow_tree
+from .token_trees import chain, grow_tree
 from .model_kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"
@@ -122,22 +122,14 @@ class AdaptedLM(CausalLM):
         at slot 0, and every later slot the draft before it. The roots' logits are the base's, untouched."""
         if self.head is None:
             return super().tree_call(cache, new_ids, n_branches, k)
-        n = len(new_ids)
-        if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
-            raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
-        roots, blocks, hidden = self._unchained(cache, new_ids, list(range(-1, n - 1)), list(range(n - n_branches, n)),
-                                                k)
+        roots, blocks, hidden = self._unchained(cache, new_ids, *chain(len(new_ids), n_branches), k)
         return roots, self._chained(roots, blocks, hidden, self._own(blocks))
 
     @torch.inference_mode()
     def branch_call(self, cache, new_ids: list[int], n_branches: int, k: int,
                     pick) -> tuple[torch.Tensor, torch.Tensor]:
         """``SBDModel.branch_call``; with a sampler head, the picked branch alone is chained (``tree_call``)."""
-        n = len(new_ids)
-        if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
-            raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
-        roots, block, _ = self._picked_block(cache, new_ids, list(range(-1, n - 1)), list(range(n - n_branches, n)),
-                                             k, pick)
+        roots, block, _ = self._picked_block(cache, new_ids, *chain(len(new_ids), n_branches), k, pick)
         return roots, block
 
     @torch.inference_mode()
@@ -177,8 +169,7 @@ class AdaptedLM(CausalLM):
             self._hidden.wanted, self._hidden.value = False, None
         j = picked(pick, roots_logits)
         hidden = every[n + j * k: n + (j + 1) * k]
-        with torch.inference_mode():
-            block = self.model.get_output_embeddings()(hidden).float()  # (k, V)
+        block = self.model.get_output_embeddings()(hidden).float()  # (k, V); the callers run in inference mode
         return roots_logits, *self._picked(roots_logits[j:j + 1], block, hidden)
 
     def _picked(self, root: torch.Tensor, block: torch.Tensor, hidden: torch.Tensor):

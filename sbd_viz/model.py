@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from .model_kinds import ModelKind
-from .token_trees import DraftNode, check_parents, depths, grow_tree, token_tree_mask
+from .token_trees import DraftNode, chain, check_parents, depths, grow_tree, token_tree_mask
 
 MASK_TOKEN = "<|mask|>"
 DEFAULT_MODEL = "sbd-char-5m"
@@ -76,7 +76,7 @@ def tree_call_mask(past: int, n_causal: int, n_branches: int, k: int) -> torch.T
     slots. Block j sees the cache, the fed tokens up to root j (fed row ``n_causal - n_branches + j``) and its own
     slots, both ways: not the fed drafts after its root (it drafts as if they were rejected) nor another block. It is
     the ``token_tree_mask`` of a chain."""
-    return token_tree_mask(past, list(range(-1, n_causal - 1)), list(range(n_causal - n_branches, n_causal)), k)
+    return token_tree_mask(past, *chain(n_causal, n_branches), k)
 
 
 def picked(pick: Callable[[torch.Tensor], int], roots: torch.Tensor) -> int:
@@ -419,10 +419,7 @@ class SBDModel(ModelBase):
         (n_branches, V), each NTP's verdict on the next draft, and the blocks' (n_branches, k, V), float32.
         Every fed token stays cached and every block's keys/values are dropped: the caller cuts the rejected
         drafts off with ``rollback``. If the forward raises, the cache is left exactly as it was."""
-        n = len(new_ids)
-        if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
-            raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
-        return self.token_tree_call(cache, new_ids, list(range(-1, n - 1)), list(range(n - n_branches, n)), k)
+        return self.token_tree_call(cache, new_ids, *chain(len(new_ids), n_branches), k)
 
     @torch.inference_mode()
     def token_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int],

@@ -121,10 +121,9 @@ def rollback_text(step: Step, tree: bool = False) -> str:
         (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
     dropped = ("the drafts after it are replaced by this call's own (tree drafting)" if tree
                else f"{_count(len(step.rollback.dropped), 'draft')} after it dropped")
-    took = sum(c.ntp for c in step.commits) - 1  # a token tree: alternatives NTP took before its exact token
-    if tree and took > 0:
+    if tree and step.alternatives_taken:
         dropped = (f"NTP's token was the tree's alternative there, so the call went on along it: "
-                   f"{_count(took, 'alternative')} taken, then NTP's next token; {dropped}")
+                   f"{_count(step.alternatives_taken, 'alternative')} taken, then NTP's next token; {dropped}")
     return f"the draft{draft} in slot {step.rollback.slot} was rejected{wanted}; {dropped}"
 
 
@@ -155,9 +154,8 @@ def _fed_verified(trace: Trace, step: Step) -> str:
         return (f"the last accepted token and a token tree of {_count(drafts, 'draft')} and "
                 f"{_count(len(previous.alternatives), 'alternative')}, each seeing its own path, checked against "
                 f"NTP ({checked}), + a block of masked slots after each")
-    if _tree_drafted(trace) and step.call > 0 and not step.check_only:
+    if _tree_drafted(trace) and previous is not None and not step.check_only:
         k = int(trace.config["block_size"])
-        previous = trace.steps[step.call - 1]  # the drafts this call checks are the ones the call before made
         n_causal = 1 + sum(not c.ntp for c in previous.commits)
         n_blocks = -(-(step.n_input - n_causal) // k)  # the blocks near the length limit are cut short
         return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "

@@ -25,6 +25,14 @@ def check_parents(parents, n: int) -> list[int]:
     return list(parents)
 
 
+def chain(n: int, n_branches) -> tuple[list[int], list[int]]:
+    """The parents and roots of tree drafting's shape (``SBDModel.tree_call``): ``n`` fed tokens in a chain, the last
+    ``n_branches`` of them roots; a bad ``n_branches`` is a ``ValueError`` naming it."""
+    if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
+        raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
+    return list(range(-1, n - 1)), list(range(n - n_branches, n))
+
+
 def depths(parents: list[int]) -> list[int]:
     """Each fed token's distance from the cache in a token tree: 0 for a token that follows the cache directly."""
     out: list[int] = []

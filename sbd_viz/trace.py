@@ -182,6 +182,12 @@ class Step:
         return tuple(c for c in self.checks if not c.accepted)
 
     @property
+    def alternatives_taken(self) -> int:
+        """A verified token tree's step writes the alternatives NTP took, each NTP's token (``ntp``), before its exact
+        token: how many (0 for any other step, which writes one token of NTP's at most)."""
+        return max(0, sum(c.ntp for c in self.commits) - 1)
+
+    @property
     def committed_slots(self) -> tuple[int, ...]:
         return tuple(c.slot for c in self.commits)
 

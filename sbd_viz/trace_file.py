@@ -317,10 +317,10 @@ def _trace_facts(trace: Trace) -> None:
         _need(trace.n_tokens <= config["max_new_tokens"], "trace.output_ids",
               f"holds {trace.n_tokens} tokens, more than max_new_tokens={config['max_new_tokens']}")
     if isinstance(config.get("block_size"), int):
-        # a token tree's block also holds the alternatives it took before its exact token, each NTP's (``ntp``)
+        # a token tree's block also holds the alternatives it took before its exact token (``alternatives_taken``)
         took: dict[int, int] = {}
         for s in trace.steps:
-            took[s.block] = max(took.get(s.block, 0), sum(c.ntp for c in s.commits) - 1)
+            took[s.block] = max(took.get(s.block, 0), s.alternatives_taken)
         big = [s.call for s in trace.steps if s.block_size - took[s.block] > config["block_size"]]
         _need(not big, f"steps[{big[0] if big else 0}]", f"has a block larger than block_size={config['block_size']} "
               "(with the alternatives a token tree took before its exact token)")

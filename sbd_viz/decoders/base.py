@@ -35,7 +35,7 @@ class Reply:
     causal: torch.Tensor
     block: torch.Tensor
     seconds: float
-    tree: tuple = ()  # a ``DraftTreeCall``'s drafted tree: ``sbd_viz.model.DraftNode``s
+    tree: tuple = ()  # a ``DraftTreeCall``'s drafted tree: ``sbd_viz.token_trees.DraftNode``s
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ class TokenTreeDecode(TreeDecode):
         chain = [i for i, n in enumerate(plan.nodes) if n.alternative < 0]
         first_off = next((i for i in chain if i not in on), None)
         checks = []
-        for i in on + ([] if first_off is None or (walk.ends and len(on) == len(walk.path)) else [first_off]):
+        for i in on + ([] if first_off is None else [first_off]):  # an end node has no child: none after it
             node = plan.nodes[i]
             r = plan.root(node.parent)  # NTP's verdict on a node is its parent's row
             want = rows.ntp[r]
@@ -240,7 +240,7 @@ class TokenTreeDecode(TreeDecode):
         for i, d in enumerate(tree):
             if d.slot > m or d.parent not in paths or (d.parent >= 0 and nodes[number[d.parent]].ends):
                 continue
-            on_chain = d.slot - 1 < m and i == d.slot - 1  # the first m nodes, depth first, are the chain
+            on_chain = i == d.slot - 1  # the first nodes, depth first, are the chain (cut to m above)
             token = self.drafts[d.slot - 1] if on_chain else d.token_id
             path = paths[d.parent] + [token]
             found = find_stop(self.model, self.out + path, len(self.out) + 1, self.config.stop)
@@ -249,8 +249,7 @@ class TokenTreeDecode(TreeDecode):
                 continue  # a stop before this token: past the end of the output
             alt = -1
             if not on_chain:
-                parent = -1 if d.parent < 0 or nodes[number[d.parent]].alternative < 0 else (
-                    nodes[number[d.parent]].alternative)
+                parent = -1 if d.parent < 0 else nodes[number[d.parent]].alternative  # -1 on the chain too
                 alternatives.append(Alternative(d.slot + shift, token, self.model.token_text(token), d.prob, parent))
                 alt = len(alternatives) - 1
             number[i] = len(nodes)

@@ -125,9 +125,7 @@ def _verified_note(trace: Trace, verdicts: dict, step: Step, commit, slot: int) 
     """Hover lines of a verified cell: how the token was written and what NTP said of it (``verdicts`` is
     ``trace.verdicts()``)."""
     rollback = step.rollback
-    # a token tree's step writes the alternatives NTP took (slots 0..took-1) before its exact token, all NTP's;
-    # any other verified step writes one token of NTP's at most
-    took = sum(c.ntp for c in step.commits) - 1
+    took = step.alternatives_taken  # at slots 0..took-1, before the step's exact token
     if commit.ntp and rollback is not None and rollback.slot == slot:
         return _correction_note(trace, step) + (
             "<br>NTP's token was the token tree's alternative here: the call went on along it" if took > 0 else "")
