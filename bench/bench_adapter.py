@@ -161,7 +161,7 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
                 token_trace = sv.decode(model, prompt, decoder="sbd", verify=True, drafting="tree", block_size=k,
                                         gamma=g, max_new_tokens=n, stop=stop, tree_widths=widths)
                 row["token_tree"][name] = exact(token_trace)
-                row["roofline"][f"{name}, token tree {','.join(map(str, widths))}"] = projected(token_trace)
+                row["roofline"][f"{name}, token tree {widths_text(widths)}"] = projected(token_trace)
     plain_gammas = {k: list(args.gammas) for k in args.blocks}
     if "problem" in item:  # HumanEval's plain SBD settings, decoded once with the sweep's where they meet
         plain_gammas.setdefault(args.humaneval_block, [])
@@ -231,6 +231,11 @@ def summarize(items: list[dict], args_blocks, args_gammas, tree: bool) -> dict:
 # -- wall clock --------------------------------------------------------------------------------------------
 GENERATE_TORCH = "generate, torch's kernels"  # HF's generate on sv.load_model(..., packed=False)
 TOKEN_TREE = "verified SBD, token tree"  # tree drafting with --tree-widths
+
+
+def widths_text(widths) -> str:
+    """A token tree's widths as the page names them: ``4,2,1``."""
+    return ",".join(map(str, widths))
 
 
 def timing(base, reference, model, items: list[dict], args, setting: tuple[int, float], tree: bool) -> dict:
@@ -458,7 +463,7 @@ def markdown(header, results, examples) -> str:
         if s["tree"]:
             rows += [(f"verified SBD, tree drafting, {k}", v) for k, v in s["tree"].items()]
         if s.get("token_tree"):
-            widths = ",".join(map(str, header["tree_widths"]))
+            widths = widths_text(header["tree_widths"])
             rows += [(f"verified SBD, token tree {widths}, {k}", v) for k, v in s["token_tree"].items()]
         for title_, r in rows:
             acc = f"{r['accepted']}/{r['checked']} ({pct(r['accepted'], r['checked'])})" if r["checked"] else "–"
@@ -563,7 +568,7 @@ def tree_section(header, results) -> list[str]:
                 "decodes every verified setting again with `drafting=\"tree\"` (its rows join the exact-decoder "
                 "tables) and times it beside the others (tree vs generate, tree vs single).", ""]
     token = header.get("tree_widths")
-    widths = ",".join(map(str, token or ()))
+    widths = widths_text(token or ())
     lines = ["## Single vs tree drafting" + (" vs a token tree" if token else ""), "",
              "Verified SBD drafting one block per call (single) and a block after every possible accepted length "
              "(`drafting=\"tree\"`)" + (f", and tree drafting with a token tree of candidates (`tree_widths="
@@ -626,7 +631,7 @@ def reading(header, results) -> list[str]:
             lines.append(f"- On this CPU, verified SBD with tree drafting runs {pair['median']:.2f}× generate's speed "
                          "(median of paired rounds).")
     if header.get("tree_widths"):
-        widths = ",".join(map(str, header["tree_widths"]))
+        widths = widths_text(header["tree_widths"])
         for name, s in sets:
             best = max(s["token_tree"], key=lambda k: s["token_tree"][k]["tokens_per_call"])
             lines.append(f"- {name}, token tree {widths}: {s['token_tree'][best]['tokens_per_call']:.2f} {COUNTED} "
