@@ -27,7 +27,7 @@ import torch
 
 from . import causal_lm, gated_adapter, sampler_head
 from .causal_lm import CausalLM
-from .model import picked
+from .model import block_roots, picked_block
 from .token_trees import chain, grow_tree
 from .model_kinds import ModelKind
 
@@ -134,10 +134,12 @@ class AdaptedLM(CausalLM):
 
     @torch.inference_mode()
     def draft_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int], k: int, pick,
-                        widths: tuple[int, ...]):
+                        widths: tuple[int, ...], blocks: list[int] | None = None):
         """``SBDModel.draft_tree_call``; with a sampler head, the picked block is chained and its tree grown by the
         head: a node's children are the head's best tokens at the next slot after reading the node's token."""
-        roots_logits, block, (hidden, own) = self._picked_block(cache, new_ids, parents, roots, k, pick)
+        roots_logits, block, (hidden, own) = self._picked_block(cache, new_ids, parents, roots, k, pick, blocks)
+        if block is None:
+            return roots_logits, None, []
         if self.head is None:
             return roots_logits, block, grow_tree(block, widths)
         embed, out_head = self.model.get_input_embeddings(), self.model.get_output_embeddings()
@@ -150,27 +152,33 @@ class AdaptedLM(CausalLM):
 
         return roots_logits, block, grow_tree(block, widths, children)
 
-    def _picked_block(self, cache, new_ids, parents, roots, k, pick):
-        """A token-tree call's roots' logits, the block ``pick`` chooses (chained by the head, if there is one) and
-        that block's (hidden states (k, d), candidates per slot (k, c) or None). With many blocks (``split_rows``),
-        only the roots' rows go through the output layer in the forward, and the picked block's after it: the other
-        blocks' logits would be thrown away, and on a CPU the output layer is a quarter of a row's cost."""
-        if (len(roots) - 1) * k < self.split_rows:  # few rows unpicked: the output layer once, on every block
-            roots_logits, blocks, hidden = self._unchained(cache, new_ids, parents, roots, k)
-            j = picked(pick, roots_logits)
-            return roots_logits, *self._picked(roots_logits[j:j + 1], blocks[j], hidden[j])
-        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, roots, k)
+    def _picked_block(self, cache, new_ids, parents, roots, k, pick, blocks=None):
+        """A token-tree call's roots' logits, the block after the root ``pick`` chooses (chained by the head, if
+        there is one; None if no block follows it, ``blocks``) and that block's (hidden states (k, d), candidates per
+        slot (k, c) or None). With many blocks (``split_rows``), only the roots' rows go through the output layer in
+        the forward, and the picked block's after it: the other blocks' logits would be thrown away, and on a CPU the
+        output layer is a quarter of a row's cost."""
+        n_blocks = len(block_roots(roots, blocks))
+        if (n_blocks - 1) * k < self.split_rows:  # few rows unpicked: the output layer once, on every block
+            roots_logits, found, hidden = self._unchained(cache, new_ids, parents, roots, k, blocks)
+            root, j = picked_block(pick, roots_logits, blocks)
+            if j is None:
+                return roots_logits, None, (None, None)
+            return roots_logits, *self._picked(roots_logits[root:root + 1], found[j], hidden[j])
+        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, block_roots(roots, blocks), k)
         n = len(new_ids)
         self._hidden.wanted = True
         try:
-            roots_logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots)), len(roots) * k)
+            roots_logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots)), n_blocks * k)
             every = self._hidden.value[0]  # (q, d): every row's final hidden state
         finally:
             self._hidden.wanted, self._hidden.value = False, None
-        j = picked(pick, roots_logits)
+        root, j = picked_block(pick, roots_logits, blocks)
+        if j is None:
+            return roots_logits, None, (None, None)
         hidden = every[n + j * k: n + (j + 1) * k]
         block = self.model.get_output_embeddings()(hidden).float()  # (k, V); the callers run in inference mode
-        return roots_logits, *self._picked(roots_logits[j:j + 1], block, hidden)
+        return roots_logits, *self._picked(roots_logits[root:root + 1], block, hidden)
 
     def _picked(self, root: torch.Tensor, block: torch.Tensor, hidden: torch.Tensor):
         """The picked block (k, V) chained by the head after ``root``'s (1, V) token (as it is, without a head), and
@@ -181,15 +189,15 @@ class AdaptedLM(CausalLM):
         chained = self._chained(root, block[None], hidden[None], own)[0]
         return chained, (hidden, None if own is None else own[0])
 
-    def _unchained(self, cache, new_ids, parents, roots, k):
-        """``SBDModel.token_tree_call``'s roots and blocks, and the blocks' final hidden states (len(roots), k, d)."""
+    def _unchained(self, cache, new_ids, parents, roots, k, blocks=None):
+        """``SBDModel.token_tree_call``'s roots and blocks, and the blocks' final hidden states (blocks, k, d)."""
         self._hidden.wanted = True
         try:
-            roots_logits, blocks = self.token_tree_call(cache, new_ids, parents, roots, k)
-            hidden = self._hidden.value[0, -len(roots) * k:].reshape(len(roots), k, -1)
+            roots_logits, found = self.token_tree_call(cache, new_ids, parents, roots, k, blocks)
+            hidden = self._hidden.value[0, -len(found) * k:].reshape(len(found), k, -1)
         finally:
             self._hidden.wanted, self._hidden.value = False, None
-        return roots_logits, blocks, hidden
+        return roots_logits, found, hidden
 
     def _own(self, blocks: torch.Tensor) -> torch.Tensor | None:
         """Each slot's ``candidates`` best tokens by the adapter's own logits (n, k, c), or None (whole vocabulary)."""

@@ -87,6 +87,28 @@ def picked(pick: Callable[[torch.Tensor], int], roots: torch.Tensor) -> int:
     return j
 
 
+def block_roots(roots: list[int], blocks: list[int] | None) -> list[int]:
+    """The fed tokens a token-tree call puts a block after: ``roots[j]`` for each ``j`` in ``blocks`` (None: every
+    root); a bad ``blocks`` is a ``ValueError`` naming it."""
+    if blocks is None:
+        return list(roots)
+    if (not blocks or any(isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < len(roots) for j in blocks)
+            or list(blocks) != sorted(set(blocks))):
+        raise ValueError(f"blocks: must be ascending numbers of roots in [0, {len(roots) - 1}], at least one, "
+                         f"got {blocks!r}")
+    return [roots[j] for j in blocks]
+
+
+def picked_block(pick: Callable[[torch.Tensor], int], roots: torch.Tensor,
+                 blocks: list[int] | None) -> tuple[int, int | None]:
+    """The root ``pick`` chooses (``picked``) and the number among a token-tree call's blocks of the block after it,
+    None if no block follows that root."""
+    j = picked(pick, roots)
+    if blocks is None:
+        return j, j
+    return j, (blocks.index(j) if j in blocks else None)
+
+
 def _as_attention(allowed: torch.Tensor, eager_dtype: torch.dtype | None) -> torch.Tensor:
     """A (q, past + q) bool mask as a model's attention takes it: (1, 1, q, past + q); ``eager_dtype``: the dtype
     of an eager-attention model, which adds the mask to its scores (0 / -inf, not bools), else None."""
@@ -126,12 +148,14 @@ class TreeCall:
 @dataclass(frozen=True)
 class DraftTreeCall:
     """A forward that checks a token tree and drafts one: ``draft_tree_call`` feeding ``new_ids`` as the tree
-    ``parents`` gives, a block of ``block_size`` mask slots after each fed token in ``roots``; ``pick`` (the roots'
-    logits -> a root's number) chooses the block whose drafts become the next tree, ``widths`` its candidates per
-    slot (``SBDModel.draft_tree``).
+    ``parents`` gives, a block of ``block_size`` mask slots after each fed token in ``roots`` (``blocks``: after
+    those of them, by their numbers among the roots; None: after each); ``pick`` (the roots' logits -> a root's
+    number) chooses the block whose drafts become the next tree, ``widths`` its candidates per slot
+    (``SBDModel.draft_tree``).
 
     The reply is a ``Reply`` whose ``causal`` holds the roots' logits (len(roots), V), ``block`` the picked
-    block's (block_size, V) and ``tree`` its ``DraftNode``s."""
+    block's (block_size, V) and ``tree`` its ``DraftNode``s; ``block`` is None and ``tree`` empty when no block
+    follows the picked root."""
 
     new_ids: list[int]
     parents: list[int]
@@ -139,6 +163,7 @@ class DraftTreeCall:
     block_size: int
     pick: Callable[[torch.Tensor], int]
     widths: tuple[int, ...]
+    blocks: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -422,20 +447,22 @@ class SBDModel(ModelBase):
         return self.token_tree_call(cache, new_ids, *chain(len(new_ids), n_branches), k)
 
     @torch.inference_mode()
-    def token_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int],
-                        k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def token_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int], k: int,
+                        blocks: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``tree_call`` of a token tree: append ``new_ids`` to ``cache``, each fed token seeing its ancestors
         (``parents``: each one's parent among the fed tokens, -1 after the cache) at the position after its
-        parent's, and predict one block of ``k`` mask slots after each fed token in ``roots``
-        (``token_tree_mask``). Returns the roots' logits (len(roots), V) and the blocks' (len(roots), k, V), float32.
-        Every fed token stays cached, in the order fed: the caller keeps the accepted path with ``rollback``'s
-        ``keep``. If the forward raises, the cache is left exactly as it was."""
-        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, roots, k)
-        n, r = len(new_ids), len(roots)
+        parent's, and predict one block of ``k`` mask slots after each fed token in ``roots`` (``blocks``: after
+        those of them, by their numbers among the roots; None: after each) (``token_tree_mask``). Returns the roots'
+        logits (len(roots), V) and the blocks' (number of blocks, k, V), float32. Every fed token stays cached, in
+        the order fed: the caller keeps the accepted path with ``rollback``'s ``keep``. If the forward raises, the
+        cache is left exactly as it was."""
+        blocked = block_roots(roots, blocks)
+        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, blocked, k)
+        n, r, b = len(new_ids), len(roots), len(blocked)
         # only the roots' rows (wherever they were fed) and the blocks' reach the output layer
-        logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots) + list(range(n, n + r * k))),
-                               r * k)
-        return logits[:r], logits[r:].reshape(r, k, -1)
+        logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots) + list(range(n, n + b * k))),
+                               b * k)
+        return logits[:r], logits[r:].reshape(b, k, -1)
 
     def _tree_inputs(self, cache, new_ids: list[int], parents: list[int], roots: list[int],
                      k: int) -> tuple[list[int], torch.Tensor, torch.Tensor]:
@@ -458,14 +485,16 @@ class SBDModel(ModelBase):
 
     @torch.inference_mode()
     def draft_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int], k: int,
-                        pick: Callable[[torch.Tensor], int],
-                        widths: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, list[DraftNode]]:
-        """``token_tree_call`` for a caller that reads one block, the one ``pick`` chooses from the roots' logits,
-        and drafts a token tree from it (``draft_tree``). Returns the roots' logits, that block's (k, V) and the
-        tree's nodes."""
-        roots_logits, blocks = self.token_tree_call(cache, new_ids, parents, roots, k)
-        block = blocks[picked(pick, roots_logits)]
-        return roots_logits, block, self.draft_tree(block, widths)
+                        pick: Callable[[torch.Tensor], int], widths: tuple[int, ...],
+                        blocks: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor | None, list[DraftNode]]:
+        """``token_tree_call`` for a caller that reads one block, the one after the root ``pick`` chooses from the
+        roots' logits, and drafts a token tree from it (``draft_tree``). Returns the roots' logits, that block's
+        (k, V) and the tree's nodes; None and no nodes if no block follows that root (``blocks``)."""
+        roots_logits, found = self.token_tree_call(cache, new_ids, parents, roots, k, blocks)
+        _, j = picked_block(pick, roots_logits, blocks)
+        if j is None:
+            return roots_logits, None, []
+        return roots_logits, found[j], self.draft_tree(found[j], widths)
 
     def draft_tree(self, block: torch.Tensor, widths: tuple[int, ...]) -> list[DraftNode]:
         """The token tree a block's slot logits (k, V) draft (``grow_tree``): the best ``widths[s - 1]`` tokens at

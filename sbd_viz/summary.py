@@ -113,14 +113,17 @@ def commit_text(commit: Commit) -> str:
             + (f", gap {commit.gap}" if commit.gap else "") + ")")
 
 
-def rollback_text(step: Step, tree: bool = False) -> str:
+def rollback_text(step: Step, tree: bool = False, capped: bool = False) -> str:
     """What a call's rollback threw away: the rejected draft, NTP's token, and the drafts built on it (a tree call
-    records none dropped here: they lie in the previous call's block, and this call's block drafts anew)."""
+    records none dropped here: they lie in the previous call's block, and this call's block drafts anew; with
+    ``capped``, fewer blocks than fed tokens, a call may have had no block where its path ended)."""
     check = step.rejected[0] if step.rejected else None
     draft, wanted = ("", "") if check is None else \
         (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
     dropped = ("the drafts after it are replaced by this call's own (tree drafting)" if tree
                else f"{_count(len(step.rollback.dropped), 'draft')} after it dropped")
+    if capped and len(step.commits) == step.block_size and all(c.ntp for c in step.commits):
+        dropped = "no block followed NTP's token in this call, so it drafted nothing after it (fewer blocks a call)"
     if tree and step.alternatives_taken:
         dropped = (f"NTP's token was the tree's alternative there, so the call went on along it: "
                    f"{_count(step.alternatives_taken, 'alternative')} taken, then NTP's next token; {dropped}")
@@ -151,15 +154,23 @@ def _fed_verified(trace: Trace, step: Step) -> str:
     previous = trace.steps[step.call - 1] if step.call > 0 else None  # its drafts are the ones this call checks
     if previous is not None and previous.alternatives and not step.check_only:  # a token tree's
         drafts = sum(not c.ntp for c in previous.commits)
+        cap = _block_cap(trace)
+        blocks = ("a block of masked slots after each" if cap is None else
+                  f"at most {_count(cap, 'block')} of masked slots, where its path was likeliest to end")
         return (f"the last accepted token and a token tree of {_count(drafts, 'draft')} and "
                 f"{_count(len(previous.alternatives), 'alternative')}, each seeing its own path, checked against "
-                f"NTP ({checked}), + a block of masked slots after each")
+                f"NTP ({checked}), + {blocks}")
     if _tree_drafted(trace) and previous is not None and not step.check_only:
         k = int(trace.config["block_size"])
         n_causal = 1 + sum(not c.ntp for c in previous.commits)
         n_blocks = -(-(step.n_input - n_causal) // k)  # the blocks near the length limit are cut short
+        if n_causal == 1:
+            return (f"the last accepted token and a block of {k} masked slots after it (no drafts to check: the call "
+                    "before drafted none)")
+        where = ("one after each possible accepted length" if _block_cap(trace) is None else
+                 f"after the accepted lengths the drafts made likeliest (at most {_block_cap(trace)} a call)")
         return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
-                f"+ {n_blocks} block(s) of {k} masked slots, one after each possible accepted length (tree drafting)")
+                f"+ {n_blocks} block(s) of {k} masked slots, {where} (tree drafting)")
     if step.check_only:
         return (f"the last accepted token and {step.n_input - 1} draft(s) causally, each checked against NTP "
                 f"({checked}), and no block (the final check)")
@@ -187,7 +198,7 @@ def step_text(trace: Trace, step: Step) -> str:
              f"{_count(len(step.masked), 'slot')} masked before the call; committed "
              + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace))}")
+        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace), _block_cap(trace) is not None)}")
     if step.renoised:  # a canvas decoder took back slots it had accepted
         lines.append(f"renoised (accepted before, taken back): slot{'s' if len(step.renoised) > 1 else ''} "
                      + ", ".join(map(str, step.renoised)))
@@ -208,7 +219,7 @@ def _drafts_step_text(trace: Trace, step: Step, head: str, prefix: str) -> str:
              f"kept {_count(len(step.commits), 'token')}: " + (", ".join(commit_text(c) for c in step.commits)
                                                                or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace))}")
+        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace), _block_cap(trace) is not None)}")
     before = "".join(t for t in trace.block_state(step, after=False) if t is not None)
     lines += [f"text before: {visible(prefix[-24:] + before)}",
               f"text after:  {visible(prefix[-24:] + before + kept)}"]
@@ -228,6 +239,14 @@ def _tree_drafted(trace: Trace) -> bool:
     from .decoders.verified import tree_drafted
 
     return tree_drafted(trace.config)
+
+
+def _block_cap(trace: Trace) -> int | None:
+    """The most blocks a tree-drafting call of ``trace`` fed, None for a block after every fed token (read from the
+    decoder's module when asked, as ``_tree_drafted``)."""
+    from .decoders.token_tree import tree_block_cap
+
+    return tree_block_cap(trace.config)
 
 
 def trace_summary(trace: Trace, width: int = 100) -> str:
@@ -265,7 +284,7 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     lines += [row_t, row_c, "", measures_text(measures(trace))]
     for s in trace.rollbacks()[:10]:
         lines.append(f"  rollback: call {s.call}, block {s.block}: "
-                     f"{rollback_text(s, _tree_drafted(trace))}")
+                     f"{rollback_text(s, _tree_drafted(trace), _block_cap(trace) is not None)}")
     gaps = trace.gap_fills()
     for g in gaps[:10]:
         lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"

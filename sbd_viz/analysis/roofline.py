@@ -395,7 +395,8 @@ def trace_calls(trace) -> list[Call]:
     structure, which gives the same numbers. Tree drafting (``drafting="tree"``): each call feeds the last accepted
     token, the drafts after it and a block of slots after each, all with logits; with a token tree, every candidate
     it checks and a block after each, all with logits too (an upper bound: the decode scores the unpicked blocks
-    only where that is cheaper than a second pass over the output layer).
+    only where that is cheaper than a second pass over the output layer); with fewer blocks a call than fed tokens,
+    the blocks it fed (its recorded ``n_input``).
     """
     if not isinstance(trace, Trace):
         raise ValueError(f"trace: expected an sbd_viz.Trace, got {type(trace).__name__}")

@@ -62,7 +62,8 @@ def serve(model, cache, request: ModelCall | TreeCall | DraftTreeCall | CacheCut
     t0 = time.perf_counter()
     if isinstance(request, DraftTreeCall):
         causal, block, tree = model.draft_tree_call(cache, request.new_ids, request.parents, request.roots,
-                                                    request.block_size, request.pick, request.widths)
+                                                    request.block_size, request.pick, request.widths,
+                                                    None if request.blocks is None else list(request.blocks))
         return Reply(causal, block, time.perf_counter() - t0, tuple(tree))
     if isinstance(request, TreeCall) and request.pick is not None:
         causal, block = model.branch_call(cache, request.new_ids, request.n_branches, request.block_size, request.pick)

@@ -27,7 +27,7 @@ from .config import DecodeConfig
 from .run import DecodeRun, serve
 from .steps import draft, slot_views
 from ..trace import Step, Trace
-from .token_tree import TokenTreeDecode, check_tree_widths
+from .token_tree import TokenTreeDecode, check_tree_blocks, check_tree_widths
 from .verified import TreeDecode, VerifiedDecode, check_drafting
 from . import registry
 
@@ -49,21 +49,27 @@ class Decoding(BlockLoop, DecodeRun):
     ``drafting``: how a verified decode drafts, ``"single"`` or ``"tree"`` (``sbd_viz.decoders.verified``).
     ``tree_widths``: with ``drafting="tree"``, draft a token tree: the best ``tree_widths[s - 1]`` candidates at slot
     s after each candidate before it (``TokenTreeDecode``); None drafts the chain of best tokens.
+    ``tree_blocks``: with ``drafting="tree"``, the most blocks a call feeds: after the fed tokens the accepted path
+    most likely ends at, by the drafter's probabilities (a path that ends elsewhere writes NTP's token there and the
+    next call drafts afresh); None puts a block after every fed token.
     """
 
     def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None, drafting: str = "single",
-                 tree_widths=None):
+                 tree_widths=None, tree_blocks=None):
         super().__init__(model, prompt, config)
         self.drafting = check_drafting(drafting, self.config)
         self.tree_widths = check_tree_widths(tree_widths, self.drafting)
+        self.tree_blocks = check_tree_blocks(tree_blocks, self.drafting)
         self.knob_intervals: list = []  # each commit-rule choice's knob interval (``draft``): the γ range
 
     def loop(self):
         """Plain SBD's block loop, or with ``verify`` the verified loop (``sbd_viz.decoders.verified``). Returns
         the output ids and their ``Stop``."""
-        if self.config.verify and self.tree_widths is not None:
+        if self.config.verify and (self.tree_widths is not None or self.tree_blocks is not None):
+            # widths of all ones are the chain: tree drafting's own calls, or with tree_blocks, fewer blocks a call
             return (yield from TokenTreeDecode(self.model, self.config, self.prompt_ids, self.record,
-                                               self.knob_intervals, self.tree_widths).requests())
+                                               self.knob_intervals, self.tree_widths or (1,),
+                                               self.tree_blocks).requests())
         if self.config.verify:
             loop = TreeDecode if self.drafting == "tree" else VerifiedDecode
             return (yield from loop(self.model, self.config, self.prompt_ids, self.record,
@@ -100,6 +106,8 @@ class Decoding(BlockLoop, DecodeRun):
             config["drafting"] = self.drafting
         if self.tree_widths is not None:
             config["tree_widths"] = list(self.tree_widths)
+        if self.tree_blocks is not None:
+            config["tree_blocks"] = self.tree_blocks
         return config
 
     def gamma_range(self):
@@ -122,7 +130,7 @@ def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = Non
 def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
            block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
            stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
-           verify: bool = False, drafting: str = "single", tree_widths=None) -> Trace:
+           verify: bool = False, drafting: str = "single", tree_widths=None, tree_blocks=None) -> Trace:
     """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``.
 
     ``block_size``: slots decoded together; None takes the model's (``SBDModel.block_size``: the
@@ -132,13 +140,14 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
     causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
     temperature 0. ``drafting="tree"`` (with ``verify=True``) drafts a block after every possible accepted length
     in each call, so a rejected draft never wastes the call's drafts (``sbd_viz.decoders.verified``), and
-    ``tree_widths`` (e.g. ``(3, 1, 1)``) makes that draft a token tree of candidates (``TokenTreeDecode``).
+    ``tree_widths`` (e.g. ``(3, 1, 1)``) makes that draft a token tree of candidates (``TokenTreeDecode``), and
+    ``tree_blocks`` (e.g. 1) caps the blocks a call feeds at the places its path most likely ends.
     """
     # SBD's own function, with SBD's signature; sv.decode (sbd_viz.decoders.door) is the door to every decoder
     config = DecodeConfig(rule=rule, gamma=gamma, block_size=check_block_size(block_size, check_model(model)),
                           max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, stop=stop or (),
                           gap_free=gap_free, top_n=top_n, verify=verify)
-    decoding = Decoding(model, prompt, config, drafting, tree_widths)
+    decoding = Decoding(model, prompt, config, drafting, tree_widths, tree_blocks)
     for _ in decoding.steps():
         pass
     return SBD.trace(decoding)
@@ -149,6 +158,6 @@ SBD = registry.DecoderSpec(
     name="sbd", label="SBD", decoding=Decoding, model="sbd", knob=registry.Knob("gamma"),
     takes=("rule", "gamma", "block_size", "temperature", "seed", "gap_free", "verify"),
     # verified SBD's drafting: "single" or "tree", and tree drafting's token tree (sbd_viz.decoders.verified)
-    own={"drafting": "single", "tree_widths": None},
+    own={"drafting": "single", "tree_widths": None, "tree_blocks": None},
     variants={"verified SBD": {"verify": True}}, color="#0072B2")
 SPECS = (SBD,)

@@ -54,6 +54,28 @@ def check_tree_widths(widths, drafting: str) -> tuple[int, ...] | None:
     return widths
 
 
+def check_tree_blocks(blocks, drafting: str) -> int | None:
+    """``tree_blocks`` (a whole number >= 1, or its text as the CLI gives it) as a decode drafting ``drafting`` can
+    run it, or None (a block after every fed node), else a ``ValueError`` naming it."""
+    if blocks is None:
+        return None
+    if isinstance(blocks, str) and blocks.strip().isdigit():
+        blocks = int(blocks)
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
+        raise ValueError(f"tree_blocks: must be a whole number >= 1 (the most blocks a call feeds), got {blocks!r}")
+    if drafting != "tree":
+        raise ValueError(f"tree_blocks: it limits tree drafting's blocks; pass drafting='tree', "
+                         f"got drafting={drafting!r}")
+    return blocks
+
+
+def tree_block_cap(config: dict) -> int | None:
+    """The most blocks a trace's tree-drafting calls fed (``tree_blocks``; ``Trace.config``), or None for a block
+    after every fed token."""
+    cap = config.get("tree_blocks")
+    return None if cap is None else int(cap)
+
+
 class _Node(NamedTuple):
     """A drafted token of the tree the next call checks: its slot in ``last``'s block, its parent (a node's number,
     -1 for the exact token before the tree), whether its path ends the output (a stop or the length limit: no
@@ -66,6 +88,7 @@ class _Node(NamedTuple):
     ends: bool
     alternative: int
     depth: int
+    prob: float = 1.0  # the drafter's probability of the node's path: each node's own, multiplied down the tree
 
 
 class _TokenTree(NamedTuple):
@@ -75,10 +98,16 @@ class _TokenTree(NamedTuple):
     nodes: list[_Node]
     rows: dict[int, int]  # node (-1: x, the last accepted token) -> its fed row; a node that ends the output is
     # not fed: NTP's verdict on it is its parent's row, and no block follows it
+    blocks: tuple[int, ...] | None = None  # the roots a block follows, by their numbers (None: every root)
 
     @property
     def n_input(self) -> int:
-        return len(self.request.new_ids) + len(self.request.roots) * self.request.block_size
+        n_blocks = len(self.rows) if self.blocks is None else len(self.blocks)
+        return len(self.request.new_ids) + n_blocks * self.request.block_size
+
+    def blocked(self, node: int) -> bool:
+        """Whether a block follows ``node`` (-1: x) in this call."""
+        return self.blocks is None or self.root(node) in self.blocks
 
     def root(self, node: int) -> int:
         """The number among the roots of the block after ``node`` (-1: x): its row's logits are NTP's next token."""
@@ -104,9 +133,10 @@ class TokenTreeDecode(TreeDecode):
     """Tree drafting that drafts a token tree (``tree_widths``; see the module's docstring)."""
 
     def __init__(self, model: SBDModel, config, prompt_ids: list[int], record: Callable[[Step], None],
-                 intervals: list | None = None, widths: tuple[int, ...] = ()):
+                 intervals: list | None = None, widths: tuple[int, ...] = (1,), blocks: int | None = None):
         super().__init__(model, config, prompt_ids, record, intervals)
         self.widths = tuple(widths)
+        self.max_blocks = blocks  # the most blocks a call feeds (``tree_blocks``); None: one after each fed node
         self.nodes: list[_Node] = []
 
     def _read(self, plan: _TokenTree, rows: Rows, reply: Reply, started: float) -> Generator[CacheCut, None, None]:
@@ -133,10 +163,23 @@ class TokenTreeDecode(TreeDecode):
         # every block's last slot stays inside the length limit (and so inside the context check_fits allowed)
         k = min(self.config.block_size, self.config.max_new_tokens - len(self.out) - max([0] + fed))
         new_ids = x + [n.token_id for i, n in enumerate(self.nodes) if i in rows]
-        plan = _TokenTree(None, self.nodes, rows)
+        plan = _TokenTree(None, self.nodes, rows, self._blocks(rows))
         request = DraftTreeCall(new_ids, parents, sorted(rows.values()), k, pick=partial(self._taken_root, plan),
-                                widths=self.widths)
+                                widths=self.widths, blocks=plan.blocks)
         return plan._replace(request=request)
+
+    def _blocks(self, rows: dict[int, int]) -> tuple[int, ...] | None:
+        """The roots (by number, in ``rows``' order) that get a block when a call may feed at most ``max_blocks``:
+        those the path most likely ends at, by the drafter's probabilities: a node's path probability less its
+        children's (x's is 1). None: a block after every root."""
+        if self.max_blocks is None or self.max_blocks >= len(rows):
+            return None
+        ends_at = {i: 1.0 if i < 0 else self.nodes[i].prob for i in rows}
+        for n in self.nodes:
+            if n.parent in ends_at:
+                ends_at[n.parent] -= n.prob
+        order = sorted(range(len(rows)), key=lambda j: -ends_at[list(rows)[j]])  # stable: x first on ties
+        return tuple(sorted(order[: self.max_blocks]))
 
     def _taken_root(self, plan: _TokenTree, logits: torch.Tensor) -> int:
         """The root whose block NTP's verdicts take (``_walk``); the call drafts from that block alone. A path that
@@ -206,6 +249,13 @@ class TokenTreeDecode(TreeDecode):
         k, alternatives = 0, []
         if walk.ends:  # the alternatives end the output
             self.nodes, self.drafts, self.ends = [], [], False
+        elif reply.block is None:  # no block after the path's end (``tree_blocks``): NTP's token, no drafts
+            k, r = 1, plan.root(walk.at)
+            self.out.append(walk.ntp)
+            commits.append(exact_commit(self.model, len(off), walk.ntp, rows.probs[r], rows.logp[r], ntp=True))
+            views += slot_views(self.model, [len(off)], propose(self.model, reply.causal[r:r + 1], 0.0, None),
+                                self.config.top_n)
+            self.nodes, self.drafts, self.ends = [], [], False
         else:
             k, r = plan.request.block_size, plan.root(walk.at)
             self.out.append(walk.ntp)
@@ -216,8 +266,9 @@ class TokenTreeDecode(TreeDecode):
             self.nodes, alternatives = self._next_tree(list(reply.tree), len(off))
         rollback = None
         if any(not c.accepted for c in checks):  # NTP's token is written at the rejected draft's position, slot 0
-            kept = {plan.rows[i] for i in walk.path if i in plan.rows}
-            discarded = len(plan.rows) - 1 - len(kept)  # the blocks after fed nodes off the accepted path
+            kept = set(walk.path)
+            # the blocks after fed nodes off the accepted path
+            discarded = sum(1 for i in plan.rows if i >= 0 and i not in kept and plan.blocked(i))
             rollback = Rollback(0, self.n_prompt + start, (), discarded * plan.request.block_size)
         size = len(off) + k
         self._record(plan, started, block=self.n_blocks, block_start=self.n_prompt + start, block_size=size, step=0,
@@ -254,5 +305,7 @@ class TokenTreeDecode(TreeDecode):
                 alt = len(alternatives) - 1
             number[i] = len(nodes)
             paths[i] = path
-            nodes.append(_Node(d.slot + shift, token, -1 if d.parent < 0 else number[d.parent], ends, alt, d.slot))
+            above = 1.0 if d.parent < 0 else nodes[number[d.parent]].prob
+            nodes.append(_Node(d.slot + shift, token, -1 if d.parent < 0 else number[d.parent], ends, alt, d.slot,
+                               above * d.prob))
         return nodes, alternatives

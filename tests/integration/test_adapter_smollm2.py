@@ -98,6 +98,20 @@ def test_a_token_tree_writes_the_bases_generate_in_fewer_calls_than_the_chain(sm
     assert any(s.alternatives for t in trees for s in t.steps)
 
 
+def test_one_block_a_call_writes_the_bases_generate_in_fewer_rows_than_the_chain(smol_sbd, widths=(2, 1, 1)):
+    """Tree drafting with one block a call (``tree_blocks=1``), after the fed token its path most likely ends at,
+    writes HF's greedy ids on chat and code and feeds fewer rows than the chain's block after every fed token
+    (summed over the four prompts)."""
+    capped, chains = [], []
+    for prompt in prompts():
+        settings = dict(decoder="sbd", verify=True, drafting="tree", block_size=4, gamma=8.0, max_new_tokens=N)
+        capped.append(sv.decode(smol_sbd, prompt, tree_widths=widths, tree_blocks=1, **settings))
+        chains.append(sv.decode(smol_sbd, prompt, **settings))
+        assert list(capped[-1].output_ids) == list(chains[-1].output_ids) == generate_ids(prompt)
+        assert capped[-1].nfe < N
+    assert sum(s.n_input for t in capped for s in t.steps) < sum(s.n_input for t in chains for s in t.steps)
+
+
 def test_the_shipped_sampler_head_chains_tree_drafting_and_keeps_more_drafts(smol_sbd):
     """The head is loaded and drives the tree calls' drafts: without it the same decodes keep fewer drafts, so take
     more calls (summed over the four prompts), and write the same ids."""

@@ -198,13 +198,13 @@ def second_best_drafter(model, prompt, ntp_ids, wrong_at):
     n_prompt = len(model.encode(prompt))
     vocab = model.model.get_output_embeddings().weight.shape[0]
 
-    def token_tree_call(cache, new_ids, parents, roots, k):
+    def token_tree_call(cache, new_ids, parents, roots, k, blocks_after=None):
         past = cache.get_seq_length()
         depth = []
         for p in parents:
             depth.append(0 if p < 0 else depth[p] + 1)
-        causal, blocks = real(cache, new_ids, parents, roots, k)
-        for j, root in enumerate(roots):
+        causal, blocks = real(cache, new_ids, parents, roots, k, blocks_after)
+        for j, root in enumerate(roots if blocks_after is None else [roots[i] for i in blocks_after]):
             first = past + depth[root] + 1 - n_prompt  # generated position of the block's slot 0
             blocks[j] = -10.0
             for i in range(k):

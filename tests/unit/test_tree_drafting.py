@@ -214,10 +214,11 @@ def oracle_drafter(model, prompt, ntp_ids, wrong_at):
         causal, block = real_fused(cache, new_ids, block_ids, n_causal)
         return causal, fake(block, first)
 
-    def token_tree_call(cache, new_ids, parents, roots, k):
+    def token_tree_call(cache, new_ids, parents, roots, k, blocks=None):
         past = cache.get_seq_length()  # a chain here: fed token i sits at past + i
-        causal, blocks = real_tree(cache, new_ids, parents, roots, k)
-        return causal, torch.stack([fake(blocks[j], past + root + 1 - n_prompt) for j, root in enumerate(roots)])
+        causal, found = real_tree(cache, new_ids, parents, roots, k, blocks)
+        blocked = roots if blocks is None else [roots[j] for j in blocks]
+        return causal, torch.stack([fake(found[j], past + root + 1 - n_prompt) for j, root in enumerate(blocked)])
 
     model.fused_call, model.token_tree_call = fused_call, token_tree_call
     return model
