@@ -96,8 +96,19 @@ class GatedLoRALinear(nn.Module):
         self.B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=torch.float32))
         nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))  # as nn.Linear (and LoRA) initialise a weight
 
+    _factors: tuple | None = None  # ((A's and B's addresses and versions), (A.T, B.T) contiguous, batch of 1)
+
     def delta(self, x: torch.Tensor) -> torch.Tensor:
         return (x.to(self.A.dtype) @ self.A.T @ self.B.T * self.scale).to(x.dtype)
+
+    def _transposed(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``A.T`` and ``B.T``, contiguous, as (1, in, r) and (1, r, out): made again whenever A or B changed (an
+        optimizer's step), so a decode's batched products read them without a transpose a call."""
+        a, b = self._parameters["A"], self._parameters["B"]
+        key = a.data_ptr(), a._version, b.data_ptr(), b._version
+        if self._factors is None or self._factors[0] != key:
+            self._factors = key, (a.detach().T.contiguous()[None], b.detach().T.contiguous()[None])
+        return self._factors[1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (batch, seq, in)
         y = self.base(x)
@@ -108,8 +119,11 @@ class GatedLoRALinear(nn.Module):
             if x.shape[0] == 1 and x.dtype == y.dtype == self.A.dtype and not torch.is_grad_enabled():
                 # a decode's block call: the update added in place to the block's rows of the base's fresh output,
                 # in one multiply-add, not written into a new copy of every row. A call runs this in each of its
-                # adapted layers (210 on SmolLM2), where each op's fixed cost outweighs the small matmuls.
-                y[0, -k:].addmm_(x[0, -k:] @ self.A.T, self.B.T, alpha=self.scale)
+                # adapted layers (210 on SmolLM2), where each op's fixed cost outweighs the small matmuls: so two
+                # batched products on factors transposed once, four ops in all (on a 2-core AMD EPYC, 1 thread, 8
+                # rows: 99 against 110 us a layer with its base product, 78 us alone).
+                at, bt = self._transposed()
+                y[:, -k:].baddbmm_(torch.bmm(x[:, -k:], at), bt, alpha=self.scale)
                 return y
             return torch.cat([y[:, :-k], y[:, -k:] + self.delta(x[:, -k:])], dim=1)
         rows = self.gate.rows

@@ -99,6 +99,20 @@ def test_a_block_call_adds_the_update_to_the_blocks_rows_only(rows, mode):
         assert layer.A.grad is not None and layer.B.grad.abs().sum() > 0
 
 
+def test_a_decodes_block_call_reads_the_factors_as_they_are_after_a_training_step():
+    """The decode path keeps A.T and B.T transposed between calls; a step that changes A and B in place (as an
+    optimizer's does, between a training run's probe decodes) must reach the next block call."""
+    linear, gate, layer, x = gated_layer()
+    x = x[:1]
+    for _ in range(2):
+        with torch.no_grad(), gate.on(suffix=2):
+            y = layer(x)
+        torch.testing.assert_close(y[:, 3:], lora_reference(linear, layer.A, layer.B, 2.0, x)[:, 3:].detach())
+        with torch.no_grad():
+            layer.A.mul_(-0.5)
+            layer.B.add_(1.0)
+
+
 def test_one_threads_block_call_leaves_another_threads_rows_to_the_base():
     """The app decodes one model on two threads (a click beside the γ map's background decodes): while one thread
     holds the gate on, a forward on another thread is the base's, bit for bit, and the first still gets its LoRA."""
