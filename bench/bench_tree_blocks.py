@@ -195,7 +195,7 @@ def reading(header, counts, t) -> list[str]:
                         if header["items"][s])
     out = ["## Reading it", "",
            f"- The fastest setting here is {setting_text(best)}: {speed[best]:.2f}× generate's speed (median of "
-           f"paired rounds), writing {per_set} ({COUNTED}).",
+           f"paired rounds), writing {per_set} {COUNTED}.",
            ]
     for name in ("single", "tree", "tree 4,2,1"):
         if name in speed:

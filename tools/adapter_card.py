@@ -3,8 +3,8 @@
     python tools/adapter_card.py      # writes sbd_viz/models/smollm2-135m-sbd/README.md
 
 Every number in the card is read from ``adapter.json`` (what training recorded), ``bench/adapter_training.json``
-(the held-out probe over training) or ``bench/adapter.json`` (the held-out measurements), and stands in a table of
-the card. tests/unit/test_adapter_card.py checks the card is this script's output.
+(the held-out probe over training), ``bench/adapter.json`` (the held-out measurements) or ``bench/tree_blocks.json``
+(wall clock against ``generate`` by how verified SBD drafts), and stands in a table of the card. tests/unit/test_adapter_card.py checks the card is this script's output.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "sbd_viz" / "models" / "smollm2-135m-sbd"
 BENCH = ROOT / "bench" / "adapter.json"
 CURVE = ROOT / "bench" / "adapter_training.json"
+SPEED = ROOT / "bench" / "tree_blocks.json"
 
 
 def _tpc(row: dict) -> str:
@@ -36,7 +37,48 @@ def _most(sets: dict, kind: str) -> float:
     return max(row["tokens_per_call"] for s in sets.values() for row in (s.get(kind) or {}).values())
 
 
-def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
+def _fastest(speed: dict | None) -> str:
+    """The Limits' clause on speed: how fast the fastest way of drafting ran against ``generate`` on a CPU."""
+    if speed is None or not speed["results"].get("timing"):
+        return ""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_tree_blocks import setting_text
+
+    ratios = {n: 1 / r["median"] for n, r in speed["results"]["timing"]["vs_generate"].items() if r["median"]}
+    best = max(ratios, key=ratios.get)
+    counts = speed["results"]["counts"]
+    tpc = "/".join(f"{counts[s][best]['tokens'] / counts[s][best]['calls']:.2f}" for s in ("chat", "code"))
+    return (f". The fastest way it drafts on a 2-core CPU ({setting_text(best)}) writes {tpc} tokens per call on chat"
+            f"/code, every item the base's text, and runs {ratios[best]:.2f}× `generate`'s speed (Speed on a CPU, "
+            "below)")
+
+
+def speed_lines(speed: dict) -> list[str]:
+    """The card's wall-clock section from ``bench/tree_blocks.json``: each way of drafting against ``generate``."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_tree_blocks import setting_text
+
+    header, t, counts = speed["header"], speed["results"]["timing"], speed["results"]["counts"]
+    lines = ["## Speed on a CPU", "",
+             f"From `bench/TREE_BLOCKS.md` (`{header['command']}`, {header['date']}, {header['machine']}): verified SBD "
+             f"at block {header['block_size']}, γ {header['gamma']:g}, by how it drafts. Tokens per call over "
+             f"{header['items']['chat']} held-out chat questions and {header['items']['code']} HumanEval problems; "
+             f"speed: `generate`'s seconds over the decode's, median of paired rounds on {len(t['items'])} of them.",
+             "", "| drafting | chat: tokens per call | code: tokens per call | speed against `generate` |",
+             "|---|---:|---:|---:|"]
+    for name in header["settings"]:
+        r = t["vs_generate"][name]
+        tpc = [counts[s][name]["tokens"] / counts[s][name]["calls"] for s in ("chat", "code")]
+        fast = "–" if r["median"] is None else f"{1 / r['median']:.2f}×"
+        lines.append(f"| {setting_text(name)} | {tpc[0]:.2f} | {tpc[1]:.2f} | {fast} |")
+    return lines + [""]
+
+
+def render(settings: dict, bench: dict, curve: dict, weights_bytes: int, speed: dict | None = None) -> str:
     extra = settings["extra"]
     data = extra["data"]
     params = settings["parameters"]
@@ -59,7 +101,8 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
         "drafts are right far less often than a fully trained SBD model's, so verified SBD writes at most "
         f"{_most(sets, 'verified'):.2f} tokens per call when it drafts one block a call and {_most(sets, 'tree'):.2f} "
         "with tree drafting (tables below); a token tree of candidates writes more, but its wide calls cost more "
-        "than they save on a CPU (`bench/ADAPTER.md`). Plain SBD leaves the base's text within a few tokens. Its text quality is SmolLM2-135M's, no better: it "
+        f"than they save on a CPU (`bench/ADAPTER.md`){_fastest(speed)}. Plain SBD leaves the base's text within a "
+        "few tokens. Its text quality is SmolLM2-135M's, no better: it "
         "writes nothing the base would not. It drafts chat answers and Python code like its training data; other "
         "kinds of text are drafted worse.",
         "",
@@ -135,6 +178,8 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int) -> str:
                 lines.append(f"| {name} | {label}, {setting} | {row['identical']}/{row['items']} | {_tpc(row)} |")
     lines += ["", "Wall clock on the CPU, plain SBD across γ, HumanEval pass@1 and the GPU projection: "
               "`bench/ADAPTER.md`.", ""]
+    if speed is not None and speed["results"].get("timing"):
+        lines += speed_lines(speed)
     return "\n".join(lines)
 
 
@@ -146,15 +191,16 @@ def parameter_count(path: Path) -> int:
         return sum(f.get_slice(k).get_shape()[0] * (f.get_slice(k).get_shape()[1:] or [1])[0] for k in f.keys())
 
 
-def sources() -> tuple[dict, dict, dict, int]:
-    """What the card is written from: the settings (with the parameter count), the two pages' JSON, the file size."""
+def sources() -> tuple[dict, dict, dict, int, dict | None]:
+    """What the card is written from: the settings (with the parameter count), the pages' JSON, the file size."""
     settings = json.loads((FOLDER / "adapter.json").read_text())
     settings["parameters"] = parameter_count(FOLDER / "adapter.safetensors")
     head = FOLDER / "sampler_head.safetensors"
     if head.is_file():
         settings["head_parameters"], settings["head_bytes"] = parameter_count(head), head.stat().st_size
     return (settings, json.loads(BENCH.read_text()), json.loads(CURVE.read_text()),
-            (FOLDER / "adapter.safetensors").stat().st_size)
+            (FOLDER / "adapter.safetensors").stat().st_size,
+            json.loads(SPEED.read_text()) if SPEED.is_file() else None)
 
 
 def main() -> None:
