@@ -14,6 +14,12 @@ chain's depth; widths of all ones are tree drafting's chain, call for call. How 
   rejection (``checks``, ``Rollback``) and the step opens its block there: the alternatives NTP took, each NTP's
   token from its parent's row (commits with ``ntp=True``), then NTP's next token, then the new drafts. Its block
   is longer than the block size by the alternatives it took.
+
+Fewer blocks a call (``tree_blocks``): most of a call's rows are its blocks, one after every fed token, though the
+path ends at only one of them. With ``tree_blocks=n`` a call feeds blocks after the ``n`` fed tokens the path most
+likely ends at, by the drafter's probabilities (a node's path probability less its children's; x's path is 1);
+widths of all ones make it the chain with fewer blocks. A path that ends where no block follows writes NTP's token
+there as a step of one slot with no drafts, and the next call feeds that token alone with a block after it.
 """
 
 from __future__ import annotations
@@ -178,8 +184,8 @@ class TokenTreeDecode(TreeDecode):
         for n in self.nodes:
             if n.parent in ends_at:
                 ends_at[n.parent] -= n.prob
-        order = sorted(range(len(rows)), key=lambda j: -ends_at[list(rows)[j]])  # stable: x first on ties
-        return tuple(sorted(order[: self.max_blocks]))
+        likeliest = sorted(range(len(rows)), key=[-ends_at[i] for i in rows].__getitem__)  # stable: x first on ties
+        return tuple(sorted(likeliest[: self.max_blocks]))
 
     def _taken_root(self, plan: _TokenTree, logits: torch.Tensor) -> int:
         """The root whose block NTP's verdicts take (``_walk``); the call drafts from that block alone. A path that
