@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .packed_linear import state_key
+
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 WEIGHTS = "adapter.safetensors"
 SETTINGS = "adapter.json"
@@ -96,7 +98,7 @@ class GatedLoRALinear(nn.Module):
         self.B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=torch.float32))
         nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))  # as nn.Linear (and LoRA) initialise a weight
 
-    _factors: tuple | None = None  # ((A's and B's addresses and versions), (A.T, B.T) contiguous, batch of 1)
+    _factors: tuple | None = None  # ((A's and B's state_key), (A.T, B.T) contiguous, batch of 1)
 
     def delta(self, x: torch.Tensor) -> torch.Tensor:
         return (x.to(self.A.dtype) @ self.A.T @ self.B.T * self.scale).to(x.dtype)
@@ -105,7 +107,7 @@ class GatedLoRALinear(nn.Module):
         """``A.T`` and ``B.T``, contiguous, as (1, in, r) and (1, r, out): made again whenever A or B changed (an
         optimizer's step), so a decode's batched products read them without a transpose a call."""
         a, b = self._parameters["A"], self._parameters["B"]
-        key = a.data_ptr(), a._version, b.data_ptr(), b._version
+        key = state_key(a), state_key(b)
         if self._factors is None or self._factors[0] != key:
             self._factors = key, (a.detach().T.contiguous()[None], b.detach().T.contiguous()[None])
         return self._factors[1]

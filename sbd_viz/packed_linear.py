@@ -47,6 +47,15 @@ def available() -> bool:
 MIN_WEIGHTS = 1 << 18
 
 
+def state_key(t: torch.Tensor) -> tuple:
+    """What names ``t``'s values as they are now: its address and its in-place version, so a copy derived from it
+    (a packed or transposed weight) is made again after an optimizer's step changes it."""
+    try:
+        return t.data_ptr(), t._version
+    except RuntimeError:  # an inference tensor keeps no version: it cannot be changed in place either
+        return t.data_ptr(), None
+
+
 class PackedLinear(nn.Linear):
     """An ``nn.Linear`` whose calls without gradient multiply by its weight prepacked for oneDNN. Made by ``pack``
     from an ``nn.Linear`` (its class switched in place), never built directly."""
@@ -57,10 +66,7 @@ class PackedLinear(nn.Linear):
         """The packed copy of the weight, packed again if the weight changed since; None where it cannot be (not
         float32 on the CPU)."""
         w, b = self._parameters["weight"], self._parameters["bias"]
-        try:
-            key = w.data_ptr(), w._version
-        except RuntimeError:  # an inference tensor keeps no version: it cannot be changed in place either
-            key = w.data_ptr(), None
+        key = state_key(w)
         cached = self._packed
         if cached is not None and cached[0] == key:
             return cached[1]
