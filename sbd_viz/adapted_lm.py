@@ -158,18 +158,18 @@ class AdaptedLM(CausalLM):
         slot (k, c) or None). With many blocks (``split_rows``), only the roots' rows go through the output layer in
         the forward, and the picked block's after it: the other blocks' logits would be thrown away, and on a CPU the
         output layer is a quarter of a row's cost."""
-        n_blocks = len(block_roots(roots, blocks))
-        if (n_blocks - 1) * k < self.split_rows:  # few rows unpicked: the output layer once, on every block
+        blocked = block_roots(roots, blocks)
+        if (len(blocked) - 1) * k < self.split_rows:  # few rows unpicked: the output layer once, on every block
             roots_logits, found, hidden = self._unchained(cache, new_ids, parents, roots, k, blocks)
             root, j = picked_block(pick, roots_logits, blocks)
             if j is None:
                 return roots_logits, None, (None, None)
             return roots_logits, *self._picked(roots_logits[root:root + 1], found[j], hidden[j])
-        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, block_roots(roots, blocks), k)
+        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, blocked, k)
         n = len(new_ids)
         self._hidden.wanted = True
         try:
-            roots_logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots)), n_blocks * k)
+            roots_logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots)), len(blocked) * k)
             every = self._hidden.value[0]  # (q, d): every row's final hidden state
         finally:
             self._hidden.wanted, self._hidden.value = False, None

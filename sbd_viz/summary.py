@@ -167,8 +167,9 @@ def _fed_verified(trace: Trace, step: Step) -> str:
         if n_causal == 1:
             return (f"the last accepted token and a block of {k} masked slots after it (no drafts to check: the call "
                     "before drafted none)")
-        where = ("one after each possible accepted length" if _block_cap(trace) is None else
-                 f"after the accepted lengths the drafts made likeliest (at most {_block_cap(trace)} a call)")
+        cap = _block_cap(trace)
+        where = ("one after each possible accepted length" if cap is None else
+                 f"after the accepted lengths the drafts made likeliest (at most {cap} a call)")
         return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
                 f"+ {n_blocks} block(s) of {k} masked slots, {where} (tree drafting)")
     if step.check_only:
@@ -198,7 +199,7 @@ def step_text(trace: Trace, step: Step) -> str:
              f"{_count(len(step.masked), 'slot')} masked before the call; committed "
              + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace), _block_cap(trace) is not None)}")
+        lines.append(f"rollback: {_rollback_words(trace, step)}")
     if step.renoised:  # a canvas decoder took back slots it had accepted
         lines.append(f"renoised (accepted before, taken back): slot{'s' if len(step.renoised) > 1 else ''} "
                      + ", ".join(map(str, step.renoised)))
@@ -219,7 +220,7 @@ def _drafts_step_text(trace: Trace, step: Step, head: str, prefix: str) -> str:
              f"kept {_count(len(step.commits), 'token')}: " + (", ".join(commit_text(c) for c in step.commits)
                                                                or "nothing")]
     if step.rollback is not None:
-        lines.append(f"rollback: {rollback_text(step, _tree_drafted(trace), _block_cap(trace) is not None)}")
+        lines.append(f"rollback: {_rollback_words(trace, step)}")
     before = "".join(t for t in trace.block_state(step, after=False) if t is not None)
     lines += [f"text before: {visible(prefix[-24:] + before)}",
               f"text after:  {visible(prefix[-24:] + before + kept)}"]
@@ -239,6 +240,11 @@ def _tree_drafted(trace: Trace) -> bool:
     from .decoders.verified import tree_drafted
 
     return tree_drafted(trace.config)
+
+
+def _rollback_words(trace: Trace, step: Step) -> str:
+    """``rollback_text`` of a step of ``trace``, told how the trace's calls drafted."""
+    return rollback_text(step, _tree_drafted(trace), _block_cap(trace) is not None)
 
 
 def _block_cap(trace: Trace) -> int | None:
@@ -284,7 +290,7 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     lines += [row_t, row_c, "", measures_text(measures(trace))]
     for s in trace.rollbacks()[:10]:
         lines.append(f"  rollback: call {s.call}, block {s.block}: "
-                     f"{rollback_text(s, _tree_drafted(trace), _block_cap(trace) is not None)}")
+                     f"{_rollback_words(trace, s)}")
     gaps = trace.gap_fills()
     for g in gaps[:10]:
         lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"

@@ -255,21 +255,21 @@ class TokenTreeDecode(TreeDecode):
         k, alternatives = 0, []
         if walk.ends:  # the alternatives end the output
             self.nodes, self.drafts, self.ends = [], [], False
-        elif reply.block is None:  # no block after the path's end (``tree_blocks``): NTP's token, no drafts
-            k, r = 1, plan.root(walk.at)
-            self.out.append(walk.ntp)
-            commits.append(exact_commit(self.model, len(off), walk.ntp, rows.probs[r], rows.logp[r], ntp=True))
-            views += slot_views(self.model, [len(off)], propose(self.model, reply.causal[r:r + 1], 0.0, None),
-                                self.config.top_n)
-            self.nodes, self.drafts, self.ends = [], [], False
         else:
-            k, r = plan.request.block_size, plan.root(walk.at)
+            r = plan.root(walk.at)
             self.out.append(walk.ntp)
-            proposal = propose(self.model, reply.block, 0.0, None)  # (k, V)
             commits.append(exact_commit(self.model, len(off), walk.ntp, rows.probs[r], rows.logp[r], ntp=True))
-            commits += [replace(c, slot=c.slot + len(off)) for c in self._new_drafts(proposal, k)]
-            views += slot_views(self.model, range(len(off), len(off) + k), proposal, self.config.top_n)
-            self.nodes, alternatives = self._next_tree(list(reply.tree), len(off))
+            if reply.block is None:  # no block after the path's end (``tree_blocks``): NTP's token, no drafts
+                k = 1
+                views += slot_views(self.model, [len(off)], propose(self.model, reply.causal[r:r + 1], 0.0, None),
+                                    self.config.top_n)
+                self.nodes, self.drafts, self.ends = [], [], False
+            else:
+                k = plan.request.block_size
+                proposal = propose(self.model, reply.block, 0.0, None)  # (k, V)
+                commits += [replace(c, slot=c.slot + len(off)) for c in self._new_drafts(proposal, k)]
+                views += slot_views(self.model, range(len(off), len(off) + k), proposal, self.config.top_n)
+                self.nodes, alternatives = self._next_tree(list(reply.tree), len(off))
         rollback = None
         if any(not c.accepted for c in checks):  # NTP's token is written at the rejected draft's position, slot 0
             kept = set(walk.path)
