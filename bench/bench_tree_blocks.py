@@ -63,6 +63,17 @@ def setting_text(name: str) -> str:
     return f"tree, {what}, " + (f"{blocks} block{'s' if blocks != '1' else ''} a call" if blocks else "every block")
 
 
+def tokens_per_call(counts: dict, s: str, name: str) -> float:
+    """A setting's output tokens over its model calls on set ``s`` (``COUNTED``)."""
+    return counts[s][name]["tokens"] / counts[s][name]["calls"]
+
+
+def speeds(timing: dict) -> dict[str, float]:
+    """Each setting's speed against generate: generate's seconds over its own, the median of the paired rounds (a
+    setting without a kept pair is left out)."""
+    return {name: 1 / r["median"] for name, r in timing["vs_generate"].items() if r["median"] is not None}
+
+
 def run(args, argv):
     import torch
 
@@ -158,24 +169,24 @@ def markdown(header, results, examples) -> str:
                   f"| setting | identical | {COUNTED} | rows a call |", "|---|---:|---:|---:|"]
         for name in settings:
             c = counts[s][name]
-            lines.append(f"| {setting_text(name)} | {c['identical']}/{c['items']} | {c['tokens'] / c['calls']:.2f} | "
-                         f"{c['rows'] / max(1, c['later_calls']):.1f} |")
+            lines.append(f"| {setting_text(name)} | {c['identical']}/{c['items']} | "
+                         f"{tokens_per_call(counts, s, name):.2f} | {c['rows'] / max(1, c['later_calls']):.1f} |")
         lines.append("")
     if t:
         lines += ["## Wall clock on this CPU", "",
-                  f"Items timed: {len(t['items'])} (chat and HumanEval alternately), {t['rounds']} rounds each: every method "
-                  "once a round, in an order that rotates from round to round and item to item, after a warm-up run "
-                  f"of each; a run over {t['guard']}× the method's fastest on the item is marked disturbed "
-                  f"(**{t['disturbed']} of {t['runs']} runs**; 1-minute load average {t['load'][0]:.2f}-"
+                  f"Items timed: {len(t['items'])} (chat and HumanEval alternately), {t['rounds']} rounds each: every "
+                  "method once a round, in an order that rotates from round to round and item to item, after a "
+                  f"warm-up run of each; a run over {t['guard']}× the method's fastest on the item is marked "
+                  f"disturbed (**{t['disturbed']} of {t['runs']} runs**; 1-minute load average {t['load'][0]:.2f}-"
                   f"{t['load'][1]:.2f} at the rounds' starts). `generate` is HF's greedy `generate` on the kernels "
                   "the decoders run (`sv.load_model`'s weights prepacked for oneDNN).", "",
                   "| method | seconds (sum of each item's median) | ms per token | speed against generate (median of "
                   "paired rounds) | range | kept pairs |", "|---|---:|---:|---:|---:|---:|"]
-        sec = t["seconds"]
+        sec, fast = t["seconds"], speeds(t)
         lines.append(f"| generate | {sec[GENERATE]:.2f} | {1000 * sec[GENERATE] / t['tokens']:.1f} | 1.00× | – | – |")
         for name in settings:
             r = t["vs_generate"][name]
-            speed = "–" if r["median"] is None else f"{1 / r['median']:.2f}×"
+            speed = f"{fast[name]:.2f}×" if name in fast else "–"
             span = "–" if r["median"] is None else f"{1 / r['hi']:.2f}-{1 / r['lo']:.2f}×"
             lines.append(f"| {setting_text(name)} | {sec[name]:.2f} | {1000 * sec[name] / t['tokens']:.1f} | "
                          f"{speed} | {span} | {r['pairs']}/{r['of']} |")
@@ -187,12 +198,11 @@ def markdown(header, results, examples) -> str:
 
 def reading(header, counts, t) -> list[str]:
     """The page's reading: the fastest setting, with its tokens per call on each set."""
-    speed = {n: 1 / r["median"] for n, r in t["vs_generate"].items() if r["median"] is not None}
+    speed = speeds(t)
     if not speed:
         return []
     best = max(speed, key=speed.get)
-    per_set = ", ".join(f"{s}: {counts[s][best]['tokens'] / counts[s][best]['calls']:.2f}" for s in SETS
-                        if header["items"][s])
+    per_set = ", ".join(f"{s}: {tokens_per_call(counts, s, best):.2f}" for s in SETS if header["items"][s])
     out = ["## Reading it", "",
            f"- The fastest setting here is {setting_text(best)}: {speed[best]:.2f}× generate's speed (median of "
            f"paired rounds), writing {per_set} {COUNTED}.",

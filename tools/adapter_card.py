@@ -37,32 +37,34 @@ def _most(sets: dict, kind: str) -> float:
     return max(row["tokens_per_call"] for s in sets.values() for row in (s.get(kind) or {}).values())
 
 
+def _speed_page():
+    """``bench/bench_tree_blocks.py``, the speed page's script: how it names a setting and reads its counts."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_tree_blocks
+
+    return bench_tree_blocks
+
+
 def _fastest(speed: dict | None) -> str:
     """The Limits' clause on speed: how fast the fastest way of drafting ran against ``generate`` on a CPU."""
     if speed is None or not speed["results"].get("timing"):
         return ""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    from bench_tree_blocks import setting_text
-
-    ratios = {n: 1 / r["median"] for n, r in speed["results"]["timing"]["vs_generate"].items() if r["median"]}
+    page, counts = _speed_page(), speed["results"]["counts"]
+    ratios = page.speeds(speed["results"]["timing"])
     best = max(ratios, key=ratios.get)
-    counts = speed["results"]["counts"]
-    tpc = "/".join(f"{counts[s][best]['tokens'] / counts[s][best]['calls']:.2f}" for s in ("chat", "code"))
-    return (f". The fastest way it drafts on a 2-core CPU ({setting_text(best)}) writes {tpc} tokens per call on chat"
-            f"/code, every item the base's text, and runs {ratios[best]:.2f}× `generate`'s speed (Speed on a CPU, "
-            "below)")
+    tpc = "/".join(f"{page.tokens_per_call(counts, s, best):.2f}" for s in ("chat", "code"))
+    return (f". The fastest way it drafts on a 2-core CPU ({page.setting_text(best)}) writes {tpc} tokens per call on "
+            f"chat/code, every item the base's text, and runs {ratios[best]:.2f}× `generate`'s speed (Speed on a "
+            "CPU, below)")
 
 
 def speed_lines(speed: dict) -> list[str]:
     """The card's wall-clock section from ``bench/tree_blocks.json``: each way of drafting against ``generate``."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    from bench_tree_blocks import setting_text
-
+    page = _speed_page()
     header, t, counts = speed["header"], speed["results"]["timing"], speed["results"]["counts"]
+    fast = page.speeds(t)
     lines = ["## Speed on a CPU", "",
              f"From `bench/TREE_BLOCKS.md` (`{header['command']}`, {header['date']}, {header['machine']}): verified SBD "
              f"at block {header['block_size']}, γ {header['gamma']:g}, by how it drafts. Tokens per call over "
@@ -71,10 +73,9 @@ def speed_lines(speed: dict) -> list[str]:
              "", "| drafting | chat: tokens per call | code: tokens per call | speed against `generate` |",
              "|---|---:|---:|---:|"]
     for name in header["settings"]:
-        r = t["vs_generate"][name]
-        tpc = [counts[s][name]["tokens"] / counts[s][name]["calls"] for s in ("chat", "code")]
-        fast = "–" if r["median"] is None else f"{1 / r['median']:.2f}×"
-        lines.append(f"| {setting_text(name)} | {tpc[0]:.2f} | {tpc[1]:.2f} | {fast} |")
+        tpc = [page.tokens_per_call(counts, s, name) for s in ("chat", "code")]
+        lines.append(f"| {page.setting_text(name)} | {tpc[0]:.2f} | {tpc[1]:.2f} | "
+                     f"{f'{fast[name]:.2f}×' if name in fast else '–'} |")
     return lines + [""]
 
 
