@@ -26,12 +26,12 @@ import math
 import statistics
 from pathlib import Path
 
-from sbd_viz.labels import COUNT_LABELS
+from sbd_viz.trace.labels import COUNT_LABELS
 
 HERE = Path(__file__).resolve().parent
 JSON = HERE / "adapter_training.json"
 GPU_COMMAND = ("sbd-viz train --adapter --device cuda --out runs/sbd-adapter-gpu --resume-from "
-               "sbd_viz/models/smollm2-135m-sbd --chat-prompts 1650 --proposed-prompts 4000 --code-prompts 4000 "
+               "sbd_viz/weights/smollm2-135m-sbd --chat-prompts 1650 --proposed-prompts 4000 --code-prompts 4000 "
                "--new-tokens 128 --batch-size 64 --max-steps 20000 --probe-every 500 --save-every 200")
 PAGE = HERE / "ADAPTER_TRAINING.md"
 # The probe's ratio, predicted from slot accuracies rather than counted from decodes: none of COUNT_LABELS' four
@@ -58,7 +58,7 @@ def read_log(paths: list[Path]) -> tuple[list[dict], list[float]]:
 
 def _shipped_extra() -> dict:
     """What training recorded of the adapter the package ships (its ``adapter.json``'s ``extra``)."""
-    from sbd_viz import adapted_lm, gated_adapter
+    from sbd_viz.models import adapted_lm, gated_adapter
 
     return gated_adapter.read_config(adapted_lm.shipped_folder("smollm2-135m-sbd")).extra
 
@@ -166,11 +166,11 @@ def render(data: dict) -> str:
         shipped = data.get("shipped_step")
         if shipped is not None and any(h["step"] != shipped for h in held):
             lines += ["", f"Only the adapter at step {shipped} is kept (it ships as "
-                      "`sbd_viz/models/smollm2-135m-sbd`; a command without `--adapter` measures it): the other "
+                      "`sbd_viz/weights/smollm2-135m-sbd`; a command without `--adapter` measures it): the other "
                       "rows ran on that step's checkpoint of the run (`--adapter` named it), which git does not keep."]
         if data.get("shipped_head"):
             lines += ["", "These rows are the adapter alone. The package ships it with a sampler head "
-                      "(`sbd_viz.sampler_head`, trained after the adapter on its frozen hidden states), which chains "
+                      "(`sbd_viz.models.sampler_head`, trained after the adapter on its frozen hidden states), which chains "
                       "tree drafting's drafts: its decodes on the same items are [ADAPTER.md](ADAPTER.md)."]
         first, last = held[0], held[-1]
         probe = {r["step"]: r for r in rows}

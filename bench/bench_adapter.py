@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paired  # noqa: E402
 import run_info  # noqa: E402
-from sbd_viz.labels import COUNT_LABELS  # noqa: E402
+from sbd_viz.trace.labels import COUNT_LABELS  # noqa: E402
 
 COUNTED = COUNT_LABELS[(True, True)]  # every output token over every call: Trace.tokens_per_call
 # The speculative-decoding count: each item's first call and its one token (NTP's, as generate's prefill writes; a
@@ -120,7 +120,7 @@ def measure_item(base, model, item, args, shapes, tree: bool) -> dict:
     """Every decode of one item, as counts (no clock)."""
     import sbd_viz as sv
     from sbd_viz.analysis import roofline
-    from sbd_viz.labels import first_difference
+    from sbd_viz.trace.labels import first_difference
 
     n, stop, prompt = args.new_tokens, item["stop"], item["prompt"]
     ref = generate(base, model.encode(prompt), n, stop)
@@ -332,7 +332,7 @@ def example(model, sets, args) -> dict:
     """The first chat item: NTP's answer on the adapted model (the base's text), and plain SBD's at the first block
     size and the largest γ, with the token where it first leaves that text."""
     import sbd_viz as sv
-    from sbd_viz.labels import first_difference
+    from sbd_viz.trace.labels import first_difference
 
     if not sets["chat"]:
         return {}
@@ -398,7 +398,7 @@ def run(args, argv):
               "timeout": args.timeout, "gpu": args.gpu, "shapes": {"own": BASE, "8b": EIGHT_B}, "tree": tree,
               "tree_widths": list(args.tree_widths) if tree and args.tree_widths else None,
               "timing_setting": best if timed else None,
-              "kernels": "`sv.load_model`'s default kernels: weights prepacked for oneDNN (`sbd_viz.packed_linear`, "
+              "kernels": "`sv.load_model`'s default kernels: weights prepacked for oneDNN (`sbd_viz.models.packed_linear`, "
                          "`bench/CALL_COST.md`)"}
     results = {"sets": summaries, "timing": times, "timing_summary": timing_summary(times) if times else None,
                "humaneval": he}

@@ -20,7 +20,7 @@ block size (4):
   4 slots after each, the head growing the next tree from the picked block.
 
 Each shape runs on two copies of the model: with torch's own kernels (``sv.load_model(..., packed=False)``, MKL's
-sgemm) and with weights prepacked for oneDNN (``sv.load_model``'s default, ``sbd_viz.packed_linear``). Every call
+sgemm) and with weights prepacked for oneDNN (``sv.load_model``'s default, ``sbd_viz.models.packed_linear``). Every call
 starts from the same cache (a held-out chat prompt) and is cut back to it after. Paired, warmed,
 interleaved rounds (``bench/paired.py``), the order rotating from round to round; a shape's ratio is its seconds
 over the one-token call's in the same round. The page then sets the break-even (a shape's ratio: the tokens a call
@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paired  # noqa: E402
 import run_info  # noqa: E402
-from sbd_viz.labels import COUNT_LABELS  # noqa: E402
+from sbd_viz.trace.labels import COUNT_LABELS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODEL = "smollm2-135m-sbd"
@@ -53,7 +53,7 @@ COUNTED = COUNT_LABELS[(True, True)]
 TORCH, PACKED = "torch's kernels", "packed"  # sv.load_model(packed=False) and its default
 KERNELS = (TORCH, PACKED)
 KERNEL_TEXT = {TORCH: "torch's own kernels (`sv.load_model(..., packed=False)`: MKL's sgemm)",
-               PACKED: "weights prepacked for oneDNN (`sv.load_model`'s default, `sbd_viz.packed_linear`)"}
+               PACKED: "weights prepacked for oneDNN (`sv.load_model`'s default, `sbd_viz.models.packed_linear`)"}
 
 
 def named(kernel: str, shape: str) -> str:
@@ -152,7 +152,7 @@ def head_passes(calls) -> dict[str, int]:
     """{shape: the head's chained passes} of one call of each tree shape with the head (the calls are the same work
     every round: the same cache, tokens and branch). A pass multiplies by the output layer: the whole of it, or the
     rows of the slots' candidates (``sampler_head.candidate_logits``)."""
-    from sbd_viz import sampler_head
+    from sbd_viz.models import sampler_head
 
     real, seen = {name: getattr(sampler_head, name) for name in ("output_logits", "candidate_logits")}, []
     for name, fn in real.items():

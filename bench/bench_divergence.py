@@ -10,7 +10,7 @@ gamma alone: commits the budget would not have allowed. Then it lists the lost i
 Deterministic (greedy, no timing): the same model and draw give the same report. ``--from-json`` renders a
 run's ``--json`` again without decoding.
 
-    python bench/bench_divergence.py --model sbd_viz/models/sbd-char-5m --per-family 40 --threads 1 \
+    python bench/bench_divergence.py --model sbd_viz/weights/sbd-char-5m --per-family 40 --threads 1 \
         --out bench/DIVERGENCE.md --json bench/divergence.json
 """
 from __future__ import annotations
@@ -135,7 +135,7 @@ def run(args, argv) -> tuple[dict, list[tuple[str, dict, object]]]:
     suite = tasks.load_suite(split="test", per_family=args.per_family, seed=args.suite_seed,
                              families=tuple(args.families) if args.families else None)
     results = []
-    for name, items in tasks.places(suite, model.context_length or 512, MAX_NEW_TOKENS):
+    for name, items in tasks.asserts.places(suite, model.context_length or 512, MAX_NEW_TOKENS):
         if name == "standalone" and args.no_standalone:
             continue
         report = divergence_report(model, items, max_new_tokens=MAX_NEW_TOKENS, stop="\n", rule="entropy_bounded",

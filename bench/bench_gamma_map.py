@@ -28,7 +28,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.analysis.gamma_map import _slider_positions, gamma_map
-from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
+from sbd_viz.decoders.rules import COMMIT_RULES, DEFAULT_RULE
 
 import run_info  # beside this file
 
@@ -106,7 +106,7 @@ def run(args, argv) -> tuple[dict, list[dict], list[dict]]:
 
 def _shown(prompt: str) -> str:
     """A prompt in a table cell: newlines as ⏎, pipes escaped."""
-    from sbd_viz.labels import visible
+    from sbd_viz.trace.labels import visible
 
     return visible(prompt).replace("|", "\\|")
 

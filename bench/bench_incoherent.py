@@ -29,7 +29,7 @@ import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.analysis.incoherence import KINDS, incoherence_report
 from sbd_viz.analysis.pieces import prompts_at_gammas
-from sbd_viz.labels import COUNT_LABELS
+from sbd_viz.trace.labels import COUNT_LABELS
 
 import run_info  # beside this file
 
@@ -119,7 +119,7 @@ def markdown(header: dict, results: list[dict], examples: list[dict], top: int =
 
 def run(args, argv) -> tuple[dict, list[dict], list[dict]]:
     torch.set_num_threads(args.threads)
-    header = {"model": args.model or "sbd_viz/models/sbd-char-5m (the shipped model)", "gammas": args.gammas,
+    header = {"model": args.model or "sbd_viz/weights/sbd-char-5m (the shipped model)", "gammas": args.gammas,
               "per_family": args.per_family, "suite_seed": args.suite_seed, "date": run_info.utc_now(),
               "command": "python bench/bench_incoherent.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "machine": run_info.machine(args.threads), "load_start": run_info.load()}

@@ -1,6 +1,6 @@
 """List tasks (ParallelBench-style): PBx and AUP per task and decoder, from exact γ maps, on both shipped models.
 
-The suite is ``sbd_viz.list_tasks`` (copy, reverse, sort, shuffle, insert, replace, repeat at several lengths, one
+The suite is ``sbd_viz.tasks.lists`` (copy, reverse, sort, shuffle, insert, replace, repeat at several lengths, one
 fixed seed, exact match). The character model (``sv.load_model()``) gets each item as a Python assert, SmolLM2 with
 the SBD adapter (``sv.load_model("smollm2-135m-sbd")``) as a chat message through its chat template. Every
 registered decoder (``sv.decoders()``) runs; one a model does not serve is listed with the reason.
@@ -37,13 +37,13 @@ from pathlib import Path
 import torch
 
 import sbd_viz as sv
-from sbd_viz import list_tasks as lt
+from sbd_viz.tasks import lists as lt
 from sbd_viz.analysis import parallelism as par
 from sbd_viz.analysis.closed_forms import CLOSED_FORMS, closed_form_curve
 from sbd_viz.analysis.gamma_map import gamma_map, walks_gamma
-from sbd_viz import model_kinds
-from sbd_viz.labels import COUNT_LABELS
-from sbd_viz.rules import DEFAULT_RULE
+from sbd_viz.models import kinds as model_kinds
+from sbd_viz.trace.labels import COUNT_LABELS
+from sbd_viz.decoders.rules import DEFAULT_RULE
 
 import run_info  # beside this file
 
@@ -261,7 +261,7 @@ def draw_figure(results: dict, png: str) -> None:
     """The closed-form figure of every model as one PNG (headless Chromium, as the README's pictures)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs"))
     from make_figures import screenshot
-    from sbd_viz.plots.list_tasks import closed_form_figure
+    from sbd_viz.plots.list_accuracy import closed_form_figure
 
     figures = [closed_form_figure(figure_panels(m), title=f"{m['name']} ({m['style']} prompts)")
                for m in results["models"] if figure_panels(m)]
@@ -304,7 +304,7 @@ def markdown(header: dict, results: dict, examples: list[dict]) -> str:
         f"Command: `{header['command']}`  ",
         f"Run {header['date']} on {header['machine']}; load average {header['load_start']} at the start, "
         f"{header['load_end']} at the end; {header['seconds']} s.  ",
-        f"Suite: `sbd_viz.list_tasks`, seed {header['seed']}, lengths {lengths}, {header['per_length']} items per "
+        f"Suite: `sbd_viz.tasks.lists`, seed {header['seed']}, lengths {lengths}, {header['per_length']} items per "
         f"task and length{limit}; exact match of the answer's line. Rule {header['rule']}.", "",
         "- **PBx** (ParallelBench): the largest tokens per call at which the task's accuracy is at least x% "
         "(an absolute level, as ParallelBench's leaderboard reads it; 0: never reached). **of NTP**: at least x% "

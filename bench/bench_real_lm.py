@@ -28,7 +28,7 @@ import paired  # noqa: E402
 import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
-from sbd_viz.labels import COUNT_LABELS  # noqa: E402
+from sbd_viz.trace.labels import COUNT_LABELS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DECODERS = ("jacobi", "prompt_lookup")

@@ -24,8 +24,8 @@ import torch
 import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.analysis.pieces import prompts_at_gammas
-from sbd_viz.labels import COUNT_LABELS
-from sbd_viz.rules import COMMIT_RULES, DEFAULT_RULE
+from sbd_viz.trace.labels import COUNT_LABELS
+from sbd_viz.decoders.rules import COMMIT_RULES, DEFAULT_RULE
 
 import run_info  # beside this file
 

@@ -35,8 +35,8 @@ import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
 from sbd_viz.analysis.pieces import decode_at_gammas  # noqa: E402
-from sbd_viz.model import SBDModel, add_mask_token  # noqa: E402
-from sbd_viz.labels import COUNT_LABELS, first_difference  # noqa: E402
+from sbd_viz.models.sbd_model import SBDModel, add_mask_token  # noqa: E402
+from sbd_viz.trace.labels import COUNT_LABELS, first_difference  # noqa: E402
 from sbd_viz.training.data import code_documents  # noqa: E402
 from sbd_viz.training.objective import masked_slot_hits  # noqa: E402
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 import sbd_viz as sv
-from sbd_viz.labels import COUNT_LABELS
-from sbd_viz.tasks import LONG_FAMILIES, SHORT_FAMILIES
+from sbd_viz.trace.labels import COUNT_LABELS
+from sbd_viz.tasks.asserts import LONG_FAMILIES, SHORT_FAMILIES
 
 import run_info  # beside this file
 

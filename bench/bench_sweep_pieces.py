@@ -26,7 +26,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.tasks import LONG_FAMILIES, SHORT_FAMILIES
+from sbd_viz.tasks.asserts import LONG_FAMILIES, SHORT_FAMILIES
 
 import run_info  # beside this file
 from bench_speed import GAMMAS as SPEED_GAMMAS

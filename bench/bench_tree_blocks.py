@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paired  # noqa: E402
 import run_info  # noqa: E402
 from bench_adapter import BASE, SETS, generate, held_out_sets, numbers  # noqa: E402
-from sbd_viz.labels import COUNT_LABELS  # noqa: E402
+from sbd_viz.trace.labels import COUNT_LABELS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 COUNTED = COUNT_LABELS[(True, True)]  # every output token over every call: Trace.tokens_per_call

@@ -1,5 +1,5 @@
 """Verified SBD's two draftings on a real adapted model: tokens per call of "single" (one block per call) and
-"tree" (a block after every possible accepted length, ``sbd_viz.decoders.verified``), and whether each output's
+"tree" (a block after every possible accepted length, ``sbd_viz.decoders.verified.single``), and whether each output's
 ids equal greedy NTP's. Calls are counted, not timed (wall clock is benchmarked separately). Prints; writes nothing.
 
     python bench/bench_tree_drafting.py                                    # runs/sbd-adapter/checkpoint
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     import torch
 
     import sbd_viz as sv
-    from sbd_viz.rules import DEFAULT_GAMMA, DEFAULT_RULE
+    from sbd_viz.decoders.rules import DEFAULT_GAMMA, DEFAULT_RULE
     from sbd_viz.training import distill
 
     torch.set_num_threads(args.threads)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import run_info  # beside this file
-from sbd_viz.labels import COUNT_LABELS
+from sbd_viz.trace.labels import COUNT_LABELS
 
 HERE = Path(__file__).resolve().parent
 LOOKUP_TOKENS = 10
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     import torch
 
     import sbd_viz as sv
-    from sbd_viz.tasks import CONTEXT_FAMILIES, LONG_FAMILIES, SHORT_FAMILIES
+    from sbd_viz.tasks.asserts import CONTEXT_FAMILIES, LONG_FAMILIES, SHORT_FAMILIES
 
     torch.set_num_threads(args.threads)
     load = os.getloadavg()

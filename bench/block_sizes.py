@@ -7,7 +7,7 @@ documents and buckets, ``tasks.document_buckets``) at other block sizes and on o
 pooled give 560 x draws items a bucket. NTP is decoded once per draw; SBD once per block size. The page
 also nets, per family, the items SBD loses against NTP and those it wins: where the distance comes from.
 
-    python bench/block_sizes.py --model sbd_viz/models/sbd-char-5m --suite-seeds 1234 4321 777 \\
+    python bench/block_sizes.py --model sbd_viz/weights/sbd-char-5m --suite-seeds 1234 4321 777 \\
         --block-sizes 4 6 8 10 12 16 --out bench/BLOCK_SIZES.md --json bench/block_sizes.json
 
 ``--from-json`` renders a saved run's page again without decoding. Deterministic (greedy, no wall
@@ -26,9 +26,9 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.labels import COUNT_LABELS
+from sbd_viz.trace.labels import COUNT_LABELS
 from sbd_viz.decoders.sbd import MAX_BLOCK_SIZE
-from sbd_viz.tasks import CONTEXT_FAMILIES
+from sbd_viz.tasks.asserts import CONTEXT_FAMILIES
 
 import run_info  # beside this file
 

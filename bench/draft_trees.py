@@ -75,7 +75,7 @@ def score(rank, slots: dict, k: int) -> dict:
 def measure(args) -> dict:
     import torch
 
-    from sbd_viz import gated_adapter, sampler_head
+    from sbd_viz.models import gated_adapter, sampler_head
     from sbd_viz.training import head_train
 
     torch.set_num_threads(args.threads)

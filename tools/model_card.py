@@ -1,6 +1,6 @@
 """Measure a model on the verifiable suite and write the tables of its model card.
 
-    python tools/model_card.py --model sbd_viz/models/sbd-char-5m [--per-family 40] [--baseline OLD.json]
+    python tools/model_card.py --model sbd_viz/weights/sbd-char-5m [--per-family 40] [--baseline OLD.json]
 
 Writes ``<model>/card_results.json`` (every measured row; the tests read its headline numbers) and
 prints the card's tables (``--tables FILE`` also writes them to a file, e.g. to paste into the card).
@@ -27,7 +27,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz import tasks
-from sbd_viz.tasks import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES, SUITE_SEED
+from sbd_viz.tasks.asserts import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES, SUITE_SEED
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # the run facts every bench page states
 import run_info  # noqa: E402  bench/run_info.py

@@ -99,7 +99,7 @@ def replace_random_threshold_accuracy(n: int, gamma: float) -> float:
     return 1.0 if gamma >= (n - 1) / n else 0.0
 
 
-# The list tasks (``sbd_viz.list_tasks``) a closed form covers, and which: ``copy`` and ``replace`` (at a given
+# The list tasks (``sbd_viz.tasks.lists``) a closed form covers, and which: ``copy`` and ``replace`` (at a given
 # position) are Table 1's copy, right at every k; ``shuffle`` is Eq. (5)'s shuffle, where any order of the items is
 # right. The suite's shuffle gives the order (positions that restore the list), so it has one right answer and an
 # ideal model gets it at every k, as copy: Eq. (5) is drawn beside it as ParallelBench's own shuffle, for reference.

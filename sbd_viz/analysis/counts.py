@@ -14,7 +14,7 @@ Here:
 - the *prefill call* is call 0, the call that reads the prompt (``n_input`` holds the prompt and the first block);
   it commits tokens too, and "without the prefill" leaves out the call and the tokens it committed. A verified
   decode's drafts are tokens only once checked, so they count at the call that checked them
-  (``sbd_viz.commits.output_calls``), as speculative-decoding papers count accepted drafts: call 0 of a verified
+  (``sbd_viz.trace.commits.output_calls``), as speculative-decoding papers count accepted drafts: call 0 of a verified
   decode commits NTP's one token.
 
 ``call_counts(trace)`` returns the counts and the four ratios, each under the label ``COUNT_LABELS`` gives it, so
@@ -23,10 +23,10 @@ every view and page names them alike; ``tokens_per_call(trace, end_token=..., pr
 
 from __future__ import annotations
 
-from ..checks import check_trace
-from ..commits import output_calls
-from ..labels import COUNT_LABELS
-from ..trace import Trace
+from ..trace.checks import check_trace
+from ..trace.commits import output_calls
+from ..trace.labels import COUNT_LABELS
+from ..trace.data import Trace
 
 def has_end_token(trace: Trace) -> bool:
     """Whether the output's last token is an end token (see the module docstring)."""

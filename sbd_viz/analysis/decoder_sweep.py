@@ -17,13 +17,13 @@ from typing import Iterable, Sequence
 
 import itertools
 
-from ..checks import check_block_size, check_model
+from ..models.checks import check_block_size, check_model
 from .evaluation import STOP
 from ..decoders.ntp import NTP
 from ..decoders.door import decode
 from ..decoders.registry import check_serves, decoders as registered, get_decoder
-from ..rules import DEFAULT_RULE
-from ..tasks import SuiteItem, score
+from ..decoders.rules import DEFAULT_RULE
+from ..tasks.asserts import SuiteItem, score
 from .pieces import decode_at_gammas, line_of, shares_pieces
 
 DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "settings", "knob", "knob_value",

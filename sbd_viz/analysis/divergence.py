@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..checks import check_model, check_trace
+from ..trace.checks import check_trace
+from ..models.checks import check_model
 from ..decoders.sbd import SBD, decode
 from ..decoders.ntp import decode_ntp
-from ..model import SBDModel
-from ..tasks import SuiteItem, score
-from ..trace import Step, Trace
-from ..labels import render_state
+from ..models.sbd_model import SBDModel
+from ..tasks.asserts import SuiteItem, score
+from ..trace.data import Step, Trace
+from ..trace.labels import render_state
 
 DIVERGENCE_FIELDS = ("call", "block", "step", "slot", "gap", "position", "token_id", "text", "ntp_text", "entropy",
                      "prob", "n_commits", "budget_spent", "uncounted", "outside_budget", "state")

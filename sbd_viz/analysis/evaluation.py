@@ -16,14 +16,15 @@ from collections import defaultdict
 from typing import Iterable
 
 from ..decoders.batch import MAX_BATCH_SIZE, BatchDecoding
-from ..checks import check_model, check_whole
+from ..trace.checks import check_whole
+from ..models.checks import check_model
 from ..decoders.ntp import NTP, decode_ntp
 from ..decoders.door import config_for, decode
 from ..decoders.registry import check_serves, default_decoder, get_decoder, split_settings
-from ..model import SBDModel
+from ..models.sbd_model import SBDModel
 from ..training.objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
-from ..rules import DEFAULT_GAMMA, DEFAULT_RULE
-from ..tasks import LONG_FAMILIES, SuiteItem, score
+from ..decoders.rules import DEFAULT_GAMMA, DEFAULT_RULE
+from ..tasks.asserts import LONG_FAMILIES, SuiteItem, score
 
 STOP = ("\n",)  # an assert's answer ends at the end of its line
 
@@ -261,3 +262,22 @@ def _record(row: dict, prefix: str, item: SuiteItem, trace, seconds: float, keep
     row[prefix + "gap_fills"] = len(trace.kept_gap_fills())
     if keep_trace:
         row[prefix + "trace"] = trace
+
+
+def training_probe(model, tok, per_family: int) -> dict:
+    """Exact-match accuracy of NTP and SBD (gamma 0.1) on a few held-out suite items: what ``sbd-viz train``
+    measures at each checkpoint (``model``, ``tok``: the transformers model and tokenizer being trained)."""
+    from .. import tasks
+    from ..decoders.ntp import NTP
+    from ..models.sbd_model import SBDModel
+
+    sbd = SBDModel(model, tok)
+    suite = tasks.load_suite(split="test", per_family=per_family)
+    # A short-context run (say 128 from scratch) cannot take 64 new tokens after the longest prompts:
+    # the probe asks for what fits (every answer in the suite is shorter than 64 characters).
+    longest = max(len(sbd.encode(item.prompt)) for item in suite)
+    room = min(64, (sbd.context_length or 10**9) - longest)
+    ntp = evaluate(sbd, suite, decoder=NTP.name, measure_speedup=False, max_new_tokens=room)
+    eb = evaluate(sbd, suite, gamma=0.1, measure_speedup=False, max_new_tokens=room)
+    return {"ntp_acc": ntp["accuracy"], "sbd_acc": eb["accuracy"], "sbd_calls_per_token": eb["calls_per_token"],
+            "ntp_by_family": ntp["by_family"]}

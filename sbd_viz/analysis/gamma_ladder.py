@@ -29,14 +29,15 @@ import math
 import numbers
 from typing import Generator, Iterable, Sequence
 
-from ..checks import check_model, check_prompt, check_whole
+from ..trace.checks import check_prompt, check_whole
+from ..models.checks import check_model
 from ..decoders.ntp import decode_ntp
 from ..decoders.door import decode, start
 from ..decoders.registry import check_serves, decoders, default_decoder, get_decoder
 from .divergence import first_divergence
 from .gamma_map import GammaMapWalk, format_end, format_range, walks_gamma
-from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule, Interval
-from ..trace import Trace
+from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule, Interval
+from ..trace.data import Trace
 
 REUSE_PREFIX = True  # an exact ladder's map replays shared prefixes: fewer calls, less time (bench/GAMMA_MAP.md)
 LADDER_POINTS = 9  # default γ values spread over a rule's slider range (its ends included)

@@ -41,13 +41,14 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Generator
 
-from ..checks import check_model, check_prompt
+from ..trace.checks import check_prompt
+from ..models.checks import check_model
 from ..decoders.door import start
 from ..decoders.registry import decoders, default_decoder, get_decoder
 from ..decoders.run import serve
-from ..model import CacheCut
-from ..rules import COMMIT_RULES, DEFAULT_RULE, RULES, Interval
-from ..trace import Trace
+from ..models.sbd_model import CacheCut
+from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES, Interval
+from ..trace.data import Trace
 from .divergence import first_divergence
 
 MAP_COLUMNS = ("lo", "hi", "lo_closed", "hi_closed", "range", "decoded", "calls", "tokens", "tokens_per_call", "text",

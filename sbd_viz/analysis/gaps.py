@@ -21,11 +21,12 @@ from typing import Iterable, Sequence
 
 import torch
 
-from ..checks import check_model, check_trace, check_traces
-from ..model import SBDModel
-from ..tasks import SuiteItem, score
-from ..trace import Trace
-from ..labels import first_difference
+from ..trace.checks import check_trace, check_traces
+from ..models.checks import check_model
+from ..models.sbd_model import SBDModel
+from ..tasks.asserts import SuiteItem, score
+from ..trace.data import Trace
+from ..trace.labels import first_difference
 
 EVENT_COLUMNS = ("block", "step", "call", "slot", "gap", "position", "token_id", "text", "entropy", "prob", "state",
                  "kept", "ntp_text", "ntp_agrees", "ntp_logprob", "correct", "suspicion")

@@ -1,4 +1,4 @@
-"""The list tasks' failures (``sbd_viz.list_tasks``), ranked: every item a decoder gets wrong, with the commit most
+"""The list tasks' failures (``sbd_viz.tasks.lists``), ranked: every item a decoder gets wrong, with the commit most
 likely to blame and NTP's verdict on it.
 
 ``list_failures(model, items, style=..., **settings)`` decodes each item with ``sv.decode`` (its prompt in
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..checks import check_model
+from ..models.checks import check_model
 from ..decoders.door import decode
 from ..decoders.ntp import decode_ntp
-from ..list_tasks import STYLES, ListItem, answer_room, model_prompt, score
-from ..tasks import SuiteItem
+from ..tasks.lists import STYLES, ListItem, answer_room, model_prompt, score
+from ..tasks.asserts import SuiteItem
 from .incoherence import failure_events
 
 LIST_FAILURE_COLUMNS = ("rank", "task", "length", "prompt", "answer", "output", "ntp_output", "ntp_correct",

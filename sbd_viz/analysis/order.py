@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..commits import KeptCommit, kept_commits  # noqa: F401  (KeptCommit: read from here too)
-from ..trace import Trace
+from ..trace.commits import KeptCommit, kept_commits  # noqa: F401  (KeptCommit: read from here too)
+from ..trace.data import Trace
 
 
 @dataclass(frozen=True)

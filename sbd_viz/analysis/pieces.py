@@ -23,8 +23,8 @@ from typing import Any, Iterable
 
 from ..decoders.door import decode
 from ..decoders.registry import default_decoder, get_decoder
-from ..rules import DEFAULT_RULE
-from ..trace import Trace
+from ..decoders.rules import DEFAULT_RULE
+from ..trace.data import Trace
 from .gamma_map import GammaMapWalk, walks_gamma
 
 

@@ -46,9 +46,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..checks import check_number, check_whole
+from ..trace.checks import check_number, check_whole
 from ..decoders.ntp import NTP
-from ..trace import Trace
+from ..trace.data import Trace
 
 MODES = ("corrected", "paper")
 DEFAULT_HARDWARE = "h100-fp8"

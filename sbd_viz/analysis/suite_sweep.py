@@ -18,15 +18,16 @@ from pathlib import Path
 from typing import Sequence
 
 from .._version import __version__
-from ..checks import check_block_size, check_model, check_whole
+from ..trace.checks import check_whole
+from ..models.checks import check_block_size, check_model
 from ..decoders.config import DecodeConfig
 from ..decoders.ntp import NTP
 from ..decoders.sbd import SBD
 from .evaluation import STOP, Plan, is_main_process, main_decides, split_items
 from .gaps import agreement_counts
 from .pieces import PieceStore, line_of
-from ..model import SBDModel
-from ..tasks import SuiteItem
+from ..models.sbd_model import SBDModel
+from ..tasks.asserts import SuiteItem
 
 CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then simply miss
 

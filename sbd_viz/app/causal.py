@@ -1,7 +1,7 @@
-"""The app on a pretrained LM (``sbd_viz.causal_lm.CausalLM``): free-text prompts, the chat template applied unless
+"""The app on a pretrained LM (``sbd_viz.models.causal_lm.CausalLM``): free-text prompts, the chat template applied unless
 switched off, and examples. Without SBD training it decodes with the exact decoders only (Jacobi, prompt lookup; NTP
 beside them), and its examples show where drafting pays (quoting or editing a given text, repeating code) and where
-it does not (open questions). With an SBD adapter (``sbd_viz.adapted_lm.AdaptedLM``) every SBD view works on it,
+it does not (open questions). With an SBD adapter (``sbd_viz.models.adapted_lm.AdaptedLM``) every SBD view works on it,
 and its examples are the kinds of text the adapter was trained to draft (chat answers, code from a docstring)."""
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def example_choices(model, offered: list[str]) -> list[tuple[str, bool, str, str
 
 def header(model) -> str:
     """The page's note on the model: what kind it is, and what it can and cannot do here."""
-    from ..causal_lm import KIND, train_hint
+    from ..models.causal_lm import KIND, train_hint
 
-    if getattr(model, "adapter", None) is not None:  # an SBD adapter on a frozen base (sbd_viz.adapted_lm)
+    if getattr(model, "adapter", None) is not None:  # an SBD adapter on a frozen base (sbd_viz.models.adapted_lm)
         return (f"\n\n**`{html.escape(model.name)}`: an SBD adapter on `{html.escape(model.base_name)}`, base "
                 "frozen.** The adapter is on only for the rows of the block being filled, so SBD, verified SBD and "
                 "remasking fill blocks with it while NTP, Jacobi and prompt lookup run the base's own weights; "

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sbd_viz as sv
 from .. import tasks
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
-from ..decoders.diffusion import DiffusionModel
-from ..rules import COMMIT_RULES, DEFAULT_RULE
+from ..models.diffusion import DiffusionModel
+from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE
 
 EXAMPLES = [
     "assert list(range(69, 78)) == ",

@@ -1,4 +1,4 @@
-"""The app's list-task failures: every item of the list-task suite (``sbd_viz.list_tasks``: copy, reverse, sort,
+"""The app's list-task failures: every item of the list-task suite (``sbd_viz.tasks.lists``: copy, reverse, sort,
 shuffle, insert, replace, repeat) that the main view's decoder gets wrong at its settings, most suspicious first,
 with NTP's verdict (``analysis.list_failures``). It sits under the failure table; a click on a row puts that item in
 the prompt box and decodes it, and the failure table then lists the row's commit among the others.
@@ -14,8 +14,8 @@ from dataclasses import replace
 import gradio as gr
 
 from ..analysis.list_failures import list_failures
-from ..labels import visible
-from ..list_tasks import LENGTHS, LIST_TASKS, list_suite
+from ..trace.labels import visible
+from ..tasks.lists import LENGTHS, LIST_TASKS, list_suite
 from .panels import KIND_NAMES
 
 ALL_TASKS = "all tasks"
@@ -24,7 +24,7 @@ GALLERY_HEADERS = ["rank", "task", "length", "answer", "output", "NTP wrote", "N
                    "token", "NTP's token", "NTP agrees", "suspicion"]
 GALLERY_TYPES = ["number", "str", "number", "str", "str", "str", "str", "str", "number", "number", "str", "str",
                  "str", "number"]
-NOTE = ("Every item of the list-task suite (`sbd_viz.list_tasks`, ParallelBench-style: copy, reverse, sort, shuffle, "
+NOTE = ("Every item of the list-task suite (`sbd_viz.tasks.lists`, ParallelBench-style: copy, reverse, sort, shuffle, "
         "insert, replace, repeat; exact match) that the decoder above gets wrong at the settings above, ranked by its "
         "most suspicious commit (a gap fill or an incoherent commit, judged as in the table above), with NTP's own "
         "answer beside it: a failure NTP shares is the model's, not the parallel decode's. Click a row to decode "
@@ -33,7 +33,7 @@ NOTE = ("Every item of the list-task suite (`sbd_viz.list_tasks`, ParallelBench-
 
 def style_of(model) -> str:
     """How ``model`` is asked a list task: a Python assert (the character model) or a chat message (a text LM)."""
-    from ..causal_lm import CausalLM
+    from ..models.causal_lm import CausalLM
 
     return "chat" if isinstance(model, CausalLM) else "assert"
 

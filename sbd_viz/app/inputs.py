@@ -14,7 +14,7 @@ from ..analysis import roofline
 from .views import PROJECTION_BATCHES
 from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
-from ..rules import COMMIT_RULES, DEFAULT_RULE
+from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions at the longest
 # answer (512 = BOS + 383 characters + 128 new tokens): every prompt up to it decodes at any max new tokens. A
@@ -64,7 +64,7 @@ def prompt_limit(model) -> int:
     BOS and one new token (``SBDModel.check_fits`` then refuses a prompt too long for the chosen max new tokens,
     naming both); a text LM's tokens are checked against its context when it decodes (``MAX_TEXT_PROMPT_CHARS``
     bounds its characters)."""
-    from ..causal_lm import CausalLM
+    from ..models.causal_lm import CausalLM
 
     if isinstance(model, CausalLM):
         return MAX_TEXT_PROMPT_CHARS
@@ -74,7 +74,7 @@ def prompt_limit(model) -> int:
 
 def prompt_note(model) -> str:
     """What the prompt box says of its limit."""
-    from ..causal_lm import CausalLM
+    from ..models.causal_lm import CausalLM
 
     if isinstance(model, CausalLM):
         return f" At most {prompt_limit(model):,} characters (and the model's context in tokens)."

@@ -27,8 +27,8 @@ from collections import OrderedDict
 from typing import Any
 
 from ..analysis.gamma_map import GammaMap, GammaMapWalk, walks_gamma
-from ..checks import check_whole
-from ..rules import COMMIT_RULES
+from ..trace.checks import check_whole
+from ..decoders.rules import COMMIT_RULES
 
 MAP_SESSIONS = 32  # maps kept (one per session), the least recently used dropped first
 # Seconds the worker stays off after an interactive request ends: Gradio builds and ships the response meanwhile, and

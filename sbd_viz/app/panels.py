@@ -15,7 +15,7 @@ from pathlib import Path
 from ..analysis.gamma_ladder import Ladder
 from ..plots.animation import save_animation
 from ..plots.ladder_figure import gamma_ladder_figure
-from ..labels import visible
+from ..trace.labels import visible
 
 FAILURE_COLUMNS = ["kind", "call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
                    "block after the call"]

@@ -1,6 +1,6 @@
 """What the app shows, as HTML and Markdown strings: the metric cards, the two texts, the view while decoding,
 and one call in words. Pure functions of a session's decode (``app.state.Session``, which ``app.Handlers.decode``
-keeps per session); the words and numbers come from ``sbd_viz.summary``, and this module adds only markup.
+keeps per session); the words and numbers come from ``sbd_viz.trace.words``, and this module adds only markup.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from ..analysis import roofline
 from ..analysis.gamma_map import format_range
 from .. import tasks
-from ..summary import Measure, measures, step_text
-from ..labels import first_difference, visible
+from ..trace.words import Measure, measures, step_text
+from ..trace.labels import first_difference, visible
 
 # The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
 PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)

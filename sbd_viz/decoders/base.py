@@ -10,7 +10,7 @@
 - ``Block`` and ``BlockLoop``: the block loop (a block of mask slots filled over calls, the stop rule after each
   call, the next block fed causally with the first call of the block after it) that plain SBD
   (``sbd_viz.decoders.sbd``) and remasking (``sbd_viz.decoders.remask``) run; verified SBD
-  (``sbd_viz.decoders.verified``) drives the same ``Block`` and stop rule through its draft-and-check loop.
+  (``sbd_viz.decoders.verified.single``) drives the same ``Block`` and stop rule through its draft-and-check loop.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Generator
 
 import torch
 
-from ..model import CacheCut, ModelCall
+from ..models.sbd_model import CacheCut, ModelCall
 
 REASONS = ("stop", "eos", "length")
 
@@ -35,7 +35,7 @@ class Reply:
     causal: torch.Tensor
     block: torch.Tensor
     seconds: float
-    tree: tuple = ()  # a ``DraftTreeCall``'s drafted tree: ``sbd_viz.token_trees.DraftNode``s
+    tree: tuple = ()  # a ``DraftTreeCall``'s drafted tree: ``sbd_viz.models.token_tree.DraftNode``s
 
 
 @dataclass(frozen=True)

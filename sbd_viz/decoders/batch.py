@@ -41,14 +41,15 @@ from typing import Iterable
 
 import torch
 
-from ..checks import check_model, check_whole
+from ..trace.checks import check_whole
+from ..models.checks import check_model
 from .door import prepare
 from .registry import DecoderSpec, check_serves, decoders, default_decoder, get_decoder
 from .config import DecodeConfig
-from ..model import CacheCut, ModelCall, SBDModel
+from ..models.sbd_model import CacheCut, ModelCall, SBDModel
 from .base import Reply
-from ..rules import DEFAULT_GAMMA, DEFAULT_RULE
-from ..trace import Trace
+from .rules import DEFAULT_GAMMA, DEFAULT_RULE
+from ..trace.data import Trace
 
 MAX_BATCH_SIZE = 1024
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..checks import check_number, check_whole
-from ..model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
-from ..rules import DEFAULT_GAMMA, DEFAULT_RULE, CommitRule
+from ..trace.checks import check_number, check_whole
+from ..models.sbd_model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
+from .rules import DEFAULT_GAMMA, DEFAULT_RULE, CommitRule
 
 MAX_NEW_TOKENS = 4096
 

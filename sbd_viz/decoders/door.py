@@ -9,8 +9,9 @@ decoder; the decoders' modules import the registry and the door (their ``decode_
 
 from __future__ import annotations
 
-from ..checks import check_block_size
-from .registry import SHARED, DecoderSpec, is_unset, check_serves, decoders, default_decoder, get_decoder, \
+from ..models.checks import check_block_size
+from ..trace.file import install_settings_check
+from .registry import COMMON, SHARED, DecoderSpec, is_unset, check_serves, decoders, default_decoder, get_decoder, \
     model_kind, split_settings
 from .config import DecodeConfig
 
@@ -49,3 +50,23 @@ def decode(model, prompt: str, decoder=None, max_new_tokens: int = 64, stop=None
     for _ in decoding.steps():
         pass
     return spec.trace(decoding)
+
+
+def trace_settings_check(config: dict, canvas: bool) -> dict:
+    """A trace's settings checked as ``sv.decode`` checks its arguments (``DecodeConfig``: commit rule and γ, ranges,
+    verify at temperature 0), and its decoder's own settings as {name: (default, lowest value or None)} for the trace
+    file to check by kind (``sbd_viz.trace.file.install_settings_check``). A decoder not installed here: none."""
+    spec = next((s for s in decoders() if s.name == config["decoder"]), None)
+    own = {}
+    for key, default in (spec.own.items() if spec is not None else ()):
+        own[key] = (default, spec.knob.lo if spec.knob is not None and spec.knob.name == key else None)
+    if not canvas:  # a canvas decoder's block is its model's canvas, past sv.decode's block sizes
+        # a decoder that writes a γ decodes with a commit rule: its name, γ and gap-free are checked with it; one
+        # that writes none names itself as the rule, so only the other settings are the door's
+        fields = tuple(COMMON) + tuple(SHARED)
+        names = fields if "gamma" in config else tuple(f for f in fields if f not in ("rule", "gamma", "gap_free"))
+        DecodeConfig(**{key: config[key] for key in names if key in config})
+    return own
+
+
+install_settings_check(trace_settings_check)

@@ -17,13 +17,13 @@ from typing import Generator, Iterable
 
 import torch
 
-from ..model import CacheCut, ModelCall, SBDModel
+from ..models.sbd_model import CacheCut, ModelCall, SBDModel
 from .door import decode
 from .registry import DecoderSpec
 from .base import Stop, StopCriterion, find_stop, generate_stops
 from .run import DecodeRun, greedy_settings
 from .steps import ntp_step
-from ..trace import Step, Trace
+from ..trace.data import Step, Trace
 
 
 class _Clock:

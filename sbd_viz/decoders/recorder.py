@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from ..checks import check_whole
-from ..trace import Candidate, Commit, Draft, Pass, SlotView, Step, Trace
+from ..trace.checks import check_whole
+from ..trace.data import Candidate, Commit, Draft, Pass, SlotView, Step, Trace
 
 
 class CanvasRecorder:

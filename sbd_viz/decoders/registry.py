@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .. import model_kinds
-from ..plugins import Registry
-from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
+from ..models import kinds as model_kinds
+from ..plugins.registry import Registry
+from .rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE
 from .run import Decoder
 
 ENTRY_POINT_GROUP = "sbd_viz.decoders"
@@ -84,7 +84,7 @@ class DecoderSpec:
     - ``own``: its own settings and their defaults, passed to ``decoding`` as keyword arguments;
     - ``exact``: it writes greedy NTP's text by construction;
     - ``knob``: the setting a slider moves (a ``Knob``), or None;
-    - ``model``: the kind of model it serves (a ``sbd_viz.model_kinds`` name: ``sbd``, ``causal``, ...);
+    - ``model``: the kind of model it serves (a ``sbd_viz.models.kinds`` name: ``sbd``, ``causal``, ...);
     - ``variants``: labelled settings shown as decoders of their own (SBD's ``"verified SBD": {"verify": True}``);
     - ``color``: the colour its line is drawn in (``"#RRGGBB"``; None: one of ``PALETTE``, ``color_of``);
     - ``sweep``: the values ``sv.sweep_decoders`` runs its own settings along unless the caller gives others (a
@@ -189,7 +189,7 @@ def color_of(spec) -> str:
 
 
 def model_kind(model) -> str:
-    """A model's kind's name (``sbd_viz.model_kinds``): its class says it (``kind``; an SBDModel is "sbd", a
+    """A model's kind's name (``sbd_viz.models.kinds``): its class says it (``kind``; an SBDModel is "sbd", a
     CausalLM "causal": pretrained, not SBD-trained; a DiffusionModel "diffusion")."""
     return getattr(model, "kind", model_kinds.DEFAULT)
 
@@ -280,7 +280,7 @@ def _owned(name: str) -> bool:
 def check_serves(spec: DecoderSpec, model) -> None:
     model_kinds.kind_of(model)  # a model of its kind's class, else a TypeError naming model
     if not spec.serves(model) and model_kind(model) == "causal" and spec.model == "sbd":
-        from ..causal_lm import KIND, train_hint
+        from ..models.causal_lm import KIND, train_hint
 
         raise ValueError(f"decoder: {spec.name!r} needs an SBD-trained model: it reads the predictions of masked "
                          f"slots, which a model trained on next-token prediction alone has never learned, so its "

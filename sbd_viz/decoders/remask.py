@@ -25,11 +25,11 @@ import torch
 from .registry import DecoderSpec, Knob
 from .config import DecodeConfig
 from .sbd import Decoding
-from ..checks import check_probability
-from ..model import SBDModel
+from ..trace.checks import check_probability
+from ..models.sbd_model import SBDModel
 from .base import Block, Reply, ends_output, propose
 from .steps import draft, slot_views
-from ..trace import Candidate, Draft, Step
+from ..trace.data import Candidate, Draft, Step
 
 DEFAULT_REMASK_THRESHOLD = 0.5  # re-read probability of the held token below which a pending gap fill is remasked
 

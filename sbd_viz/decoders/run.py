@@ -25,9 +25,10 @@ from typing import Generator, Iterator, Protocol, Sequence, runtime_checkable
 import torch
 
 from .._version import __version__
-from ..checks import check_model, check_prompt
-from ..model import CacheCut, DraftTreeCall, ModelCall, TreeCall
-from ..trace import DRAFTS_CHECKED, Step, Trace
+from ..trace.checks import check_prompt
+from ..models.checks import check_model
+from ..models.sbd_model import CacheCut, DraftTreeCall, ModelCall, TreeCall
+from ..trace.data import DRAFTS_CHECKED, Step, Trace
 from .base import Reply, Stop, find_stop, greedy
 from .config import DecodeConfig
 from .steps import checked_step

@@ -5,7 +5,7 @@ progress bar can count them; ``Decoding.trace()`` then gives the whole ``Trace``
 does both in one call. With ``verify=True`` the block loop also checks every drafted token
 against greedy NTP on the same weights, from the causal logits each call computes anyway, and
 rolls back at the first disagreement: the output is then exactly ``decode_ntp``'s (that loop is
-``sbd_viz.decoders.verified``). Both loops are coroutines of cache requests (``Decoding.requests()``), so
+``sbd_viz.decoders.verified.single``). Both loops are coroutines of cache requests (``Decoding.requests()``), so
 ``decode_batch`` serves many of them with the same logic; ``sbd_viz.decoders.steps`` builds their steps.
 Verified SBD drafts one block per call (``drafting="single"``, the default) or a block after every possible
 accepted length (``drafting="tree"``, SBD's own setting: its requests are ``TreeCall``s, which ``serve`` answers
@@ -19,16 +19,16 @@ from typing import Generator, Iterable
 
 import torch
 
-from ..checks import check_block_size, check_model
-from ..model import MAX_BLOCK_SIZE, SBDModel
-from ..rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, Interval
+from ..models.checks import check_block_size, check_model
+from ..models.sbd_model import MAX_BLOCK_SIZE, SBDModel
+from .rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, Interval
 from .base import Block, BlockLoop, Reply, propose
 from .config import DecodeConfig
 from .run import DecodeRun, serve
 from .steps import draft, slot_views
-from ..trace import Step, Trace
-from .token_tree import TokenTreeDecode, check_tree_blocks, check_tree_widths
-from .verified import TreeDecode, VerifiedDecode, check_drafting
+from ..trace.data import Step, Trace
+from .verified.tree import TokenTreeDecode, check_tree_blocks, check_tree_widths
+from .verified.single import TreeDecode, VerifiedDecode, check_drafting
 from . import registry
 
 # MAX_BLOCK_SIZE, DecodeConfig and serve are read from here too: SBD's largest block, its settings, its engine
@@ -46,7 +46,7 @@ class Decoding(BlockLoop, DecodeRun):
             ...  # show the step while the block fills
         trace = decoding.trace()
 
-    ``drafting``: how a verified decode drafts, ``"single"`` or ``"tree"`` (``sbd_viz.decoders.verified``).
+    ``drafting``: how a verified decode drafts, ``"single"`` or ``"tree"`` (``sbd_viz.decoders.verified.single``).
     ``tree_widths``: with ``drafting="tree"``, draft a token tree: the best ``tree_widths[s - 1]`` candidates at slot
     s after each candidate before it (``TokenTreeDecode``); None drafts the chain of best tokens.
     ``tree_blocks``: with ``drafting="tree"``, the most blocks a call feeds: after the fed tokens the accepted path
@@ -63,7 +63,7 @@ class Decoding(BlockLoop, DecodeRun):
         self.knob_intervals: list = []  # each commit-rule choice's knob interval (``draft``): the γ range
 
     def loop(self):
-        """Plain SBD's block loop, or with ``verify`` the verified loop (``sbd_viz.decoders.verified``). Returns
+        """Plain SBD's block loop, or with ``verify`` the verified loop (``sbd_viz.decoders.verified.single``). Returns
         the output ids and their ``Stop``."""
         if self.config.verify and (self.tree_widths is not None or self.tree_blocks is not None):
             # widths of all ones are the chain: tree drafting's own calls, or with tree_blocks, fewer blocks a call
@@ -139,7 +139,7 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
     ``verify=True`` checks every drafted token against greedy NTP on the same weights (from the
     causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
     temperature 0. ``drafting="tree"`` (with ``verify=True``) drafts a block after every possible accepted length
-    in each call, so a rejected draft never wastes the call's drafts (``sbd_viz.decoders.verified``), and
+    in each call, so a rejected draft never wastes the call's drafts (``sbd_viz.decoders.verified.single``), and
     ``tree_widths`` (e.g. ``(3, 1, 1)``) makes that draft a token tree of candidates (``TokenTreeDecode``), and
     ``tree_blocks`` (e.g. 1) caps the blocks a call feeds at the places its path most likely ends.
     """
@@ -157,7 +157,7 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
 SBD = registry.DecoderSpec(
     name="sbd", label="SBD", decoding=Decoding, model="sbd", knob=registry.Knob("gamma"),
     takes=("rule", "gamma", "block_size", "temperature", "seed", "gap_free", "verify"),
-    # verified SBD's drafting: "single" or "tree", and tree drafting's token tree (sbd_viz.decoders.verified)
+    # verified SBD's drafting: "single" or "tree", and tree drafting's token tree (sbd_viz.decoders.verified.single)
     own={"drafting": "single", "tree_widths": None, "tree_blocks": None},
     variants={"verified SBD": {"verify": True}}, color="#0072B2")
 SPECS = (SBD,)

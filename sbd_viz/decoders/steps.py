@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from ..model import SBDModel
-from ..rules import CommitRule
-from ..trace import Candidate, Check, Commit, Rollback, SlotView, Step
+from ..models.sbd_model import SBDModel
+from .rules import CommitRule
+from ..trace.data import Candidate, Check, Commit, Rollback, SlotView, Step
 from .base import Proposal, greedy, row_entropy
 
 

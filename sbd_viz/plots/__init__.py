@@ -5,7 +5,7 @@ The figures live in sibling modules and are all reached from here:
 - ``block_fill`` / ``block_fill_spec`` (the signature animation, one frame per model call) and
   ``entropy_heatmap``: ``plots.blocks``, whose docstring says how to read cells without a browser;
 - ``calls_timeline``, ``compare`` and ``roofline``: ``plots.charts`` (``first_difference``, where two texts first
-  differ, which ``compare`` reports, is ``sbd_viz.labels.first_difference``);
+  differ, which ``compare`` reports, is ``sbd_viz.trace.labels.first_difference``);
 - ``compare_decoders`` (one prompt through several decoders: a row of tokens each, shaded by call, calls, tokens per call,
   equals greedy?) and ``decoder_rows``: ``plots.side_by_side``;
 - ``tradeoff`` (the speed/quality curve), ``decoder_tradeoff`` (a ``sv.sweep_decoders`` frame, one line per
@@ -18,7 +18,7 @@ The figures live in sibling modules and are all reached from here:
 - the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plots.style``.
 - ``commit_order`` (the decode-order picture: commit step against position, several decodes on one step axis):
   ``plots.order``; ``save_page`` (one offline HTML file of a trace's block fill and calls timeline, in a palette the
-  GIF shares): ``plots.page``.
+  GIF shares): ``plots.html_export``.
 
 This module adds the offline HTML export: ``save_html`` and ``trace_html`` (a trace's Jupyter view).
 """
@@ -37,14 +37,12 @@ from .ladder_figure import gamma_ladder_figure as gamma_ladder
 from .gamma_strip import gamma_strip
 from .masks import attention_mask
 from .order import commit_order
-from .page import save_page
-from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS,
-                         STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc,
-                         settings_line)
+from .html_export import save_page
+from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS, STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc, settings_line)
 from .tradeoff import decoder_tradeoff, sweep_frame, tradeoff
-from ..summary import measures
-from ..trace import Trace
-from ..labels import first_difference
+from ..trace.words import measures
+from ..trace.data import Trace
+from ..trace.labels import first_difference
 
 __all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
            "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",

@@ -19,9 +19,9 @@ import re
 from pathlib import Path
 
 from .blocks import block_fill_spec
-from .page import recolor
-from ..checks import check_whole
-from ..trace import Trace
+from .html_export import recolor
+from ..trace.checks import check_whole
+from ..trace.data import Trace
 
 WIDTH = 1280  # pixels: a 16:9 slide's width at 720p
 FRAME_MS = 700  # each call's frame
@@ -368,7 +368,7 @@ def save_animation(trace: Trace, path: str | Path, width: int = WIDTH, frame_ms:
     ``width`` in pixels (1280 reads well on a slide; the height follows the number of block rows);
     ``frame_ms`` each call's frame, ``last_frame_ms`` the finished decode's; ``max_blocks`` / ``last`` as in
     ``plots.block_fill`` (a long trace's first or last N blocks; the counters still count the whole trace);
-    ``palette`` the state colours, as ``plots.page.save_page`` takes them (default ``STATE_COLORS``, Okabe-Ito).
+    ``palette`` the state colours, as ``plots.html_export.save_page`` takes them (default ``STATE_COLORS``, Okabe-Ito).
     """
     path = Path(path)
     if path.suffix.lower() != ".gif":

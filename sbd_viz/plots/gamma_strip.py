@@ -21,7 +21,7 @@ import math
 
 from .style import CALL_SCALE, STATE_COLORS, esc
 from .ladder_figure import SAFE_COLOR
-from ..labels import COUNT_LABELS, visible
+from ..trace.labels import COUNT_LABELS, visible
 
 GAP_FILL = "repeating-linear-gradient(45deg, #EEEEEE 0 4px, #D0D0D0 4px 6px)"  # hatched: not decoded
 PENDING_FILL = "#F7F7F7"  # not walked yet: the map is still building

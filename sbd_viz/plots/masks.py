@@ -2,7 +2,7 @@
 
 - ``kind="training"`` draws ``objective.sbd_attention_mask(n, block_size)``, the mask of the training
   input ``[clean ; masked]`` (the paper's Fig. 9);
-- ``kind="inference"`` draws ``sbd_viz.model.block_call_mask(past, n_causal, n_block)``, the mask of one block
+- ``kind="inference"`` draws ``sbd_viz.models.sbd_model.block_call_mask(past, n_causal, n_block)``, the mask of one block
   call (the paper's Fig. 10), which ``SBDModel`` passes to the model at every decoding call.
 
 The figure asks those functions for the mask, so it cannot drift from what training and decoding use.
@@ -19,11 +19,11 @@ from typing import Sequence
 import plotly.graph_objects as go
 import torch
 
-from ..checks import check_whole
-from ..model import block_call_mask
+from ..trace.checks import check_whole
+from ..models.sbd_model import block_call_mask
 from ..training.objective import sbd_attention_mask
 from .style import CALL_SCALE, FIT_WIDTH, FONT, MASK_GLYPH, STATE_COLORS
-from ..labels import drawable
+from ..trace.labels import drawable
 
 KINDS = ("training", "inference")
 # The same three parts in both masks: the inference call is the training layout's last block.

@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 
 from .style import RULE_COLORS, common_layout, token_html
 from ..analysis.order import kept_commits, order_rows, trace_label
-from ..labels import output_labels
-from ..trace import Trace
+from ..trace.labels import output_labels
+from ..trace.data import Trace
 
 
 def _labelled(traces, labels) -> list[tuple[str, Trace]]:

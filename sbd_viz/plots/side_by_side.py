@@ -17,15 +17,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import FIT_WIDTH, MIN_CELL, STEP_SCALE, cell_label, common_layout, esc, text_px
-from ..trace import Trace
-from ..labels import COUNT_LABELS, output_labels
+from ..trace.data import Trace
+from ..trace.labels import COUNT_LABELS, output_labels
+from ..decoders.ntp import NTP
+from ..decoders.registry import get_decoder
 
 
 def label_of(trace: Trace) -> str:
     """A decoder's name as the comparison shows it: its spec's label, or its variant's (SBD's "verified SBD"); the
     config's decoder name for a decoder this process has not registered."""
-    from ..decoders.registry import get_decoder  # read when drawing: at import time the plots sit below the decoders
-
     decoder = str(trace.config.get("decoder"))
     try:
         return get_decoder(decoder).label_of(trace.config)
@@ -46,8 +46,6 @@ def decoder_rows(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | Non
     """One row per decoder: label, decoder, calls, tokens, tokens per call, ``equals_greedy`` (the text equals
     ``ntp``'s, the trace among ``traces`` whose decoder is ``ntp`` when not given; None without one), slots
     remasked (``renoised``) and rollbacks."""
-    from ..decoders.ntp import NTP  # the reference, read when drawing as label_of reads the registry
-
     pairs = _labelled(traces)
     if ntp is None:
         ntp = next((t for _, t in pairs if t.config.get("decoder") == NTP.name), None)

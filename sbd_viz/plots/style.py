@@ -10,8 +10,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..trace import Step, Trace, drafts_checked
-from ..labels import REPLACEMENT, token_label, visible
+from ..trace.data import Step, Trace, drafts_checked
+from ..trace.labels import REPLACEMENT, token_label, visible
 
 STATES = ("done", "now", "masked", "future")
 STATE_COLORS = {

@@ -8,7 +8,10 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .style import RULE_COLORS, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, common_layout, text_px
-from ..labels import COUNT_LABELS
+from ..trace.labels import COUNT_LABELS
+from ..decoders.ntp import NTP
+from ..decoders.registry import color_of
+from ..decoders.rules import RULES
 
 
 # the x axes a sweep can be drawn on; tokens per call named as every view names the count (a sweep's rows count
@@ -19,27 +22,20 @@ _HOVER_COLUMNS = ("accuracy", "tokens_per_call", "calls_per_token", "speedup_cal
 
 
 def _reference() -> str:
-    """Greedy NTP's name, its sweep rows' rule. Read from its spec when drawing: at import time the plots sit below
-    the decoders (the README's map of the package)."""
-    from ..decoders.ntp import NTP
-
+    """Greedy NTP's name, its sweep rows' rule."""
     return NTP.name
 
 
 def _reference_spec():
     """Greedy NTP's spec: its display name (``label``) and colour."""
-    from ..decoders.ntp import NTP
-
     return NTP
 
 
 def _rule_colors(names) -> dict:
     """A colour of the house palette (``RULE_COLORS``) for each rule line (``names``, sorted: each starts with its
     rule, as ``_results_frame`` names lines), every line its own: the first line of a commit rule of
-    ``sbd_viz.rules`` takes that rule's colour, so a rule reads alike in every figure (the default rule in SBD's
+    ``sbd_viz.decoders.rules`` takes that rule's colour, so a rule reads alike in every figure (the default rule in SBD's
     blue); any other line the next colour no line has and no rule drawn owns."""
-    from ..rules import RULES
-
     own = {r: RULE_COLORS[i % len(RULE_COLORS)] for i, r in enumerate(RULES)}
     rules = [name.split(" · ")[0] for name in names]
     colors, used = {}, set()
@@ -283,8 +279,6 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
 def _decoder_color(decoder: str, index: int) -> str:
     """The decoder's colour (its spec's, or the registry's for a registered decoder that names none); a decoder not
     registered in this process takes the house palette's (``RULE_COLORS``) in turn."""
-    from ..decoders.registry import color_of  # read when drawing, as _reference
-
     try:
         return color_of(decoder)
     except ValueError:

@@ -1,4 +1,4 @@
-"""Train a gated SBD adapter (``sbd_viz.gated_adapter``) on a frozen causal LM, by self-distillation.
+"""Train a gated SBD adapter (``sbd_viz.models.gated_adapter``) on a frozen causal LM, by self-distillation.
 
 ``sbd-viz train --adapter --out runs/sbd-adapter`` (options: ``--help``). The run:
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from .. import gated_adapter
+from ..models import gated_adapter
 from . import distill
 from .options import add_config_arguments, check_options, option, torch_threads
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
@@ -320,7 +320,7 @@ def restore(folder: Path, model, optimizer) -> dict:
 
 # -- the run ---------------------------------------------------------------------------------------------
 def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
-    from .. import causal_lm
+    from ..models import causal_lm
 
     cfg.validate()
     torch.set_num_threads(torch_threads(cfg.threads))

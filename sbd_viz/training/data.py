@@ -23,7 +23,7 @@ EOS = "<|endoftext|>"
 MASK = "<|mask|>"
 UNK = "<|unk|>"
 # Line mixes: how often a training document draws each family (``--mix``). A suite family left out weighs
-# 1.0 ("double" and "join" below); a training-only family (tasks.TRAINING_FAMILIES) weighs 0 unless named.
+# 1.0 ("double" and "join" below); a training-only family (tasks.asserts.TRAINING_FAMILIES) weighs 0 unless named.
 # The hard families are drawn more often and the ones learned in minutes less: with equal weights, a
 # from-scratch run has the copy-type families right long before add and sorted. Each mix here made the
 # shipped model or is the default; the model card's training procedure uses them in order.
@@ -180,8 +180,8 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
                       lines: tuple[int, int] = (3, 8), distractors: int = 0, follow_ups: int = 0) -> str:
     """A few newline-terminated items from the train split (the training corpus unit).
 
-    ``lines`` is the (min, max) number of items; a context item brings its tasks.assignment lines.
-    ``weights`` may also name the training-only families (``tasks.TRAINING_FAMILIES``, default weight 0); any
+    ``lines`` is the (min, max) number of items; a context item brings its tasks.asserts.assignment lines.
+    ``weights`` may also name the training-only families (``tasks.asserts.TRAINING_FAMILIES``, default weight 0); any
     other name is an error, as is a negative weight or a mix with nothing to draw.
     ``distractors``: each context item gets up to this many extra assignments of other names,
     shuffled in among its own, so the nearest line is rarely the one asked for.
@@ -196,16 +196,16 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
     if follow_ups < 0:
         raise ValueError(f"follow_ups: must be >= 0, got {follow_ups}")
     weights = weights or {}
-    unknown = sorted(set(weights) - set(tasks.GENERATORS))
+    unknown = sorted(set(weights) - set(tasks.asserts.GENERATORS))
     if unknown:  # a misspelt family would be ignored and the family it meant drawn at its default weight
-        raise ValueError(f"weights: unknown families {unknown}; choose from {sorted(tasks.GENERATORS)}")
-    fams = list(tasks.GENERATORS)
+        raise ValueError(f"weights: unknown families {unknown}; choose from {sorted(tasks.asserts.GENERATORS)}")
+    fams = list(tasks.asserts.GENERATORS)
     w = [weights.get(f, 1.0 if f in tasks.FAMILIES else 0.0) for f in fams]
     if min(w) < 0 or sum(w) <= 0:
         raise ValueError(f"weights: need weights >= 0 with a positive sum, got {weights}")
     out = []
     for _ in range(rng.randint(*lines)):
-        item = tasks.sample_item(rng.choices(fams, weights=w)[0], rng, "train")
+        item = tasks.asserts.sample_item(rng.choices(fams, weights=w)[0], rng, "train")
         text = item.line
         if distractors and "\n" in text:
             text = _with_distractors(text, rng, rng.randint(0, distractors))
@@ -240,14 +240,14 @@ def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
     order, is skipped, so no held-out item is taught in another layout.
     """
     *assignments, first = text.split("\n")
-    setup = dict(tasks.assignment(line) for line in assignments)
+    setup = dict(tasks.asserts.assignment(line) for line in assignments)
     pairs = list(itertools.permutations(assignments, 2))
     asserts = [first]
     for _ in range(n):
         name = rng.choice(list(setup))
         expr, value = _follow_up(name, setup[name], setup, rng)
-        line = f"assert {expr} == {tasks.render(value)}"
-        if line in asserts or any(tasks.is_test_line("\n".join([*pair, line])) for pair in pairs):
+        line = f"assert {expr} == {tasks.asserts.render(value)}"
+        if line in asserts or any(tasks.asserts.is_test_line("\n".join([*pair, line])) for pair in pairs):
             continue
         asserts.append(line)
     return asserts[1:]
@@ -256,11 +256,11 @@ def _follow_ups(text: str, rng: random.Random, n: int) -> list[str]:
 def _with_distractors(line: str, rng: random.Random, n: int) -> str:
     *setup, last = line.split("\n")
     used = {a.split(" = ")[0] for a in setup}
-    names = rng.sample([name for name in tasks.NAMES if name not in used], n)
-    setup += [f"{name} = {tasks.render(tasks.any_value(rng))}" for name in names]
+    names = rng.sample([name for name in tasks.asserts.NAMES if name not in used], n)
+    setup += [f"{name} = {tasks.asserts.render(tasks.asserts.any_value(rng))}" for name in names]
     while True:
         rng.shuffle(setup)
         # The last two assignments and the assert read as a suite item of their own: keep that
         # one in the train split too, so no shuffle writes out a held-out test item.
-        if not tasks.is_test_line("\n".join(setup[-2:] + [last])):
+        if not tasks.asserts.is_test_line("\n".join(setup[-2:] + [last])):
             return "\n".join(setup + [last])

@@ -25,7 +25,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-from ..causal_lm import user_turn
+from ..models.causal_lm import user_turn
 
 as_chat = user_turn  # a training prompt is a user's turn of the base's chat template, as the app sends it
 

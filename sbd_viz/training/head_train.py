@@ -1,4 +1,4 @@
-"""Train a sampler head (``sbd_viz.sampler_head``) on a frozen SBD adapter and its frozen base.
+"""Train a sampler head (``sbd_viz.models.sampler_head``) on a frozen SBD adapter and its frozen base.
 
 ``sbd-viz train --sampler-head --out runs/sampler-head`` (options: ``--help``). The run:
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from .. import gated_adapter, sampler_head
+from ..models import gated_adapter, sampler_head
 from . import adapter_train
 from .options import add_config_arguments, check_options, option, torch_threads
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
@@ -165,7 +165,7 @@ def slots_key(adapter_folder: Path, rows: list[dict], k: int) -> dict:
 
 
 def train(cfg: HeadTrainConfig) -> Path:
-    from .. import adapted_lm, causal_lm
+    from ..models import adapted_lm, causal_lm
 
     check_options(cfg)
     torch.set_num_threads(torch_threads(cfg.threads))

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from .. import tasks
 from .data import DEFAULT_WEIGHTS, TrainingStream
-from ..model import SBDModel
+from ..models.sbd_model import SBDModel
 
 
 def sbd_attention_mask(n: int, block_size: int, device=None) -> torch.Tensor:

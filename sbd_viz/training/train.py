@@ -24,6 +24,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from typing import Any, Callable
+
 import torch
 
 from .data import MIXES
@@ -147,9 +149,9 @@ def _new_model(cfg: TrainConfig):
 def _base_model(cfg: TrainConfig):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..model import add_mask_token
+    from ..models.sbd_model import add_mask_token
 
-    from .. import causal_lm
+    from ..models import causal_lm
 
     if causal_lm.is_named(cfg.base) or str(cfg.base).endswith(".gguf"):  # e.g. smollm2-135m: its converted copy
         loaded = causal_lm.load(cfg.base)
@@ -316,27 +318,10 @@ class WeightAverage:
             p.copy_(self.average[name].to(p.dtype))
 
 
-def _probe(model, tok, per_family: int) -> dict:
-    """Exact-match accuracy of NTP and SBD (gamma 0.1) on a few held-out suite items."""
-    from .. import tasks
-    from ..analysis.evaluation import evaluate
-    from ..decoders.ntp import NTP
-    from ..model import SBDModel
-
-    sbd = SBDModel(model, tok)
-    suite = tasks.load_suite(split="test", per_family=per_family)
-    # A short-context run (say 128 from scratch) cannot take 64 new tokens after the longest prompts:
-    # the probe asks for what fits (every answer in the suite is shorter than 64 characters).
-    longest = max(len(sbd.encode(item.prompt)) for item in suite)
-    room = min(64, (sbd.context_length or 10**9) - longest)
-    ntp = evaluate(sbd, suite, decoder=NTP.name, measure_speedup=False, max_new_tokens=room)
-    eb = evaluate(sbd, suite, gamma=0.1, measure_speedup=False, max_new_tokens=room)
-    return {"ntp_acc": ntp["accuracy"], "sbd_acc": eb["accuracy"], "sbd_calls_per_token": eb["calls_per_token"],
-            "ntp_by_family": ntp["by_family"]}
-
-
-def train(cfg: TrainConfig) -> Path:
-    """Train (or resume) into ``cfg.out``; returns the folder holding the final model."""
+def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None) -> Path:
+    """Train (or resume) into ``cfg.out``; returns the folder holding the final model. ``probe(model, tokenizer,
+    per_family)`` measures each checkpoint (``sbd-viz train`` passes ``sbd_viz.analysis.evaluation.training_probe``);
+    None: no probe."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
 
@@ -452,10 +437,10 @@ def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, ema, state, step, t0, log_p
     state.update(step=step, elapsed=time.time() - t0)
     if acc.is_main_process:
         _save_checkpoint(ckpt, raw, tok, optimizer, state, ema)
-        if cfg.probe_per_family > 0:
+        if probe is not None and cfg.probe_per_family > 0:
             model.eval()
             try:
-                rec = {"step": step, "probe": _probe(raw, tok, cfg.probe_per_family)}
+                rec = {"step": step, "probe": probe(raw, tok, cfg.probe_per_family)}
             except Exception as exc:  # the probe must never kill a long run
                 rec = {"step": step, "probe_error": repr(exc)}
             model.train()
@@ -506,12 +491,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p, TrainConfig, HELP)
 
 
-def main(argv=None) -> None:
+def main(argv=None, probe: Callable[[Any, Any, int], dict] | None = None) -> None:
     p = argparse.ArgumentParser(prog="sbd-viz train", description=__doc__.split("\n")[0])
     add_arguments(p)
     args = p.parse_args(argv)
-    print(train(TrainConfig(**vars(args))))
-
-
-if __name__ == "__main__":
-    main()
+    print(train(TrainConfig(**vars(args)), probe))

@@ -64,7 +64,7 @@ def click_every_example(page, url, expected, timeout_ms):
 @pytest.mark.slow
 def test_every_example_decodes_and_fills_every_panel_on_the_character_model(shipped, page):
     from sbd_viz.app.page import DEFAULTS, EXAMPLES
-    from sbd_viz.rules import COMMIT_RULES
+    from sbd_viz.decoders.rules import COMMIT_RULES
 
     gamma = COMMIT_RULES[DEFAULTS["rule"]].default  # the γ its label was measured at
     with app_server(shipped, sweep=SWEEP_ROWS, map_sessions=0) as url:

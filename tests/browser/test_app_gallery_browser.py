@@ -3,7 +3,7 @@ chosen task, and a click on a row puts that item in the prompt box, decodes it a
 
 import pytest
 
-from sbd_viz import list_tasks as lt
+from sbd_viz.tasks import lists as lt
 
 pytestmark = [pytest.mark.no_gamma_maps, pytest.mark.filterwarnings("ignore::DeprecationWarning:gradio.queueing")]
 DONE = "#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])"

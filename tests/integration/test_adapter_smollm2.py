@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz import adapted_lm, gated_adapter, packed_linear
+from sbd_viz.models import adapted_lm, gated_adapter, packed_linear
 from conftest import THREADS, smollm2_reference
 
 pytestmark = pytest.mark.heavy

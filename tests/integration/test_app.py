@@ -190,7 +190,7 @@ def test_an_old_sweep_file_without_verify_still_loads(app_module, tmp_path):
 
 
 def test_the_shipped_sweep_has_the_verified_line(app_module):
-    """sbd_viz/models/sbd-char-5m/sweep.json: the verified entropy-bounded rule over the lossy rule's γ values, every
+    """sbd_viz/weights/sbd-char-5m/sweep.json: the verified entropy-bounded rule over the lossy rule's γ values, every
     one at 100% NTP agreement."""
     path = sv.default_model_path() / app_module.SWEEP_FILE
     assert path.is_file(), f"no {path}: the shipped model carries its sweep"

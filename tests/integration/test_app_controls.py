@@ -166,7 +166,7 @@ def test_app_help_says_what_each_option_is():
 
 
 def test_the_card_says_why_the_decode_ended_in_words():
-    from sbd_viz.summary import measures
+    from sbd_viz.trace.words import measures
 
     for stop_at, words in ((13, "ended at a stop string"), (None, "ended at max new tokens")):
         note = next(m.note for m in measures(hand_trace(stop_at=stop_at)) if m.label == "tokens per call")
@@ -190,7 +190,7 @@ def test_time_it_gives_a_speedup_in_seconds_from_side_by_side_rounds(app):
 @pytest.mark.parametrize("decoder", ["jacobi", "prompt_lookup"])
 def test_a_draft_checking_call_is_described_by_its_drafts_not_masks(decoder):
     import sbd_viz as sv
-    from sbd_viz.summary import step_text
+    from sbd_viz.trace.words import step_text
 
     trace = sv.decode(sharp_model(), "ab ab ab ", decoder=decoder, max_new_tokens=12)
     for step in trace.steps:

@@ -7,7 +7,7 @@ import gradio as gr
 import pytest
 
 import sbd_viz as sv
-from sbd_viz import list_tasks as lt
+from sbd_viz.tasks import lists as lt
 from sbd_viz.app.gallery import GALLERY_HEADERS, PER_LENGTH, Gallery
 
 from conftest import SWEEP_ROWS, app_server

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz import causal_lm, plots
-from sbd_viz.labels import BYTE_PIECE, output_labels, token_label
+from sbd_viz.models import causal_lm
+from sbd_viz import plots
+from sbd_viz.trace.labels import BYTE_PIECE, output_labels, token_label
 from conftest import THREADS, smollm2_reference
 
 pytestmark = pytest.mark.heavy

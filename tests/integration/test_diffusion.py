@@ -9,7 +9,7 @@ from transformers import EntropyBoundSamplerConfig
 
 import sbd_viz as sv
 from sbd_viz.decoders import diffusion
-from sbd_viz.decoders.diffusion import DiffusionModel
+from sbd_viz.models.diffusion import DiffusionModel
 
 from diffusion_folders import tiny_folder
 
@@ -114,7 +114,7 @@ def test_the_cases_cover_early_stops_renoising_and_end_of_text(traces):
 
 def test_load_model_recognises_the_folder(folders, models):
     model = models[8]
-    assert isinstance(model, DiffusionModel) and diffusion.is_diffusion_folder(folders[8])
+    assert isinstance(model, DiffusionModel) and sv.models.diffusion.is_diffusion_folder(folders[8])
     assert (model.canvas_length, model.block_size, model.context_length) == (8, 8, 96)
     assert not model.supports_verify and not model.supports_gap_free
     assert model.eos_ids == (EOS,)
@@ -153,7 +153,7 @@ def test_block_size_equal_to_the_canvas_is_accepted(models):
 
 
 def test_not_a_diffusion_folder(tmp_path):
-    assert not diffusion.is_diffusion_folder(tmp_path)
+    assert not sv.models.diffusion.is_diffusion_folder(tmp_path)
     with pytest.raises(FileNotFoundError, match="path:"):
         DiffusionModel.from_pretrained(tmp_path)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import sbd_viz as sv
-from sbd_viz import list_tasks as lt
+from sbd_viz.tasks import lists as lt
 from sbd_viz.analysis import parallelism as par
 
 from conftest import bench_script

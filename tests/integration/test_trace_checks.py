@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sbd_viz as sv
-from sbd_viz.trace import Trace, TraceFormatError
+from sbd_viz.trace.data import Trace, TraceFormatError
 from test_diffusion_trace import canvas_trace
 
 pytestmark = pytest.mark.heavy  # 300 mutants of each kind of saved trace: seconds per test

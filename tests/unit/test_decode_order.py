@@ -13,7 +13,7 @@ import pytest
 import sbd_viz as sv
 from sbd_viz.analysis.counts import COUNT_LABELS, has_end_token, prefill_tokens
 from sbd_viz.analysis.order import kept_commits
-from sbd_viz.trace import Commit, Step, Trace
+from sbd_viz.trace.data import Commit, Step, Trace
 
 from conftest import hand_trace
 
@@ -126,7 +126,7 @@ def test_a_verified_decodes_drafts_count_at_the_call_that_checked_them(shipped):
     from collections import Counter
     from itertools import accumulate
 
-    from sbd_viz.commits import output_calls
+    from sbd_viz.trace.commits import output_calls
     from sbd_viz.plots.blocks import committed_counts
 
     trace = sv.decode(shipped, "assert sorted([31, 7, 19, 2]) == ", verify=True, gamma=2.0, block_size=8,

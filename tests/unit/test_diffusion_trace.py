@@ -9,7 +9,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz.decoders.recorder import CanvasRecorder
-from sbd_viz.trace import SCHEMA_VERSION, Trace, TraceFormatError
+from sbd_viz.trace.data import SCHEMA_VERSION, Trace, TraceFormatError
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -125,7 +125,7 @@ def test_the_recorder_page_example_runs_and_prints_what_the_page_says(capsys):
 
 
 def test_step_text_names_the_renoised_slots():
-    from sbd_viz.summary import step_text
+    from sbd_viz.trace.words import step_text
 
     trace = canvas_trace()
     text = step_text(trace, trace.steps[1])

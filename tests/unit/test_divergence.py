@@ -185,8 +185,8 @@ def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_car
     bench.main(["--from-json", str(ROOT / "bench" / "divergence.json"), "--out", str(out)])
     assert out.read_text() == (ROOT / "bench" / "DIVERGENCE.md").read_text(), "run the command it names again"
     data = json.loads((ROOT / "bench" / "divergence.json").read_text())
-    card = json.loads((ROOT / "sbd_viz" / "models" / "sbd-char-5m" / "card_results.json").read_text())
-    assert data["header"]["model"] == "sbd_viz/models/sbd-char-5m", "the committed report is not of the shipped model"
+    card = json.loads((ROOT / "sbd_viz" / "weights" / "sbd-char-5m" / "card_results.json").read_text())
+    assert data["header"]["model"] == "sbd_viz/weights/sbd-char-5m", "the committed report is not of the shipped model"
     assert data["header"]["gamma"] == card["buckets"][0]["gamma"], "the committed report is not at the card's gamma"
     assert data["header"]["block_size"] == card["header"].get("block_size", 16), "not at the card's block size"
     for bucket in card["buckets"]:

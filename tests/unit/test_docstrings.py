@@ -19,7 +19,7 @@ PACKAGE = Path(sbd_viz.__file__).resolve().parent
 # ``name.name`` in double backticks, maybe called: ``sv.decode``, ``Decoding.requests()``, ``sv.decode(..., x=1)``
 REFERENCE = re.compile(r"``([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\([^`]*\))?``")
 # Module names that docstrings also use, throughout, as the name of an instance: ``trace.nfe`` is a Trace's count,
-# ``model.raw_text`` a model's method. A reference to these two modules is written in full (``sbd_viz.trace.Step``).
+# ``model.raw_text`` a model's method. A reference to these two modules is written in full (``sbd_viz.trace.data.Step``).
 INSTANCE_NAMES = {"trace", "model", "config"}  # a trace, a model, a model's config: instances, not modules
 # A name ending in a file's suffix is a file (``app.py``, ``train.py``), not a path of attributes.
 FILE_SUFFIXES = {"py", "json", "md", "toml", "yml", "yaml", "txt", "ipynb", "html", "gif", "png", "csv", "gguf"}

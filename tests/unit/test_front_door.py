@@ -47,10 +47,10 @@ def test_the_readme_opens_with_a_picture_the_two_commands_and_where_to_start():
 
 
 def test_the_package_map_names_every_module_in_its_folders_row():
-    """The README's map of the package is where a newcomer finds a module: each module is named in its folder's
-    row (a module added without a word there fails here)."""
+    """docs/architecture.md's map of the package is where a contributor finds a module: each module is named in its
+    folder's row (a module added without a word there fails here)."""
     rows = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
         head = re.match(r"^\| `(sbd_viz|\w+)/`(?: top)? \|", line)
         if head:
             rows[head.group(1)] = line
@@ -59,8 +59,8 @@ def test_the_package_map_names_every_module_in_its_folders_row():
     for path in sorted(package.rglob("*.py")):
         if path.stem in ("__main__", "_version") or (path.stem == "__init__" and path.parent != package):
             continue
-        folder = "sbd_viz" if path.parent == package else path.parent.name
-        assert folder in rows, f"README's package map has no row for {folder}/"
+        folder = "sbd_viz" if path.parent == package else path.relative_to(package).parts[0]
+        assert folder in rows, f"docs/architecture.md's package map has no row for {folder}/"
         if f"`{path.stem}`" not in rows[folder]:
             missing.append(str(path.relative_to(ROOT)))
-    assert not missing, f"modules the README's package map does not name: {missing}"
+    assert not missing, f"modules docs/architecture.md's package map does not name: {missing}"

@@ -10,7 +10,7 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz.analysis.gamma_map import GammaMap, Piece, _slider_positions, gamma_map
-from sbd_viz.rules import COMMIT_RULES, Interval
+from sbd_viz.decoders.rules import COMMIT_RULES, Interval
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 
 import sbd_viz as sv
+from sbd_viz.decoders.rules import Interval
 from sbd_viz.cli import main as cli_main
 from sbd_viz.analysis.gamma_ladder import LADDER_COLUMNS, Ladder, ladder_gammas, largest_safe_gamma
 from sbd_viz.plots.ladder_figure import gamma_ladder_figure
-from sbd_viz.rules import COMMIT_RULES
+from sbd_viz.decoders.rules import COMMIT_RULES
 
 PROMPT = "assert 12 + 7 == "
 
@@ -230,7 +231,7 @@ def test_shipped_model_ladders_match_independent_decodes_on_held_out_prompts(shi
             assert safe is None, item.prompt
         elif safe != gammas[end - 1]:
             nxt = gammas[gammas.index(safe) + 1]
-            ranges = [sv.rules.Interval(r["lo"], r["hi"], r["lo_closed"], r["hi_closed"])
+            ranges = [Interval(r["lo"], r["hi"], r["lo_closed"], r["hi_closed"])
                       for r in df.attrs["safe_ranges"]]
             assert safe in gammas[first:end] and not any(safe in r and nxt in r for r in ranges), item.prompt
 

@@ -5,7 +5,7 @@ again."""
 import pytest
 
 import sbd_viz as sv
-from sbd_viz import list_tasks as lt
+from sbd_viz.tasks import lists as lt
 from sbd_viz.analysis.incoherence import failure_events
 from sbd_viz.analysis.list_failures import LIST_FAILURE_COLUMNS, list_failures
 

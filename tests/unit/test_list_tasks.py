@@ -1,11 +1,11 @@
-"""The list-task suite (``sbd_viz.list_tasks``): fixed by its seed, every answer is what Python computes from the
+"""The list-task suite (``sbd_viz.tasks.lists``): fixed by its seed, every answer is what Python computes from the
 assert prompt, the assert prompts fit the character model, and scoring is exact match."""
 
 import ast
 
 import pytest
 
-from sbd_viz import list_tasks as lt
+from sbd_viz.tasks import lists as lt
 from sbd_viz.training.data import build_char_tokenizer
 
 

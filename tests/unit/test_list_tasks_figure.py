@@ -1,9 +1,9 @@
-"""The closed forms beside the measured curves (``sbd_viz.plots.list_tasks``) and the bench page's panels of it."""
+"""The closed forms beside the measured curves (``sbd_viz.plots.list_accuracy``) and the bench page's panels of it."""
 
 import pytest
 
 from sbd_viz.analysis.closed_forms import closed_form_curve
-from sbd_viz.plots.list_tasks import closed_form_figure
+from sbd_viz.plots.list_accuracy import closed_form_figure
 
 from conftest import bench_script
 

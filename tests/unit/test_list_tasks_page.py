@@ -85,7 +85,7 @@ def test_the_page_from_its_json(script, tmp_path):
 
 
 def test_limit_takes_items_in_turn_from_the_lengths(script):
-    from sbd_viz import list_tasks as lt
+    from sbd_viz.tasks import lists as lt
 
     items = lt.list_suite(tasks=("copy", "sort"), lengths=(3, 5), per_length=2)
     picked = script.pick(items, 3)
@@ -113,7 +113,7 @@ def test_a_quick_subset_is_refused_with_an_unknown_decoder(script):
 def test_the_committed_page_is_its_json_rendered_on_both_models(script):
     from pathlib import Path
 
-    from sbd_viz.list_tasks import LIST_TASKS
+    from sbd_viz.tasks.lists import LIST_TASKS
 
     bench = Path(script.__file__).resolve().parent
     data = json.loads((bench / "list_tasks.json").read_text())

@@ -80,7 +80,7 @@ def test_a_folder_with_a_bad_block_size_fails_at_load(tmp_path):
 @pytest.mark.heavy
 def test_the_explorer_and_the_cli_start_at_it(eight, tmp_path):
     from sbd_viz import cli
-    from sbd_viz.widgets import explore
+    from sbd_viz.explorer import explore
 
     assert explore(eight, PROMPT, max_new_tokens=8).block_size.value == 8
     assert explore(eight, PROMPT, max_new_tokens=8, block_size=4).block_size.value == 4

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from sbd_viz.training import data, train
-from sbd_viz.rules import DEFAULT_GAMMA, DEFAULT_RULE
+from sbd_viz.decoders.rules import DEFAULT_GAMMA, DEFAULT_RULE
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "sbd_viz" / "models" / "sbd-char-5m"
+FOLDER = ROOT / "sbd_viz" / "weights" / "sbd-char-5m"
 CARD = FOLDER / "README.md"
 HISTORY = ROOT / "docs" / "model_history.md"
 LINEAGE = "the-commands-that-made-the-shipped-weights"  # the history page's section the card links for its commands

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 import sbd_viz as sv
-from sbd_viz import adapted_lm, causal_lm, model_kinds
-from sbd_viz import model as model_module
+from sbd_viz.models import adapted_lm, causal_lm, kinds as model_kinds
+from sbd_viz.models import sbd_model as model_module
 from sbd_viz.decoders import registry
 
 from conftest import tiny_model

@@ -1,4 +1,4 @@
-"""Packed linear layers (``sbd_viz.packed_linear``): the same products as ``nn.Linear``, through oneDNN's packed op.
+"""Packed linear layers (``sbd_viz.models.packed_linear``): the same products as ``nn.Linear``, through oneDNN's packed op.
 
 References are written as a torch user writes them: ``torch.nn.functional.linear`` on the layer's weight and bias,
 an ``nn.Linear`` trained beside the packed one. Which kernel ran is read from torch's profiler, not assumed.
@@ -10,7 +10,7 @@ from torch import nn
 from torch.profiler import profile
 
 import sbd_viz as sv
-from sbd_viz import packed_linear
+from sbd_viz.models import packed_linear
 
 pytestmark = pytest.mark.skipif(not packed_linear.available(), reason="this torch has no oneDNN packed linear")
 

@@ -8,7 +8,7 @@ from PIL import Image
 
 from sbd_viz import plots
 from sbd_viz.plots.animation import animation_frames, save_animation
-from sbd_viz.plots.page import OKABE_ITO, check_palette, recolor, save_page
+from sbd_viz.plots.html_export import OKABE_ITO, check_palette, recolor, save_page
 from sbd_viz.plots.style import STATE_COLORS
 
 from conftest import hand_trace

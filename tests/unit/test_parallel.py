@@ -10,7 +10,7 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz.decoders.lookup import lookup_drafts
-from sbd_viz.trace import Trace
+from sbd_viz.trace.data import Trace
 
 from conftest import reference_logits, sharp_model, tiny_model
 
@@ -288,7 +288,7 @@ def test_compare_decoders_data(sharp):
     # the call that wrote it
     from sbd_viz.plots.side_by_side import LABEL_CHARS
     from sbd_viz.plots.style import cell_label
-    from sbd_viz.labels import output_labels
+    from sbd_viz.trace.labels import output_labels
 
     for i, t in enumerate(traces):
         panel = fig.data[i]
@@ -302,7 +302,7 @@ def test_compare_decoders_data(sharp):
 
 @pytest.mark.heavy
 def test_draft_and_check_traces_in_words(sharp):
-    from sbd_viz import summary
+    from sbd_viz.trace import words as summary
     from sbd_viz.plots.style import settings_line
 
     trace = sv.decode(sharp, PROMPTS[0], decoder="jacobi", block_size=4, max_new_tokens=12)

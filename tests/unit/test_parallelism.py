@@ -10,8 +10,7 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz.analysis.gamma_map import gamma_map
-from sbd_viz.analysis.parallelism import (Outcome, aup, compare_grid, curve, grid_points, outcomes, pbx, summary,
-                                          weight)
+from sbd_viz.analysis.parallelism import (Outcome, aup, compare_grid, curve, grid_points, outcomes, pbx, summary, weight)
 
 
 def two_items():

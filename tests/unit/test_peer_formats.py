@@ -11,8 +11,8 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz import plots
-from sbd_viz.peer_formats import same_commits
-from sbd_viz.trace import Trace
+from sbd_viz.trace.peer_formats import same_commits
+from sbd_viz.trace.data import Trace
 
 from conftest import hand_trace
 

@@ -9,7 +9,7 @@ import pytest
 
 import sbd_viz as sv
 from sbd_viz.analysis.pieces import PieceStore, at_gamma, decode_at_gammas
-from sbd_viz.tasks import SuiteItem, score
+from sbd_viz.tasks.asserts import SuiteItem, score
 
 from conftest import bench_script
 

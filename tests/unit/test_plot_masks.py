@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sbd_viz.plots import masks as plot_masks
-from sbd_viz import model
+from sbd_viz.models import sbd_model as model
 from sbd_viz.training import objective
 
 

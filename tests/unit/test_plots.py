@@ -9,10 +9,8 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 import sbd_viz as sv
-from sbd_viz.plots import (STATE_COLORS, STATES, VERIFIED_STATES, block_fill, block_fill_spec, calls_timeline,
-                           compare, entropy_heatmap, first_difference, save_html, sweep_frame, trace_html,
-                           tradeoff)
-from sbd_viz.trace import Candidate, Commit, SlotView, Step, Trace
+from sbd_viz.plots import (STATE_COLORS, STATES, VERIFIED_STATES, block_fill, block_fill_spec, calls_timeline, compare, entropy_heatmap, first_difference, save_html, sweep_frame, trace_html, tradeoff)
+from sbd_viz.trace.data import Candidate, Commit, SlotView, Step, Trace
 
 TOKENS = [" the", "\n", "x", "<b>", "=", " 4", "  ", "ok"]
 
@@ -358,7 +356,7 @@ def test_tradeoff_colours_each_rule_from_the_house_palette_and_names_ntp_by_its_
     its accuracy line in the legend, not by a note printed over the points."""
     from sbd_viz.decoders.ntp import NTP
     from sbd_viz.plots.style import RULE_COLORS
-    from sbd_viz.rules import RULES
+    from sbd_viz.decoders.rules import RULES
 
     def colors(rows):
         return {t.name: t.line.color for t in tradeoff(rows).data if t.meta and t.meta["role"] == "rule"}

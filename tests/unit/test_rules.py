@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from sbd_viz.rules import COMMIT_RULES, RULES, CommitRule, Interval, Range
+from sbd_viz.decoders.rules import COMMIT_RULES, RULES, CommitRule, Interval, Range
 
 ENTROPY = torch.tensor([0.9, 0.05, 0.3, 0.01, 1.5, 0.2])  # six masked slots, left to right
 CONFIDENCE = torch.tensor([0.55, 0.98, 0.85, 0.995, 0.3, 0.9])

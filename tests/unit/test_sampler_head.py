@@ -1,4 +1,4 @@
-"""The sampler head (``sbd_viz.sampler_head``): a tree call's drafts chained left to right on a tiny adapted Llama.
+"""The sampler head (``sbd_viz.models.sampler_head``): a tree call's drafts chained left to right on a tiny adapted Llama.
 
 References are written as a transformers user writes them: the hidden states from the model's own
 ``base_model(...).last_hidden_state`` on the text and its masked block, the head as plain ``torch.nn.functional``
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz import cli, gated_adapter, sampler_head
+from sbd_viz import cli
+from sbd_viz.models import gated_adapter, sampler_head
 from sbd_viz.training import head_train
 from test_adapter import adapted, generate_reference
 

@@ -15,7 +15,7 @@ from conftest import ROOT, hand_trace
 from sbd_viz.analysis.gamma_map import GammaMap, Piece, _slider_positions, gamma_map
 from sbd_viz.app import scrubber
 from sbd_viz.app.state import Session
-from sbd_viz.labels import token_label
+from sbd_viz.trace.labels import token_label
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,7 +13,7 @@ from sbd_viz.decoders.base import Proposal, find_stop, propose
 from sbd_viz.decoders.jacobi import JacobiDecoding
 from sbd_viz.decoders.remask import RemaskDecoding
 from sbd_viz.decoders.sbd import DecodeConfig, Decoding
-from sbd_viz.model import add_mask_token
+from sbd_viz.models.sbd_model import add_mask_token
 
 END = "<|end|>"
 WORDS = [f"w{i}" for i in range(24)]

@@ -1,4 +1,4 @@
-"""Traces in words (sbd_viz.summary): the measures, one call's text and the CLI's summary, from hand-made and
+"""Traces in words (sbd_viz.trace.words): the measures, one call's text and the CLI's summary, from hand-made and
 saved traces; no model."""
 
 import dataclasses
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import sbd_viz as sv
-from sbd_viz.summary import Measure, fed_text, measures, measures_text, step_text, trace_summary
-from sbd_viz.trace import Trace
+from sbd_viz.trace.words import Measure, fed_text, measures, measures_text, step_text, trace_summary
+from sbd_viz.trace.data import Trace
 
 from conftest import hand_trace
 

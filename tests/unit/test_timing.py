@@ -5,7 +5,7 @@ seconds and no ratio. No model: callables stand in for decodes."""
 import pytest
 
 from sbd_viz.analysis.timing import Timing, side_by_side
-from sbd_viz.summary import measures
+from sbd_viz.trace.words import measures
 
 from conftest import hand_trace
 

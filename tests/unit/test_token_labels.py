@@ -4,9 +4,9 @@ the real SmolLM2 tokenizer is in tests/integration/test_causal_lm.py."""
 
 import sbd_viz as sv
 from sbd_viz import plots
-from sbd_viz.summary import trace_summary
-from sbd_viz.labels import BYTE_PIECE, mark_special, output_labels, special_label, token_label
-from sbd_viz.trace import Candidate, Commit, SlotView, Step, Trace
+from sbd_viz.trace.words import trace_summary
+from sbd_viz.trace.labels import BYTE_PIECE, mark_special, output_labels, special_label, token_label
+from sbd_viz.trace.data import Candidate, Commit, SlotView, Step, Trace
 
 # A byte-level decode of " 日 is<|im_end|>": ' 日' spans three tokens, which alone decode to ' �', '�', '�';
 # read in context they are ' ', '' and '日'.

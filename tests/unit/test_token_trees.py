@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz.token_trees import grow_tree, token_tree_mask
-from sbd_viz.summary import step_text
-from sbd_viz.trace import TraceFormatError
+from sbd_viz.models.token_tree import grow_tree, token_tree_mask
+from sbd_viz.trace.words import step_text
+from sbd_viz.trace.data import TraceFormatError
 
 from conftest import reference_logits, sharp_model, tiny_model
 from test_adapter import adapted, generate_reference as adapted_generate
@@ -274,7 +274,7 @@ def test_the_trace_of_a_token_tree_reads_back_and_a_bad_alternative_is_refused(t
     step = next(s for s in d["steps"] if s.get("alternatives"))
     step["alternatives"][0]["parent"] = 5
     with pytest.raises(TraceFormatError, match="alternatives"):
-        sv.trace_file.from_dict(d)
+        sv.trace_from_dict(d)
 
 
 # -- the setting -----------------------------------------------------------------------------------------------

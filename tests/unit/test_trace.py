@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import sbd_viz as sv
-from sbd_viz.trace import SCHEMA_VERSION, Trace
-from sbd_viz.labels import render_state, visible
+from sbd_viz.trace.data import SCHEMA_VERSION, Trace
+from sbd_viz.trace.labels import render_state, visible
 
 from conftest import hand_trace
 

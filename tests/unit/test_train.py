@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from sbd_viz.analysis.evaluation import training_probe
 from sbd_viz.training import data, objective, train, upscale
 from sbd_viz import tasks
 
@@ -172,7 +173,7 @@ def test_two_process_accelerate_run_completes(tmp_path):
 
     out = tmp_path / "run2"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "sbd_viz.training.train",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "sbd_viz", "train",
            "--preset", "test-1m", "--out", str(out), "--seq-len", "32", "--batch-size", "4", "--max-steps", "6",
            "--warmup", "2", "--probe-per-family", "0", "--log-every", "2", "--no-bf16", "--threads", "1"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -198,7 +199,7 @@ def test_bad_config_names_the_field():
     with pytest.raises(ValueError, match="optimizer_from"):
         train.TrainConfig(optimizer_from="runs/x/checkpoint").validate()  # no --base
     with pytest.raises(ValueError, match="optimizer_from"):
-        train.TrainConfig(base="sbd_viz/models/sbd-char-5m", optimizer_from="no/such/checkpoint").validate()
+        train.TrainConfig(base="sbd_viz/weights/sbd-char-5m", optimizer_from="no/such/checkpoint").validate()
     for decay in (1.0, -0.1):
         with pytest.raises(ValueError, match="ema_decay"):
             train.TrainConfig(ema_decay=decay).validate()
@@ -404,7 +405,7 @@ def test_probe_asks_only_for_what_fits_a_short_context():
     longest = max(len(tok(i.prompt)["input_ids"]) for i in tasks.load_suite(split="test", per_family=1))
     model.config.sbd_context_length = longest + 20  # under the probe's 64 new tokens
     model.eval()
-    probe = train._probe(model, tok, per_family=1)
+    probe = training_probe(model, tok, per_family=1)
     assert 0.0 <= probe["ntp_acc"] <= 1.0 and 0.0 <= probe["sbd_acc"] <= 1.0
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz.decoders.token_tree import TokenTreeDecode, _Node
+from sbd_viz.decoders.verified.tree import TokenTreeDecode, _Node
 
 from conftest import reference_logits, sharp_model, tiny_model
 from test_adapter import adapted
@@ -146,7 +146,7 @@ def test_one_block_a_call_feeds_fewer_rows_and_writes_the_same_text(kind):
 
 
 def test_the_words_say_where_the_blocks_went_and_where_none_followed():
-    from sbd_viz.summary import step_text
+    from sbd_viz.trace.words import step_text
 
     trace = capped(sharp_model(), "x = [3, 1", 1, (2, 2, 1), rule="entropy_bounded", gamma=2.0, block_size=4,
                    max_new_tokens=40)

@@ -9,7 +9,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz.decoders.sbd import SBD, DecodeConfig, Decoding
 from sbd_viz.decoders.sbd import decode as sbd_decode
-from sbd_viz.model import tree_call_mask
+from sbd_viz.models.sbd_model import tree_call_mask
 
 from conftest import reference_logits, sharp_model, tiny_model
 from test_adapter import adapted, plain_llama
@@ -417,7 +417,7 @@ def test_batched_decoding_refuses_tree_drafting_by_name():
 
 
 def test_a_tree_calls_words_say_what_it_fed_and_what_a_rejection_replaced():
-    from sbd_viz.summary import step_text
+    from sbd_viz.trace.words import step_text
 
     model = adapted(head=1)
     trace = sv.decode(model, "def f(a):", decoder="sbd", verify=True, drafting="tree", block_size=4, gamma=2.0,

@@ -24,17 +24,19 @@ open after it was *renoised* (taken back). A step's commits are the slots it new
 uncounted *passes* (an encoder pass extending the cache) are recorded but not counted in ``nfe``.
 
 A greedy decode by a commit rule (plain, verified or remasking SBD) also records its *γ range* (``gamma_range``, an
-``sbd_viz.rules.Interval``: ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``whole``): every knob value in it gives
+``sbd_viz.decoders.rules.Interval``: ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``whole``): every knob value in it gives
 this exact decode. The file writes it as an object with an unbounded end as null, and null when there is none.
 
-A trace is plain data: of the package it imports only ``sbd_viz.labels`` (a gap fill's state as text). ``Trace.save`` / ``to_json`` / ``to_dict`` write its file;
-reading one is ``sbd_viz.trace_file`` (``sv.load_trace``), which checks every field; the pictures of a trace are
-``sbd_viz.plots`` and its summary in words ``sbd_viz.summary`` (``sv.trace_summary``).
+A trace is plain data: of the package it imports only ``sbd_viz.trace.labels`` (a gap fill's state as text). ``Trace.save`` / ``to_json`` / ``to_dict`` write its file;
+reading one is ``sbd_viz.trace.file`` (``sv.load_trace``), which checks every field; the pictures of a trace are
+``sbd_viz.plots`` and its summary in words ``sbd_viz.trace.words`` (``sv.trace_summary``).
 """
 
 from __future__ import annotations
 
+
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -50,6 +52,45 @@ DRAFTS_CHECKED = {"drafts": "checked"}  # in a config: each call fed drafts caus
 def drafts_checked(config: dict) -> bool:
     """Whether a trace's decoder fed drafts causally and kept what greedy NTP accepted (Jacobi, prompt lookup, ...)."""
     return config.get("drafts") == "checked"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Knob values from ``lo`` to ``hi``, each end included if ``lo_closed`` / ``hi_closed``; only the whole
+    numbers among them if ``whole`` (a whole-number knob: ``top_k``'s ``[3, 3]`` is k = 3 alone, ``[6, inf]``
+    every k >= 6). An infinite end is closed when the knob takes that value (an entropy budget of inf is valid)."""
+
+    lo: float
+    hi: float
+    lo_closed: bool = True
+    hi_closed: bool = True
+    whole: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        above = value >= self.lo if self.lo_closed else value > self.lo
+        below = value <= self.hi if self.hi_closed else value < self.hi
+        return above and below and (not self.whole or (math.isfinite(value) and value == int(value)))
+
+    def __iter__(self):
+        """``lo, hi = interval``: the ends (whether each is closed is ``lo_closed`` / ``hi_closed``)."""
+        return iter((self.lo, self.hi))
+
+    def __and__(self, other: "Interval") -> "Interval":
+        """The values in both (a decode's γ range is its calls' intervals intersected). At a shared end, the end
+        is closed only if both are; may be empty (``lo > hi``, or ``lo == hi`` with an open end)."""
+        if self.lo != other.lo:
+            lo, lo_closed = max((self.lo, self.lo_closed), (other.lo, other.lo_closed), key=lambda e: e[0])
+        else:
+            lo, lo_closed = self.lo, self.lo_closed and other.lo_closed
+        if self.hi != other.hi:
+            hi, hi_closed = min((self.hi, self.hi_closed), (other.hi, other.hi_closed), key=lambda e: e[0])
+        else:
+            hi, hi_closed = self.hi, self.hi_closed and other.hi_closed
+        return Interval(lo, hi, lo_closed, hi_closed, self.whole or other.whole)
+
+    def __str__(self) -> str:
+        ends = f"{'[' if self.lo_closed else '('}{self.lo:g}, {self.hi:g}{']' if self.hi_closed else ')'}"
+        return f"whole numbers in {ends}" if self.whole else ends
 
 
 class TraceFormatError(ValueError):
@@ -234,7 +275,7 @@ class Trace:
     text: str  # the generated text (special tokens removed)
     stop_reason: str  # 'stop', 'eos' or 'length'
     meta: dict[str, Any] = field(default_factory=dict)
-    # the knob values (γ) at which this exact greedy decode results: ``sbd_viz.rules.Interval``, the intersection of
+    # the knob values (γ) at which this exact greedy decode results: ``sbd_viz.decoders.rules.Interval``, the intersection of
     # its calls' knob intervals, computed from the unrounded scores while decoding (plain, verified and remasking
     # SBD at temperature 0); None for sampling and decoders without a commit rule's knob
     gamma_range: Any = None
@@ -270,6 +311,23 @@ class Trace:
     def verified(self) -> bool:
         """Decoded with ``verify=True``: every output token is NTP's greedy choice."""
         return bool(self.config.get("verify", False))
+
+    @property
+    def tree_drafted(self) -> bool:
+        """Verified SBD that drafted a tree (``drafting="tree"``): each call fed a block after several of its fed
+        tokens."""
+        return self.config.get("drafting") == "tree"
+
+    @property
+    def tree_block_cap(self) -> int | None:
+        """The most blocks a tree-drafting call fed (``tree_blocks``), None for a block after every fed token."""
+        cap = self.config.get("tree_blocks")
+        return None if cap is None else int(cap)
+
+    @property
+    def is_greedy(self) -> bool:
+        """Greedy NTP's own decode (``sv.decode_ntp``: one token a call): its config names its decoder as its rule."""
+        return self.config.get("decoder") is not None and self.config.get("rule") == self.config.get("decoder")
 
     @cached_property  # not a field; the pictures ask it per cell
     def has_canvas(self) -> bool:
@@ -407,7 +465,7 @@ class Trace:
     # -- JSON -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON object: the schema, its version and every field (JSON has no infinity: an unbounded end
-        of ``gamma_range`` is null). ``sbd_viz.trace_file.from_dict`` reads it back."""
+        of ``gamma_range`` is null). ``sbd_viz.trace.file.from_dict`` reads it back."""
         d = asdict(self)
         for step in d["steps"]:  # only a token tree's steps have alternatives: any other trace is the file it was
             if not step["alternatives"]:

@@ -45,7 +45,7 @@ How a tree call is recorded (the ``Step`` fields are block-structured; this is t
 - ``n_input`` counts every row fed: x, the drafts and every branch's slots.
 
 The trace's config says ``"drafting": "tree"`` (a trace without the key drafted "single"). Tree drafting with several
-candidates a slot, a token tree (``tree_widths``), is ``sbd_viz.decoders.token_tree``.
+candidates a slot, a token tree (``tree_widths``), is ``sbd_viz.decoders.verified.tree``.
 """
 
 from __future__ import annotations
@@ -57,17 +57,12 @@ from typing import Callable, Generator, NamedTuple
 
 import torch
 
-from ..model import CacheCut, DraftTreeCall, ModelCall, SBDModel, TreeCall
-from .base import Block, Reply, Stop, find_stop, greedy, live_slots, propose
-from .steps import draft, exact_commit, slot_views
-from ..trace import Check, Commit, Rollback, Step
+from ...models.sbd_model import CacheCut, DraftTreeCall, ModelCall, SBDModel, TreeCall
+from ..base import Block, Reply, Stop, find_stop, greedy, live_slots, propose
+from ..steps import draft, exact_commit, slot_views
+from ...trace.data import Check, Commit, Rollback, Step
 
 DRAFTING = ("single", "tree")  # how verified SBD drafts: one block per call, or a block per possible accepted length
-
-
-def tree_drafted(config: dict) -> bool:
-    """Whether a trace's config (``Trace.config``) says its verified decode drafted a tree (``drafting="tree"``)."""
-    return config.get("drafting") == "tree"
 
 
 def check_drafting(drafting, config) -> str:

@@ -2,7 +2,7 @@
 output token is in the output for good.
 
 What the decode-order measures (``sbd_viz.analysis.order``), the counts (``sbd_viz.analysis.counts``) and the peer
-formats (``sbd_viz.peer_formats``) read: plain functions of the trace, beside it at the package's top so every layer
+formats (``sbd_viz.trace.peer_formats``) read: plain functions of the trace, beside it at the package's top so every layer
 may use them.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .checks import check_trace
-from .trace import Commit, Step, Trace
+from .data import Commit, Step, Trace
 
 
 @dataclass(frozen=True)

@@ -55,46 +55,9 @@ from typing import Callable
 
 import torch
 
+from ..trace.data import Interval
+
 EB_TOLERANCE = 1e-12  # entropy_bounded's slack: earlier entropies summing to gamma + 1e-12 nats still fit
-
-
-@dataclass(frozen=True)
-class Interval:
-    """Knob values from ``lo`` to ``hi``, each end included if ``lo_closed`` / ``hi_closed``; only the whole
-    numbers among them if ``whole`` (a whole-number knob: ``top_k``'s ``[3, 3]`` is k = 3 alone, ``[6, inf]``
-    every k >= 6). An infinite end is closed when the knob takes that value (an entropy budget of inf is valid)."""
-
-    lo: float
-    hi: float
-    lo_closed: bool = True
-    hi_closed: bool = True
-    whole: bool = False
-
-    def __contains__(self, value: float) -> bool:
-        above = value >= self.lo if self.lo_closed else value > self.lo
-        below = value <= self.hi if self.hi_closed else value < self.hi
-        return above and below and (not self.whole or (math.isfinite(value) and value == int(value)))
-
-    def __iter__(self):
-        """``lo, hi = interval``: the ends (whether each is closed is ``lo_closed`` / ``hi_closed``)."""
-        return iter((self.lo, self.hi))
-
-    def __and__(self, other: "Interval") -> "Interval":
-        """The values in both (a decode's γ range is its calls' intervals intersected). At a shared end, the end
-        is closed only if both are; may be empty (``lo > hi``, or ``lo == hi`` with an open end)."""
-        if self.lo != other.lo:
-            lo, lo_closed = max((self.lo, self.lo_closed), (other.lo, other.lo_closed), key=lambda e: e[0])
-        else:
-            lo, lo_closed = self.lo, self.lo_closed and other.lo_closed
-        if self.hi != other.hi:
-            hi, hi_closed = min((self.hi, self.hi_closed), (other.hi, other.hi_closed), key=lambda e: e[0])
-        else:
-            hi, hi_closed = self.hi, self.hi_closed and other.hi_closed
-        return Interval(lo, hi, lo_closed, hi_closed, self.whole or other.whole)
-
-    def __str__(self) -> str:
-        ends = f"{'[' if self.lo_closed else '('}{self.lo:g}, {self.hi:g}{']' if self.hi_closed else ')'}"
-        return f"whole numbers in {ends}" if self.whole else ends
 
 
 def _steps(values: torch.Tensor, gamma: float) -> Interval:

@@ -44,8 +44,8 @@ from typing import Any
 
 from .checks import check_trace
 from .commits import kept_commits
-from .trace import Commit, Step, Trace
-from .trace_file import from_json as trace_from_json
+from .data import Commit, Step, Trace
+from .file import from_json as trace_from_json
 
 STEP_MAP_FORMAT = "lmdeploy step_map"
 TRAJECTORY_FORMAT = "d3LLM trajectory"

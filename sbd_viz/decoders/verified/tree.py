@@ -1,10 +1,10 @@
-"""Verified SBD drafting a token tree (``tree_widths``): tree drafting (``sbd_viz.decoders.verified``) with several
+"""Verified SBD drafting a token tree (``tree_widths``): tree drafting (``sbd_viz.decoders.verified.single``) with several
 candidates a slot.
 
 A chain holds one candidate a slot, and a call that rejects it stops there. A token tree (as Medusa and EAGLE
 draft) holds the best ``tree_widths[s - 1]`` candidates at slot s after each candidate before it (a sampler head
 reads each candidate's token; ``SBDModel.draft_tree``). A call (``SBDModel.draft_tree_call``) feeds x and the
-tree's tokens, each seeing its own path (``sbd_viz.token_trees.token_tree_mask``), with a block after each; NTP's
+tree's tokens, each seeing its own path (``sbd_viz.models.token_tree.token_tree_mask``), with a block after each; NTP's
 verdicts walk down the tree as far as a child holds NTP's token, and the cache keeps x and that path
 (``CacheCut.keep``). The rule with γ cuts the chain of best candidates, as in tree drafting, and the tree to the
 chain's depth; widths of all ones are tree drafting's chain, call for call. How it is recorded:
@@ -30,11 +30,11 @@ from typing import Callable, Generator, NamedTuple
 
 import torch
 
-from ..model import CacheCut, DraftTreeCall, SBDModel
-from .base import Reply, find_stop, greedy, propose
-from .steps import exact_commit, slot_views
-from .verified import Rows, TreeDecode
-from ..trace import Alternative, Check, Rollback, Step
+from ...models.sbd_model import CacheCut, DraftTreeCall, SBDModel
+from ..base import Reply, find_stop, greedy, propose
+from ..steps import exact_commit, slot_views
+from .single import Rows, TreeDecode
+from ...trace.data import Alternative, Check, Rollback, Step
 
 
 MAX_TREE_WIDTH = 16  # candidates at a slot: a call feeds a block after each, so wider trees cost rows fast
@@ -73,13 +73,6 @@ def check_tree_blocks(blocks, drafting: str) -> int | None:
         raise ValueError(f"tree_blocks: it limits tree drafting's blocks; pass drafting='tree', "
                          f"got drafting={drafting!r}")
     return blocks
-
-
-def tree_block_cap(config: dict) -> int | None:
-    """The most blocks a trace's tree-drafting calls fed (``tree_blocks``; ``Trace.config``), or None for a block
-    after every fed token."""
-    cap = config.get("tree_blocks")
-    return None if cap is None else int(cap)
 
 
 class _Node(NamedTuple):

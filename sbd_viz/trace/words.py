@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .trace import Commit, Step, Trace, drafts_checked
+from .data import Commit, Step, Trace, drafts_checked
 from .labels import COUNT_LABELS, mark_special, output_labels, render_state, visible
 
 PENDING = "…"  # a number still being measured (the app decodes NTP after SBD)
@@ -149,25 +149,25 @@ def fed_text(trace: Trace, step: Step) -> str:
 def _fed_verified(trace: Trace, step: Step) -> str:
     """What a verified call fed: the causal part (the last accepted token, then the drafts to check) and the
     block from its first open slot; a checking-only call feeds no block. A tree-drafting call
-    (``sbd_viz.decoders.verified``) fed a block after every possible accepted length."""
+    (``sbd_viz.decoders.verified.single``) fed a block after every possible accepted length."""
     checked = f"{len(step.accepted)}/{len(step.checks)} accepted"
     previous = trace.steps[step.call - 1] if step.call > 0 else None  # its drafts are the ones this call checks
     if previous is not None and previous.alternatives and not step.check_only:  # a token tree's
         drafts = sum(not c.ntp for c in previous.commits)
-        cap = _block_cap(trace)
+        cap = trace.tree_block_cap
         blocks = ("a block of masked slots after each" if cap is None else
                   f"at most {_count(cap, 'block')} of masked slots, where its path was likeliest to end")
         return (f"the last accepted token and a token tree of {_count(drafts, 'draft')} and "
                 f"{_count(len(previous.alternatives), 'alternative')}, each seeing its own path, checked against "
                 f"NTP ({checked}), + {blocks}")
-    if _tree_drafted(trace) and previous is not None and not step.check_only:
+    if trace.tree_drafted and previous is not None and not step.check_only:
         k = int(trace.config["block_size"])
         n_causal = 1 + sum(not c.ntp for c in previous.commits)
         n_blocks = -(-(step.n_input - n_causal) // k)  # the blocks near the length limit are cut short
         if n_causal == 1:
             return (f"the last accepted token and a block of {k} masked slots after it (no drafts to check: the call "
                     "before drafted none)")
-        cap = _block_cap(trace)
+        cap = trace.tree_block_cap
         where = ("one after each possible accepted length" if cap is None else
                  f"after the accepted lengths the drafts made likeliest (at most {cap} a call)")
         return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
@@ -234,34 +234,16 @@ def measures_text(items: list[Measure]) -> str:
     return "\n".join(f"{m.label.ljust(wide_label)}  {m.value.ljust(wide_value)}  {m.note}".rstrip() for m in items)
 
 
-def _tree_drafted(trace: Trace) -> bool:
-    """Whether a verified SBD trace drafted a tree: SBD's own setting, read where SBD defines it, when a trace is
-    described (at import time this module sits below the decoders, which import the trace it describes)."""
-    from .decoders.verified import tree_drafted
-
-    return tree_drafted(trace.config)
-
-
 def _rollback_words(trace: Trace, step: Step) -> str:
     """``rollback_text`` of a step of ``trace``, told how the trace's calls drafted."""
-    return rollback_text(step, _tree_drafted(trace), _block_cap(trace) is not None)
-
-
-def _block_cap(trace: Trace) -> int | None:
-    """The most blocks a tree-drafting call of ``trace`` fed, None for a block after every fed token (read from the
-    decoder's module when asked, as ``_tree_drafted``)."""
-    from .decoders.token_tree import tree_block_cap
-
-    return tree_block_cap(trace.config)
+    return rollback_text(step, trace.tree_drafted, trace.tree_block_cap is not None)
 
 
 def trace_summary(trace: Trace, width: int = 100) -> str:
     """The generated text with each token's call number under it, the headline measures, then each rollback
     and gap fill."""
     cfg = trace.config
-    from .decoders.ntp import NTP  # the reference's spec, read when writing (see _tree_drafted)
-
-    if cfg.get("decoder") == NTP.name:
+    if trace.is_greedy:
         head = "NTP greedy (HF generate)"
     elif drafts_checked(cfg):
         head = f"{cfg.get('decoder')} (drafts checked by NTP: greedy's text) block_size={cfg.get('block_size')}"

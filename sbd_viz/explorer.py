@@ -12,7 +12,7 @@ the rounds' ratios, each named; a single decode's seconds (warm-up and the machi
 shown. Under the block fill, the decode-order picture (``plots.commit_order``: this decode and NTP on one step axis)
 with its Kendall τ and out-of-order commit rate (``analysis.order``) in the measures. The decoder dropdown lists the
 registry's decoders that serve the model (``sv.decoders(model)``), NTP aside; a control the chosen one does not take
-greys out. A block-diffusion model (``sbd_viz.decoders.diffusion.DiffusionModel``) decodes with its own ``generate``,
+greys out. A block-diffusion model (``sbd_viz.models.diffusion.DiffusionModel``) decodes with its own ``generate``,
 recorded; its controls that mean nothing (rule, gap-free, verified, block size) are fixed or hidden, and it has no
 NTP comparison. Nothing here computes a measure the library does not already give.
 """
@@ -30,17 +30,17 @@ import plotly.io as pio
 from . import plots
 from .analysis.order import decode_order
 from .analysis.timing import ROUNDS, side_by_side
-from .decoders.diffusion import DiffusionModel
+from .models.diffusion import DiffusionModel
 from .decoders.ntp import NTP, decode_ntp
 from .decoders.door import decode, start
 from .decoders.registry import decoders, default_decoder, get_decoder
-from .model import SBDModel
+from .models.sbd_model import SBDModel
 from .plots.animation import save_animation
-from .rules import COMMIT_RULES, DEFAULT_RULE, RULES
-from .summary import Measure, measures, step_text
-from .checks import check_block_size
-from .trace import Trace
-from .labels import first_difference, visible
+from .decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES
+from .trace.words import Measure, measures, step_text
+from .models.checks import check_block_size
+from .trace.data import Trace
+from .trace.labels import first_difference, visible
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 GAMMA_WIDTH = "460px"  # the γ slider's width: its 110 px description, a track to drag, and the readout

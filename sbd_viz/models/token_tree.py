@@ -1,5 +1,5 @@
 """Token trees: the shapes verified SBD's token-tree drafting feeds and drafts (``SBDModel.token_tree_call``,
-``SBDModel.draft_tree_call``, ``sbd_viz.decoders.token_tree``).
+``SBDModel.draft_tree_call``, ``sbd_viz.decoders.verified.tree``).
 
 A token tree's fed tokens each name a parent among the earlier ones (-1: the token right after the cache); each sees
 the cache, its ancestors and itself (``token_tree_mask``), at the position after its parent's (``depths``). A block

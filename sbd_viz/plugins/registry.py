@@ -1,5 +1,5 @@
 """A registry of named things that plugins extend: the decoders (``sbd_viz.decoders``) and the model kinds
-(``sbd_viz.model_kinds``) are two.
+(``sbd_viz.models.kinds``) are two.
 
 A registry holds the built-ins, then what installed packages declare under its entry-point group (by entry-point
 name), then what a process registers itself. It loads once per process, at the first look-up (the built-ins'

@@ -10,14 +10,14 @@ the shuffle is given, so every task has one right answer.
 
 Each item has two prompts for the same answer:
 
-- ``assert_prompt``: the character model's idiom (``sbd_viz.tasks``): a Python assert cut at ``== `` (with an
+- ``assert_prompt``: the character model's idiom (``sbd_viz.tasks.asserts``): a Python assert cut at ``== `` (with an
   assignment line first where the task reads a list twice), inside its character set and 512-character context;
 - ``chat_prompt``: a user message worded after ParallelBench's task prompts, for a chat model (``sv.load_model(
   "smollm2-135m-sbd")``) to go through its chat template.
 
 The answer is the value as Python writes it, strings in double quotes (``[2, 7, 19, 31]``, ``"catcat"``); ``score``
 compares the output's first line, stripped, with it. Of these, the character model was trained on ``sorted`` and on
-repeating a short string (``sbd_viz.tasks``); the other operations are new to it.
+repeating a short string (``sbd_viz.tasks.asserts``); the other operations are new to it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .tasks import WORDS, distinct_draws
+from .asserts import WORDS, distinct_draws
 
 LIST_TASKS = ("copy", "reverse", "sort", "shuffle", "insert", "replace", "repeat")
 LENGTHS = (3, 5, 8)

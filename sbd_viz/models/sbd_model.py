@@ -22,8 +22,8 @@ from typing import Callable
 
 import torch
 
-from .model_kinds import ModelKind
-from .token_trees import DraftNode, chain, check_parents, depths, grow_tree, token_tree_mask
+from .kinds import ModelKind
+from .token_tree import DraftNode, chain, check_parents, depths, grow_tree, token_tree_mask
 
 MASK_TOKEN = "<|mask|>"
 DEFAULT_MODEL = "sbd-char-5m"
@@ -176,10 +176,10 @@ class CacheCut:
 
 
 def default_model_path() -> Path:
-    """The shipped model: ``$SBD_VIZ_MODEL``, else the copy installed with the package (``sbd_viz/models/``)."""
+    """The shipped model: ``$SBD_VIZ_MODEL``, else the copy installed with the package (``sbd_viz/weights/``)."""
     if os.environ.get("SBD_VIZ_MODEL"):
         return Path(os.environ["SBD_VIZ_MODEL"])
-    path = Path(__file__).resolve().parent / "models" / DEFAULT_MODEL
+    path = Path(__file__).resolve().parents[1] / "weights" / DEFAULT_MODEL
     if path.is_dir():
         return path
     raise FileNotFoundError(
@@ -190,7 +190,7 @@ def default_model_path() -> Path:
 class ModelBase:
     """What every model kind shares: a transformers model, its tokenizer and name; the device; the context it
     was trained on and the check that a decode fits in it; how the vocabulary is spelled. A model kind
-    (``sbd_viz.model_kinds``: ``SBDModel``, ``sbd_viz.decoders.diffusion.DiffusionModel``) is one subclass: it
+    (``sbd_viz.models.kinds``: ``SBDModel``, ``sbd_viz.models.diffusion.DiffusionModel``) is one subclass: it
     checks its model's type and adds what only it has (SBD's block call, DiffusionGemma's canvas)."""
 
     # How an error names the context: "was trained on a context of N" (recorded at training), or the architecture's.
@@ -279,7 +279,7 @@ class ModelBase:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def output_texts(self, prompt_ids, ids) -> list[str]:
-        """Each output token's text as a trace records it (``token_text``; ``sbd_viz.causal_lm.CausalLM`` reads a
+        """Each output token's text as a trace records it (``token_text``; ``sbd_viz.models.causal_lm.CausalLM`` reads a
         byte-level tokenizer's pieces in context, so a character split across tokens shows whole)."""
         return [self.token_text(t) for t in ids]
 
@@ -365,7 +365,7 @@ class SBDModel(ModelBase):
     # -- the block call -------------------------------------------------------------------
     def block_rows(self, rows: torch.Tensor | None = None, suffix: int | None = None):
         """A context for one forward whose block rows are ``rows`` (bool, (batch, seq)) or its last ``suffix``
-        rows. A model that treats block rows apart (an SBD adapter, ``sbd_viz.adapted_lm.AdaptedLM``, switches on
+        rows. A model that treats block rows apart (an SBD adapter, ``sbd_viz.models.adapted_lm.AdaptedLM``, switches on
         there and only there) overrides it; a plain SBD model treats every row alike, so nothing changes."""
         return contextlib.nullcontext()
 

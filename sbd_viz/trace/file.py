@@ -18,10 +18,10 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from .trace import (SCHEMA, SCHEMA_VERSION, Alternative, Candidate, Check, Commit, Draft, Pass, Rollback, SlotView,
-                    Step, Trace, TraceFormatError)
+from .data import (SCHEMA, SCHEMA_VERSION, Alternative, Candidate, Check, Commit, Draft, Interval, Pass, Rollback,
+                   SlotView, Step, Trace, TraceFormatError)
 
 STOP_REASONS = ("stop", "eos", "length")
 DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # a registered name, or a plug-in's 'my-decoder'
@@ -253,10 +253,21 @@ def _steps_facts(steps: tuple[Step, ...], n_prompt: int) -> None:
         previous = s
 
 
+# What a trace's settings are checked against beyond their kinds (``settings_check``): the decoders', installed by
+# ``sbd_viz.decoders.door`` when the package is imported, so every reader of a trace file has it.
+SETTINGS_CHECK: Callable[[dict, bool], dict[str, tuple[Any, float | None]]] | None = None
+
+
+def install_settings_check(check: Callable[[dict, bool], dict[str, tuple[Any, float | None]]]) -> None:
+    """``check(config, canvas)`` raises ``ValueError`` or ``TypeError`` for settings ``sv.decode`` refuses and returns
+    the trace's decoder's own settings as {name: (default, lowest value or None)}: each is checked to be of its
+    default's kind (``canvas``: the decoder writes a canvas, whose block is its model's)."""
+    global SETTINGS_CHECK
+    SETTINGS_CHECK = check
+
+
 def _config(config: Any, where: str = "trace.config", canvas: bool = False) -> dict:
     """A trace's settings, checked as ``sv.decode`` checks its arguments, and its decoder's own by its spec."""
-    from .decoders.registry import COMMON, SHARED, decoders  # the settings live beside the decoders
-
     _keys(config, where, ("decoder",))
     _plain(config, where)
     decoder = config["decoder"]
@@ -277,22 +288,14 @@ def _config(config: Any, where: str = "trace.config", canvas: bool = False) -> d
             _int(value, w, lo=1)
         elif key in ("gamma", "temperature"):
             _num(value, w)
-    spec = next((s for s in decoders() if s.name == decoder), None)  # a plug-in not installed here: plain data
-    for key, default in (spec.own.items() if spec is not None else ()):
-        if key in config:
-            low = spec.knob.lo if spec.knob is not None and spec.knob.name == key else None
-            _own_setting(config[key], default, low, f"{where}.{key}")
-    if not canvas:  # a canvas decoder's block is its model's canvas, past sv.decode's block sizes: checked above
-        from .decoders.door import DecodeConfig  # sv.decode's own checks (rule and γ, ranges, verify at temperature 0)
-
-        # a decoder that writes a γ decodes with a commit rule: its name, γ and gap-free are checked with it; one
-        # that writes none names itself as the rule, so only the other settings are the door's
-        fields = tuple(COMMON) + tuple(SHARED)
-        own = fields if "gamma" in config else tuple(f for f in fields if f not in ("rule", "gamma", "gap_free"))
+    if SETTINGS_CHECK is not None:  # the decoders' own settings and sv.decode's checks
         try:
-            DecodeConfig(**{key: config[key] for key in own if key in config})
+            own = SETTINGS_CHECK(config, canvas)
         except (TypeError, ValueError) as exc:
             raise TraceFormatError(f"not a trace: {where} has settings sv.decode refuses: {exc}") from None
+        for key, (default, low) in own.items():
+            if key in config:
+                _own_setting(config[key], default, low, f"{where}.{key}")
     return config
 
 
@@ -336,8 +339,6 @@ def _gamma_range(v: Any, config: dict):
     Null (sampled decodes, decoders without a commit rule's knob): None."""
     if v is None:
         return None
-    from .rules import Interval
-
     w = "trace.gamma_range"
     _keys(v, w, ("lo", "hi", "lo_closed", "hi_closed"))
     def end(x, where, unbounded):  # null: unbounded; a whole number stays one (top_k's ends), so it saves again alike
