@@ -9,7 +9,7 @@ PYTHON ?= python3
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 
-.PHONY: run test test-quick test-unit docs setup setup-dev
+.PHONY: run test test-quick test-unit lint docs setup setup-dev
 
 run: setup
 	$(PY) app.py
@@ -29,7 +29,7 @@ run: setup
 # the tests used, by file (tests/conftest.py): where the time goes. The run is CPU-bound: a third worker on 2 cores
 # (JOBS=3) was measured slower (872 s against 807 s of pytest) and used 9% more CPU.
 JOBS ?= 2
-test: setup-dev
+test: setup-dev lint
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --no-loadscope-reorder --durations=25
 
 test-quick: setup-dev
@@ -37,6 +37,13 @@ test-quick: setup-dev
 
 test-unit: setup-dev
 	$(PY) -m pytest -q -m unit tests/unit
+
+# ruff (lint and format) and mypy over the whole package, as configured in pyproject.toml ([tool.ruff], [tool.mypy]);
+# make test runs it first. `$(PY) -m ruff format sbd_viz` formats the code as the check wants it.
+lint: setup-dev
+	$(PY) -m ruff check sbd_viz
+	$(PY) -m ruff format --check sbd_viz
+	$(PY) -m mypy
 
 # the walkthroughs rendered with their outputs into docs/notebooks (tests/unit/test_docs.py checks they are current)
 docs: setup-dev
