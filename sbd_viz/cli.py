@@ -85,6 +85,7 @@ def _eval(args) -> int:
 
 def _sweep(args) -> int:
     import sbd_viz as sv
+
     from . import analysis
 
     model = sv.load_model(args.model)
@@ -118,6 +119,7 @@ def _sweep(args) -> int:
 
 def _gaps(args) -> int:
     import sbd_viz as sv
+
     from . import analysis
 
     traces = [sv.load_trace(path) for path in args.traces]
@@ -189,6 +191,7 @@ def _numbers(option: str, text: str) -> list[float]:
 def roofline_report(args) -> str:
     """``sbd-viz roofline``: Tables 3 and 4 (markdown), or a saved trace's projection with ``--trace``."""
     import sbd_viz as sv
+
     from .analysis import roofline as rf
 
     hws = [rf.get_hardware(h.strip()) for h in str(args.hardware).split(",") if h.strip()]

@@ -30,17 +30,17 @@ import plotly.io as pio
 from . import plots
 from .analysis.order import decode_order
 from .analysis.timing import ROUNDS, side_by_side
-from .models.diffusion import DiffusionModel
-from .decoders.ntp import NTP, decode_ntp
 from .decoders.door import decode, start
+from .decoders.ntp import NTP, decode_ntp
 from .decoders.registry import decoders, default_decoder, get_decoder
+from .decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES
+from .models.checks import check_block_size
+from .models.diffusion import DiffusionModel
 from .models.sbd_model import SBDModel
 from .plots.animation import save_animation
-from .decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES
-from .trace.words import Measure, measures, step_text
-from .models.checks import check_block_size
 from .trace.data import Trace
 from .trace.labels import first_difference, visible
+from .trace.words import Measure, measures, step_text
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 GAMMA_WIDTH = "460px"  # the γ slider's width: its 110 px description, a track to drag, and the readout
@@ -362,7 +362,8 @@ class Explorer(widgets.VBox):
 
 
 def explore(model: SBDModel, prompt: str, **decode_kwargs) -> Explorer:
-    """An interactive explorer of ``prompt`` decoded by ``model``: decoder (``decoder=``: any registered one that
-    serves the model, ``sv.decoders(model)``), rule, gamma, gap-free, verified, block size and length controls (each change re-decodes), a call scrubber with play, the block-fill view at that
-    call, and the measures beside NTP. ``decode_kwargs`` are ``sv.decode``'s (``stop="\\n"`` etc.)."""
+    """An interactive explorer of ``prompt`` decoded by ``model``: decoder (``decoder=``: any registered one that serves
+    the model, ``sv.decoders(model)``), rule, gamma, gap-free, verified, block size and length controls (each change
+    re-decodes), a call scrubber with play, the block-fill view at that call, and the measures beside NTP.
+    ``decode_kwargs`` are ``sv.decode``'s (``stop="\\n"`` etc.)."""
     return Explorer(model, prompt, **decode_kwargs)

@@ -2,8 +2,15 @@
 decoders (both sweeps decode each γ piece once: ``pieces``), the γ ladder and the γ map, divergence from NTP,
 incoherent commits, the list tasks' failures ranked (``list_failures``), and the roofline projection to a GPU."""
 
-from .gaps import EVENT_COLUMNS, REPORT_COLUMNS, events_report, gap_fill_events, gap_fill_report, suspicion, \
-    teacher_forced_ntp
+from .gaps import (
+           EVENT_COLUMNS,
+           REPORT_COLUMNS,
+           events_report,
+           gap_fill_events,
+           gap_fill_report,
+           suspicion,
+           teacher_forced_ntp,
+)
 from .list_failures import LIST_FAILURE_COLUMNS, list_failures
 from .suite_sweep import SWEEP_COLUMNS, SweepStopped, gap_free_ablation, sweep
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from ..trace.checks import check_trace
 from ..trace.commits import output_calls
-from ..trace.labels import COUNT_LABELS
 from ..trace.data import Trace
+from ..trace.labels import COUNT_LABELS
+
 
 def has_end_token(trace: Trace) -> bool:
-    """Whether the output's last token is an end token (see the module docstring)."""
+    """Whether the output's last token is an end token (see docs/measures.md)."""
     trace = check_trace(trace)
     if not trace.n_tokens:
         return False

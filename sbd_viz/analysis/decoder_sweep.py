@@ -12,18 +12,18 @@ one decoding every γ gives, from fewer calls (``attrs["calls_run"]`` against ``
 
 from __future__ import annotations
 
-import math
-from typing import Iterable, Sequence
-
 import itertools
+import math
+from collections.abc import Iterable, Sequence
 
-from ..models.checks import check_block_size, check_model
-from .evaluation import STOP
-from ..decoders.ntp import NTP
 from ..decoders.door import decode
-from ..decoders.registry import check_serves, decoders as registered, get_decoder
+from ..decoders.ntp import NTP
+from ..decoders.registry import check_serves, get_decoder
+from ..decoders.registry import decoders as registered
 from ..decoders.rules import DEFAULT_RULE
+from ..models.checks import check_block_size, check_model
 from ..tasks.asserts import SuiteItem, score
+from .evaluation import STOP
 from .pieces import decode_at_gammas, line_of, shares_pieces
 
 DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "settings", "knob", "knob_value",

@@ -14,14 +14,14 @@ sure, and wrong) or the uncounted one (the rule committed it however unsure the 
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from ..trace.checks import check_trace
-from ..models.checks import check_model
-from ..decoders.sbd import SBD, decode
 from ..decoders.ntp import decode_ntp
+from ..decoders.sbd import SBD, decode
+from ..models.checks import check_model
 from ..models.sbd_model import SBDModel
 from ..tasks.asserts import SuiteItem, score
+from ..trace.checks import check_trace
 from ..trace.data import Step, Trace
 from ..trace.labels import render_state
 

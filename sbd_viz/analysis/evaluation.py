@@ -13,18 +13,18 @@ import functools
 import os
 import time
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..decoders.batch import MAX_BATCH_SIZE, BatchDecoding
-from ..trace.checks import check_whole
-from ..models.checks import check_model
-from ..decoders.ntp import NTP, decode_ntp
 from ..decoders.door import config_for, decode
+from ..decoders.ntp import NTP, decode_ntp
 from ..decoders.registry import check_serves, default_decoder, get_decoder, split_settings
-from ..models.sbd_model import SBDModel
-from ..training.objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 from ..decoders.rules import DEFAULT_GAMMA, DEFAULT_RULE
+from ..models.checks import check_model
+from ..models.sbd_model import SBDModel
 from ..tasks.asserts import LONG_FAMILIES, SuiteItem, score
+from ..trace.checks import check_whole
+from ..training.objective import masked_slot_accuracy  # noqa: F401  (the MATP probe, long read from here)
 
 STOP = ("\n",)  # an assert's answer ends at the end of its line
 
@@ -55,11 +55,11 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     ``verify``: decode with verified SBD (``decode(..., verify=True)``): every draft is checked
     against NTP greedy in the same calls, so each output is exactly NTP's.
     ``batch_size``: prompts per forward for the scored decodes (``decode_batch``, and greedy NTP on
-    the same engine: ``decode_batch(..., decoder="ntp")``; a decoder with no ``requests()`` takes 1). ``speed_batch_size``: where the
-    wall-clock speedup is measured: 1 (the default) times ``decode`` and HF ``generate`` item by
-    item, back to back, even when ``batch_size`` > 1 (an extra pass); ``batch_size`` times the
-    batched SBD run against the batched NTP run (per-item seconds are the run's, shared evenly);
-    None measures no wall clock (``wall_time`` and ``speedup_wall`` are NaN).
+    the same engine: ``decode_batch(..., decoder="ntp")``; a decoder with no ``requests()`` takes 1).
+    ``speed_batch_size``: where the wall-clock speedup is measured: 1 (the default) times ``decode`` and HF ``generate``
+    item by item, back to back, even when ``batch_size`` > 1 (an extra pass); ``batch_size`` times the batched SBD run
+    against the batched NTP run (per-item seconds are the run's, shared evenly); None measures no wall clock
+    (``wall_time`` and ``speedup_wall`` are NaN).
     Under ``accelerate launch`` with several processes, each decodes its share of the items
     (Accelerate's split and gather) and every process returns the whole result.
 

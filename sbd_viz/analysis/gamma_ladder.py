@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 
-from ..trace.checks import check_prompt, check_whole
-from ..models.checks import check_model
-from ..decoders.ntp import decode_ntp
 from ..decoders.door import decode, start
+from ..decoders.ntp import decode_ntp
 from ..decoders.registry import check_serves, decoders, default_decoder, get_decoder
+from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule, Interval
+from ..models.checks import check_model
+from ..trace.checks import check_prompt, check_whole
+from ..trace.data import Trace
 from .divergence import first_divergence
 from .gamma_map import GammaMapWalk, format_end, format_range, walks_gamma
-from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule, Interval
-from ..trace.data import Trace
 
 REUSE_PREFIX = True  # an exact ladder's map replays shared prefixes: fewer calls, less time (bench/GAMMA_MAP.md)
 LADDER_POINTS = 9  # default γ values spread over a rule's slider range (its ends included)
@@ -164,9 +164,9 @@ class Ladder:
             self.gammas = _check_gammas(rule, gammas)
         else:
             whole = all(float(v).is_integer() for v in spec.knob.slider(rule))  # a whole-number knob, e.g. a block
-            self.gammas = spec.knob.values(rule) if gammas is None else sorted(set(
+            self.gammas = spec.knob.values(rule) if gammas is None else sorted({
                 int(g) if isinstance(g, numbers.Integral) or (whole and isinstance(g, float) and g.is_integer())
-                else g for g in _as_list(gammas)))
+                else g for g in _as_list(gammas)})
         settings = dict(rule=rule, block_size=block_size, gap_free=gap_free, **own)
         self.decode_kwargs = dict(max_new_tokens=max_new_tokens, stop=stop, **{
             k: v for k, v in settings.items() if k != self.knob})
@@ -259,8 +259,8 @@ def gamma_ladder(model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[
                  gap_free: bool = False, decoder=None, exact: bool = True, **own):
     """Decode ``prompt`` at each γ of a ladder and once with NTP; a ``pandas.DataFrame``, one row per γ, ascending.
 
-    ``decoder``: any registered decoder with a knob (``sv.decoders()``; None: SBD); the ladder runs along its knob, ``gammas``
-    are that knob's values (None: spread over its range) and the first column is named after it. ``own``: the
+    ``decoder``: any registered decoder with a knob (``sv.decoders()``; None: SBD); the ladder runs along its knob,
+    ``gammas`` are that knob's values (None: spread over its range) and the first column is named after it. ``own``: the
     decoder's own settings.
 
     ``gammas`` None: ``ladder_gammas(rule)``, nine values spread over the rule's slider range plus its default.

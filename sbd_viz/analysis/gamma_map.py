@@ -38,16 +38,17 @@ import copy
 import math
 import time
 from bisect import bisect_right
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, Generator
+from typing import Any
 
-from ..trace.checks import check_prompt
-from ..models.checks import check_model
 from ..decoders.door import start
 from ..decoders.registry import decoders, default_decoder, get_decoder
-from ..decoders.run import serve
-from ..models.sbd_model import CacheCut
 from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES, Interval
+from ..decoders.run import serve
+from ..models.checks import check_model
+from ..models.sbd_model import CacheCut
+from ..trace.checks import check_prompt
 from ..trace.data import Trace
 from .divergence import first_divergence
 
@@ -163,7 +164,7 @@ class _Replayer:
 
 @dataclass
 class GammaMap:
-    """Every distinct decode of ``prompt`` over ``[lo, hi]`` of ``rule``'s knob (see the module's docstring).
+    """Every distinct decode of ``prompt`` over ``[lo, hi]`` of ``rule``'s knob (see docs/gamma_map.md).
 
     ``calls``: model forwards run to build it; ``replayed``: forwards answered from a neighbouring piece's decode
     (prefix reuse); ``decodes``: decodes run; ``seconds``: wall time to build it."""
@@ -473,7 +474,7 @@ def gamma_map(model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = N
               step: float | None = None, decoder: str | None = None, reuse_prefix: bool = True,
               **settings) -> GammaMap:
     """Every distinct greedy decode of ``prompt`` over ``[lo, hi]`` of ``rule``'s knob (None: the rule's slider
-    range in ``COMMIT_RULES``): a ``GammaMap`` (see the module's docstring).
+    range in ``COMMIT_RULES``): a ``GammaMap`` (see docs/gamma_map.md).
 
     ``step`` None: the exact map, every piece; a number (the slider's, 0.01): only the pieces holding a multiple of
     it are decoded. ``settings``: ``sv.decode``'s (``block_size``, ``max_new_tokens``, ``stop``, ``gap_free``,

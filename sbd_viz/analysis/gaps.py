@@ -17,14 +17,14 @@ pandas is imported inside the functions that return frames, so ``import sbd_viz`
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
-from ..trace.checks import check_trace, check_traces
 from ..models.checks import check_model
 from ..models.sbd_model import SBDModel
 from ..tasks.asserts import SuiteItem, score
+from ..trace.checks import check_trace, check_traces
 from ..trace.data import Trace
 from ..trace.labels import first_difference
 

@@ -22,14 +22,22 @@ each.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from .gaps import (EVENT_COLUMNS, REPORT_COLUMNS, events_report, gap_fill_outcomes, item_correct, suspicion, teacher_forced_ntp)
-from ..trace.checks import check_trace, check_traces
 from ..models.sbd_model import SBDModel
 from ..tasks.asserts import SuiteItem
+from ..trace.checks import check_trace, check_traces
 from ..trace.data import Step, Trace
 from ..trace.labels import render_state
+from .gaps import (
+    EVENT_COLUMNS,
+    REPORT_COLUMNS,
+    events_report,
+    gap_fill_outcomes,
+    item_correct,
+    suspicion,
+    teacher_forced_ntp,
+)
 
 KINDS = ("repeat", "doubled_delimiter", "ngram")
 DELIMITERS = ",;)]}\"'"  # separators, closing brackets and quotes: doubled, they break the answer's syntax

@@ -17,13 +17,13 @@ trace again) and the ``call`` and ``slot`` to select in that trace's failure tab
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from ..models.checks import check_model
 from ..decoders.door import decode
 from ..decoders.ntp import decode_ntp
-from ..tasks.lists import STYLES, ListItem, answer_room, model_prompt, score
+from ..models.checks import check_model
 from ..tasks.asserts import SuiteItem
+from ..tasks.lists import STYLES, ListItem, answer_room, model_prompt, score
 from .incoherence import failure_events
 
 LIST_FAILURE_COLUMNS = ("rank", "task", "length", "prompt", "answer", "output", "ntp_output", "ntp_correct",
@@ -34,7 +34,7 @@ STOP = "\n"
 
 def list_failures(model, items: Sequence[ListItem], style: str = "assert", **settings):
     """Every item of ``items`` that ``sv.decode(model, prompt, **settings)`` gets wrong, most suspicious first: a
-    ``pandas.DataFrame`` (``LIST_FAILURE_COLUMNS``; see the module's docstring). ``settings``: ``sv.decode``'s
+    ``pandas.DataFrame`` (``LIST_FAILURE_COLUMNS``; see docs/list_tasks.md). ``settings``: ``sv.decode``'s
     (``decoder``, ``rule``, ``gamma``, ``block_size``, ...); ``max_new_tokens`` and ``stop`` are set per item.
     ``rank`` counts from 1; ``events`` is how many gap fills and incoherent commits the failure holds, ``settings``
     the keywords that decode it again."""

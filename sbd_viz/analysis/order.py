@@ -32,7 +32,7 @@ from ..trace.data import Trace
 
 @dataclass(frozen=True)
 class DecodeOrder:
-    """A decode's order measures (see the module docstring)."""
+    """A decode's order measures (see docs/measures.md)."""
 
     kendall_tau: float  # τ-b between commit call and position; NaN if undefined
     out_of_order_rate: float  # kept commits with a gap / kept commits; NaN if the output is empty
@@ -64,7 +64,7 @@ def kendall_tau(x, y) -> float:
 
 def decode_order(trace: Trace) -> DecodeOrder:
     """Kendall τ against left to right, the out-of-order commit rate and the mean commit lag per slot of one
-    decode (see the module docstring for each)."""
+    decode (docs/measures.md defines each)."""
     kept = kept_commits(trace)
     calls = [k.step.call for k in kept]
     tau = kendall_tau(calls, [k.index for k in kept])

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from itertools import pairwise
 
 PB_LEVELS = (90, 80, 70, 60)  # ParallelBench's x in PBx
 AUP_ALPHA = 3.0  # d3LLM's penalty factor
@@ -132,7 +133,7 @@ def _check_items(items: Sequence[Sequence[Outcome]]) -> list[list[Outcome]]:
         raise ValueError("items: need one or more items, each with one or more outcomes")
     first = items[0]
     for i, item in enumerate(items):
-        for a, b in zip(item, item[1:]):
+        for a, b in pairwise(item):
             if a.end != b.start:
                 raise ValueError(f"items: item {i}'s outcomes are not contiguous and ascending ({a.hi!r}, {b.lo!r})")
         if (item[0].start, item[-1].end) != (first[0].start, first[-1].end):
@@ -147,7 +148,7 @@ def curve(items: Sequence[Sequence[Outcome]]) -> list[Segment]:
     cuts = sorted({o.start for item in items for o in item} | {item[-1].end for item in items})
     starts = [[o.start for o in item] for item in items]
     out: list[Segment] = []
-    for a, b in zip(cuts, cuts[1:]):
+    for a, b in pairwise(cuts):
         held = [item[bisect_right(s, a) - 1] for item, s in zip(items, starts)]
         acc = 100.0 * sum(o.correct for o in held) / len(held)
         tokens, calls = sum(o.tokens for o in held), sum(o.calls for o in held)
@@ -217,7 +218,7 @@ def weight(y: float, y_max: float, alpha: float = AUP_ALPHA) -> float:
 
 def aup(points, y_max: float | None = None, alpha: float = AUP_ALPHA, y_min_offset: float = AUP_OFFSET) -> float:
     """d3LLM's accuracy under parallelism of ``points`` (``(parallelism, accuracy %)`` pairs or ``Segment`` s; see
-    the module's docstring). ``y_max``: the highest accuracy on the task (None: the highest among ``points``)."""
+    docs/parallelism.md). ``y_max``: the highest accuracy on the task (None: the highest among ``points``)."""
     pts = _points(points)
     if y_max is None:
         y_max = max(y for _, y in pts)
@@ -227,7 +228,7 @@ def aup(points, y_max: float | None = None, alpha: float = AUP_ALPHA, y_min_offs
     y_min = pts[0][1] - y_min_offset
     kept = [(r, y) for r, y in pts if y >= y_min]
     total = kept[0][0] * kept[0][1]
-    for (r0, y0), (r1, y1) in zip(kept, kept[1:]):
+    for (r0, y0), (r1, y1) in pairwise(kept):
         total += 0.5 * (r1 - r0) * (y1 * weight(y1, y_max, alpha) + y0 * weight(y0, y_max, alpha))
     return total
 

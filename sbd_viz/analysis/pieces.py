@@ -19,7 +19,8 @@ the same as decoding each γ; only the calls differ.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..decoders.door import decode
 from ..decoders.registry import default_decoder, get_decoder

@@ -42,12 +42,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ..trace.checks import check_number, check_whole
 from ..decoders.ntp import NTP
+from ..trace.checks import check_number, check_whole
 from ..trace.data import Trace
 
 MODES = ("corrected", "paper")
@@ -156,7 +157,7 @@ def _load_cpu() -> Hardware | None:
     try:
         d = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"hardware: {path} is not valid JSON ({exc}); re-run python bench/bench_roofline.py")
+        raise ValueError(f"hardware: {path} is not valid JSON ({exc}); re-run python bench/bench_roofline.py") from exc
     names = [f.name for f in fields(Hardware)][1:7]
     if not isinstance(d, dict) or any(n not in d for n in names):
         raise ValueError(f"hardware: {path} lacks {names}; re-run python bench/bench_roofline.py")
@@ -302,10 +303,10 @@ def forward_time(q: int, kv_len: int, batch: int = 1, hardware: str | Hardware =
     """Seconds of one forward of ``q`` new tokens per sequence over a cache of ``kv_len`` tokens (eq. 15).
 
     ``batch`` sequences run together, each with the same ``q`` and ``kv_len``. Each kernel costs
-    ``max(FLOPs / peak, bytes / bandwidth)``; the projections and the FFN are GEMMs over
-    ``batch * q`` rows that read their weights once; attention is one fused kernel over
-    ``kv_len + q`` keys (``kv_len`` in paper mode, as the printed code). ``logits``: rows per sequence that go through the LM head (default ``q``;
-    an SBD block call needs its ``k`` slots, an NTP step 1); only shapes with a ``vocab`` have one.
+    ``max(FLOPs / peak, bytes / bandwidth)``; the projections and the FFN are GEMMs over ``batch * q`` rows that read
+    their weights once; attention is one fused kernel over ``kv_len + q`` keys (``kv_len`` in paper mode, as the printed
+    code). ``logits``: rows per sequence that go through the LM head (default ``q``; an SBD block call needs its ``k``
+    slots, an NTP step 1); only shapes with a ``vocab`` have one.
     """
     return _time(_resolved(q, kv_len, batch, hardware, model, mode, logits))
 

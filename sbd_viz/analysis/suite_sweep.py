@@ -14,20 +14,20 @@ import math
 import os
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .._version import __version__
-from ..trace.checks import check_whole
-from ..models.checks import check_block_size, check_model
 from ..decoders.config import DecodeConfig
 from ..decoders.ntp import NTP
 from ..decoders.sbd import SBD
+from ..models.checks import check_block_size, check_model
+from ..models.sbd_model import SBDModel
+from ..tasks.asserts import SuiteItem
+from ..trace.checks import check_whole
 from .evaluation import STOP, Plan, is_main_process, main_decides, split_items
 from .gaps import agreement_counts
 from .pieces import PieceStore, line_of
-from ..models.sbd_model import SBDModel
-from ..tasks.asserts import SuiteItem
 
 CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then simply miss
 
@@ -236,16 +236,15 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
 
     ``block_sizes`` None: the model's own (``SBDModel.block_size``), as ``decode`` takes it.
 
-    Columns (``SWEEP_COLUMNS``): the setting (``rule``, ``gamma``, ``block_size``, ``gap_free``,
-    ``verify``), ``accuracy`` (exact match; NaN for plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups, ``gap_fill_rate``
-    (``evaluate``'s: kept gap fills, ``Trace.kept_gap_fills``, per generated token; commits past the
-    stop are not counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of
-    all generated tokens equal to NTP greedy given the final prefix, teacher forced),
-    ``same_as_ntp`` (fraction of items whose output equals NTP's), ``accuracy_with_gaps`` /
-    ``accuracy_without_gaps`` (accuracy over items whose output holds >= 1 gap fill / none),
-    ``n_with_gaps``, ``n_items``, ``calls`` / ``tokens`` (totals over the items),
-    ``wall_time`` / ``ntp_wall_time`` (seconds, totals of the paired runs), ``batch_size`` and
-    ``speed_batch_size`` (below), ``fingerprint`` and ``measured_at``.
+    Columns (``SWEEP_COLUMNS``): the setting (``rule``, ``gamma``, ``block_size``, ``gap_free``, ``verify``),
+    ``accuracy`` (exact match; NaN for plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups,
+    ``gap_fill_rate`` (``evaluate``'s: kept gap fills, ``Trace.kept_gap_fills``, per generated token; commits past the
+    stop are not counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of all generated
+    tokens equal to NTP greedy given the final prefix, teacher forced), ``same_as_ntp`` (fraction of items whose output
+    equals NTP's), ``accuracy_with_gaps`` / ``accuracy_without_gaps`` (accuracy over items whose output holds >= 1 gap
+    fill / none), ``n_with_gaps``, ``n_items``, ``calls`` / ``tokens`` (totals over the items), ``wall_time`` /
+    ``ntp_wall_time`` (seconds, totals of the paired runs), ``batch_size`` and ``speed_batch_size`` (below),
+    ``fingerprint`` and ``measured_at``.
 
     ``batch_size``: prompts per forward for the decodes behind the quality columns (``decode_batch``,
     SBD and NTP) and for the teacher-forced passes.

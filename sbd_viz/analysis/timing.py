@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 ROUNDS = 5  # rounds of side-by-side runs: enough for a median and a range, cheap on the shipped model
 

@@ -6,7 +6,7 @@ its queue lines and keys; ``inputs`` checks what a control sends, ``views`` rend
 curve."""
 
 from .curve import SpeedQualityCurve
-from .page import DEFAULTS, EXAMPLES, Handlers, build_demo, example_label
 from .launch import main
+from .page import DEFAULTS, EXAMPLES, Handlers, build_demo, example_label
 
 __all__ = ["DEFAULTS", "EXAMPLES", "Handlers", "SpeedQualityCurve", "build_demo", "example_label", "main"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 import sbd_viz as sv
+
 from .. import plots
 
 COMPARE_HEADERS = ["decoder", "calls", "tokens", "tokens per call", "equals greedy", "slots remasked", "rollbacks",

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import sbd_viz as sv
+
 from .. import tasks
 from ..decoders.ntp import NTP
 

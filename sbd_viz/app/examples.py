@@ -7,10 +7,11 @@ each one at ``DEFAULTS``, so a label never goes stale. The text models' examples
 from __future__ import annotations
 
 import sbd_viz as sv
+
 from .. import tasks
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
-from ..models.diffusion import DiffusionModel
 from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE
+from ..models.diffusion import DiffusionModel
 
 EXAMPLES = [
     "assert list(range(69, 78)) == ",

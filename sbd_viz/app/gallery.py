@@ -14,8 +14,8 @@ from dataclasses import replace
 import gradio as gr
 
 from ..analysis.list_failures import list_failures
-from ..trace.labels import visible
 from ..tasks.lists import LENGTHS, LIST_TASKS, list_suite
+from ..trace.labels import visible
 from .panels import KIND_NAMES
 
 ALL_TASKS = "all tasks"
@@ -63,7 +63,7 @@ def gallery_rows(frame) -> list[list]:
                      "none (left to right, coherent)" if kind is None else KIND_NAMES[kind], _cell(r["call"]),
                      _cell(r["slot"]), None if kind is None else visible(r["text"], spaces=True),
                      None if kind is None or r["ntp_text"] is None else visible(r["ntp_text"], spaces=True),
-                     {True: "yes", False: "NO"}.get(_cell(r["ntp_agrees"]), None),
+                     {True: "yes", False: "NO"}.get(_cell(r["ntp_agrees"])),
                      None if kind is None else round(float(r["suspicion"]), 2)])
     return rows
 

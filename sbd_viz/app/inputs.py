@@ -10,11 +10,12 @@ import math
 import gradio as gr
 
 import sbd_viz as sv
+
 from ..analysis import roofline
-from .views import PROJECTION_BATCHES
-from ..decoders.sbd import MAX_BLOCK_SIZE
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE
+from ..decoders.sbd import MAX_BLOCK_SIZE
+from .views import PROJECTION_BATCHES
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions at the longest
 # answer (512 = BOS + 383 characters + 128 new tokens): every prompt up to it decodes at any max new tokens. A

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import sbd_viz as sv
+
 from .assets import CSS
 from .page import build_demo
 from .serving import queue

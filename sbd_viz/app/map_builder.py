@@ -27,8 +27,8 @@ from collections import OrderedDict
 from typing import Any
 
 from ..analysis.gamma_map import GammaMap, GammaMapWalk, walks_gamma
-from ..trace.checks import check_whole
 from ..decoders.rules import COMMIT_RULES
+from ..trace.checks import check_whole
 
 MAP_SESSIONS = 32  # maps kept (one per session), the least recently used dropped first
 # Seconds the worker stays off after an interactive request ends: Gradio builds and ships the response meanwhile, and
@@ -109,7 +109,7 @@ class _Entry:
 
 
 class GammaMaps:
-    """Every session's γ map and the one worker thread that builds them (see the module's docstring).
+    """Every session's γ map and the one worker thread that builds them (how: docs/app_internals.md).
 
     ``capacity``: how many sessions' maps are kept; 0 builds none (every slider release decodes, and no background
     thread takes a core). ``want(session, key, prompt, spec, own)`` after a decode; ``answer(session, key, gamma)``

@@ -29,28 +29,77 @@ from pathlib import Path
 import gradio as gr
 
 import sbd_viz as sv
-from ..analysis import roofline
+
 from .. import tasks
-from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS
-from .assets import ANIM_JS, ANIM_TEMPLATE, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
-from .map_builder import MAP_SESSIONS, GammaMaps, map_key
-from . import scrubber
-from .inputs import (MAX_NEW_TOKENS, MAX_SEED, decoder_labels, knob_of, knob_slider, knob_start, prompt_limit, prompt_note, read_call, read_decoder, read_knob, read_projection, read_settings, read_spec, refused, fit_controls, rule_slider)
-from .panels import (FAILURE_COLUMNS, FAILURE_TYPES, LADDER_HEADERS, animation_file, failure_label, failure_rows, fresh_folder, ladder_headers, stream_ladder, trace_file)
-from .compare import compare as compare_decoders, decoders_tab
-from .gallery import Gallery, gallery_section
-from .curve import (SWEEP_FILE, SWEEP_GRID, SWEEP_PER_FAMILY, SWEEP_VERIFIED, SpeedQualityCurve, compute_sweep, precompute_sweep)
-from .examples import DEFAULTS, EXAMPLES, example_label
-from .state import Controls, Session, decoded, reading_controls
-from .views import (PROJECTION, PROJECTION_BATCHES, filling_html, fit, glossary_markdown, metrics_html, progress_html, step_markdown, texts_html)
-from ..decoders.sbd import MAX_BLOCK_SIZE
-from ..models.diffusion import DiffusionModel
+from ..analysis import roofline
 from ..analysis.incoherence import failure_events
 from ..analysis.timing import ROUNDS as TIMING_ROUNDS
 from ..decoders import door, registry
-from . import causal as causal_app  # a pretrained LM (with or without an SBD adapter): free text, chat template
-from ..models.causal_lm import CausalLM
 from ..decoders.rules import COMMIT_RULES
+from ..decoders.sbd import MAX_BLOCK_SIZE
+from ..models.causal_lm import CausalLM
+from ..models.diffusion import DiffusionModel
+from . import causal as causal_app  # a pretrained LM (with or without an SBD adapter): free text, chat template
+from . import scrubber
+from .assets import ANIM_JS, ANIM_TEMPLATE, PLOTLY_JS, SHOW_CALL_JS, STRIP_JS
+from .compare import compare as compare_decoders
+from .compare import decoders_tab
+from .curve import (
+    SWEEP_FILE,
+    SWEEP_GRID,
+    SWEEP_PER_FAMILY,
+    SWEEP_VERIFIED,
+    SpeedQualityCurve,
+    compute_sweep,
+    precompute_sweep,
+)
+from .examples import DEFAULTS, EXAMPLES, example_label
+from .gallery import Gallery, gallery_section
+from .inputs import (
+    MAX_NEW_TOKENS,
+    MAX_SEED,
+    decoder_labels,
+    fit_controls,
+    knob_of,
+    knob_slider,
+    knob_start,
+    prompt_limit,
+    prompt_note,
+    read_call,
+    read_decoder,
+    read_knob,
+    read_projection,
+    read_settings,
+    read_spec,
+    refused,
+    rule_slider,
+)
+from .map_builder import MAP_SESSIONS, GammaMaps, map_key
+from .panels import (
+    FAILURE_COLUMNS,
+    FAILURE_TYPES,
+    LADDER_HEADERS,
+    animation_file,
+    failure_label,
+    failure_rows,
+    fresh_folder,
+    ladder_headers,
+    stream_ladder,
+    trace_file,
+)
+from .serving import HEAVY_QUEUE, MODEL_QUEUE, PROMPT_KEYS_JS
+from .state import Controls, Session, decoded, reading_controls
+from .views import (
+    PROJECTION,
+    PROJECTION_BATCHES,
+    filling_html,
+    fit,
+    glossary_markdown,
+    metrics_html,
+    progress_html,
+    step_markdown,
+    texts_html,
+)
 
 __all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
            "compute_sweep", "example_label", "precompute_sweep", "read_projection", "read_settings"]
@@ -197,8 +246,8 @@ class Handlers:
         # the count the metrics card shows; the table lists them all
         kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
         label = failure_label(events, kept, trace) if not self.canvas else (
-            f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: a block-diffusion model has "
-            "no causal prediction to judge them against")
+            f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: "
+            "a block-diffusion model has no causal prediction to judge them against")
         table = gr.update(value=failure_rows(events), label=label)
         comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(session.label, "NTP")))
         return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
@@ -351,7 +400,8 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         model_dir = model_dir or sv.default_model_path()
         model = sv.load_model(model_dir)
     canvas = isinstance(model, DiffusionModel)  # block diffusion: the SBD-only controls are hidden
-    # a pretrained LM (sbd_viz.models.causal_lm, or with an SBD adapter: sbd_viz.models.adapted_lm): free text, its chat template
+    # a pretrained LM (sbd_viz.models.causal_lm, or with an SBD adapter: sbd_viz.models.adapted_lm): free text, its chat
+    # template
     text_lm = isinstance(model, CausalLM)
     causal = registry.model_kind(model) == "causal"  # without SBD training: the exact decoders only
     if canvas or text_lm:  # the suite sweep runs SBD's rules on the pyassert suite: a text LM is not scored on it

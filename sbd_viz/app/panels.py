@@ -97,9 +97,10 @@ def ladder_status(frame, total: int, label: str = "SBD") -> str:
 
 def stream_ladder(model, prompt: str, settings: dict, spec=None, own: dict | None = None):
     """Decode ``prompt`` with NTP, then at every value of the decoder's knob (``spec``: the model's first decoder by
-    default; the rule's γ ladder, or the values its spec's knob spreads over), greedy, unverified (the ladder asks
-    where the decoder leaves NTP); yield (rows, figure, status, frame) after each value. ``own``: ``spec``'s own settings held fixed
-    (its knob's among them is climbed instead). A decoder without a knob is a ``ValueError`` naming ``decoder``."""
+    default; the rule's γ ladder, or the values its spec's knob spreads over), greedy, unverified (the ladder asks where
+    the decoder leaves NTP); yield (rows, figure, status, frame) after each value. ``own``: ``spec``'s own settings held
+    fixed (its knob's among them is climbed instead). A decoder without a knob is a ``ValueError`` naming
+    ``decoder``."""
     from ..decoders.registry import SHARED, default_decoder, get_decoder
 
     spec = default_decoder(model) if spec is None else get_decoder(spec)

@@ -27,8 +27,8 @@ from collections import OrderedDict
 
 from ..plots.ladder_figure import SAFE_COLOR
 from ..plots.style import CALL_SCALE, MASK_GLYPH, STATE_COLORS
-from ..trace.labels import COUNT_LABELS, output_labels, token_label
 from ..trace.data import Trace
+from ..trace.labels import COUNT_LABELS, output_labels, token_label
 
 # a cell's flags (bits): a gap fill (masked slots to its left when committed), not in the output (after the stop, or
 # a verified draft replaced later), NTP's exact token (verified decoding)

@@ -9,11 +9,11 @@ import html
 import re
 from pathlib import Path
 
+from .. import tasks
 from ..analysis import roofline
 from ..analysis.gamma_map import format_range
-from .. import tasks
-from ..trace.words import Measure, measures, step_text
 from ..trace.labels import first_difference, visible
+from ..trace.words import Measure, measures, step_text
 
 # The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
 PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)

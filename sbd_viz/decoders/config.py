@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..trace.checks import check_number, check_whole
 from ..models.sbd_model import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
+from ..trace.checks import check_number, check_whole
 from .rules import DEFAULT_GAMMA, DEFAULT_RULE, CommitRule
 
 MAX_NEW_TOKENS = 4096

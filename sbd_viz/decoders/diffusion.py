@@ -20,11 +20,12 @@ import time
 import torch
 
 from .._version import __version__
-from ..trace.checks import check_whole
 from ..models.diffusion import RULE, DiffusionModel
+from ..trace.checks import check_whole
+from ..trace.data import Trace
 from .recorder import CanvasRecorder
 from .registry import DecoderSpec, Knob
-from ..trace.data import Trace
+
 
 class _Listener:
     """The streamer ``generate`` reports to: each step's logits (``put_draft``), each finished canvas (``put``).

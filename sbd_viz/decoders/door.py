@@ -11,9 +11,19 @@ from __future__ import annotations
 
 from ..models.checks import check_block_size
 from ..trace.file import install_settings_check
-from .registry import COMMON, SHARED, DecoderSpec, is_unset, check_serves, decoders, default_decoder, get_decoder, \
-    model_kind, split_settings
 from .config import DecodeConfig
+from .registry import (
+    COMMON,
+    SHARED,
+    DecoderSpec,
+    check_serves,
+    decoders,
+    default_decoder,
+    get_decoder,
+    is_unset,
+    model_kind,
+    split_settings,
+)
 
 
 def config_for(spec: DecoderSpec, model, max_new_tokens=64, stop=None, top_n=5, **shared):

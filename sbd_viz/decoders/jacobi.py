@@ -15,7 +15,7 @@ wrong guess a ``Rollback`` (``sbd_viz.decoders.steps.checked_step``); the loop i
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .config import DecodeConfig
 from .registry import DecoderSpec, Knob

@@ -12,15 +12,15 @@ drafts checked by NTP as in ``sbd_viz.decoders.steps.checked_step``.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from ..trace.checks import check_whole
 from ..models.sbd_model import SBDModel
+from ..trace.checks import check_whole
+from ..trace.data import Trace
 from .config import DecodeConfig
 from .door import decode
 from .registry import DecoderSpec, Knob
 from .run import DraftAndCheck
-from ..trace.data import Trace
 
 DEFAULT_LOOKUP_TOKENS = 10  # drafts per call, the value HF's documentation uses
 DEFAULT_NGRAM = 2  # the longest n-gram looked up when max_matching_ngram_size is None: transformers' default

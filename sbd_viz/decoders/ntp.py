@@ -12,18 +12,18 @@ same weights, which disagrees with NTP wherever the model is unsure.)
 from __future__ import annotations
 
 import time
+from collections.abc import Generator, Iterable
 from dataclasses import replace
-from typing import Generator, Iterable
 
 import torch
 
 from ..models.sbd_model import CacheCut, ModelCall, SBDModel
+from ..trace.data import Step, Trace
+from .base import Stop, StopCriterion, find_stop, generate_stops
 from .door import decode
 from .registry import DecoderSpec
-from .base import Stop, StopCriterion, find_stop, generate_stops
 from .run import DecodeRun, greedy_settings
 from .steps import ntp_step
-from ..trace.data import Step, Trace
 
 
 class _Clock:

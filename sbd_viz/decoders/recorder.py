@@ -29,7 +29,7 @@ from ..trace.data import Candidate, Commit, Draft, Pass, SlotView, Step, Trace
 
 
 class CanvasRecorder:
-    """Builds a ``Trace`` from a block decoder's reports (see the module docstring)."""
+    """Builds a ``Trace`` from a block decoder's reports (see docs/decoders.md)."""
 
     def __init__(self, prompt_ids: Sequence[int], canvas_length: int,
                  token_text: Callable[[int], str] = str, *, prompt: str = "",

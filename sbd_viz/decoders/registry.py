@@ -26,9 +26,10 @@ from __future__ import annotations
 import importlib
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from ..models import kinds as model_kinds
 from ..plugins.registry import Registry

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+
 import torch
 
-from .registry import DecoderSpec, Knob
-from .config import DecodeConfig
-from .sbd import Decoding
-from ..trace.checks import check_probability
 from ..models.sbd_model import SBDModel
-from .base import Block, Reply, ends_output, propose
-from .steps import draft, slot_views
+from ..trace.checks import check_probability
 from ..trace.data import Candidate, Draft, Step
+from .base import Block, Reply, ends_output, propose
+from .config import DecodeConfig
+from .registry import DecoderSpec, Knob
+from .sbd import Decoding
+from .steps import draft, slot_views
 
 DEFAULT_REMASK_THRESHOLD = 0.5  # re-read probability of the held token below which a pending gap fill is remasked
 

@@ -50,8 +50,8 @@ the leftmost slot alone if the rule did not choose it): the ablation of gap fill
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -329,7 +329,7 @@ class CommitRule:
         return Interval(low.lo, high.hi, low.lo_closed, high.hi_closed, low.whole)
 
     def _choose(self, entropy: torch.Tensor, confidence: torch.Tensor, gamma: float) -> list[int]:
-        chosen = sorted(set(int(i) for i in COMMIT_RULES[self.name].select(entropy, confidence, gamma)))
+        chosen = sorted({int(i) for i in COMMIT_RULES[self.name].select(entropy, confidence, gamma)})
         if self.gap_free:
             run = 0
             while run < len(chosen) and chosen[run] == run:

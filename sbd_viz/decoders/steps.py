@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch
 
 from ..models.sbd_model import SBDModel
-from .rules import CommitRule
 from ..trace.data import Candidate, Check, Commit, Rollback, SlotView, Step
 from .base import Proposal, greedy, row_entropy
+from .rules import CommitRule
 
 
 def commit(model: SBDModel, slot: int, token: int, prob: float, entropy: float, gap: int = 0,

@@ -56,7 +56,7 @@ class DiffusionModel(ModelBase):
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
-                        device: str | torch.device | None = None) -> "DiffusionModel":
+                        device: str | torch.device | None = None) -> DiffusionModel:
         from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
         from transformers.utils import logging as hf_logging
 

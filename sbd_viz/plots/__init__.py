@@ -29,27 +29,71 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from .blocks import block_fill, block_fill_spec, entropy_heatmap
-from .side_by_side import compare_decoders, decoder_rows
-from .charts import calls_timeline, compare, per_call_counts, roofline
-from .animation import save_animation
-from .ladder_figure import gamma_ladder_figure as gamma_ladder
-from .gamma_strip import gamma_strip
-from .masks import attention_mask
-from .order import commit_order
-from .html_export import save_page
-from .style import (CALL_SCALE, ENTROPY_SCALE, FONT, MASK_GLYPH, RULE_COLORS, STATE_COLORS, STATE_LABELS, STATES, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, VERIFIED_STATES, esc, settings_line)
-from .tradeoff import decoder_tradeoff, sweep_frame, tradeoff
-from ..trace.words import measures
 from ..trace.data import Trace
 from ..trace.labels import first_difference
+from ..trace.words import measures
+from .animation import save_animation
+from .blocks import block_fill, block_fill_spec, entropy_heatmap
+from .charts import calls_timeline, compare, per_call_counts, roofline
+from .gamma_strip import gamma_strip
+from .html_export import save_page
+from .ladder_figure import gamma_ladder_figure as gamma_ladder
+from .masks import attention_mask
+from .order import commit_order
+from .side_by_side import compare_decoders, decoder_rows
+from .style import (
+    CALL_SCALE,
+    ENTROPY_SCALE,
+    FONT,
+    MASK_GLYPH,
+    RULE_COLORS,
+    STATE_COLORS,
+    STATE_LABELS,
+    STATES,
+    VERIFIED_COLOR,
+    VERIFIED_DASHES,
+    VERIFIED_LABEL,
+    VERIFIED_STATES,
+    esc,
+    settings_line,
+)
+from .tradeoff import decoder_tradeoff, sweep_frame, tradeoff
 
-__all__ = ["CALL_SCALE", "ENTROPY_SCALE", "FONT", "MASK_GLYPH", "RULE_COLORS", "STATE_COLORS", "STATE_LABELS",
-           "STATES", "VERIFIED_COLOR", "VERIFIED_DASHES", "VERIFIED_LABEL", "VERIFIED_STATES", "attention_mask",
-           "block_fill", "block_fill_spec", "calls_timeline", "commit_order", "compare", "compare_decoders",
-           "decoder_rows", "decoder_tradeoff", "entropy_heatmap", "first_difference", "gamma_ladder", "gamma_strip",
-           "per_call_counts", "roofline", "save_animation", "save_html", "save_page", "sweep_frame", "trace_html",
-           "tradeoff"]
+__all__ = [
+    "CALL_SCALE",
+    "ENTROPY_SCALE",
+    "FONT",
+    "MASK_GLYPH",
+    "RULE_COLORS",
+    "STATES",
+    "STATE_COLORS",
+    "STATE_LABELS",
+    "VERIFIED_COLOR",
+    "VERIFIED_DASHES",
+    "VERIFIED_LABEL",
+    "VERIFIED_STATES",
+    "attention_mask",
+    "block_fill",
+    "block_fill_spec",
+    "calls_timeline",
+    "commit_order",
+    "compare",
+    "compare_decoders",
+    "decoder_rows",
+    "decoder_tradeoff",
+    "entropy_heatmap",
+    "first_difference",
+    "gamma_ladder",
+    "gamma_strip",
+    "per_call_counts",
+    "roofline",
+    "save_animation",
+    "save_html",
+    "save_page",
+    "sweep_frame",
+    "trace_html",
+    "tradeoff",
+]
 
 
 # -- HTML export ------------------------------------------------------------------------

@@ -16,12 +16,17 @@ import functools
 import html
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .blocks import block_fill_spec
-from .html_export import recolor
 from ..trace.checks import check_whole
 from ..trace.data import Trace
+from .blocks import block_fill_spec
+from .html_export import recolor
+
+if TYPE_CHECKING:  # Pillow is imported where a frame is drawn
+    from PIL import Image
 
 WIDTH = 1280  # pixels: a 16:9 slide's width at 720p
 FRAME_MS = 700  # each call's frame
@@ -137,7 +142,7 @@ def _scale_color(scale: list, t: float) -> tuple[int, int, int]:
     """The colour at ``t`` in [0, 1] of a Plotly colour scale (``[[position, colour], ...]``; a repeated position
     is a hard edge between two bands)."""
     t = min(1.0, max(0.0, t))
-    for (p0, c0), (p1, c1) in zip(scale, scale[1:]):
+    for (p0, c0), (p1, c1) in pairwise(scale):
         if p0 <= t <= p1 and p1 > p0:
             f = (t - p0) / (p1 - p0)
             a, b = _rgb(c0), _rgb(c1)
@@ -198,7 +203,7 @@ class _Canvas:
         return self.top + (row + 0.5) * self.row_h
 
 
-def _draw_base(c: _Canvas, rows: list) -> "Image.Image":
+def _draw_base(c: _Canvas, rows: list) -> Image.Image:
     """What every frame shares: the notes, the slot numbers, the row labels and the colour bar (the call counter
     above them and the cells are each frame's own)."""
     from PIL import Image, ImageDraw
@@ -212,7 +217,7 @@ def _draw_base(c: _Canvas, rows: list) -> "Image.Image":
     # slot numbers above the grid, the axis title to their left
     tick_y = c.top - 14 * s
     small = _font(round(c.font * 0.9))
-    (size, runs), = _fitted(c.slot_title, c.font * 0.9, c.left - 38 * s)
+    (size, _runs), = _fitted(c.slot_title, c.font * 0.9, c.left - 38 * s)
     draw.text((c.left - 14 * s, tick_y), c.slot_title, font=_font(round(size)), fill=NOTE_TEXT, anchor="rs")
     for col in range(c.cols):
         draw.text((c.x(col), tick_y), str(col), font=small, fill=NOTE_TEXT, anchor="ms")
@@ -222,7 +227,7 @@ def _draw_base(c: _Canvas, rows: list) -> "Image.Image":
     return image
 
 
-def _draw_row(c: _Canvas, hm: dict) -> "Image.Image":
+def _draw_row(c: _Canvas, hm: dict) -> Image.Image:
     """One heatmap row's cells on a transparent strip as wide as the grid (blocks sharing a row each leave the
     others' cells clear)."""
     from PIL import Image, ImageDraw
@@ -248,7 +253,7 @@ def _draw_row(c: _Canvas, hm: dict) -> "Image.Image":
     return strip
 
 
-def _draw_frame(canvas: _Canvas, title: str, rows: list, base, strips: dict) -> "Image.Image":
+def _draw_frame(canvas: _Canvas, title: str, rows: list, base, strips: dict) -> Image.Image:
     """One call's frame: the shared ``base``, the counter, each row's strip (``strips`` keeps a row drawn once
     while no call changes it: a call redraws only its own block's row), then the block boundaries and gap-fill
     outlines over the cells."""

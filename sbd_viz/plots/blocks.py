@@ -33,10 +33,41 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
-from .style import (CANVAS_STATES, CHECK_ONLY_MARK, FIT_WIDTH, MIN_CELL, ROLLBACK_MARK, MASK_GLYPH, STATE_COLORS, STATE_SCALE, STATES, VERIFIED_SCALE, VERIFIED_STATES, Z, Z_VERIFIED, FONT, block_size_of, candidates_hover, cell_label, common_layout, entropy_bar, esc, legend_html, masked_z, open_slot_label, max_entropy, outline_spec, outline_trace, settings_line, text_px, token_html, top_note)
 from ..trace.checks import check_whole
 from ..trace.data import Step, Trace
 from ..trace.labels import COUNT_LABELS, mark_special, output_labels, token_label, visible
+from .style import (
+    CANVAS_STATES,
+    CHECK_ONLY_MARK,
+    FIT_WIDTH,
+    FONT,
+    MASK_GLYPH,
+    MIN_CELL,
+    ROLLBACK_MARK,
+    STATE_COLORS,
+    STATE_SCALE,
+    STATES,
+    VERIFIED_SCALE,
+    VERIFIED_STATES,
+    Z_VERIFIED,
+    Z,
+    block_size_of,
+    candidates_hover,
+    cell_label,
+    common_layout,
+    entropy_bar,
+    esc,
+    legend_html,
+    masked_z,
+    max_entropy,
+    open_slot_label,
+    outline_spec,
+    outline_trace,
+    settings_line,
+    text_px,
+    token_html,
+    top_note,
+)
 
 
 class _Grid:

@@ -11,10 +11,24 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import (CALL_SCALE, FIT_WIDTH, RULE_COLORS, STATE_COLORS, FONT, block_size_of, cell_label, common_layout, esc, outline_trace, settings_line, text_px, token_html)
 from ..trace.checks import check_whole
 from ..trace.data import Step, Trace
 from ..trace.labels import COUNT_LABELS, first_difference, output_labels
+from .style import (
+    CALL_SCALE,
+    FIT_WIDTH,
+    FONT,
+    RULE_COLORS,
+    STATE_COLORS,
+    block_size_of,
+    cell_label,
+    common_layout,
+    esc,
+    outline_trace,
+    settings_line,
+    text_px,
+    token_html,
+)
 
 
 def per_call_counts(trace: Trace) -> tuple[list[int], list[int]]:

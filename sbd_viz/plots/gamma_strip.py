@@ -19,9 +19,9 @@ from __future__ import annotations
 import html
 import math
 
-from .style import CALL_SCALE, STATE_COLORS, esc
-from .ladder_figure import SAFE_COLOR
 from ..trace.labels import COUNT_LABELS, visible
+from .ladder_figure import SAFE_COLOR
+from .style import CALL_SCALE, STATE_COLORS, esc
 
 GAP_FILL = "repeating-linear-gradient(45deg, #EEEEEE 0 4px, #D0D0D0 4px 6px)"  # hatched: not decoded
 PENDING_FILL = "#F7F7F7"  # not walked yet: the map is still building
@@ -75,7 +75,7 @@ def slider_position(piece, step: float | None) -> float | None:
     no multiple lies inside (a stretch a step map left undecoded holds none)."""
     if step is None:
         mid = (piece.lo + piece.hi) / 2
-        return int(round(mid)) if piece.whole and round(mid) in piece else mid
+        return round(mid) if piece.whole and round(mid) in piece else mid
     first, last = math.ceil(piece.lo / step - 1e-9), math.floor(piece.hi / step + 1e-9)
     inside = [v for v in ((int(k * step) if piece.whole else float(f"{k * step:.12g}")) for k in range(first, last + 1))
               if v in piece]
@@ -88,7 +88,8 @@ def slider_position(piece, step: float | None) -> float | None:
 def _box(left: float, width: float, style: str, attrs: str, title: str) -> str:
     """A piece's box (a white right edge tells two pieces of one shade apart)."""
     return (f"<div class='piece' {attrs} title='{html.escape(title, quote=True)}' "
-            f"style='position:absolute;top:0;bottom:8px;left:{left:.4f}%;width:{width:.4f}%;box-sizing:border-box;border-right:1px solid #FFFFFF;{style}'></div>")
+            f"style='position:absolute;top:0;bottom:8px;left:{left:.4f}%;width:{width:.4f}%;"
+            f"box-sizing:border-box;border-right:1px solid #FFFFFF;{style}'></div>")
 
 
 # The marks a strip can draw, each with its legend swatch (inline CSS) and what it says

@@ -16,11 +16,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from ..trace.checks import check_trace
+from ..trace.data import Trace
 from .blocks import block_fill
 from .charts import calls_timeline
 from .style import STATE_COLORS, esc, settings_line
-from ..trace.checks import check_trace
-from ..trace.data import Trace
 
 # The Okabe-Ito colours (Okabe & Ito 2008), told apart with any colour vision; STATE_COLORS draws on them.
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000")

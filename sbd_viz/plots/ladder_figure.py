@@ -17,8 +17,8 @@ import math
 import plotly.graph_objects as go
 
 from ..analysis.gamma_ladder import largest_safe_gamma
-from .style import RULE_COLORS, STATE_COLORS, common_layout, esc
 from ..trace.labels import COUNT_LABELS, visible
+from .style import RULE_COLORS, STATE_COLORS, common_layout, esc
 
 SAFE_COLOR = "#009E73"  # bluish green (Okabe-Ito): the γ range that keeps NTP's text
 NEEDED = ("calls", "same_as_ntp")  # and the knob's column

@@ -14,16 +14,16 @@ the arguments and the axis labels.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 import torch
 
-from ..trace.checks import check_whole
 from ..models.sbd_model import block_call_mask
+from ..trace.checks import check_whole
+from ..trace.labels import drawable
 from ..training.objective import sbd_attention_mask
 from .style import CALL_SCALE, FIT_WIDTH, FONT, MASK_GLYPH, STATE_COLORS
-from ..trace.labels import drawable
 
 KINDS = ("training", "inference")
 # The same three parts in both masks: the inference call is the training layout's last block.

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .style import RULE_COLORS, common_layout, token_html
 from ..analysis.order import kept_commits, order_rows, trace_label
-from ..trace.labels import output_labels
 from ..trace.data import Trace
+from ..trace.labels import output_labels
+from .style import RULE_COLORS, common_layout, token_html
 
 
 def _labelled(traces, labels) -> list[tuple[str, Trace]]:

@@ -11,16 +11,16 @@ read row by row, spell its output; its z, the call that wrote each), ``fig.data[
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import FIT_WIDTH, MIN_CELL, STEP_SCALE, cell_label, common_layout, esc, text_px
-from ..trace.data import Trace
-from ..trace.labels import COUNT_LABELS, output_labels
 from ..decoders.ntp import NTP
 from ..decoders.registry import get_decoder
+from ..trace.data import Trace
+from ..trace.labels import COUNT_LABELS, output_labels
+from .style import FIT_WIDTH, MIN_CELL, STEP_SCALE, cell_label, common_layout, esc, text_px
 
 
 def label_of(trace: Trace) -> str:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from typing import Any
 
 import plotly.graph_objects as go
 
-from .style import RULE_COLORS, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, common_layout, text_px
-from ..trace.labels import COUNT_LABELS
 from ..decoders.ntp import NTP
 from ..decoders.registry import color_of
 from ..decoders.rules import RULES
-
+from ..trace.labels import COUNT_LABELS
+from .style import RULE_COLORS, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL, common_layout, text_px
 
 # the x axes a sweep can be drawn on; tokens per call named as every view names the count (a sweep's rows count
 # every output token and every call)
@@ -34,8 +34,8 @@ def _reference_spec():
 def _rule_colors(names) -> dict:
     """A colour of the house palette (``RULE_COLORS``) for each rule line (``names``, sorted: each starts with its
     rule, as ``_results_frame`` names lines), every line its own: the first line of a commit rule of
-    ``sbd_viz.decoders.rules`` takes that rule's colour, so a rule reads alike in every figure (the default rule in SBD's
-    blue); any other line the next colour no line has and no rule drawn owns."""
+    ``sbd_viz.decoders.rules`` takes that rule's colour, so a rule reads alike in every figure (the default rule in
+    SBD's blue); any other line the next colour no line has and no rule drawn owns."""
     own = {r: RULE_COLORS[i % len(RULE_COLORS)] for i, r in enumerate(RULES)}
     rules = [name.split(" · ")[0] for name in names]
     colors, used = {}, set()
@@ -186,7 +186,7 @@ def _place_labels(lines: list[dict], marks: list[tuple[float, float, float]], xr
     circles, taken = [px(x, y) + (r,) for x, y, r in marks], []
     for line in lines:  # the lines as chains of small boxes, every 3 px along each segment
         points = [px(x, y) for x, y in zip(line["x"], line["y"])]
-        for (ax, ay), (bx, by) in zip(points, points[1:]):
+        for (ax, ay), (bx, by) in pairwise(points):
             n = max(1, int(math.hypot(bx - ax, by - ay) // 3))
             taken += [(ax + (bx - ax) * i / n - 1, ay + (by - ay) * i / n - 1,
                        ax + (bx - ax) * i / n + 1, ay + (by - ay) * i / n + 1) for i in range(n + 1)]

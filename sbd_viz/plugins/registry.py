@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Callable, Generic, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 Item = TypeVar("Item")
 

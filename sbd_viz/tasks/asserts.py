@@ -17,8 +17,9 @@ import ast
 import hashlib
 import random
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from functools import partial
 
 # Words for the string families: common English/programming words plus random letters
 # (mixed 50/50 by the generators) so copy-type tasks cannot be memorised.
@@ -348,7 +349,7 @@ def load_suite(name: str = "pyasserts", split: str = "test", per_family: int = 4
     items: list[SuiteItem] = []
     for family in families or tuple(FAMILIES):
         rng = random.Random(f"{seed}-{split}-{family}")
-        items += distinct_draws(lambda: sample_item(family, rng, split), lambda item: item.line, per_family, 200)
+        items += distinct_draws(partial(sample_item, family, rng, split), lambda item: item.line, per_family, 200)
     return items
 
 

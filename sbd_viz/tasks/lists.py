@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import partial
 
 from .asserts import WORDS, distinct_draws
 
@@ -115,7 +116,7 @@ def list_suite(tasks=LIST_TASKS, lengths=LENGTHS, per_length: int = 4, seed: int
     for task in tasks:
         for length in lengths:
             rng = random.Random(f"{seed}-{task}-{length}")
-            items += distinct_draws(lambda: _item(task, length, rng), lambda item: item.assert_prompt, per_length, 100)
+            items += distinct_draws(partial(_item, task, length, rng), lambda item: item.assert_prompt, per_length, 100)
     return items
 
 

@@ -34,7 +34,6 @@ reading one is ``sbd_viz.trace.file`` (``sv.load_trace``), which checks every fi
 
 from __future__ import annotations
 
-
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -75,7 +74,7 @@ class Interval:
         """``lo, hi = interval``: the ends (whether each is closed is ``lo_closed`` / ``hi_closed``)."""
         return iter((self.lo, self.hi))
 
-    def __and__(self, other: "Interval") -> "Interval":
+    def __and__(self, other: Interval) -> Interval:
         """The values in both (a decode's γ range is its calls' intervals intersected). At a shared end, the end
         is closed only if both are; may be empty (``lo > hi``, or ``lo == hi`` with an open end)."""
         if self.lo != other.lo:
@@ -275,9 +274,9 @@ class Trace:
     text: str  # the generated text (special tokens removed)
     stop_reason: str  # 'stop', 'eos' or 'length'
     meta: dict[str, Any] = field(default_factory=dict)
-    # the knob values (γ) at which this exact greedy decode results: ``sbd_viz.decoders.rules.Interval``, the intersection of
-    # its calls' knob intervals, computed from the unrounded scores while decoding (plain, verified and remasking
-    # SBD at temperature 0); None for sampling and decoders without a commit rule's knob
+    # the knob values (γ) at which this exact greedy decode results: ``sbd_viz.decoders.rules.Interval``, the
+    # intersection of its calls' knob intervals, computed from the unrounded scores while decoding (plain, verified and
+    # remasking SBD at temperature 0); None for sampling and decoders without a commit rule's knob
     gamma_range: Any = None
 
     # -- derived measures ------------------------------------------------------------

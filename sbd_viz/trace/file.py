@@ -17,11 +17,26 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .data import (SCHEMA, SCHEMA_VERSION, Alternative, Candidate, Check, Commit, Draft, Interval, Pass, Rollback,
-                   SlotView, Step, Trace, TraceFormatError)
+from .data import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    Alternative,
+    Candidate,
+    Check,
+    Commit,
+    Draft,
+    Interval,
+    Pass,
+    Rollback,
+    SlotView,
+    Step,
+    Trace,
+    TraceFormatError,
+)
 
 STOP_REASONS = ("stop", "eos", "length")
 DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # a registered name, or a plug-in's 'my-decoder'

@@ -71,8 +71,9 @@ def mark_special(text: str, special=frozenset()) -> str:
 
 
 def output_labels(trace) -> list[tuple[str, str]]:
-    """Each output token of ``trace`` (an ``sbd_viz.Trace``) as the pictures and the summary show it: ``(label, note)``, the label for a cell (special
-    tokens marked, whitespace visible), the note for a hover ("" when there is nothing to add).
+    """Each output token of ``trace`` (an ``sbd_viz.Trace``) as the pictures and the summary show it:
+    ``(label, note)``, the label for a cell (special tokens marked, whitespace visible), the note for a hover ("" when
+    there is nothing to add).
 
     A byte-level tokenizer splits a rare character's bytes over tokens, each of which decodes alone to U+FFFD;
     ``output_texts`` reads them in context (``CausalLM.output_texts``). The token that completes the character

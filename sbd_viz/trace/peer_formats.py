@@ -70,7 +70,7 @@ def _common(trace: Trace) -> dict:
 
 def to_step_map(trace: Trace) -> dict:
     """lmdeploy's ``token_ids`` / ``step_map`` / ``text`` / ``finish_reason`` of ``trace``, with sbd_viz's own
-    fields (module docstring)."""
+    fields (docs/trace.md)."""
     trace = _exportable(trace)
     kept = kept_commits(trace)
     if len(kept) != trace.n_tokens:
@@ -87,8 +87,8 @@ def to_step_map(trace: Trace) -> dict:
 
 
 def to_trajectory(trace: Trace, mask_token_id: int, idx: int = 0) -> dict:
-    """d3LLM's trajectory record of ``trace`` (the sequence after every call), with sbd_viz's own fields (module
-    docstring). ``mask_token_id``: the id written where a position is still masked (the model's ``mask_id``)."""
+    """d3LLM's trajectory record of ``trace`` (the sequence after every call), with sbd_viz's own fields
+    (docs/trace.md). ``mask_token_id``: the id written where a position is still masked (the model's ``mask_id``)."""
     trace = _exportable(trace)
     if not isinstance(mask_token_id, int) or isinstance(mask_token_id, bool):
         raise ValueError(f"mask_token_id: must be a token id (an int), got {mask_token_id!r}")
@@ -265,7 +265,7 @@ def _need_texts(text_of, name: str):
 
 
 def from_step_map(record: dict, tokenizer=None, block_size: int | None = None) -> Trace:
-    """The ``Trace`` an lmdeploy-style step-map record describes (module docstring): one call per step number, each
+    """The ``Trace`` an lmdeploy-style step-map record describes (docs/trace.md): one call per step number, each
     committing the tokens of that step. ``tokenizer`` gives token texts when the record has none; ``block_size``
     cuts the blocks when the record has neither ``step_blocks`` nor ``block_size``."""
     if not isinstance(record, dict):
@@ -297,7 +297,7 @@ def from_step_map(record: dict, tokenizer=None, block_size: int | None = None) -
 
 def from_trajectory(record: dict, tokenizer=None, mask_token_id: int | None = None,
                     block_size: int | None = None) -> Trace:
-    """The ``Trace`` a d3LLM-style trajectory record describes (module docstring): one call per trajectory entry,
+    """The ``Trace`` a d3LLM-style trajectory record describes (docs/trace.md): one call per trajectory entry,
     committing every position whose mask became a token. ``mask_token_id`` defaults to the record's; ``tokenizer``
     gives token texts when the record has none; ``block_size`` cuts the blocks when the record has neither
     ``step_blocks`` nor ``block_length``."""

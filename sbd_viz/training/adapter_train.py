@@ -37,7 +37,6 @@ from . import distill
 from .options import add_config_arguments, check_options, option, torch_threads
 from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 
-
 LOSSES = ("ce", "kl")
 
 
@@ -200,9 +199,7 @@ def make_batch(rows: list[dict], k_choices: list[int], mask_id: int, rng: random
                 mask[b, 0, r, :max(0, min(s, len(seq)))] = True  # the clean prefix before the block
                 mask[b, 0, r, L + r0:L + r0 + k] = True  # the block's own slots
                 in_text = 0 <= pos < len(seq)
-                if pos < P:  # a prompt position inside the first block: written, never a target
-                    block_ids[b, r] = seq[pos]
-                elif in_text and not masked[i]:
+                if pos < P or (in_text and not masked[i]):  # a prompt position inside the first block: written, never a target
                     block_ids[b, r] = seq[pos]
                 elif in_text:
                     targets[b, r] = seq[pos]

@@ -46,7 +46,7 @@ MIXES = {
 }
 # ctx_add and nothing else (every family named, so none is drawn at 1.0). The 6-layer model learns ctx_add
 # on its own better than inside a mix, and forgets the other families meanwhile: "ctx-heavy" brings them back.
-MIXES["ctx-add-alone"] = {**{family: 0.0 for family in tasks.FAMILIES}, "ctx_add": 1.0}
+MIXES["ctx-add-alone"] = {**dict.fromkeys(tasks.FAMILIES, 0.0), "ctx_add": 1.0}
 # After "ctx-add-alone": ctx_add 46% of the items, the other three context families 30%, the ten others
 # 2-4% each (24% in all), enough for the forgotten families to come back while ctx_add stays.
 MIXES["ctx-heavy"] = {"add": 1.0, "sorted": 1.0, "range": 0.75, "max": 0.5, "repeat": 0.5, "upper": 0.5,

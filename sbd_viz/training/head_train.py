@@ -65,7 +65,7 @@ def collect(model, gate, rows: list[dict], k: int, mask_id: int, batch_size: int
     for i in range(0, len(rows), batch_size):
         batch = adapter_train.make_batch(rows[i:i + batch_size], [k], mask_id, rng, 1.0, 10 ** 9, full_blocks=k)
         kept = {}
-        hook = head_in.register_forward_pre_hook(lambda module, args: kept.update(hidden=args[0]))
+        hook = head_in.register_forward_pre_hook(lambda module, args, kept=kept: kept.update(hidden=args[0]))
         try:
             adapter_train.block_logits(model, gate, batch, bf16=False)
         finally:
@@ -87,7 +87,7 @@ def chain_tpc(right: torch.Tensor, slot: torch.Tensor, block: torch.Tensor, k: i
     after it up to the first wrong one: 1 + the leading run of ``right`` over slots 1..k-1, averaged over the
     blocks whose every slot is scored (``right``, ``slot``, ``block`` as ``collect`` orders them)."""
     runs = []
-    ids, counts = torch.unique_consecutive(block, return_counts=True)
+    _ids, counts = torch.unique_consecutive(block, return_counts=True)
     start = 0
     for n in counts.tolist():
         if n == k - 1:

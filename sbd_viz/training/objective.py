@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import tasks
-from .data import DEFAULT_WEIGHTS, TrainingStream
 from ..models.sbd_model import SBDModel
+from .data import DEFAULT_WEIGHTS, TrainingStream
 
 
 def sbd_attention_mask(n: int, block_size: int, device=None) -> torch.Tensor:

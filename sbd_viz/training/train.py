@@ -21,10 +21,10 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -149,9 +149,8 @@ def _new_model(cfg: TrainConfig):
 def _base_model(cfg: TrainConfig):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..models.sbd_model import add_mask_token
-
     from ..models import causal_lm
+    from ..models.sbd_model import add_mask_token
 
     if causal_lm.is_named(cfg.base) or str(cfg.base).endswith(".gguf"):  # e.g. smollm2-135m: its converted copy
         loaded = causal_lm.load(cfg.base)
@@ -324,10 +323,9 @@ def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None
     None: no probe."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
 
     from .data import TrainingStream, code_documents
-
-    from transformers.utils import logging as hf_logging
 
     cfg.validate()
     if cfg.bf16 is None:
@@ -405,11 +403,11 @@ def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None
         if step % cfg.log_every == 0 and acc.is_main_process:
             logged = _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged)
         if time.time() - last_ckpt > 60 * cfg.ckpt_every_min:
-            last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, adamw, ema, state, step, t0, log_path, model)
+            last_ckpt = _checkpoint(acc, cfg, ckpt, raw, tok, adamw, ema, state, step, t0, log_path, model, probe)
     bar.close()
     if step > logged and acc.is_main_process:  # a time budget can end between log lines: log the rest
         _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged)
-    _checkpoint(acc, cfg, ckpt, raw, tok, adamw, ema, state, step, t0, log_path, model)
+    _checkpoint(acc, cfg, ckpt, raw, tok, adamw, ema, state, step, t0, log_path, model, probe)
     if acc.is_main_process:
         raw.save_pretrained(out / "final")
         tok.save_pretrained(out / "final")
@@ -433,7 +431,8 @@ def _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logge
     return step
 
 
-def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, ema, state, step, t0, log_path, model) -> float:
+def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, ema, state, step, t0, log_path, model,
+                probe: Callable[[Any, Any, int], dict] | None) -> float:
     state.update(step=step, elapsed=time.time() - t0)
     if acc.is_main_process:
         _save_checkpoint(ckpt, raw, tok, optimizer, state, ema)
@@ -483,7 +482,8 @@ HELP = {
     "bf16": "bfloat16 autocast (left out: only where the hardware runs it natively)",
     "optimizer_from": "a run's checkpoint folder whose AdamW moments this run starts from",
     "ema_decay": "> 0: also keep and save (final_ema) a moving average of the weights with this decay per step",
-    "prefix_frac": "share of rows masked as a decode leaves a block (a written prefix) instead of the paper's i.i.d. masks",
+    "prefix_frac": "share of rows masked as a decode leaves a block (a written prefix) instead of the paper's i.i.d. "
+                   "masks",
 }
 
 
