@@ -3,18 +3,8 @@
     import sbd_viz as sv
     sv.explore(model, "assert 48 + 37 == ", stop="\\n")
 
-Thin wiring over the library: every control change re-decodes with ``sv.decode``; the picture is
-``plots.block_fill`` shown at the call the scrubber points to (the ▶ button steps the scrubber, so
-it is the animation); NTP (``sv.decode_ntp``) is decoded once per prompt and length for the
-comparison. Seconds come only from "time it": after one untimed warm-up run of each, this decode and NTP run in
-paired rounds (``analysis.timing.side_by_side``), and the measures show both medians, their ratio and the median of
-the rounds' ratios, each named; a single decode's seconds (warm-up and the machine's other work in them) are not
-shown. Under the block fill, the decode-order picture (``plots.commit_order``: this decode and NTP on one step axis)
-with its Kendall τ and out-of-order commit rate (``analysis.order``) in the measures. The decoder dropdown lists the
-registry's decoders that serve the model (``sv.decoders(model)``), NTP aside; a control the chosen one does not take
-greys out. A block-diffusion model (``sbd_viz.models.diffusion.DiffusionModel``) decodes with its own ``generate``,
-recorded; its controls that mean nothing (rule, gap-free, verified, block size) are fixed or hidden, and it has no
-NTP comparison. Nothing here computes a measure the library does not already give.
+``explore`` returns an ``Explorer``. What each control does and where its measures come from:
+docs/app_internals.md.
 """
 
 from __future__ import annotations

@@ -2,17 +2,8 @@
 and Table 1): what an ideal model (each slot's logits the task's own, plus noise without bias) gets right when it
 commits several list items per step, each sampled independently of the others in the same step.
 
-The tasks, on a list of ``n`` items:
-
-- **copy** (and replace at a given index): every slot has one right item whatever else is committed, so every
-  decoding gets it right: accuracy 1 (Table 1).
-- **replace random**: replace one item, any one, with a given new item. A slot whose neighbours are all still masked
-  keeps its item with probability (m - 1)/m and takes the new one with 1/m, m the masked slots.
-- **shuffle**: any permutation of the items. A slot with m items left takes each with probability 1/m.
-
-``k`` is the number of items committed per step (top-k, random or by confidence: for these tasks every slot of a
-step has the same confidence, so which k does not matter), ``gamma`` a confidence threshold. Where the paper
-assumes k divides n, these functions take the last step's smaller size as it comes and say so.
+``CLOSED_FORMS`` holds each task's functions, ``closed_form_curve`` a task's points. The tasks, ``k`` and ``gamma``,
+and where these functions depart from the paper: docs/list_tasks.md.
 """
 
 from __future__ import annotations

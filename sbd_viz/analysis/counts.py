@@ -1,24 +1,8 @@
 """Tokens per call as peers count them: with and without the end token, with and without the prefill call.
 
-Papers and leaderboards divide different things. ``Trace.tokens_per_call`` divides every output token (the end
-token included) by every counted call (the prefill included). d3LLM's tokens per forward (TPF) counts the tokens of
-the decoded text, so an end-of-sequence token, which decodes to nothing, is not counted (d3LLM issue #1): counting it
-inflates TPF. Speculative-decoding papers usually count the decode phase alone: the calls after the prefill, and the
-tokens those calls wrote.
-
-Here:
-
-- the *end token* is the output's last token when the decode ended on the model's end-of-sequence token
-  (``stop_reason == "eos"``), or when that last token is one of the trace's special tokens (a chat template's
-  ``<|im_end|>`` given as a stop). A stop string that is ordinary text (a newline) is text, not an end token.
-- the *prefill call* is call 0, the call that reads the prompt (``n_input`` holds the prompt and the first block);
-  it commits tokens too, and "without the prefill" leaves out the call and the tokens it committed. A verified
-  decode's drafts are tokens only once checked, so they count at the call that checked them
-  (``sbd_viz.trace.commits.output_calls``), as speculative-decoding papers count accepted drafts: call 0 of a verified
-  decode commits NTP's one token.
-
 ``call_counts(trace)`` returns the counts and the four ratios, each under the label ``COUNT_LABELS`` gives it, so
 every view and page names them alike; ``tokens_per_call(trace, end_token=..., prefill=...)`` one of the ratios.
+What peers count, and what the end token and the prefill call are: docs/measures.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """One prompt across γ: which knob values keep NTP's text, and what each one costs in calls.
 
-``gamma_ladder(model, prompt, rule=...)`` decodes the prompt once with NTP and once at each γ of a ladder (by
-default spread over the rule's slider range in ``COMMIT_RULES``), and returns a frame with one row per γ. The
-*largest safe γ* is the largest γ whose text equals NTP's at it and at every smaller γ tried: a larger γ
-that happens to match again after a smaller one broke does not count, since a user turning the knob up passes
-through the broken one first.
-
-**Exact.** For SBD (plain, verified, remasking) the ladder reads the prompt's γ map (``sv.gamma_map``: every distinct
-greedy decode over the range, each with its exact γ range), so besides its rows it knows where the text changes
-(``attrs["breakpoints"]``, ``attrs["text_runs"]``) and every γ range whose text equals NTP's (``attrs["safe_ranges"]``),
-with exact ends, and says it in words (``attrs["safe"]``). Each row is still exactly ``sv.decode`` at its γ.
-
-**What "safe" means when γ 0 itself leaves NTP.** γ 0 is not next-token decoding: at every call the rule still
-commits the block's surest slot, not its leftmost, so a prompt can leave NTP's text at γ 0 and keep it at every
-larger γ (``assert "safe"[::-1] == `` does). The safe γ are then the ranges above it, and the largest safe γ climbs
-from the smallest γ that writes NTP's text (see ``largest_safe_gamma``).
-
-``Ladder`` is the same work as a generator (``Ladder.rows()`` yields each row as soon as its decode is done),
-so an app can stream the rows in and keep every γ's trace (``Ladder.traces``) to show on request.
-
-Any registered decoder with a knob climbs a ladder (``decoder=``): the rows then run along its knob (Jacobi's block
-size, prompt lookup's draft length), the frame's first column is named after it, and ``gammas`` are its values.
+``gamma_ladder(model, prompt, rule=...)`` decodes the prompt once with NTP and once at each γ of a ladder, and
+returns a frame with one row per γ; ``Ladder`` is the same work as a generator (``Ladder.rows()``). The largest safe
+γ, the exact ladder and other decoders' knobs: docs/gamma_map.md.
 """
 
 from __future__ import annotations

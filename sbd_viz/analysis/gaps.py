@@ -1,15 +1,7 @@
 """Measure SBD's gap fills: the events and their outcomes, and agreement with NTP.
 
-A *gap fill* is a commit made while slots to its left in its block were still masked
-(``PREFIX <m> <m> TOKEN``). The question this module answers is what gap fills cost:
-
-- ``teacher_forced_ntp`` asks the same weights, decoding causally, what they would have
-  put at every output position given the final prefix (one forward, no decoding);
-- ``gap_fill_events`` / ``gap_fill_report`` list every gap fill with its outcome and a
-  ``suspicion`` score that ranks the likely failures first (a verified trace brings its own
-  outcomes: the checks its decode made, so no model and no extra forward);
-- ``agreement_counts`` counts, per trace, the output tokens NTP would have chosen given the final prefix (what
-  the suite sweep, ``sbd_viz.analysis.suite_sweep``, reports as ``ntp_agreement``).
+``teacher_forced_ntp``, ``gap_fill_events`` / ``gap_fill_report`` and ``agreement_counts``; what a gap fill is and
+what each of them answers: docs/measures.md.
 
 pandas is imported inside the functions that return frames, so ``import sbd_viz`` stays light.
 """

@@ -1,22 +1,8 @@
 """Incoherent commits within a call: tokens one call committed side by side that repeat or contradict each other.
 
-Parallel commits can each be likely and still make no sense together (``the the``, ``]]``): the slots of one
-call are predicted at once, none seeing what the others chose. This module flags every commit whose left
-neighbour slot was committed *in the same call*, when the pair looks incoherent:
-
-- ``repeat``: the same token as its neighbour (``"the" "the"``, ``"4" "4"``);
-- ``doubled_delimiter``: a separator or closing bracket or quote (``DELIMITERS``) right after the same one, spaces
-  between them allowed (``]`` ``]``, ``,`` ``␣`` ``,``); a doubled delimiter is not also counted as a repeat;
-- ``ngram``: any other token NTP would not write there: the run of slots the call committed up to it is an n-gram
-  NTP's text does not hold at that place (needs NTP's verdict: a model, or a verified trace's own checks).
-
-The first two kinds are found from the trace alone; whether they are failures is NTP's verdict, exactly as for gap
-fills (``analysis.gap_fill_events``): teacher-forced NTP given the final text before the token (up to the first
-divergence this is NTP's own text), or a verified trace's checks. A repeat NTP would also write (``"tt" * 4 ==
-"tttttttt"``) is legitimate; one NTP would not is the incoherence users ask about. Each event gets the same
-``suspicion`` as gap fills, so both rank on one scale: ``failure_report`` lists them together, each labelled by
-``kind`` (``"gap_fill"`` for gap fills). A commit can be both a gap fill and incoherent: it is then listed once as
-each.
+``incoherence_events`` / ``incoherence_report`` find them (kinds ``repeat``, ``doubled_delimiter``, ``ngram``);
+``failure_report`` lists them with the gap fills, on one ``suspicion`` scale. The kinds and NTP's verdict on them:
+docs/measures.md.
 """
 
 from __future__ import annotations

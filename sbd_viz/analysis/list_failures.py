@@ -1,18 +1,8 @@
 """The list tasks' failures (``sbd_viz.tasks.lists``), ranked: every item a decoder gets wrong, with the commit most
 likely to blame and NTP's verdict on it.
 
-``list_failures(model, items, style=..., **settings)`` decodes each item with ``sv.decode`` (its prompt in
-``style``, ``list_tasks.model_prompt``; room for its answer, ``list_tasks.answer_room``; stopped at the end of the
-line) and NTP beside it, and keeps the items whose answer is wrong. Each failure's commits are judged as the app's
-failure table judges them (``analysis.incoherence.failure_events``: gap fills and incoherent commits, one
-teacher-forced NTP forward, the one ``suspicion`` score), and the failure is ranked by its most suspicious commit,
-the one it names: ``kind``, ``call``, ``block``, ``slot``, the token, NTP's token there given the final prefix and
-whether they agree (``ntp_agrees``: the NTP verdict). A failure with no such commit (every commit left to right,
-each coherent) ranks below every one that has one. ``ntp_correct`` says whether NTP itself gets the item right: a
-failure NTP shares is the model's, not the parallel decode's.
-
-Each row carries what re-draws it: ``prompt`` and ``settings`` (``sv.decode(model, prompt, **settings)`` gives its
-trace again) and the ``call`` and ``slot`` to select in that trace's failure table.
+``list_failures(model, items, style=..., **settings)`` returns them as a frame (``LIST_FAILURE_COLUMNS``). How a
+failure is judged and ranked, and what re-draws it: docs/list_tasks.md.
 """
 
 from __future__ import annotations

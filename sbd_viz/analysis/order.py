@@ -1,22 +1,8 @@
 """Decode order: in which order a decode committed its output, measured the way decode-order analyses report it.
 
-Per decode (one ``Trace``), over the commits its output holds (one per output token: the last commit at each
-position, as ``Trace.token_calls`` and ``Trace.kept`` read them):
-
-- ``kendall_tau``: Kendall's τ-b between the commit order (the call that committed each output token) and left to
-  right (the token's position), as ``scipy.stats.kendalltau`` computes it by default. 1 is one token per call, left
-  to right (NTP). Tokens committed by one call are tied in commit order, and τ-b counts a tie as neither in nor out
-  of order, so a decode that commits several tokens per call, each call right of the one before, scores a little
-  below 1 (calls 0, 0, 1, 1, 2 give 0.894); read it beside ``out_of_order_rate``. NaN when it is undefined (fewer
-  than two tokens, or every token from one call).
-- ``out_of_order_rate``: the share of those commits made right of a still-masked slot of their block (a gap fill,
-  ``Commit.gap > 0``). 0 for NTP and for any decoder that only writes left to right.
-- ``commit_lag``: per slot index of the block, the mean number of calls the block had made before that slot's
-  token was committed (the commit's ``Step.step``: 0 when the block's first call committed it). Left to right one
-  token per call gives slot s a lag of s; a decode that fills the block in one call gives 0 everywhere.
-
-``decode_order(trace)`` returns the three together (a ``DecodeOrder``); ``order_rows(traces)`` one plain row per
-decode, for a table. The picture is ``sbd_viz.plots.order.commit_order``.
+``decode_order(trace)`` returns the three measures together (a ``DecodeOrder``: ``kendall_tau``,
+``out_of_order_rate``, ``commit_lag``); ``order_rows(traces)`` one plain row per decode, for a table. The picture is
+``sbd_viz.plots.order.commit_order``. Each measure defined: docs/measures.md.
 """
 
 from __future__ import annotations

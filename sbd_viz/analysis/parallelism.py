@@ -1,37 +1,8 @@
 """Accuracy against parallelism from exact γ maps: the curve, ParallelBench's PBx and d3LLM's AUP.
 
-Over a set of items, a greedy decoder's accuracy and its parallelism (tokens per call, the field's "tokens per step"
-or "tokens per forward") are piecewise constant in γ: each item's ``sv.gamma_map`` splits the γ range into pieces
-with one decode each, and where no item changes piece, nothing changes. ``curve`` cuts the range at every item's
-piece ends and gives one ``Segment`` per stretch: its γ range, its accuracy (percent of items right) and its
-parallelism (the items' tokens over their calls, pooled: the toolkit's ``tokens_per_call`` of the set). The
-segments' points ``(parallelism, accuracy)`` are every operating point the decoder reaches on those items, exactly.
-
-``grid_points`` gives the points a sampled γ grid sees (read off the same maps: a map's piece is what
-``sv.decode`` gives at any γ in it), and ``compare_grid`` says where the grid gives another PBx or AUP than the
-exact curve, naming the segments it missed.
-
-**PBx** (ParallelBench, arXiv 2510.04767; its leaderboard at parallelbench.github.io): the largest tokens per step
-at which the score stays >= x. The threshold is an absolute accuracy in percent, not a share of the
-autoregressive score: the leaderboard's "accuracy threshold" is a level (its Random top-k gets 0 at 80% because its
-one-token-per-step accuracy, 79.2%, is below 80), and a method that never reaches x gets 0. ``pbx`` takes the
-largest parallelism among the points whose accuracy is >= x. The leaderboard's published values also show that,
-for methods with a continuous knob (confidence threshold, confidence factor), it interpolates linearly between
-its measured settings where the accuracy crosses x (Dream + confidence factor: PB80 = 5.1706 between its measured
-(4.785, 82.65%) and (5.291, 79.18%)), and takes the measured point for top-k. ``interpolate=True`` does that: after
-the last point at or above x (points ordered by parallelism), if the next is below x, the parallelism where the
-straight line between them crosses x. The exact curve needs no interpolation: there is no operating point between
-its segments, which is what interpolation stands in for. ``relative_to``: x percent of a reference accuracy (e.g.
-NTP's) instead of x itself, for models whose accuracy is far below 100.
-
-**AUP** (d3LLM, ``AUP_leaderboard/aup_utils.py`` ``get_aup`` and the AUP blog post of hao-ai-lab): points
-``(rho_i, y_i)`` sorted by rho (a stable sort, so equal rho keep the order given: the γ order here); ``y_1`` is the
-accuracy of the lowest-rho point and only points with ``y_i >= y_1 - 5`` count; then
-``AUP = rho_1 * y_1 + 1/2 * sum_i (rho_i - rho_{i-1}) * (y_i * W(y_i) + y_{i-1} * W(y_{i-1}))`` with
-``W(y) = min(exp(-alpha * (1 - y / y_max)), 1)``, ``alpha = 3``, accuracy in percent and ``y_max`` the highest
-accuracy reached on the task (d3LLM takes it across every method compared; None here: the highest among the points
-given). d3LLM's code also refuses a set whose highest-rho point is more than 5 points below ``y_1``; this one does
-not (a γ map runs to one call per block, where accuracy falls far): the filter above already leaves such points out.
+``curve`` gives one ``Segment`` per stretch of γ where no item's decode changes; ``grid_points`` the points a sampled
+γ grid sees and ``compare_grid`` where it differs; ``pbx``, ``aup`` and ``summary`` the numbers. Why the curve is
+exact, and PBx and AUP as their leaderboards compute them: docs/parallelism.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """Decode each γ piece once: what the sweeps share with the γ map.
 
-A greedy decode by a commit rule records its γ range (``Trace.gamma_range``): every γ in it gives the same decode,
-the very pieces ``sv.gamma_map`` walks. A sweep over sampled γ values therefore needs one decode per piece that
-holds one of them; every other γ of that piece reads the same decode, given back as ``sv.decode`` gives it at that
-γ (``at_gamma``: the trace with its ``config["gamma"]``). The traces, and every number a sweep takes from them, are
-the same as decoding each γ; only the calls differ.
-
-- ``decode_at_gammas``: one prompt at several γ with one set of other settings, through ``GammaMapWalk`` with the γ
-  values as its points (one decode per piece holding a point, the calls a piece shares with the piece below it
-  replayed). ``sv.sweep_decoders`` decodes its γ settings this way.
-- ``prompts_at_gammas``: several prompts, each through ``decode_at_gammas``, as γ -> the prompts' traces in order
-  (what a bench page measures per γ).
-- ``PieceStore``: decodes kept with their γ ranges and found again by γ. ``sv.sweep`` keeps each item's measured
-  row (its decode, NTP's beside it and their seconds) this way, so a γ whose piece was measured already is not
-  decoded or timed again: every decode it times is a whole decode, none replayed.
+``decode_at_gammas`` (one prompt at several γ), ``prompts_at_gammas`` (several prompts) and ``PieceStore`` (decodes
+kept with their γ ranges, found again by γ). Why one decode per piece gives every γ's trace: docs/gamma_map.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,8 @@
 """Roofline projections: what a trace's calls would cost on the hardware people deploy on.
 
-The paper's speedups count forward passes; its wall-clock claims come from a roofline model
-(Appendix A.2, eq. 15-17, Tables 3 and 4). This module is that model as plain data and small
-pure functions, so a trace decoded here (5M parameters, fp32, CPU) can be projected onto an
-8B model on an H100 and checked against the paper's own tables.
-
-- ``Hardware`` and ``ModelShape`` are frozen records; ``HARDWARE`` / ``MODELS`` hold the named
-  ones. ``"this-cpu"`` is read from ``roofline_cpu.json`` in the package (measured on
-  the project's 2-core machine by ``bench/bench_roofline.py``; ``$SBD_VIZ_ROOFLINE_CPU`` points elsewhere).
-- ``forward_time(q, kv_len, batch, ...)``: seconds of one forward of ``q`` new tokens per sequence
-  over a cache of ``kv_len`` tokens (eq. 15: each kernel takes the larger of FLOPs / peak and
-  bytes / bandwidth; attention is one fused kernel).
-- ``slowdown`` (Table 3), ``wallclock_speedup`` (eq. 16-17, Table 4), ``project`` (a trace's own
-  calls against the same text decoded one token per call), ``project_frame`` (a column per hardware).
-
-Modes. ``"corrected"`` (default) uses each model's real shapes: K and V projections
-``n_kv_heads * head_dim`` wide, the FFN's inner size ``ffn`` (three matrices when gated), the new
-tokens' own keys in attention, and an LM head over the rows that need logits when the shape has a
-vocabulary (``paper-8b`` has none). ``"paper"`` reproduces the printed code (the paper's Fig. 11,
-Appendix A.2) with the two shape errors a digest of it records: the FFN's two GEMMs have inner size
-``hidden * ffn`` (67M for the 8B, so the FFN is ~99.9% of the bytes) and K and V are each
-``n_heads * n_kv_heads`` (256) wide; no LM head.
-
-The printed code itself is not stored in this project, so paper mode is rebuilt from the digest;
-the details it leaves open were fixed by requiring all 56 entries of Table 3 and all 72 of Table 4
-to match at three decimals: two FFN GEMMs (up, down); GEMM bytes = weights + inputs + outputs;
-attention FLOPs ``4 * b * heads * q * kv * head_dim`` over the cached keys only, bytes = Q and O
-plus K and V of the cache. All 128 printed entries are reproduced. A few variants of the open
-details also reproduce them all (the tables cannot tell them apart); of those, keys over the cache
-only with Q and O counted is the one whose shape-corrected twin gives the digest's own corrected
-numbers (1.006 at batch 1, block 16, KV 16; 1.406 at block 64, KV 65,536; this module's corrected
-mode, which also attends the new tokens' keys, gives 1.0066 and 1.4065). One entry sits on a
-rounding edge: Table 4, NFE 8, batch 8, block 64, KV 16 is 3.736493 here (printed 3.736, edge
-3.7365).
-
-Units: seconds, bytes, FLOPs, FLOP/s, bytes/s throughout. Layers multiply every per-layer kernel,
-so ratios (slowdowns, speedups) do not depend on the layer count; absolute times do.
+``Hardware`` and ``ModelShape`` (the named ones in ``HARDWARE`` / ``MODELS``), ``forward_time`` (eq. 15),
+``slowdown`` (Table 3), ``wallclock_speedup`` (Table 4), ``project`` and ``project_frame``. The paper's model, the two
+modes, and how the printed tables were reverse-engineered: docs/roofline.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The app's γ maps: after a prompt's first decode its slider-step map builds in the background, and a slider release
 inside a decoded piece answers from it, without calling the model.
 
-One worker thread builds every session's map (``GammaMapWalk`` at the slider's step), one piece at a time, always
-a piece of the most recently wanted unfinished map (its user is likely still at the slider; a map wanted earlier
-resumes after it). Each of its model calls goes through ``Gate``: a call waits while any interactive request runs
-and for ``QUIET`` seconds after, and an interactive decode waits for at most the one call in flight. A session keeps
-one map, keyed by its prompt, decoder and every setting but γ (``map_key``): a decode with another key drops it, and
-a decode that has no γ map (a decoder without the commit rule's γ, e.g. Jacobi, prompt lookup or NTP; sampling; a
-rule that ignores its knob) leaves none. At most ``MAP_SESSIONS`` maps are kept, the least recently used dropped
-first.
-
-A map's traces are decodes at some γ of their piece; the answer carries the slider's γ in its config. By the map's
-construction (``sbd_viz.analysis.gamma_map``) it has the same text, calls and commits per call as a decode at that γ.
+``GammaMaps`` holds every session's map and the one worker thread that builds them; ``Gate`` puts interactive requests
+first; ``map_key`` is what a map is built for. How the worker schedules its calls: docs/app_internals.md.
 """
 
 from __future__ import annotations

@@ -2,16 +2,8 @@
 
     sbd-viz app [--model DIR] [--port N]      # or, in the repository: python app.py
 
-The repository's ``app.py`` starts ``main`` here, so the repository runs unchanged as a Hugging Face Space. The
-speed/quality curve comes from ``sweep.json`` beside the model (``curve``; else the app computes it at startup).
-
-A thin UI over the library: handlers read the main view's controls as one ``app.state.Controls``, validate them,
-then call ``sv.Decoding`` (steps streamed, then the trace), ``sv.decode_ntp``, ``sbd_viz.plots`` and
-``sbd_viz.analysis``; ``views`` renders what the page shows. Each session keeps its results in ``gr.State`` (an
-``app.state.Session``); nothing mutable is shared between requests except the read-only model, the curve (written
-once by a background thread) and the γ maps (``map_builder``: a background thread builds each session's map after
-its first decode of a prompt; a slider release inside a decoded piece shows that decode without a model call, and
-``scrubber`` redraws the map's decodes in the page as the γ thumb moves). The list-task failures are ``gallery``'s.
+``build_demo`` builds the page, ``Handlers`` holds its handlers. How the page uses the library and what a session
+keeps: docs/app_internals.md.
 """
 
 from __future__ import annotations

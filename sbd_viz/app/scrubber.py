@@ -1,21 +1,7 @@
 """The live γ scrubber: a prompt's γ map sent to the page once, so a slider move switches the picture in the browser.
 
-The γ map (``map_builder``, ``sbd_viz.analysis.gamma_map``) holds every distinct decode of the prompt over the
-slider's range, each with its γ interval. ``payload`` turns it into compact plain data: per piece its interval, its
-numbers (calls, tokens, tokens per call, gap fills, whether its text is NTP's), its text, and its block fill's final
-state as a grid (one row per block, one cell per slot: the token's label, the call that committed it and flags).
-``Feed`` sends it to each session's page once per state of the map. The page keeps that JSON, and ``component``'s
-script redraws the block fill, the numbers and the strip from it on every ``input`` event of its own range input and
-of the page's γ slider: dragging scrubs through the decodes with no request. On release, once the frame showing the
-released γ is painted, it sends γ to the server (a ``release`` event whose data carries ``gamma``), which moves the γ
-slider there; the full views (the animation, the cards, the panels below) follow as for any slider release.
-
-Reading a drawn scrubber without a browser's eyes (the tests do): its ``.sbd-scrub`` root carries ``data-gamma`` (the
-γ shown), ``data-piece`` (the index of the piece holding it, ``-1`` for none), ``data-pieces``, ``data-decoded``,
-``data-complete`` (the map is built), ``data-bytes`` (the value's length), ``data-loads`` (how many values it has
-received) and ``data-drawn`` (how many pictures it has drawn); each piece of the strip (``.track``) carries
-``data-lo``, ``data-hi`` and ``data-decoded``, and each cell of the block fill (``.fill``) ``data-call`` and
-``data-flags``.
+``payload`` turns a γ map into the scrubber's plain data, ``Feed`` sends it to each session's page, ``component``
+draws it. How it works, and its ``data-*`` attributes for reading it without a browser: docs/app_internals.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Block diffusion (DiffusionGemma) through the same API: load its folder, decode with transformers' own
 ``generate``, and record every denoising step into a ``Trace``.
 
-DiffusionGemma writes a canvas of ``canvas_length`` tokens at a time: an encoder pass extends the cache with the
-prompt (or the previous canvas), then each decoder forward denoises the whole canvas. Its sampler accepts the
-lowest-entropy slots while their entropies, less the largest, sum to at most ``entropy_bound`` (SBD's
-``entropy_bounded`` rule, so γ means the same), and renoises every other slot with a random token, so a slot
-accepted at one step can be taken back at the next. The canvas that ends a block is the last step's argmax.
-
-The loop is transformers' own; the recording listens through its hooks: the streamer's ``put_draft`` (with
-``_takes_logits``: the logits the sampler read), ``put`` (each finished canvas), the sampler that
-``_prepare_sampler`` builds (its acceptance mask and accepted canvas), and forward hooks on the encoder and the
-decoder (timing; the encoder passes are recorded, not counted in ``nfe``).
+``decode`` and ``record`` run and record one decode; ``DiffusionDecoding`` is its registered decoder (``SPECS``).
+How DiffusionGemma's sampler works and how the recording listens: docs/decoders.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Jacobi decoding: greedy NTP's exact text, several tokens per call when a guess holds.
 
-Each call feeds a guess of the next ``block_size`` tokens causally after the accepted text. Row i of the causal
-logits is NTP's greedy token at guess position i given the guesses before it, so the rows are exact as long as
-the guesses before them were right: the decode keeps the guesses that equal their row's token, and then the first
-row that disagrees (or, with every guess right, the row after the last): at least one exact token per call, so
-never more calls than greedy NTP. The rows it did not keep are the next guess: the fixed-point iteration
-``guess <- argmax f(guess)``, restarted after each accepted prefix. Works on any causal LM; the SBD model's
-mask-slot head is not used.
-
-Each call is a step of its own block: the fed guesses are drafts that NTP checks (``Step.checks``), the first
-wrong guess a ``Rollback`` (``sbd_viz.decoders.steps.checked_step``); the loop is
-``sbd_viz.decoders.run.DraftAndCheck``'s.
+``JacobiDecoding`` is the decoder, ``JACOBI`` its spec. Which guesses a call keeps, and how it is recorded:
+docs/decoders.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """A recorder for any block decoder's loop: report each step, get a ``Trace`` the pictures draw.
 
-A block decoder writes a *canvas* of ``canvas_length`` slots at a time and refines it over steps; a slot it
-accepted can be renoised (taken back) at a later step. Its loop tells the recorder, in order::
-
-    rec = CanvasRecorder(prompt_ids, canvas_length=4, token_text=lambda t: chr(t))
-    rec.encoder(n_input=len(prompt_ids))         # an uncounted pass (not in nfe), if the decoder has one
-    rec.step(logits, accepted, held)             # one counted model call: (K, V) logits, K bools, K token ids
-    rec.end_block(tokens)                        # the block's final tokens; the next step opens a new block
-    trace = rec.trace()
-
-``logits`` are the scores the acceptance rule read (their softmax gives each slot's draft, confidence, entropy
-and top candidates); ``accepted`` says which slots hold an accepted token after the step, ``held`` the canvas's
-tokens then (read at accepted slots only). The recorder works out the rest: which slots were newly accepted
-(the step's commits), which were renoised, and each commit's gap. ``docs/diffusion_recorder.md`` records a toy
-loop; ``sbd_viz.decoders.diffusion`` records DiffusionGemma's ``generate`` through its streamer with it.
+``CanvasRecorder``: ``encoder``, ``step`` and ``end_block`` as the loop runs, then ``trace``. What each report means:
+docs/decoders.md; a toy loop recorded: docs/diffusion_recorder.md.
 """
 
 from __future__ import annotations

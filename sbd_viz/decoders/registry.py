@@ -1,24 +1,8 @@
 """The decoder registry: every decoder described once, by a ``DecoderSpec``; the door builds decoders from it.
 
-A surface (``sv.decode``, ``decode_batch``, ``evaluate``, the sweeps, the ladder, the CLI, the explorer, the app)
-asks the registry which decoders there are (``decoders()``), what each takes and what its knob is, and builds one
-through the door (``sbd_viz.decoders.door``): it picks decoders from the registry, never by name, with one exception:
-greedy NTP (``sbd_viz.decoders.ntp.NTP``), the reference every decode is measured against, which the surfaces run
-through its spec. What a surface shows of a decoder comes from its spec too: its label, its colour, its knob and the
-values a sweep runs its own settings along. Built-in decoders describe themselves in their own module (``SPECS``:
-``sbd``, ``remask``, ``jacobi``, ``lookup``, ``ntp``, ``diffusion``); a package adds one for every process through
-the entry-point group ``sbd_viz.decoders`` (the object is its ``DecoderSpec``); a notebook adds one with
-``register_decoder``.
-
-The door itself (``decode``, ``start``, ``prepare``) is ``sbd_viz.decoders.door``: it builds a ``DecodeConfig``
-(``sbd_viz.decoders.config``). The registry imports no decoder module when it is imported (``_load`` imports the
-built-ins at the first look-up), so a decoder's module can build its spec from this one. ``DecodeConfig``'s fields
-are the settings the door knows: ``COMMON`` (every decoder reads them) and ``SHARED`` (a decoder reads the ones its
-spec ``takes``, in the ``DecodeConfig`` it is built with). Its ``own`` settings (e.g. ``remask_threshold``) are
-passed as keyword arguments. A setting it neither takes nor owns is refused by name in ``split_settings``, which
-every door that takes settings as keywords goes through (``sv.decode``, ``decode_batch``, ``evaluate``, the
-explorer); the surfaces that take a decoder's own settings apart (``BatchDecoding``'s ``own``,
-``sv.sweep_decoders``'s keywords) refuse a stray one by name themselves.
+``decoders()``, ``get_decoder`` and ``register_decoder`` (or the entry-point group ``sbd_viz.decoders``);
+``DecodeConfig``'s fields are ``COMMON`` and ``SHARED``; ``split_settings`` refuses a setting a decoder neither takes
+nor owns. How the surfaces use the registry, and how settings are split: docs/decoders.md.
 """
 
 from __future__ import annotations

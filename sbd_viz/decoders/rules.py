@@ -1,50 +1,8 @@
 """Commit rules: which masked slots to fix after a call.
 
-A rule sees, for the masked slots of a block in ascending slot order, each slot's
-entropy (nats) and confidence (probability of its proposed token), and returns the
-indices (into that list) to commit. Rules are pure, validated at construction, and commit
-at least one slot of any non-empty block (each rule's comment says why). Each has one knob,
-passed as ``gamma`` through ``decode``:
-
-| rule                   | knob (``gamma``)             | commits                                              |
-| ---------------------- | ---------------------------- | ---------------------------------------------------- |
-| ``entropy_bounded``    | entropy budget, nats, >= 0   | paper eq. 8: lowest-entropy slots while the sum of   |
-|                        |                              | all but the last stays <= gamma (EB-Sampler)         |
-| ``entropy_threshold``  | entropy threshold, nats, >= 0| every slot with entropy < gamma, else the lowest one |
-| ``confidence_threshold``| probability in [0, 1]       | every slot with confidence > gamma, else the top one |
-| ``factor``             | f > 0 (Fast-dLLM)            | the most confident slots before the first n >= 2     |
-|                        |                              | with (n + 1)(1 - c_n) > f; all of them if none fails |
-|                        |                              | or the first to fail is the last (Fast-dLLM's code)  |
-| ``top_k``              | count k >= 1                 | the k lowest-entropy slots                           |
-| ``left_to_right``      | ignored                      | the leftmost masked slot (NTP order, one per call)   |
-
-``COMMIT_RULES`` is the one registry of the rules: function, knob interval, what the knob means, its
-valid range, default and slider range. ``CommitRule``, the CLI, the explorer and the app all read it, so a
-new rule is two functions and one entry here.
-
-Every rule also reports its **knob interval**: ``CommitRule.knob_interval(entropy, confidence)`` is the
-widest ``Interval`` of knob values around ``gamma`` (inside the valid range) at which the rule, ``gap_free``
-included, commits exactly the slots ``select`` commits. Rules compute in float64 (``select`` converts its
-inputs), so the interval's ends are exact: a closed end gives the same choice, an open end (or the next
-float past a closed one) a different one. Before clipping to the valid range and joining neighbours that
-commit the same (``CommitRule.knob_interval`` does both), with m masked slots:
-
-- ``entropy_bounded``: s slots commit, s = #{j: spent_j <= gamma + 1e-12} with spent_j = e_1 + ... + e_{j-1}
-  of the sorted entropies, for gamma in [spent_s, spent_{s+1}), each end less 1e-12; [spent_m - 1e-12, inf]
-  when s = m.
-- ``entropy_threshold``: {e < gamma} for gamma in (its largest e, the smallest e outside it]; the fallback
-  (lowest slot) on [0, min e], joined with (min e, next e] when the lowest slot alone has e < gamma there.
-- ``confidence_threshold``: {c > gamma} for gamma in [the largest c outside it, its smallest c); the
-  fallback (top slot) on [max c, 1].
-- ``factor``: with r_n = max over 2 <= i <= n of (i + 1)(1 - c_i) (c sorted high to low), n ranks pass for f
-  in [r_n, r_{n+1}); every f >= r_{m-1} commits all m; the lower end is open at 0.
-- ``top_k``: whole numbers; k alone ([k, k]) for k < m, [m, inf] for k >= m (all m).
-- ``left_to_right``: the whole valid range. ``gap_free``: neighbouring intervals joined while the gap-free
-  choice stays the same.
-
-``gap_free=True`` turns any rule into one that commits only a contiguous run starting at
-the leftmost masked slot (the rule's choices, cut at the first slot it did not choose;
-the leftmost slot alone if the rule did not choose it): the ablation of gap fills.
+``COMMIT_RULES`` is the one registry of the rules (function, knob interval, what the knob means, its valid range,
+default and slider range); ``CommitRule`` is a rule with its knob, and ``CommitRule.knob_interval`` every knob value
+that commits the same slots. The rules, their knobs and how each knob interval is derived: docs/commit_rules.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """A gated SBD adapter: low-rank updates that act only on the rows of the block being filled.
 
-A causal LM trained on next-token prediction alone never learned to predict a masked slot. The adapter teaches it
-without touching what it already does: every adapted linear layer computes ``W x + g * (B A x) * alpha / r``, where
-the gate ``g`` is 1 on the block's rows and 0 on every other row (Samragh et al., "Your LLM Knows the Future",
-arXiv 2507.11851; Activated LoRA is the same idea with another gate). On a row with the gate at 0 the added term
-is not even computed, so the prefix's keys and values, and the next-token logits that check drafts, are the base
-model's bit for bit: verified SBD on an adapted model writes the base's greedy text.
-
-The mask token is a vector of the adapter's (``MaskEmbedding``), fed where the ids hold ``mask_id`` (one past the
-base's vocabulary): the base's embedding table, and the output head tied to it, stay as they were.
-
 ``Gate`` holds which rows are on for the forward under way; ``attach`` puts the adapter into a model;
-``save``/``load`` read and write its weights (safetensors) and settings (JSON).
+``save``/``load`` read and write its weights (safetensors) and settings (JSON). Why the gate leaves the base model's
+text as it was: docs/models.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Model kinds: what a decoder serves (``DecoderSpec.model``) and how ``sv.load_model`` opens a model of each.
 
-A ``ModelKind`` describes one kind of model once: its ``name`` (a model class's ``kind`` attribute, and what a
-decoder spec's ``model`` names), how a message describes it, the class its models are, the other kinds whose
-decoders also serve it (``also``: an SBD-trained model is a causal LM too), and how ``sv.load_model`` recognises
-and loads one (``opens``, ``load``). The built-in kinds live beside their model class: ``adapted``
-(``sbd_viz.models.adapted_lm``: SmolLM2 with the shipped SBD adapter), ``causal`` (``sbd_viz.models.causal_lm``: SmolLM2 and any
-pretrained causal LM), ``sbd`` (``sbd_viz.models.sbd_model``: the character model and any SBD-trained folder) and
-``diffusion`` (``sbd_viz.models.diffusion``: DiffusionGemma).
-
-A package adds a kind for every process through the entry-point group ``sbd_viz.model_kinds`` (the object is its
-``ModelKind``, the entry point named as the kind); a notebook adds one with ``register_model_kind``. A decoder spec
-may name a kind before it is loaded: ``names()`` reads the entry points' names without importing them, so a
-plugin module can build its kind and its decoder's spec side by side.
+``ModelKind`` describes one kind; ``register_model_kind`` adds one in a notebook, the entry-point group
+``sbd_viz.model_kinds`` for every process. The built-in kinds and what a kind holds: docs/models.md.
 """
 
 from __future__ import annotations

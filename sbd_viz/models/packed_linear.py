@@ -1,22 +1,7 @@
 """Linear layers that multiply by a copy of their weight prepacked for oneDNN: a decode's small calls at their cost.
 
-A decode on a CPU is a run of small calls: ``generate`` feeds one row a call, verified SBD the last accepted token,
-its drafts and a block of mask slots (5 to 20 rows). torch's CPU ``nn.Linear`` hands every call to MKL's sgemm,
-which on this machine class makes a call of 5 rows cost nearly twice one of 1 row, although reading the weights,
-which the rows share, is most of the work. oneDNN, which torch also ships, multiplies by a copy of the weight
-reordered once into its own blocked layout (the reorder ``torch.compile``'s CPU freezing pass does): a one-row call
-is faster than with MKL, and a few rows cost little more than one (``bench/CALL_COST.md`` measures both, call shape
-by call shape). ``pack`` switches a model's ``nn.Linear`` layers to ``PackedLinear`` in place (the same module,
-parameters and hooks; only its class changes), so every caller of the model, ``generate`` included, runs the same
-kernels.
-
-A packed layer multiplies by the packed copy only where it may: float32 on the CPU, gradients off (``torch.no_grad``
-or ``inference_mode``, as ``generate`` and every decoder here run; training goes through ``F.linear`` as before), and
-a weight unchanged since it was packed (an in-place update, as an optimizer's step, is packed again at the next
-call). Small layers are left as they are (``MIN_WEIGHTS``). oneDNN sums in another order than MKL, so logits
-differ from ``nn.Linear``'s in the last bits (about 1e-4 on SmolLM2's); greedy text differs only where two tokens tie
-that closely. ``sv.load_model`` packs the model it loads (``packed=False`` keeps torch's kernels); the packed copies
-take as much memory again as the packed layers' weights.
+``pack`` switches a model's ``nn.Linear`` layers to ``PackedLinear`` in place, ``unpack`` back. Why oneDNN, and when
+a packed layer uses its packed copy: docs/models.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
 """A sampler head: a block's drafts chained left to right, each slot reading the token before it.
 
-An SBD call predicts a block's masked slots side by side, each from its own hidden state: slot 2 cannot know which
-token slot 1 will get. Verified SBD keeps drafts only as a prefix, so a draft that fits its own slot but not the
-draft before it is lost. The sampler head of Samragh et al. ("Your LLM Knows the Future", arXiv 2507.11851) mends
-that at almost no cost: slot ``s``'s logits come from its final hidden state and the embedding of the token at
-slot ``s - 1``, through a small MLP added to the hidden state, then the model's own output head::
-
-    logits_s = head_out(h_s + down(silu(up([h_s ; norm(embed(t_(s-1)))]))))
-
-It runs after the forward, left to right, on the rows of a block: no extra call (``chain`` takes the slots in as few
-passes as its guesses allow), and each slot's draft is taken among the adapter's own best tokens there
-(``CANDIDATES``), so a pass multiplies by 32 rows of the output layer a slot instead of all 49,152. In a tree call
-(``SBDModel.tree_call``, verified SBD's tree drafting) slot 0 of each branch is NTP's exact token from the branch's
-root row, so slot 1 reads that token and every later slot reads the draft before it (the argmax: tree drafting is
-greedy). Verified SBD reads one branch, the one NTP's verdicts pick (``branch_call``), and the head chains that
-branch alone. Plain SBD and single drafting read the adapter's own slot logits.
-
-The head only drafts. Verified SBD checks every draft against NTP, so the output stays the base's greedy text
-with or without it; what it changes is how many drafts hold.
-
 ``SamplerHead`` is the module, ``chain`` the drafting, ``save``/``load`` its weights (safetensors) beside an
 adapter's, and its width in the adapter's settings (``extra["sampler_head"]``). Training:
-``sbd_viz.training.head_train`` (``sbd-viz train --sampler-head``).
+``sbd_viz.training.head_train`` (``sbd-viz train --sampler-head``). What it mends, and how: docs/models.md.
 """
 
 from __future__ import annotations

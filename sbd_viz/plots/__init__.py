@@ -1,26 +1,8 @@
 """Plotly pictures of traces: pure functions of plain trace data, returning figures or HTML strings.
 
-The figures live in sibling modules and are all reached from here:
-
-- ``block_fill`` / ``block_fill_spec`` (the signature animation, one frame per model call) and
-  ``entropy_heatmap``: ``plots.blocks``, whose docstring says how to read cells without a browser;
-- ``calls_timeline``, ``compare`` and ``roofline``: ``plots.charts`` (``first_difference``, where two texts first
-  differ, which ``compare`` reports, is ``sbd_viz.trace.labels.first_difference``);
-- ``compare_decoders`` (one prompt through several decoders: a row of tokens each, shaded by call, calls, tokens per call,
-  equals greedy?) and ``decoder_rows``: ``plots.side_by_side``;
-- ``tradeoff`` (the speed/quality curve), ``decoder_tradeoff`` (a ``sv.sweep_decoders`` frame, one line per
-  decoder) and ``sweep_frame`` (the one loader of sweep rows): ``plots.tradeoff``;
-- ``attention_mask`` (the training and the decoding masks, drawn by the code that builds them): ``plots.masks``;
-- ``gamma_ladder`` (one prompt's calls across γ, the safe region shaded): ``plots.ladder_figure.gamma_ladder_figure``;
-  ``gamma_strip`` (a γ map as an HTML strip of its pieces, the app's strip under the slider): ``plots.gamma_strip``;
-- ``save_animation`` (the block-fill animation as a GIF, one frame per call, from ``block_fill_spec``'s data):
-  ``plots.animation``;
-- the colour legend (``STATES``, ``STATE_COLORS``, ...): ``plots.style``.
-- ``commit_order`` (the decode-order picture: commit step against position, several decodes on one step axis):
-  ``plots.order``; ``save_page`` (one offline HTML file of a trace's block fill and calls timeline, in a palette the
-  GIF shares): ``plots.html_export``.
-
-This module adds the offline HTML export: ``save_html`` and ``trace_html`` (a trace's Jupyter view).
+The figures live in sibling modules and are all reached from here (``block_fill``, ``calls_timeline``,
+``compare_decoders``, ``tradeoff``, ...). This module adds the offline HTML export: ``save_html`` and ``trace_html``
+(a trace's Jupyter view). Which module draws which figure: docs/figures.md.
 """
 
 from __future__ import annotations

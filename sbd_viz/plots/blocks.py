@@ -1,28 +1,8 @@
 """The block-fill animation (the signature view) and the entropy heatmap of one block.
 
-``block_fill``: one frame per model call, one grid row per block, one column per slot. A frame shows the
-blocks *after* its call; masked cells are shaded by that call's entropy.
-
-Reading cells without a browser (the tests do), with ``rows = fig.layout.meta["rows"]``:
-``fig.data[r]`` (``r < rows``) is grid row ``r``'s heatmap, ``customdata[0][col] = (state, block, slot)``
-(``None`` for padding, ``state`` in ``STATES``); ``fig.data[rows + r]`` outlines that row's gap fills,
-``customdata = (block, slot, call)`` per vertex. ``fig.data`` shows the finished decode.
-``fig.frames[i].name == str(call)``, one frame per call. Frames are incremental, as plotly.js resolves
-them: frame 0 holds every row; frame ``c`` has ``baseframe == str(c - 1)`` and holds only the rows that
-changed at call ``c`` (``frame.traces`` = their indices), so a frame's state = frame 0, then each later
-frame up to it, replacing traces by index. (Full frames made long traces tens of megabytes.)
-
-A verified trace (``trace.verified``) adds two states (``VERIFIED_STATES``, on a 0..6 colour scale instead of 0..4):
-``"corrected"`` where NTP's token replaced a rejected draft, ``"dropped"`` where a rollback discarded a draft that
-followed it; hovers give NTP's verdict on each draft (its token and probability), the frame titles count the
-checks and name rollbacks and checking-only calls, and the slider marks them (↺ rollback, ✓ checking only).
-An unverified trace draws exactly as before verification existed.
-
-A canvas trace (``trace.has_canvas``: block diffusion, whose accepted slots can be taken back) adds the state
-``"renoised"`` (``CANVAS_STATES``): a cell whose accepted token the call renoised is grey again and outlined in
-``STATE_COLORS["renoised"]`` (``fig.data[2 * rows + r]``, ``customdata = (block, slot, call)``). Its accepted
-cells show the token the canvas holds; from a block's last step on, its cells show the block's output (the
-last step's drafts), grey where the sampler had not accepted the draft.
+``block_fill`` (one frame per model call, one grid row per block, one column per slot), ``block_fill_spec`` (the
+same as plain data) and ``entropy_heatmap``. How to read its cells without a browser, and what a verified or a
+canvas trace adds: docs/figures.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """A γ map as a strip under the slider: each piece drawn in order along the knob, shaded by tokens per call.
 
 ``gamma_strip(gamma_map, current_gamma)`` returns a small HTML string (inline styles only, so it shows the same in the
-app, a notebook or a saved page). Reading it without a browser (the tests do): the outer ``div`` carries
-``data-pieces``, ``data-decoded``, ``data-complete`` (every piece up to the map's top walked) and ``data-seconds``
-(the build's wall time); each piece is a ``div`` of class ``piece`` with ``data-lo`` / ``data-hi`` (exact ends),
-``data-kind`` (``decoded``, ``gap``: a stretch the step map did not decode, or ``pending``: not walked yet),
-and, for a decoded piece, ``data-tpc`` (tokens per call), ``data-calls``, ``data-ntp`` (``same`` / ``differs`` /
-``unknown``), ``data-text-change`` (``1`` where its text differs from the decoded piece just below it) and
-``data-gamma``: the slider position inside it that a click moves the slider to; every piece has ``data-widened``
-(``1`` where it is drawn wider than its share of the range, ``piece_spans``). The piece holding ``current_gamma``
-has ``data-current='1'``, and a ``div`` of class ``now`` marks that γ. The legend (``.legend``) holds one ``.mark``
-per kind of mark drawn, its ``data-mark`` one of ``shade``, ``current``, ``now``, ``change``, ``greedy`` (NTP's
-text), ``gap`` and ``pending``.
+app, a notebook or a saved page). Its ``data-*`` attributes, for reading it without a browser: docs/figures.md.
 """
 
 from __future__ import annotations

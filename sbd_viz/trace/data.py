@@ -3,33 +3,9 @@
 No model, tokenizer or tensor lives here: a trace round-trips through JSON, so it can be
 saved, shared, loaded without torch, and rendered by pure functions.
 
-Vocabulary: a *block* is ``block_size`` future positions decoded together; a *slot* is an
-index inside a block (0..k-1); a *call* is one model forward; a *step* is one call plus the
-commit decision it led to; a *commit* fixes a masked slot to a token; a commit's *gap* is
-the number of slots to its left in its block that are still masked after the step
-(``PREFIX <m> <m> TOKEN`` has gap 2). A commit with gap > 0 is a *gap fill*; it is *kept* if
-it is in the final output (a stop can cut the output before it, and then it was discarded).
-
-Verified decoding (``verify=True``) adds: a commit from the block is a *draft*; a call that feeds
-drafts causally *verifies* them against NTP's greedy choice at each position (a ``Check``), which
-*accepts* or *rejects* each; the first rejection is a *rollback*: the drafts from there on are
-discarded, the cache is cut back to the accepted text, and NTP's token is committed in the
-rejected slot (a commit with ``ntp=True``, as is each block's first open slot, written exactly
-from the causal prediction instead of drafted). A *checking-only* call feeds drafts and no block.
-
-Block decoders whose slots can change after a commit (block diffusion such as DiffusionGemma, masked diffusion
-with remasking) add a *canvas* to each step: every slot's *draft* (the argmax, with entropy, confidence and top
-candidates) and whether the slot holds an *accepted* token after the step. A slot accepted before the step and
-open after it was *renoised* (taken back). A step's commits are the slots it newly accepted; its
-uncounted *passes* (an encoder pass extending the cache) are recorded but not counted in ``nfe``.
-
-A greedy decode by a commit rule (plain, verified or remasking SBD) also records its *γ range* (``gamma_range``, an
-``sbd_viz.decoders.rules.Interval``: ``lo``, ``hi``, ``lo_closed``, ``hi_closed``, ``whole``): every knob value in it gives
-this exact decode. The file writes it as an object with an unbounded end as null, and null when there is none.
-
-A trace is plain data: of the package it imports only ``sbd_viz.trace.labels`` (a gap fill's state as text). ``Trace.save`` / ``to_json`` / ``to_dict`` write its file;
-reading one is ``sbd_viz.trace.file`` (``sv.load_trace``), which checks every field; the pictures of a trace are
-``sbd_viz.plots`` and its summary in words ``sbd_viz.trace.words`` (``sv.trace_summary``).
+``Trace``, ``Step``, ``Commit``, ``Check``, ``Rollback``, ``Draft``, ``Interval``; ``Trace.save`` / ``to_json`` /
+``to_dict`` write a trace's file, ``sbd_viz.trace.file`` (``sv.load_trace``) reads one. The vocabulary (block, slot,
+call, step, commit, gap fill; verified decoding's; a canvas's; the γ range): docs/trace.md.
 """
 
 from __future__ import annotations

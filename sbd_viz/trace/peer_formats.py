@@ -1,39 +1,8 @@
 """Traces in the formats peers' tools write, and back: lmdeploy's ``step_map`` and d3LLM's per-step trajectories.
 
-**lmdeploy ``step_map``** (as InternLM/lmdeploy's pull request 4057 defines it): a dLLM response carries
-``token_ids`` (the generated tokens) and ``step_map``, a list as long as ``token_ids`` holding the decoding step at
-which each token was unmasked. Steps are numbered from 1 and the counter moves only on a step that unmasks a token,
-so the numbers are consecutive. ``to_step_map(trace)`` writes that: ``step_map[i]`` is 1 + the rank of the call that
-committed output token i among the calls that committed an output token (a call whose commits the output does not
-hold, e.g. one that only wrote past the stop, has no number, as in lmdeploy). ``finish_reason`` is lmdeploy's
-(``"stop"`` or ``"length"``) and ``text`` the decoded text.
-
-**d3LLM trajectories** (hao-ai-lab/d3LLM, ``distill_1_data_prepare``, the dParallel format it builds on): one record
-per decode with ``prompt_ids``, ``question`` (the prompt), ``trajectory`` (after each model call, the whole sequence:
-the prompt's ids, then every generated position's token id, the mask token id where it is still masked, including
-blocks not opened yet), ``final_output`` (the prompt's ids and the output's), ``generated_text`` and ``nfe``. The
-``trajectory`` list has the shape of the ``history`` that Dream's and Fast-dLLM's ``diffusion_generate`` return with
-``output_history=True`` (the sequence after each step), which d3LLM's recorder is built from; d3LLM's other form
-(``trajectory_one_step``: one map of unmask times) is not read. d3LLM saves a list of records as one JSON file;
-``save_trajectories`` writes one record per line (JSON lines), which a dataset loader reads line by line, and
-``load_trajectories`` reads either.
-
-Both records also carry fields of sbd_viz's own, which a peer's reader ignores and ours uses to give back the exact
-trace: ``prompt``/``prompt_ids``; ``token_texts`` (each token's text alone, ``Commit.text``); ``output_texts``;
-``step_blocks`` (for each numbered step, its block as ``[start, size]``, the start counted from the first generated
-position); ``block_size`` (lmdeploy's ``dllm_block_length``; d3LLM's ``block_length``); the committed tokens'
-``probs``/``entropies`` (step map) or ``commit_scores`` (trajectory: per step, ``[position, prob, entropy]`` with the
-position counted from the first generated position); ``stop_reason``, ``model_id``, ``config`` and ``nfe``.
-
-Importing (``from_step_map``, ``from_trajectory``) rebuilds a ``Trace`` through ``sv.trace_from_json``, the checks every
-trace file passes, so every view draws it. What a record does not hold, the import does not invent: a peer's file
-without ``step_blocks`` is cut into blocks of ``block_size`` from the first generated position; without token texts
-the ``tokenizer`` argument gives them; without scores the commits' probability and entropy are 0 and
-``trace.meta["unmeasured"]`` lists ``"prob"`` and ``"entropy"``; wall times are never in these formats (always
-listed there, and 0), nor are the slots' top candidates. A step map holds only the output's commits, so a commit past
-the stop comes back only from a trajectory. A trajectory import reads commits (a mask turned into a token); a
-position that changes once written (a verified decode's correction, a rollback's dropped drafts) is refused with a
-``ValueError``. A canvas decoder's trace (slots renoised after a commit) is refused by both exports.
+``to_step_map`` / ``from_step_map`` and ``to_trajectory`` / ``from_trajectory`` (one record each), ``save_step_maps``,
+``save_trajectories``, ``load_step_maps`` and ``load_trajectories`` (files of them). Both formats, the fields of
+sbd_viz's own the records carry, and what an import does not invent: docs/trace.md.
 """
 
 from __future__ import annotations

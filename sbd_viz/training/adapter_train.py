@@ -1,23 +1,7 @@
 """Train a gated SBD adapter (``sbd_viz.models.gated_adapter``) on a frozen causal LM, by self-distillation.
 
-``sbd-viz train --adapter --out runs/sbd-adapter`` (options: ``--help``). The run:
-
-1. builds the prompts (``distill``: chat questions through the chat template, standard-library code, and with
-   ``--proposed-prompts`` questions the base proposes itself) and the base's greedy continuation of each, generated
-   once and cached in ``OUT/data/`` (a stopped generation resumes);
-2. trains the adapter: each step takes a batch of prompt + continuation, runs the frozen base over it once without
-   gradient (the clean rows: their keys and values are the base's, exactly as at decoding time), then one forward
-   of masked blocks on top of that cache with the adapter on, and cross-entropy at the masked slots against the
-   base's greedy ids (a masked row at position j predicts token j), or with ``--loss kl`` the KL divergence from
-   the base's own next-token distribution there (its logits at position j - 1 in the clean pass). Every position
-   of a continuation lies in one block; a block is masked as a decode leaves it (its first ``c`` slots written,
-   the rest masked; ``c`` = 0 half the time) or as the paper trains (each slot masked at one rate drawn per block);
-3. logs loss and masked-slot accuracy, and every ``--probe-every`` steps the held-out probe (prompts of the same
-   kinds, never trained on): per-slot argmax accuracy of a fully masked block against the base's greedy ids, and
-   the tokens per call that verified SBD would reach with those drafts (``probe``);
-4. checkpoints the adapter and AdamW's moments (safetensors, counters in JSON) every ``--save-every`` steps into
-   ``OUT/checkpoint``, swapped in whole; a new run with the same ``--out`` resumes there. ``OUT/final`` is the
-   adapter in bf16, as ``sv.load_model(OUT/final)`` reads it.
+``sbd-viz train --adapter --out runs/sbd-adapter`` (options: ``--help``); ``train`` runs it, ``probe`` is its held-out
+probe. What a run does, step by step: docs/training.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The data an SBD adapter learns from: prompts, and the base model's own greedy continuations of them.
 
-Verified SBD keeps a draft only where it equals the base's greedy token. On text the base wrote greedily every
-token *is* that greedy token, so the masked slots learn exactly what checking accepts (self-distillation).
-
-- ``chat_prompts``: questions and instructions built from ``TEMPLATES`` x ``TOPICS`` with a seed, sent through
-  the model's chat template;
-- ``code_prompts``: signatures and docstrings of functions in the running interpreter's standard library (``ast``),
-  as plain code to complete;
-- ``proposed_questions``: questions the base itself proposes, sampled as the next items of a numbered list of
-  questions people asked an assistant (a 135M model writes such a list well, and cannot be asked for one in chat);
-  wider than the templates' wording and topics;
-- ``HELDOUT_CHAT``: questions kept out of training (other topics, other wording); ``check_held_out`` proves it on
-  the prompt lists, and ``held_out_subject`` keeps the proposed questions off its subjects;
-- ``generate_continuations``: batched greedy ``generate`` (left padding), cached as JSON lines of ids, resumable.
+``chat_prompts``, ``code_prompts`` and ``proposed_questions`` (the prompts), ``HELDOUT_CHAT`` (kept out of training),
+``generate_continuations`` (the base's greedy continuations). Why the base's own text, and each source:
+docs/training.md.
 """
 
 from __future__ import annotations

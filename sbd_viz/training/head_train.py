@@ -1,22 +1,7 @@
 """Train a sampler head (``sbd_viz.models.sampler_head``) on a frozen SBD adapter and its frozen base.
 
-``sbd-viz train --sampler-head --out runs/sampler-head`` (options: ``--help``). The run:
-
-1. reads the adapter's data: the base's greedy continuations its settings record (``extra["data"]``), from
-   ``--data-from``'s ``data/`` folder, generated there as ``sbd-viz train --adapter`` does where missing;
-2. collects, once, each continuation's blocks of ``--block-size`` fully masked slots tiling it (the adapter on, as
-   at decoding time): for slot s >= 1 of each block, its final hidden state, the true token at slot s - 1 and the
-   token it must predict. Cached in ``OUT/hidden.safetensors`` with what they depend on (the adapter's weights, the
-   rows, the block size): a later run with other ones collects again;
-3. trains the head on them, cross-entropy through the model's own output head (frozen), for ``--epochs`` passes
-   in a shuffled order. The previous token is the true one: verified SBD keeps a draft only when every draft before
-   it held, so the true token is the one a kept draft is chained on;
-4. after each epoch logs the loss and the held-out probe (the adapter run's probe sets): per-slot argmax accuracy
-   and the tokens per call verified SBD's tree drafting would reach, with the head and without it; checkpoints the
-   head and AdamW's moments into ``OUT/checkpoint`` (a new run with the same ``--out`` resumes at the next epoch;
-   one asking for another adapter, other rows, another block size or width is refused: ``resumed_state``);
-5. writes ``OUT/final``: the adapter's files, its settings recording the head, and the head in bf16, as
-   ``sv.load_model(OUT/final)`` reads it.
+``sbd-viz train --sampler-head --out runs/sampler-head`` (options: ``--help``); ``train`` runs it, ``collect``
+gathers the slots it learns from. What a run does, step by step: docs/training.md.
 """
 
 from __future__ import annotations

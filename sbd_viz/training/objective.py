@@ -1,19 +1,8 @@
 """The SBD training objective (arXiv 2509.04185, §3 and appendix A), and a probe of what it taught.
 
-Each training sequence ``x`` (length n) is fed twice, as ``[x ; x_masked]`` with the same
-position ids. The clean half learns next-token prediction (shifted). The masked half is
-tiled into blocks of size k; each block sees the clean tokens strictly before it and
-itself bidirectionally, and predicts the original token at each masked slot (no shift).
-One mask rate ~ U(0,1) per sequence, i.i.d. per token; the two losses (NTP and MATP) are
-summed with no weights.
-
-One option departs from the paper, off by default: ``prefix_frac`` of the rows are masked the way
-the decoder leaves a block between calls instead, each block's first slots committed and the rest
-masked (see ``mask_copy``).
-
 ``sbd_inputs`` builds that input once, for the loss (``sbd_loss``, which ``train.py``'s loop
 minimises) and for the masked-slot probe (``masked_slot_accuracy``), so both see exactly the
-same masking.
+same masking. The objective, and the one option that departs from the paper: docs/training.md.
 """
 
 from __future__ import annotations

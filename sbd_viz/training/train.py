@@ -1,16 +1,7 @@
 """SBD training: the loop that minimises the paper's objective (``objective.sbd_loss``), through Accelerate.
 
-Block size k ~ U{min_block..max_block} per step (the paper's 2..16 by default), a linear warmup
-and cosine schedule, checkpoints as safetensors that a run resumes from exactly, and a small
-accuracy probe at each checkpoint.
-
-Runs from scratch (``--preset``) or as a fine-tune of any HF causal LM folder (``--base``),
-single process, or several through Accelerate:
-
-    accelerate launch --multi_gpu --num_processes 2 -m sbd_viz.training.train --preset char-5m ...
-
-runs two processes on a CPU-only machine (no GPU: the ranks talk over gloo) and N on N GPUs.
-accelerate 1.x's ``--cpu`` flag would start one process whatever ``--num_processes`` says.
+``train`` runs it, from scratch (``--preset``) or as a fine-tune of any HF causal LM folder (``--base``); ``main`` is
+its command line. Its schedule, checkpoints, and several processes through Accelerate: docs/training.md.
 """
 
 from __future__ import annotations
