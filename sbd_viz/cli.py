@@ -237,6 +237,7 @@ def _bench(args) -> int:
         return 2
     sys.path.insert(0, str(path.parent))  # the script imports its neighbours (bench/run_info.py)
     spec = importlib.util.spec_from_file_location("sbd_viz_bench_speed", path)
+    assert spec is not None and spec.loader is not None  # a .py file has a loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.main(args.rest) or 0

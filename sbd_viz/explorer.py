@@ -19,7 +19,7 @@ import plotly.io as pio
 
 from . import plots
 from .analysis.order import decode_order
-from .analysis.timing import ROUNDS, side_by_side
+from .analysis.timing import ROUNDS, Timing, side_by_side
 from .decoders.door import decode, start
 from .decoders.ntp import NTP, decode_ntp
 from .decoders.registry import decoders, default_decoder, get_decoder
@@ -28,6 +28,7 @@ from .models.checks import check_block_size
 from .models.diffusion import DiffusionModel
 from .models.sbd_model import SBDModel
 from .plots.animation import save_animation
+from .trace.checks import check_trace
 from .trace.data import Trace
 from .trace.labels import first_difference, visible
 from .trace.words import Measure, measures, step_text
@@ -124,7 +125,7 @@ class Explorer(widgets.VBox):
     figure), ``order`` (Output holding the decode-order picture), ``time_button`` and ``timing`` (the paired rounds,
     once timed), and the current ``trace``, ``ntp_trace``, ``figure`` (the full animation) and ``order_figure``."""
 
-    def __init__(self, model: SBDModel, prompt: str, **decode_kwargs):
+    def __init__(self, model: SBDModel | DiffusionModel, prompt: str, **decode_kwargs):
         if not isinstance(model, (SBDModel, DiffusionModel)):
             raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
@@ -142,14 +143,14 @@ class Explorer(widgets.VBox):
         self.extra = dict(decode_kwargs)  # temperature, seed, stop, top_n: passed through unchanged
         rule = self.extra.pop("rule", DEFAULT_RULE)
         knob = COMMIT_RULES[rule]
-        lo, hi, step = model.gamma_slider if self.canvas else knob.slider
+        lo, hi, step = model.gamma_slider if isinstance(model, DiffusionModel) else knob.slider
         gamma = self.extra.pop("gamma", knob.default)
         wide = {"description_width": "110px"}
         self.decoder = widgets.Dropdown(options=[(get_decoder(n).label, n) for n in self.choices], value=decoder, description="decoder", style=wide,
                                         layout=widgets.Layout(display="none" if self.canvas else None))
         self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
                                    layout=widgets.Layout(width="640px"))
-        self.rule = widgets.Dropdown(options=model.rules if self.canvas else RULES, value=rule, description="rule",
+        self.rule = widgets.Dropdown(options=model.rules if isinstance(model, DiffusionModel) else RULES, value=rule, description="rule",
                                      style=wide, disabled=self.canvas)
         # The range stretches to hold a gamma given outside it, rather than clamping it silently.
         # A slider in a row shrinks to what the row leaves it (a 20 px track beside the dropdown and the checkboxes):
@@ -190,12 +191,12 @@ class Explorer(widgets.VBox):
                                                   "paired rounds: both medians, their ratio, and the median of the "
                                                   "rounds' ratios")
         self.time_button.on_click(lambda _: self.time_it())
-        self.timing = None  # analysis.timing.Timing of the current decode, once timed
+        self.timing: Timing | None = None  # of the current decode, once timed
         self.trace: Trace | None = None
         self.ntp_trace: Trace | None = None
         self.figure: go.Figure | None = None
         self.order_figure: go.Figure | None = None
-        self._ntp_key = None
+        self._ntp_key: tuple | None = None  # (prompt, max new tokens, stop) of ntp_trace
         self._quiet = False  # set while the widget itself moves controls, so they do not re-decode
 
         self.rule.observe(self._rule_changed, "value")
@@ -233,7 +234,8 @@ class Explorer(widgets.VBox):
             trace = decode(self.model, self.prompt.value, **self.settings())
             ntp = self._ntp_settings()
             key = (self.prompt.value, ntp["max_new_tokens"], ntp["stop"])
-            if key != self._ntp_key and not self.canvas:  # NTP does not depend on the rule, gamma or k
+            # NTP does not depend on the rule, gamma or k; a block-diffusion model (canvas) has none
+            if key != self._ntp_key and not isinstance(self.model, DiffusionModel):
                 self.ntp_trace = decode_ntp(self.model, self.prompt.value, **ntp)
                 self._ntp_key = key
         except (ValueError, TypeError) as exc:
@@ -259,11 +261,12 @@ class Explorer(widgets.VBox):
         """Write the current decode's animation to ``path`` as a GIF (``plots.save_animation``); the widget says
         where, or why not."""
         try:
-            written = save_animation(self.trace, path)
+            trace = check_trace(self.trace)  # None before the first decode: its error is shown
+            written = save_animation(trace, path)
         except (ValueError, TypeError, OSError) as exc:
             self.saved.value = f"<span style='color:#D55E00'><b>error:</b> {html.escape(str(exc))}</span>"
             return None
-        self.saved.value = f"saved {self.trace.nfe} frames to <code>{html.escape(str(written))}</code>"
+        self.saved.value = f"saved {trace.nfe} frames to <code>{html.escape(str(written))}</code>"
         return written
 
     def time_it(self, rounds: int = ROUNDS) -> None:
@@ -273,8 +276,10 @@ class Explorer(widgets.VBox):
         if self.trace is None or self.ntp_trace is None:  # nothing decoded, or a model without NTP
             return
         settings, prompt, ntp = self.settings(), self.prompt.value, self._ntp_settings()
-        self.timing = side_by_side(lambda: decode(self.model, prompt, **settings),
-                                   lambda: decode_ntp(self.model, prompt, **ntp), rounds, warm_up=True)
+        model = self.model
+        assert not isinstance(model, DiffusionModel)  # it has an NTP trace
+        self.timing = side_by_side(lambda: decode(model, prompt, **settings),
+                                   lambda: decode_ntp(model, prompt, **ntp), rounds, warm_up=True)
         self.metrics.value = self._metrics_html()
 
     def _ntp_settings(self) -> dict:
@@ -325,6 +330,7 @@ class Explorer(widgets.VBox):
 
     def _metrics_html(self) -> str:
         t, n = self.trace, self.ntp_trace
+        assert t is not None  # after a decode
         label = get_decoder(self.decoder.value).label
         shown = []
         for m in measures(t, n, label=label, timing=self.timing):
@@ -346,12 +352,13 @@ class Explorer(widgets.VBox):
         return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
 
     def _step_html(self, call: int) -> str:
+        assert self.trace is not None  # show_call checked it
         head, rest = step_text(self.trace, self.trace.steps[call]).split("\n", 1)
         return (f"<div style='font-family:monospace;font-size:13px;white-space:pre-wrap'><b>{_esc(head)}</b>\n"
                 f"{_esc(rest)}</div>")
 
 
-def explore(model: SBDModel, prompt: str, **decode_kwargs) -> Explorer:
+def explore(model: SBDModel | DiffusionModel, prompt: str, **decode_kwargs) -> Explorer:
     """An interactive explorer of ``prompt`` decoded by ``model``: decoder (``decoder=``: any registered one that serves
     the model, ``sv.decoders(model)``), rule, gamma, gap-free, verified, block size and length controls (each change
     re-decodes), a call scrubber with play, the block-fill view at that call, and the measures beside NTP.

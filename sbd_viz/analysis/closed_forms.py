@@ -109,7 +109,7 @@ def closed_form_curve(task: str, n: int, tokens_per_item: float = 1.0) -> list[t
     if isinstance(tokens_per_item, bool) or not isinstance(tokens_per_item, (int, float)) or not tokens_per_item > 0:
         raise ValueError(f"tokens_per_item: need a number > 0, got {tokens_per_item!r}")
     form = CLOSED_FORMS[task]
-    points = {}
+    points: dict[int, tuple[float, float]] = {}
     for k in range(1, n + 1):
         points.setdefault(math.ceil(n / k), (n * tokens_per_item / math.ceil(n / k), 100.0 * form(n, k)))
     return sorted(points.values())

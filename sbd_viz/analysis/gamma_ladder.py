@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Generator, Iterable, Sequence
+from typing import Any
 
 from ..decoders.door import decode, start
 from ..decoders.ntp import decode_ntp
@@ -150,14 +151,15 @@ class Ladder:
                 int(g) if isinstance(g, numbers.Integral) or (whole and isinstance(g, float) and g.is_integer())
                 else g for g in _as_list(gammas)})
         settings = dict(rule=rule, block_size=block_size, gap_free=gap_free, **own)
-        self.decode_kwargs = dict(max_new_tokens=max_new_tokens, stop=stop, **{
+        self.decode_kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, stop=stop, **{
             k: v for k, v in settings.items() if k != self.knob})
         # every decode's settings checked before the first slow one (errors name the argument)
-        start(self.model, prompt, spec.name, **self.decode_kwargs, **{self.knob: self.gammas[0]})
+        first: dict[str, Any] = {self.knob: self.gammas[0]}
+        start(self.model, prompt, spec.name, **self.decode_kwargs, **first)
         self.ntp: Trace | None = None
         self.traces: dict[float, Trace] = {}
         self._rows: list[dict] = []
-        self.map_walk = None  # an exact ladder's γ map (``GammaMapWalk``): its rows are read off the map's pieces
+        self.map_walk: GammaMapWalk | None = None  # an exact ladder's γ map (``GammaMapWalk``): its rows are read off the map's pieces
         if exact and walks_gamma(spec):  # a decoder whose traces carry a γ range: the ladder reads the exact map
             lo, hi, _ = COMMIT_RULES[rule].slider
             kw = {k: v for k, v in self.decode_kwargs.items() if k != "rule"}
@@ -176,7 +178,8 @@ class Ladder:
             yield from self._map_rows()
             return
         for value in self.gammas[len(self._rows):]:
-            trace = decode(self.model, self.prompt, self.spec.name, **kw, **{self.knob: value})
+            at: dict[str, Any] = {self.knob: value}
+            trace = decode(self.model, self.prompt, self.spec.name, **kw, **at)
             self.traces[value] = trace
             row = ladder_row(value, trace, self.ntp, self.knob)
             self._rows.append(row)
@@ -185,6 +188,7 @@ class Ladder:
     def _map_rows(self) -> Generator[dict, None, None]:
         """An exact ladder's rows: each γ's trace is the map piece holding it, yielded as the walk reaches it. The
         last row waits until the map is exact, so the frame a consumer reads with it states the exact safe ranges."""
+        assert self.map_walk is not None and self.ntp is not None  # rows() decoded NTP, __init__ started the walk
         while len(self._rows) < len(self.gammas):
             value = self.gammas[len(self._rows)]
             trace = self.map_walk.map.decoded_trace_at(value)

@@ -40,7 +40,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..decoders.door import start
 from ..decoders.registry import decoders, default_decoder, get_decoder
@@ -136,7 +136,8 @@ class _Replayer:
         return snap
 
     def run(self, decoding) -> None:
-        requests, reply, record = decoding.requests(), None, []
+        requests, reply = decoding.requests(), None
+        record: list[tuple[Any, Any, Any]] = []
         cache, matching = None, self.reuse
         while True:
             try:
@@ -361,6 +362,12 @@ class GammaMapWalk:
         self._server = _Replayer(self.model, reuse_prefix, gate)
         self._decode(self.lo if self.positions is None else self.positions[0], dry=True)  # settings checked up front
 
+    @overload
+    def _decode(self, gamma, dry: Literal[False] = False) -> Trace: ...
+
+    @overload
+    def _decode(self, gamma, dry: Literal[True]) -> None: ...
+
     def _decode(self, gamma, dry: bool = False) -> Trace | None:
         spec, decoding = start(self.model, self.prompt, self.decoder, rule=self.rule, gamma=gamma, **self.settings)
         if dry:
@@ -399,6 +406,7 @@ class GammaMapWalk:
         while True:
             trace = self._decode(gamma)
             r = trace.gamma_range
+            assert r is not None  # _decode checked that it holds gamma
             piece = self._clip(r, trace)
             gap = self._gap(last, piece.lo, piece.lo_closed)
             if gap is not None:
@@ -413,7 +421,7 @@ class GammaMapWalk:
             last = piece
             if self._ends_map(r):
                 break
-            nxt = _after(r)
+            nxt: float | None = _after(r)
             if self.positions is not None:
                 nxt = next((g for g in self.positions if g >= nxt), None)
                 if nxt is None:  # no slider position left above: the rest of the range is not decoded
@@ -446,7 +454,9 @@ class GammaMapWalk:
                                                                             self.whole))
             while True:
                 trace = self._decode(gamma)
-                piece = self._clip(trace.gamma_range, trace)
+                r = trace.gamma_range
+                assert r is not None  # _decode checked that it holds gamma
+                piece = self._clip(r, trace)
                 last = new[-1] if new else before
                 if not (_meets(last, piece.lo, piece.lo_closed, self.whole) if last is not None
                         else piece.lo == self.lo and piece.lo_closed):
@@ -454,9 +464,9 @@ class GammaMapWalk:
                                        f"the last piece ({last}) ends; decodes at the same γ are not repeatable here")
                 new.append(piece)
                 yield piece
-                if self._ends_map(trace.gamma_range):
+                if self._ends_map(r):
                     break
-                gamma = _after(trace.gamma_range)
+                gamma = _after(r)
                 if gamma not in stretch.interval:
                     break
             after = pieces[i + 1] if i + 1 < len(pieces) else None

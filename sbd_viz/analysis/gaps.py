@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -56,7 +57,7 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
     vocab = model.model.get_input_embeddings().weight.shape[0]
     if any(not 0 <= t < vocab for t in out_ids):
         raise ValueError(f"trace: output token ids outside this model's vocabulary (size {vocab})")
-    result = {"ntp_ids": [], "ntp_texts": [], "agrees": [], "logprobs": [], "agreement": float("nan")}
+    result: dict[str, Any] = {"ntp_ids": [], "ntp_texts": [], "agrees": [], "logprobs": [], "agreement": float("nan")}
     if out_ids:
         ids = torch.tensor([prompt_ids + out_ids[:-1]], device=model.device)  # (1, n_prompt + n_out - 1)
         logits = model.model(input_ids=ids).logits[0, len(prompt_ids) - 1:].float()  # (n_out, V)

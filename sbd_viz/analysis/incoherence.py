@@ -136,7 +136,8 @@ def failure_report(traces: Trace | Iterable[Trace], model: SBDModel | None = Non
     import pandas as pd
 
     traces, items = check_traces(traces, items)
-    gaps, incoherent = [], []
+    gaps: list[dict] = []
+    incoherent: list[dict] = []
     for i, trace in enumerate(traces):
         for event in failure_events(model, trace, items[i] if items is not None else None):
             row = {"trace": i, "prompt": trace.prompt, "output": trace.text, **event}

@@ -99,17 +99,17 @@ def outcomes(gmap, correct: Callable[[str], bool]) -> list[Outcome]:
 
 
 def _check_items(items: Sequence[Sequence[Outcome]]) -> list[list[Outcome]]:
-    items = [list(item) for item in items]
-    if not items or not all(items):
+    lists = [list(item) for item in items]
+    if not lists or not all(lists):
         raise ValueError("items: need one or more items, each with one or more outcomes")
-    first = items[0]
-    for i, item in enumerate(items):
+    first = lists[0]
+    for i, item in enumerate(lists):
         for a, b in pairwise(item):
             if a.end != b.start:
                 raise ValueError(f"items: item {i}'s outcomes are not contiguous and ascending ({a.hi!r}, {b.lo!r})")
         if (item[0].start, item[-1].end) != (first[0].start, first[-1].end):
             raise ValueError(f"items: item {i} covers another γ range than item 0")
-    return items
+    return lists
 
 
 def curve(items: Sequence[Sequence[Outcome]]) -> list[Segment]:

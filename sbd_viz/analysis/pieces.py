@@ -93,7 +93,11 @@ def decode_at_gammas(model, prompt: str, gammas: Iterable[float], decoder=None, 
                         points=values, **settings)
     for _ in walk.pieces():
         pass
-    traces = {g: at_gamma(walk.map.trace_at(g), g) for g in values}
+    traces = {}
+    for g in values:
+        trace = walk.map.trace_at(g)
+        assert trace is not None  # the walk decoded every point
+        traces[g] = at_gamma(trace, g)
     return GammaDecodes(traces, walk.map.calls, walk.map.decodes)
 
 

@@ -128,7 +128,7 @@ def _load_cpu() -> Hardware | None:
     names = [f.name for f in fields(Hardware)][1:7]
     if not isinstance(d, dict) or any(n not in d for n in names):
         raise ValueError(f"hardware: {path} lacks {names}; re-run python bench/bench_roofline.py")
-    return Hardware(THIS_CPU, *(d[n] for n in names), source=str(d.get("source", str(path))))
+    return Hardware(THIS_CPU, **{n: d[n] for n in names}, source=str(d.get("source", str(path))))
 
 
 def hardware_names() -> tuple[str, ...]:
@@ -167,8 +167,9 @@ def shape_from_config(config: Any, name: str | None = None) -> ModelShape:
         config = config.config
     get = config.get if isinstance(config, dict) else (lambda key, default=None: getattr(config, key, default))
     path = str(get("_name_or_path") or get("name_or_path") or "").rstrip("/")
-    if get("text_config") is not None:  # a multimodal config (DiffusionGemma): the text model's shapes
-        text = get("text_config")  # as a dict: its per-layer attributes (head_dim) read as the global value
+    text = get("text_config")
+    if text is not None:  # a multimodal config (DiffusionGemma): the text model's shapes
+        # as a dict: its per-layer attributes (head_dim) read as the global value
         get = (text if isinstance(text, dict) else text.to_dict()).get
 
     def first(*keys):

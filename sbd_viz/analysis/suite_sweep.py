@@ -324,6 +324,7 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
             bar.update(1)
     if bar is not None:
         bar.close()
+    assert ntp is not None  # the first setting's paired NTP run (there is at least one setting)
     rows.append(_ntp_row(ntp, len(items), max_new_tokens, fingerprint))
     df = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     for col in SWEEP_COLUMNS:  # nulls from the JSON cache come back as None: make them NaN

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PLOTLY_JS = Path(__import__("plotly").__file__).parent / "package_data" / "plotly.min.js"
+import plotly
+
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 CSS = """
 #sbd-title h1 {margin-bottom: 0}

@@ -1,6 +1,6 @@
-"""The app on a pretrained LM (``sbd_viz.models.causal_lm.CausalLM``): free-text prompts, the chat template applied unless
-switched off, and examples. Without SBD training it decodes with the exact decoders only (Jacobi, prompt lookup; NTP
-beside them), and its examples show where drafting pays (quoting or editing a given text, repeating code) and where
+"""The app on a pretrained LM (``sbd_viz.models.causal_lm.CausalLM``): free-text prompts, the chat template applied
+unless switched off, and examples. Without SBD training it decodes with the exact decoders only (Jacobi, prompt lookup;
+NTP beside them), and its examples show where drafting pays (quoting or editing a given text, repeating code) and where
 it does not (open questions). With an SBD adapter (``sbd_viz.models.adapted_lm.AdaptedLM``) every SBD view works on it,
 and its examples are the kinds of text the adapter was trained to draft (chat answers, code from a docstring)."""
 

@@ -26,7 +26,7 @@ def choices(model) -> dict[str, tuple]:
     from ..decoders.ntp import NTP
     from ..decoders.registry import decoders
 
-    out = {}
+    out: dict[str, tuple] = {}
     for spec in decoders(model):
         if spec is not NTP:
             out[spec.label] = (spec, {})

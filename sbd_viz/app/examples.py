@@ -6,6 +6,8 @@ each one at ``DEFAULTS``, so a label never goes stale. The text models' examples
 
 from __future__ import annotations
 
+from typing import Any
+
 import sbd_viz as sv
 
 from .. import tasks
@@ -29,7 +31,7 @@ EXAMPLES = [
 ]
 
 # The block size is not here: it is the model's (``SBDModel.block_size``, recorded in its folder, else 16).
-DEFAULTS = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
+DEFAULTS: dict[str, Any] = dict(rule=DEFAULT_RULE, gap_free=False, max_new_tokens=64, temperature=0.0, seed=0,
                 stop_at_newline=True, verify=False)
 
 

@@ -16,13 +16,13 @@ import gradio as gr
 from ..analysis.list_failures import list_failures
 from ..tasks.lists import LENGTHS, LIST_TASKS, list_suite
 from ..trace.labels import visible
-from .panels import KIND_NAMES
+from .panels import KIND_NAMES, ColumnType
 
 ALL_TASKS = "all tasks"
 PER_LENGTH = 1  # items per task and list length: 3 lengths x 7 tasks = 21 items, a minute or two on a CPU
 GALLERY_HEADERS = ["rank", "task", "length", "answer", "output", "NTP wrote", "NTP right", "commit", "call", "slot",
                    "token", "NTP's token", "NTP agrees", "suspicion"]
-GALLERY_TYPES = ["number", "str", "number", "str", "str", "str", "str", "str", "number", "number", "str", "str",
+GALLERY_TYPES: list[ColumnType] = ["number", "str", "number", "str", "str", "str", "str", "str", "number", "number", "str", "str",
                  "str", "number"]
 NOTE = ("Every item of the list-task suite (`sbd_viz.tasks.lists`, ParallelBench-style: copy, reverse, sort, shuffle, "
         "insert, replace, repeat; exact match) that the decoder above gets wrong at the settings above, ranked by its "

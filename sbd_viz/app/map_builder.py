@@ -93,7 +93,7 @@ class _Dropped(Exception):
 class _Entry:
     key: tuple
     walk: Any  # the GammaMapWalk, until it ends
-    map: GammaMap
+    map: GammaMap | None  # the walk's map: set as soon as the walk is made, before the entry is kept
     state: str = "queued"  # queued (unfinished), building (a piece in progress), done, failed, dropped
     pieces: Any = None  # walk.pieces(), once started: the worker takes one piece at a time from it
     error: str = ""
@@ -163,6 +163,7 @@ class GammaMaps:
                 return None
             self._maps.move_to_end(session)
             gamma_map = entry.map
+        assert gamma_map is not None  # a kept entry has its map
         trace = gamma_map.decoded_trace_at(gamma)  # the worker may be appending: it reads a copy of the pieces
         if trace is None:
             return None
@@ -172,7 +173,10 @@ class GammaMaps:
         """The session's map (as built so far) and its state, or None."""
         with self._cond:
             entry = self._maps.get(session) if session is not None else None
-            return None if entry is None else (entry.map, entry.state)
+            if entry is None:
+                return None
+            assert entry.map is not None  # a kept entry has its map
+            return entry.map, entry.state
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no map is queued or building; False if ``timeout`` seconds passed first."""
@@ -217,6 +221,7 @@ class GammaMaps:
                 if self._closed:
                     return
                 entry = self._building = self._next()
+                assert entry is not None  # wait_for found one, and the lock is still held
                 entry.state = "building"
                 if entry.pieces is None:
                     entry.pieces = entry.walk.pieces()

@@ -17,6 +17,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
@@ -132,7 +133,7 @@ class Handlers:
         settings = read_settings(c.prompt, c.rule, gamma, c.gap_free, c.block_size, c.max_new_tokens,
                                  c.temperature, c.seed, c.stop_at_newline, c.verify,
                                  max(MAX_BLOCK_SIZE, self.model.block_size), prompt_limit(self.model))
-        if own_knob:
+        if own_knob and spec is not None:
             settings[spec.knob.name] = read_knob(spec, c.gamma)
         if c.chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
             settings["prompt"] = sv.chat_prompt(self.model, settings["prompt"])
@@ -202,6 +203,7 @@ class Handlers:
         call_slider = gr.update(maximum=max(1, last_call), value=last_call, interactive=last_call > 0)
         yield session, figure, metrics_html(session), texts_html(session), call_slider
         if session.ntp is None and not session.no_ntp:
+            assert session.ntp_key is not None  # a model with NTP: the session names its NTP decode
             prompt, max_new_tokens, stop = session.ntp_key
             t0 = time.perf_counter()
             ntp = sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop)
@@ -300,7 +302,9 @@ class Handlers:
         """The γ strip under the slider (the session's map as built so far), and its timer: on while it builds."""
         from .. import plots
 
-        found = self.maps.current(session.map_id) if decoded(session) else None
+        if not decoded(session):
+            return "", gr.Timer(active=False)
+        found = self.maps.current(session.map_id)
         if found is None:  # no map for this decode (another decoder, sampling) or none yet
             return "", gr.Timer(active=False)
         gamma_map, state = found
@@ -323,6 +327,8 @@ class Handlers:
         """A click on a ladder row: its value goes to the control the chosen decoder's knob is (the slider, or
         Jacobi's block size), and the main view decodes it (the same decode)."""
         row = evt.row_value if isinstance(evt.row_value, (list, tuple)) else None
+        if row is None:
+            return gr.update(), gr.update()
         try:
             value = float(row[0])
             spec = read_spec(label, self.model)
@@ -346,9 +352,11 @@ class Handlers:
         if not decoded(session) or session.ntp is None or session.rerun is None:
             raise refused("prompt: nothing decoded beside NTP yet; decode a prompt first")
         name, own = session.rerun
+        assert session.ntp_key is not None  # NTP ran on it
         prompt, max_new_tokens, stop = session.ntp_key
+        decoded_prompt = session.prompt
         with self.maps.gate.interactive():  # no background map call runs beside the timed rounds
-            timing = side_by_side(lambda: door.decode(self.model, session.prompt, name, **own),
+            timing = side_by_side(lambda: door.decode(self.model, decoded_prompt, name, **own),
                                   lambda: sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop))
         session = replace(session, timing=timing)
         return session, metrics_html(session)
@@ -426,12 +434,13 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 # each example opens with its own decoder and slider value: a text LM's the decoder measured to write
                 # the most tokens per call on it (bench/app_examples.py), the character model's SBD at the default γ
                 # (its labels are SBD's decodes at that γ, measured below)
+                chosen: list[tuple[str, bool | None, str, str]]  # (prompt, chat template, label, decoder label)
                 if text_lm:
-                    picks = causal_app.example_choices(model, labels)
+                    chosen = list(causal_app.example_choices(model, labels))
                 else:
-                    picks = [(p, None, example_label(model, h.suite, p), labels[0]) for p in EXAMPLES]
+                    chosen = [(p, None, example_label(model, h.suite, p), labels[0]) for p in EXAMPLES]
                 picks = [(p, c, label, d, knob_start(registry.by_label(d), DEFAULTS["rule"]))
-                         for p, c, label, d in picks]
+                         for p, c, label, d in chosen]
                 first = registry.by_label(picks[0][3]) if not canvas else None
                 # made before the examples that set them, drawn below in their places
                 slider = (dict(label=knob.label, minimum=model.gamma_slider[0], maximum=model.gamma_slider[1],
@@ -533,7 +542,7 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                             "value tried. Click a row to show that value above.")
                 ladder_run = gr.Button("Decode this prompt across the chosen decoder's knob", elem_id="sbd-ladder-run")
                 ladder_status = gr.Markdown(elem_id="sbd-ladder-status")
-                ladder_table = gr.Dataframe(headers=LADDER_HEADERS, datatype=["number"] * 3 + ["str", "str", "number"],
+                ladder_table = gr.Dataframe(headers=LADDER_HEADERS, datatype=["number", "number", "number", "str", "str", "number"],
                                             interactive=False, max_height=320, elem_id="sbd-ladder")
                 ladder_plot = gr.Plot(label="calls against the knob")
             with gr.Tab("Compare decoders", visible=not canvas):
@@ -561,19 +570,19 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         # HEAVY_LIMIT at a time. So a slider move never waits behind a heavy job, and heavy jobs take at most one core.
         # trigger_mode "always_last": a click or move while a decode runs is kept and decoded after it (Gradio's
         # default for a click drops it without a word)
-        decode_kw = dict(fn=reading_controls(h.decode, list(decode_inputs)), inputs=list(decode_inputs.values()),
+        decode_kw: dict[str, Any] = dict(fn=reading_controls(h.decode, list(decode_inputs)), inputs=list(decode_inputs.values()),
                          outputs=[session, animation, metrics, texts, show_call],
                          preprocess=False, show_progress="minimal", trigger_mode="always_last", **MODEL_QUEUE)
         # Views of each decode's session, "always_last": a decode ending while the last one's views are pending gets its
         # own after them (a .then's default drops it). The shown call too: a decode may leave the call slider as it was.
-        after = dict(show_progress="hidden", trigger_mode="always_last")
-        details_kw = dict(fn=h.details, inputs=[session], outputs=[gaps, timeline, comparison, tradeoff, curve_status,
+        after: dict[str, Any] = dict(show_progress="hidden", trigger_mode="always_last")
+        details_kw: dict[str, Any] = dict(fn=h.details, inputs=[session], outputs=[gaps, timeline, comparison, tradeoff, curve_status,
                                                                   trace_file], **after, **MODEL_QUEUE)
-        call_kw = dict(fn=h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info], preprocess=False,
+        call_kw: dict[str, Any] = dict(fn=h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info], preprocess=False,
                        **after)
-        strip_kw = dict(fn=h.strip, inputs=[session], outputs=[strip, strip_timer], **after)
-        hidden = dict(api_visibility="undocumented")
-        scrub_kw = dict(fn=scrubber.Feed(h.maps).scrubber, inputs=[session], outputs=[live], **after)
+        strip_kw: dict[str, Any] = dict(fn=h.strip, inputs=[session], outputs=[strip, strip_timer], **after)
+        hidden: dict[str, Any] = dict(api_visibility="undocumented")
+        scrub_kw: dict[str, Any] = dict(fn=scrubber.Feed(h.maps).scrubber, inputs=[session], outputs=[live], **after)
 
         def views(event, **api):
             for beside in (scrub_kw, call_kw):
@@ -590,7 +599,7 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                              **hidden).then(**decode_kw, **hidden))
         views(rule.select(h.rule_changed, inputs=[rule], outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         # an example, and the page's first screen (the first example): its decoder's controls, its slider value
-        example_kw = dict(fn=h.example_changed, inputs=[decoder, rule, gamma], outputs=fitted, show_progress="hidden")
+        example_kw: dict[str, Any] = dict(fn=h.example_changed, inputs=[decoder, rule, gamma], outputs=fitted, show_progress="hidden")
         if canvas:  # one sampler: nothing to fit
             views(examples.load_input_event.then(**decode_kw, **hidden))
             views(demo.load(**decode_kw, **hidden))
@@ -602,7 +611,7 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             views(pick(h.strip_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         demo.load(None, js=PROMPT_KEYS_JS)  # Enter decodes, Shift+Enter a new line (in the browser, no request)
 
-        project_kw = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
+        project_kw: dict[str, Any] = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
                           preprocess=False, show_progress="hidden")
         hardware.input(**project_kw, api_name="project")
         for control in (shape, batch):

@@ -11,6 +11,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import Literal
 
 from ..analysis.gamma_ladder import Ladder
 from ..plots.animation import save_animation
@@ -19,7 +20,9 @@ from ..trace.labels import visible
 
 FAILURE_COLUMNS = ["kind", "call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
                    "block after the call"]
-FAILURE_TYPES = ["str"] + ["number"] * 4 + ["str", "number", "number", "str", "str", "number", "str"]
+ColumnType = Literal["str", "number"]  # a table column's type, as gr.Dataframe reads it
+FAILURE_TYPES: list[ColumnType] = ["str", "number", "number", "number", "number", "str", "number", "number", "str", "str",
+                                   "number", "str"]
 FAILURE_LABEL = ("gap fills ({gaps}) and incoherent commits ({incoherent}): commits made while slots to their left "
                  "were still masked, and commits one call made side by side that repeat or contradict each other "
                  "· click a row to show its call · this decode: {tokens} tokens in {calls} calls")

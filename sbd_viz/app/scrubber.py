@@ -22,7 +22,7 @@ GAP, DROPPED, NTP_TOKEN = 1, 2, 4
 
 
 def _rgb(color: str) -> tuple[int, int, int]:
-    return tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16)
 
 
 def step_shades(n: int) -> list[list[str]]:

@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gradio as gr
 
 # The queue's two lines (see the wiring in ``build_demo``). On 2 cores with one torch thread per job: at most one
 # heavy job (one core) beside two control moves. ``QUEUE_SIZE`` bounds what waits, over both lines.
 MODEL_LIMIT, HEAVY_LIMIT, QUEUE_SIZE = 2, 1, 64
-MODEL_QUEUE = dict(concurrency_id="model", concurrency_limit=MODEL_LIMIT)
-HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=HEAVY_LIMIT)
+MODEL_QUEUE: dict[str, Any] = dict(concurrency_id="model", concurrency_limit=MODEL_LIMIT)
+HEAVY_QUEUE: dict[str, Any] = dict(concurrency_id="heavy", concurrency_limit=HEAVY_LIMIT)
 
 # The prompt box: Enter decodes (a click on Decode), Shift+Enter starts a new line. Gradio's multi-line textbox does
 # the opposite (Enter: a newline, which changed a suite prompt unseen; Shift+Enter: submit), so its own key handler

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeGuard
 
 from .views import PROJECTION
 
@@ -69,7 +69,7 @@ class Session:
         return decoded(self) and self.seconds is None
 
 
-def decoded(session: Session | None) -> bool:
+def decoded(session: Session | None) -> TypeGuard[Session]:
     """Whether ``session`` (None before the first event) holds a decode."""
     return session is not None and session.trace is not None
 
@@ -94,5 +94,5 @@ def reading_controls(handler, names):
             controls, rest = split(values)
             return handler(controls, **rest)
     run.__name__ = run.__qualname__ = handler.__name__  # Gradio names an unnamed event's endpoint after it
-    run.handler = handler
+    run.__dict__["handler"] = handler  # the function's attribute
     return run

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
+from typing import Any
 
 from .. import tasks
 from ..analysis import roofline
@@ -16,7 +17,7 @@ from ..trace.labels import first_difference, visible
 from ..trace.words import Measure, measures, step_text
 
 # The roofline projection beside the CPU's measured speedup: which GPU, model shape and batch.
-PROJECTION = dict(hardware="h100-fp8", model="paper-8b", batch=1)
+PROJECTION: dict[str, Any] = dict(hardware="h100-fp8", model="paper-8b", batch=1)
 PROJECTION_BATCHES = (1, 4, 16, 64)
 WALL_CLOCK = ("speedup · wall clock", "wall clock")  # the seconds' card: the projection goes after it
 

@@ -8,6 +8,7 @@ How DiffusionGemma's sampler works and how the recording listens: docs/decoders.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 
@@ -26,7 +27,9 @@ class _Listener:
     _takes_logits = True  # put_draft gets the logits the sampler read, not only the argmax
 
     def __init__(self, recorder: CanvasRecorder):
-        self.rec, self.sampler, self.accepted_canvas = recorder, None, None
+        self.rec = recorder
+        self.sampler: Any = None  # transformers' sampler for this generate call, kept by record's prepare_sampler
+        self.accepted_canvas: torch.Tensor | None = None  # the canvas the sampler last renoised
         self.prompt_seen = False
 
     def put(self, value) -> None:
@@ -36,6 +39,7 @@ class _Listener:
         self.rec.end_block(value[0])
 
     def put_draft(self, logits=None, value=None) -> None:
+        assert self.sampler is not None and self.accepted_canvas is not None  # the sampler ran before its first draft
         self.rec.step(logits[0], self.sampler.accepted_token_mask[0].cpu(), self.accepted_canvas[0].cpu())
 
     def end(self) -> None:
@@ -144,7 +148,7 @@ class DiffusionDecoding:
                c.gap_free, c.temperature, c.stop, c.top_n)
         model.check_fits(len(model.encode(prompt)), c.max_new_tokens)
         self.model, self.prompt, self.config = model, prompt, config
-        self.own = dict(max_denoising_steps=max_denoising_steps, adaptive_stopping=adaptive_stopping)
+        self.own: dict[str, Any] = dict(max_denoising_steps=max_denoising_steps, adaptive_stopping=adaptive_stopping)
         self._trace: Trace | None = None
 
     def steps(self):

@@ -68,8 +68,9 @@ def trace_settings_check(config: dict, canvas: bool) -> dict:
     file to check by kind (``sbd_viz.trace.file.install_settings_check``). A decoder not installed here: none."""
     spec = next((s for s in decoders() if s.name == config["decoder"]), None)
     own = {}
-    for key, default in (spec.own.items() if spec is not None else ()):
-        own[key] = (default, spec.knob.lo if spec.knob is not None and spec.knob.name == key else None)
+    if spec is not None:
+        for key, default in spec.own.items():
+            own[key] = (default, spec.knob.lo if spec.knob is not None and spec.knob.name == key else None)
     if not canvas:  # a canvas decoder's block is its model's canvas, past sv.decode's block sizes
         # a decoder that writes a γ decodes with a commit rule: its name, γ and gap-free are checked with it; one
         # that writes none names itself as the rule, so only the other settings are the door's

@@ -19,7 +19,7 @@ import torch
 
 from ..models.sbd_model import CacheCut, ModelCall, SBDModel
 from ..trace.data import Step, Trace
-from .base import Stop, StopCriterion, find_stop, generate_stops
+from .base import Reply, Stop, StopCriterion, find_stop, generate_stops
 from .door import decode
 from .registry import DecoderSpec
 from .run import DecodeRun, greedy_settings
@@ -79,6 +79,7 @@ class NTPDecoding(DecodeRun):
         while len(generated) < config.max_new_tokens:
             fed = list(self.prompt_ids) if not generated else generated[-1:]
             reply = yield ModelCall(fed, [], 1)  # reply.causal: (1, V)
+            assert isinstance(reply, Reply)  # a model call's answer
             t0 = time.perf_counter()
             step = ntp_step(model, len(generated), reply.causal, n_prompt, len(fed), reply.seconds, config.top_n)
             # the step's wall time: the forward plus this decode's own work, building the step included

@@ -48,7 +48,7 @@ class CanvasRecorder:
         to the time since the recorder's last report."""
         self._passes.append(Pass(kind, int(n_input), self._elapsed(wall_time)))
 
-    def step(self, logits, accepted: Sequence[bool], held: Sequence[int] | None = None,
+    def step(self, logits, accepted: Sequence[bool] | torch.Tensor, held: Sequence[int] | torch.Tensor | None = None,
              wall_time: float | None = None) -> Step:
         """One counted model call on the current block. ``logits``: (K, V) scores (or (1, K, V)); ``accepted``:
         K bools, the slots holding an accepted token after the step; ``held``: the K tokens the canvas holds

@@ -24,11 +24,11 @@ ENTRY_POINT_GROUP = "sbd_viz.decoders"
 # the built-in decoders' modules, in the order ``decoders()`` lists their specs
 BUILTIN_MODULES = ("sbd", "remask", "jacobi", "lookup", "ntp", "diffusion")
 # the settings every decoder reads (``sv.decode``'s arguments besides ``takes``)
-COMMON = {"max_new_tokens": 64, "stop": None, "top_n": 5}
+COMMON: dict[str, Any] = {"max_new_tokens": 64, "stop": None, "top_n": 5}
 # the settings a decoder may take, with the value that means "not set": DecodeConfig's fields besides COMMON. A
 # setting at this value is not refused for a decoder that does not take it, so a caller can pass one set of settings
 # to any decoder.
-SHARED = {"rule": DEFAULT_RULE, "gamma": DEFAULT_GAMMA, "block_size": None, "temperature": 0.0, "seed": 0,
+SHARED: dict[str, Any] = {"rule": DEFAULT_RULE, "gamma": DEFAULT_GAMMA, "block_size": None, "temperature": 0.0, "seed": 0,
           "gap_free": False, "verify": False}
 
 
@@ -45,6 +45,7 @@ class Knob:
     def slider(self, rule: str = DEFAULT_RULE) -> tuple[float, float, float]:
         if self.lo is None:
             return COMMIT_RULES[rule].slider
+        assert self.hi is not None and self.step is not None, "a range is lo, hi and step together"
         return self.lo, self.hi, self.step
 
     def values(self, rule: str = DEFAULT_RULE, points: int = 9) -> list:

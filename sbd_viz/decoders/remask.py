@@ -25,7 +25,7 @@ import torch
 
 from ..models.sbd_model import SBDModel
 from ..trace.checks import check_probability
-from ..trace.data import Candidate, Draft, Step
+from ..trace.data import Candidate, Commit, Draft, Step
 from .base import Block, Reply, ends_output, propose
 from .config import DecodeConfig
 from .registry import DecoderSpec, Knob
@@ -89,7 +89,7 @@ class RemaskDecoding(Decoding):
             elif not any(o < s for o in open_before):
                 block.write(s, tokens[s])
                 self._held.discard(s)
-        commits = []
+        commits: list[Commit] = []
         if open_before:
             commits, _ = draft(model, config.commit_rule, open_before, proposal.rows(open_before), self.knob_intervals)
             chosen = {c.slot for c in commits}

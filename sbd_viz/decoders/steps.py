@@ -12,6 +12,8 @@ Where an output ends, and the named types a step is built from, are ``sbd_viz.de
 
 from __future__ import annotations
 
+from typing import NamedTuple, Protocol
+
 import torch
 
 from ..models.sbd_model import SBDModel
@@ -50,7 +52,24 @@ def draft(model: SBDModel, rule: CommitRule, slots: list[int], proposal: Proposa
     return commits, still
 
 
-def slot_views(model: SBDModel, masked, proposal: Proposal, top_n: int) -> tuple[SlotView, ...]:
+class SlotRows(Protocol):
+    """What ``slot_views`` reads of a call's proposal: the slots' distributions, (m, V), and their entropies, (m,)."""
+
+    @property
+    def probs(self) -> torch.Tensor: ...
+
+    @property
+    def entropy(self) -> torch.Tensor: ...
+
+
+class _Rows(NamedTuple):
+    """Causal rows' distributions and entropies, for ``slot_views`` where no proposal was drawn from them."""
+
+    probs: torch.Tensor
+    entropy: torch.Tensor
+
+
+def slot_views(model: SBDModel, masked, proposal: SlotRows, top_n: int) -> tuple[SlotView, ...]:
     """Each masked slot's entropy and its ``top_n`` candidates (one ``proposal`` row per slot of ``masked``)."""
     probs, entropy = proposal.probs, proposal.entropy
     top_p, top_i = torch.topk(probs, min(top_n, probs.shape[-1]), dim=-1)  # (m, n)
@@ -71,7 +90,7 @@ def ntp_step(model: SBDModel, index: int, logits: torch.Tensor, n_prompt: int, n
     token = int(greedy(model, probs)[0]) if token is None else token
     h = row_entropy(probs, logp)  # (1,)
     return Step(call=index, block=index, block_start=n_prompt + index, block_size=1, step=0, masked=(0,),
-                slots=slot_views(model, (0,), Proposal(probs, h.cpu(), None, None), top_n),
+                slots=slot_views(model, (0,), _Rows(probs, h.cpu()), top_n),
                 commits=(exact_commit(model, 0, token, probs[0], logp[0], ntp=False),),
                 wall_time=wall_time, n_input=n_input)
 
@@ -97,5 +116,5 @@ def checked_step(model: SBDModel, call: int, block_start: int, drafts: list[int]
     commits = tuple(exact_commit(model, i, tok, probs[i], logp[i], ntp=i >= n or drafts[i] != tok)
                     for i, tok in enumerate(kept))
     return Step(call=call, block=call, block_start=block_start, block_size=n + 1, step=0, masked=tuple(range(n + 1)),
-                slots=slot_views(model, range(n + 1), Proposal(probs, entropy, None, None), top_n), commits=commits,
+                slots=slot_views(model, range(n + 1), _Rows(probs, entropy), top_n), commits=commits,
                 wall_time=wall_time, n_input=n_input, checks=checks, rollback=rollback)

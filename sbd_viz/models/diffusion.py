@@ -66,7 +66,10 @@ class DiffusionModel(ModelBase):
             raise FileNotFoundError(f"path: {path} is not a DiffusionGemma model folder (config.json's model_type)")
         tok = AutoTokenizer.from_pretrained(path)
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(path, dtype=dtype)
-        return cls(model if device is None else model.to(device), tok, name=path.name)
+        # transformers declares .to with functools.wraps(nn.Module.to): typeshed's _Wrapped is no method, so mypy
+        # reads device as self
+        moved = model if device is None else model.to(device)  # type: ignore[arg-type]
+        return cls(moved, tok, name=path.name)
 
     # -- limits -------------------------------------------------------------------------------
     @property

@@ -98,6 +98,7 @@ class GatedLoRALinear(nn.Module):
         """``A.T`` and ``B.T``, contiguous, as (1, in, r) and (1, r, out): made again whenever A or B changed (an
         optimizer's step), so a decode's batched products read them without a transpose a call."""
         a, b = self._parameters["A"], self._parameters["B"]
+        assert a is not None and b is not None  # the adapter's own parameters
         key = state_key(a), state_key(b)
         if self._factors is None or self._factors[0] != key:
             self._factors = key, (a.detach().T.contiguous()[None], b.detach().T.contiguous()[None])

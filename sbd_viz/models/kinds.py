@@ -123,6 +123,7 @@ def opening(source) -> ModelKind:
 
 
 def _opens(kind: ModelKind, source) -> bool:
+    assert kind.opens is not None, "opening asks only the kinds that open something"
     if kind.name in BUILTIN:
         return bool(kind.opens(source))
     try:

@@ -51,6 +51,7 @@ class PackedLinear(nn.Linear):
         """The packed copy of the weight, packed again if the weight changed since; None where it cannot be (not
         float32 on the CPU)."""
         w, b = self._parameters["weight"], self._parameters["bias"]
+        assert w is not None  # a linear layer's weight (its bias may be None)
         key = state_key(w)
         cached = self._packed
         if cached is not None and cached[0] == key:
@@ -88,6 +89,7 @@ def pack(module: nn.Module, min_weights: int | None = None) -> int:
     for layer in module.modules():
         if type(layer) is nn.Linear and layer.weight.numel() >= least:
             layer.__class__ = PackedLinear
+            assert isinstance(layer, PackedLinear)
             layer.packed_weight()
             n += 1
     return n
@@ -100,7 +102,8 @@ def unpack(module: nn.Module) -> int:
     for layer in module.modules():
         if type(layer) is PackedLinear:
             layer.__dict__.pop("_packed", None)
-            layer.__class__ = nn.Linear
+            plain: nn.Module = layer  # (typed as a module: its class is about to change)
+            plain.__class__ = nn.Linear
             n += 1
     return n
 

@@ -271,7 +271,8 @@ def _draw_frame(canvas: _Canvas, title: str, rows: list, base, strips: dict) -> 
     for x in c.boundaries:  # white bars between blocks that share a row
         draw.line((c.x(x), c.top, c.x(x), c.top + c.rows * c.row_h), fill="white", width=max(2, round(6 * s)))
     for line in (d for d in rows if d.get("type") == "scatter"):  # gap fills: rectangles in data units, paths split by None
-        color, points = line["line"]["color"], []
+        color = line["line"]["color"]
+        points: list[tuple[float, float]] = []
         for x, y_ in list(zip(line["x"], line["y"])) + [(None, None)]:
             if x is None:
                 if len(points) > 1:
@@ -303,7 +304,8 @@ def _render(trace: Trace, width: int, max_blocks: int | None, last: bool, palett
     spec = recolor(block_fill_spec(trace, max_blocks, last), palette)  # checks trace, max_blocks and palette
     frames = _resolved_frames(spec)
     canvas = _Canvas(spec, width, [title for title, _ in frames])
-    base, strips = _draw_base(canvas, frames[0][1]), {}
+    base = _draw_base(canvas, frames[0][1])
+    strips: dict[int, tuple[dict, Image.Image]] = {}  # a heatmap row's id -> the row and its drawn strip
     return spec, [_draw_frame(canvas, title, rows, base, strips) for title, rows in frames]
 
 
@@ -334,7 +336,9 @@ def _indexed(frames: list, exact: list[tuple[int, int, int]]) -> list:
         strip.paste(f, (0, i * f.height))
     exact = exact[:128]
     rest = strip.quantize(colors=256 - len(exact), method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    flat = rest.getpalette()[: 3 * (256 - len(exact))]
+    rest_palette = rest.getpalette()
+    assert rest_palette is not None  # a quantized image has its palette
+    flat = rest_palette[: 3 * (256 - len(exact))]
     palette = np.array(exact + [tuple(flat[i: i + 3]) for i in range(0, len(flat) - 2, 3)], dtype=np.int64)
     out = []
     known, known_index = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint8)  # packed colour -> palette entry

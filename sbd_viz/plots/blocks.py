@@ -126,6 +126,7 @@ def _correction_note(trace: Trace, step: Step) -> str:
         note += (f": the draft <b>{token_html(check.text, trace.special_tokens)}</b> (NTP p = "
                  f"{check.draft_prob:.3f}) was rejected,<br>NTP wanted <b>"
                  f"{token_html(check.ntp_text, trace.special_tokens)}</b> (p = {check.ntp_prob:.3f})")
+    assert step.rollback is not None, "NTP's correction ends in a rollback"
     return note + f"<br>rollback: the cache cut back to position {step.rollback.position}"
 
 
@@ -170,6 +171,7 @@ def _cell(trace: Trace, steps: tuple[Step, ...], history: dict, block: int, slot
     events = [e for e in history.get((block, slot), ()) if e[0] <= call]
     _, step, commit = events[-1] if events else (None, None, None)
     if commit is not None:
+        assert step is not None  # a commit's event holds its step
         state = "now" if step.call == call else "done"
         out = start + slot - len(trace.prompt_ids)
         label, note = labels[out] if labels is not None and trace.kept(step, slot) else \
@@ -221,6 +223,7 @@ def _canvas_cell(steps: tuple[Step, ...], block: int, slot: int, call: int, emax
     if d.accepted:
         state = "now" if now and slot in latest.committed_slots else "done"
         when = "newly accepted in this call" if state == "now" else "accepted since an earlier call"
+        assert d.held_text is not None  # an accepted slot holds its token
         held = f"<br>holds the accepted <b>{token_html(d.held_text)}</b> ({when})"
         return state, d.text if ended else d.held_text, Z[state], head + (
             f"<br>output: <b>{token_html(d.text)}</b> (the block's last draft)" if ended else "") + held + draft
@@ -240,7 +243,9 @@ def _renoise_outlines(grid: _Grid, row: int, call: int) -> list:
 def _row_cells(trace: Trace, grid: _Grid, history: dict, row: int, call: int, emax: float,
                max_chars: int, font: int, verdicts: dict | None = None) -> dict:
     """One grid row after ``call``, as heatmap data (1 x cols)."""
-    z, text, hover, custom = [None] * grid.cols, [""] * grid.cols, [""] * grid.cols, [None] * grid.cols
+    z: list[float | None] = [None] * grid.cols
+    text, hover = [""] * grid.cols, [""] * grid.cols
+    custom: list[tuple[str, int, int] | None] = [None] * grid.cols
     for col, block, slot in grid.row_slots(row):
         if trace.has_canvas:
             state, label, z[col], hover[col] = _canvas_cell(grid.steps[block], block, slot, call, emax)
@@ -443,7 +448,9 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
         raise ValueError(f"block: {block!r} is not a block of this trace (it has blocks 0..{len(blocks) - 1})")
     k, n, emax = steps[0].block_size, len(steps), max_entropy(trace)
     labels, special = output_labels(trace), trace.special_tokens
-    z, entropy, text, hover = ([[fill] * k for _ in range(n)] for fill in (None, None, "", ""))
+    z: list[list[float | None]] = [[None] * k for _ in range(n)]
+    entropy: list[list[float | None]] = [[None] * k for _ in range(n)]
+    text, hover = [[""] * k for _ in range(n)], [[""] * k for _ in range(n)]
     gaps, renoised = [], []
     cell_w = min(52.0, (FIT_WIDTH - 260) / k)  # at most FIT_WIDTH wide: a wide block's cells narrow
     chars = int((cell_w - 4) // text_px("x", 11))  # a cell's label; an entropy (4 characters) only where it fits

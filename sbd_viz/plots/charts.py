@@ -57,6 +57,7 @@ def _rollback_hover(step: Step) -> str:
     check = step.rejected[0] if step.rejected else None
     said = "" if check is None else (f": draft {token_html(check.text)} rejected, NTP wanted "
                                       f"{token_html(check.ntp_text)} (p = {check.ntp_prob:.3f})")
+    assert step.rollback is not None, "a call with a rollback"
     return f"call {step.call}: rollback at block {step.block} slot {step.rollback.slot}{said}"
 
 
@@ -133,7 +134,8 @@ def _token_row(label: str, trace: Trace, width: int, n_lines: int, chars: int = 
     """A run's output as wrapped cells, each shaded by how many tokens its call committed."""
     calls = trace.token_calls()
     size = {c: calls.count(c) for c in set(calls)}
-    z, text, hover = ([[fill] * width for _ in range(n_lines)] for fill in (None, "", ""))
+    z: list[list[int | None]] = [[None] * width for _ in range(n_lines)]
+    text, hover = [[""] * width for _ in range(n_lines)], [[""] * width for _ in range(n_lines)]
     for i, ((tok, note), call) in enumerate(zip(output_labels(trace), calls)):
         row, col = divmod(i, width)
         z[row][col], text[row][col] = size[call], cell_label(tok, chars)
@@ -200,10 +202,10 @@ def roofline(hardware: Any = ("h100-fp8", "h100-bf16", "a100-bf16"), model: Any 
     """
     from ..analysis import roofline as rf
 
-    hws = [hardware] if isinstance(hardware, (str, rf.Hardware)) else list(hardware)
-    if not hws:
+    asked = [hardware] if isinstance(hardware, (str, rf.Hardware)) else list(hardware)
+    if not asked:
         raise ValueError(f"hardware: give at least one of {list(rf.hardware_names())}")
-    hws, shape = [rf.get_hardware(h) for h in hws], rf.get_model(model)
+    hws, shape = [rf.get_hardware(h) for h in asked], rf.get_model(model)
     batches = [batches] if isinstance(batches, int) else list(batches)
     if not batches:
         raise ValueError("batches: give at least one batch size")

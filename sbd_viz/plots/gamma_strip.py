@@ -44,7 +44,8 @@ def piece_spans(pieces, lo: float, hi: float) -> list[tuple[float, float]]:
         return [(100.0 * i / len(pieces), 100.0 / len(pieces)) for i in range(len(pieces))]
     if sum(least) > 90.0:  # too many pieces for the minimums: all shrink alike
         least = [m * 90.0 / sum(least) for m in least]
-    widths, fixed = [0.0] * len(length), set()
+    widths = [0.0] * len(length)
+    fixed: set[int] = set()
     while True:  # the pieces below their minimum take it; the rest share what is left by length, until none is short
         free = 100.0 - sum(least[i] for i in fixed)
         rest = sum(length[i] for i in range(len(length)) if i not in fixed)

@@ -66,7 +66,7 @@ def _row(trace: Trace, label: str, line: int, lines: int, decoders: int, index: 
     decoders' heatmaps overlay."""
     labels, calls = output_labels(trace), trace.token_calls()
     n_rows = lines * (decoders + 1)
-    z = [[None] * line for _ in range(n_rows)]
+    z: list[list[int | None]] = [[None] * line for _ in range(n_rows)]
     text = [[""] * line for _ in range(n_rows)]
     hover = [[""] * line for _ in range(n_rows)]
     blocks = {s.call: s.block for s in trace.steps}

@@ -32,8 +32,9 @@ CANVAS_STATES = STATES + ("renoised",)  # a canvas trace's: a renoised cell is g
 STATE_LABELS = {"done": "committed before", "now": "committed in this call", "masked": "still masked",
                 "future": "not started", "corrected": "NTP's token over a rejected draft",
                 "dropped": "draft dropped by a rollback", "renoised": "accepted, then renoised (outlined)"}
-ENTROPY_SCALE = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
-CALL_SCALE = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
+ColorScale = list[list[Any]]  # Plotly's colour scale: [[position, colour], ...]
+ENTROPY_SCALE: ColorScale = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
+CALL_SCALE: ColorScale = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
 # calls in order, on one scale for every decoder of a comparison: the first call lightest (yellow), the last darkest
 # (purple); Viridis, perceptually even and readable without colour vision, never repeating a shade
 STEP_SCALE = [[i / 9, c] for i, c in enumerate(("#FDE725", "#B5DE2B", "#6ECE58", "#35B779", "#1F9E89", "#26828E",
@@ -58,14 +59,14 @@ def text_px(text: str, size: int = 12) -> float:
 
 # Block-fill cells encode their state as a band of z (one colour per band, entropy inside the masked band).
 Z = {"future": 0.5, "done": 1.5, "now": 2.5}
-STATE_SCALE = [[0.0, STATE_COLORS["future"]], [0.25, STATE_COLORS["future"]], [0.25, STATE_COLORS["done"]],
+STATE_SCALE: ColorScale = [[0.0, STATE_COLORS["future"]], [0.25, STATE_COLORS["future"]], [0.25, STATE_COLORS["done"]],
                [0.5, STATE_COLORS["done"]], [0.5, STATE_COLORS["now"]], [0.75, STATE_COLORS["now"]],
                [0.75, ENTROPY_SCALE[0][1]], [1.0, ENTROPY_SCALE[1][1]]]
 
 
 # A verified trace adds two bands above the masked one; an unverified trace keeps the scale above unchanged.
 Z_VERIFIED = {**Z, "corrected": 4.5, "dropped": 5.5}
-VERIFIED_SCALE = [[round(z / 6, 6), color] for z, color in (
+VERIFIED_SCALE: ColorScale = [[round(z / 6, 6), color] for z, color in (
     (0, STATE_COLORS["future"]), (1, STATE_COLORS["future"]), (1, STATE_COLORS["done"]), (2, STATE_COLORS["done"]),
     (2, STATE_COLORS["now"]), (3, STATE_COLORS["now"]), (3, ENTROPY_SCALE[0][1]), (4, ENTROPY_SCALE[1][1]),
     (4, STATE_COLORS["corrected"]), (5, STATE_COLORS["corrected"]), (5, STATE_COLORS["dropped"]),
@@ -120,7 +121,9 @@ def candidates_hover(step: Step | None, slot: int, n: int = 5, special=frozenset
 
 def _outline(cells: list[tuple[float, float, Any]], inset: float = 0.1) -> dict[str, list]:
     """Rectangle paths around heatmap cells (x, y, tag), in data units so they scale with the figure."""
-    xs, ys, tags = [None], [None], [None]
+    xs: list[float | None] = [None]
+    ys: list[float | None] = [None]
+    tags: list[Any] = [None]
     for x, y, tag in cells:
         x0, x1, y0, y1 = x - 0.5 + inset, x + 0.5 - inset, y - 0.5 + inset, y + 0.5 - inset
         xs += [x0, x1, x1, x0, x0, None]
@@ -171,7 +174,9 @@ def legend_html(states: tuple[str, ...] = STATES, masked: str = STATE_LABELS["ma
 
 def _packed(items: list[str], width: int) -> list[str]:
     """Legend items (markup) joined into lines of at most about ``width`` pixels each."""
-    lines, line, used = [], [], 0.0
+    lines: list[str] = []
+    line: list[str] = []
+    used = 0.0
     for item in items:
         shown = text_px(re.sub(r"<[^>]+>", "", item)) + 6  # the glyph is drawn larger than the text
         if line and used + text_px("   ") + shown > width:

@@ -294,7 +294,8 @@ def decoder_tradeoff(frame, y: str = "accuracy") -> go.Figure:
     missing = [c for c in ("label", "speedup_calls", y, "knob_value") if c not in getattr(frame, "columns", ())]
     if missing:
         raise ValueError(f"frame: missing columns {missing}; pass a sweep_decoders() frame")
-    fig, lines, first = go.Figure(), {}, {}
+    fig, lines = go.Figure(), {}
+    first: dict[str, str] = {}  # a decoder -> the label of its first line
     for i, (label, rows) in enumerate(frame.groupby("label", sort=False)):
         rows = rows.sort_values("speedup_calls")
         lines[label] = [(float(r.speedup_calls), float(r[y]),

@@ -13,9 +13,17 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-Item = TypeVar("Item")
+
+class Named(Protocol):
+    """What a registry holds: a thing with a name."""
+
+    @property
+    def name(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=Named)
 
 
 class Registry(Generic[Item]):
@@ -23,7 +31,7 @@ class Registry(Generic[Item]):
     calls one item ("decoder"); ``arg``: the argument a refusal names ("spec"); ``builtins()``: the built-in items,
     imported at the first look-up; ``same_name``: an entry point must be named as its item (else it is left out)."""
 
-    def __init__(self, group: str, cls: type, noun: str, arg: str, builtins: Callable[[], Iterable[Item]],
+    def __init__(self, group: str, cls: type[Item], noun: str, arg: str, builtins: Callable[[], Iterable[Item]],
                  same_name: bool = False):
         self.group, self.cls, self.noun, self.arg, self._builtins = group, cls, noun, arg, builtins
         self.same_name = same_name
@@ -90,7 +98,7 @@ class Registry(Generic[Item]):
     def _entry_point_items(self) -> list[Item]:
         from importlib.metadata import entry_points
 
-        found = []
+        found: list[Item] = []
         for point in sorted(entry_points(group=self.group), key=lambda p: p.name):
             named = f"the plugin {self.noun} {point.name!r} ({point.value})"
             try:

@@ -20,6 +20,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 # Words for the string families: common English/programming words plus random letters
 # (mixed 50/50 by the generators) so copy-type tasks cannot be memorised.
@@ -194,7 +195,8 @@ def _ctx_range(rng, largest_start: int = 99):
     return f"list(range({a}, {a} + {b}))", list(range(va, va + vb)), _shuffled_setup(rng, lines)
 
 
-FamilyGenerator = Callable[[random.Random], tuple[str, object]]
+# (the assert's expression, its value) and, for a context family, the setup lines before the assert
+FamilyGenerator = Callable[[random.Random], tuple[str, object] | tuple[str, object, str]]
 
 
 def _table(*generators: FamilyGenerator, long: tuple[FamilyGenerator, ...]) -> dict[str, tuple[FamilyGenerator, str]]:
@@ -305,7 +307,7 @@ def render(value: object) -> str:
     return repr(value)
 
 
-def assignment(line: str) -> tuple[str, object]:
+def assignment(line: str) -> tuple[str, Any]:
     """A context item's setup line read back: ``'xs = [4, 1, 7]'`` -> ``('xs', [4, 1, 7])``."""
     name, value = line.split(" = ", 1)
     return name, ast.literal_eval(value)

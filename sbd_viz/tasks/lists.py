@@ -62,7 +62,7 @@ def _item(task: str, length: int, rng: random.Random) -> ListItem:
         order = list(range(length))
         while order == sorted(order) and length > 1:  # a shuffle that moves something
             rng.shuffle(order)
-        ys = [None] * length
+        ys: list[int | None] = [None] * length
         for pos, i in enumerate(order):  # ys[order[pos]] = xs[pos], so [ys[i] for i in order] == xs
             ys[i] = xs[pos]
         return ListItem(task, length, f"ys = {render_list(ys)}\nassert [ys[i] for i in {render_list(order)}] == ",

@@ -2,8 +2,8 @@
 output token is in the output for good.
 
 What the decode-order measures (``sbd_viz.analysis.order``), the counts (``sbd_viz.analysis.counts``) and the peer
-formats (``sbd_viz.trace.peer_formats``) read: plain functions of the trace, beside it at the package's top so every layer
-may use them.
+formats (``sbd_viz.trace.peer_formats``) read: plain functions of the trace, beside it at the package's top so every
+layer may use them.
 """
 
 from __future__ import annotations

@@ -253,7 +253,7 @@ class Trace:
     # the knob values (γ) at which this exact greedy decode results: ``sbd_viz.decoders.rules.Interval``, the
     # intersection of its calls' knob intervals, computed from the unrounded scores while decoding (plain, verified and
     # remasking SBD at temperature 0); None for sampling and decoders without a commit rule's knob
-    gamma_range: Any = None
+    gamma_range: Interval | None = None
 
     # -- derived measures ------------------------------------------------------------
     @property
@@ -365,7 +365,8 @@ class Trace:
     def token_calls(self) -> list[int]:
         """For each output token, the index of the call that committed it (on a canvas, that last accepted its
         slot; a slot the block ended with open, the block's last call)."""
-        at, last = {}, {}
+        at: dict[int, int] = {}
+        last: dict[int, int] = {}
         for s in self.steps:
             for c in s.commits:
                 at[s.block_start + c.slot] = s.call
@@ -373,7 +374,7 @@ class Trace:
                 at.pop(s.block_start + slot, None)
             last.update({s.block_start + i: s.call for i in range(s.block_size)})
         start = len(self.prompt_ids)
-        return [at.get(start + i, last.get(start + i)) for i in range(self.n_tokens)]
+        return [at[p] if p in at else last[p] for p in range(start, start + self.n_tokens)]  # every token is in a block
 
     def block_state(self, step: Step, after: bool = True) -> list[str | None]:
         """The texts of a block's slots before/after ``step``; ``None`` where masked (or open, on a canvas)."""

@@ -239,8 +239,8 @@ def _step_facts(step: Step, where: str) -> None:
         _need(all(rollback.slot < s < k for s in rollback.dropped), where,
               "drops a slot outside the block (or not right of the rejected one)")
     for i, alt in enumerate(step.alternatives):
-        after = alt.parent < 0 or (alt.parent < i and step.alternatives[alt.parent].slot == alt.slot - 1)
-        _need(alt.slot < k and after, f"{where}.alternatives[{i}]",
+        placed = alt.parent < 0 or (alt.parent < i and step.alternatives[alt.parent].slot == alt.slot - 1)
+        _need(alt.slot < k and placed, f"{where}.alternatives[{i}]",
               "must sit in the block after an earlier alternative one slot before it")
     for i, check in enumerate(step.checks):
         _need(check.block <= step.block and check.position < step.block_start + k, f"{where}.checks[{i}]",

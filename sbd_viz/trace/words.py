@@ -117,17 +117,19 @@ def rollback_text(step: Step, tree: bool = False, capped: bool = False) -> str:
     """What a call's rollback threw away: the rejected draft, NTP's token, and the drafts built on it (a tree call
     records none dropped here: they lie in the previous call's block, and this call's block drafts anew; with
     ``capped``, fewer blocks than fed tokens, a call may have had no block where its path ended)."""
+    rollback = step.rollback
+    assert rollback is not None, "a call with a rollback"
     check = step.rejected[0] if step.rejected else None
     draft, wanted = ("", "") if check is None else \
         (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
     dropped = ("the drafts after it are replaced by this call's own (tree drafting)" if tree
-               else f"{_count(len(step.rollback.dropped), 'draft')} after it dropped")
+               else f"{_count(len(rollback.dropped), 'draft')} after it dropped")
     if capped and len(step.commits) == step.block_size and all(c.ntp for c in step.commits):
         dropped = "no block followed NTP's token in this call, so it drafted nothing after it (fewer blocks a call)"
     if tree and step.alternatives_taken:
         dropped = (f"NTP's token was the tree's alternative there, so the call went on along it: "
                    f"{_count(step.alternatives_taken, 'alternative')} taken, then NTP's next token; {dropped}")
-    return f"the draft{draft} in slot {step.rollback.slot} was rejected{wanted}; {dropped}"
+    return f"the draft{draft} in slot {rollback.slot} was rejected{wanted}; {dropped}"
 
 
 def fed_text(trace: Trace, step: Step) -> str:

@@ -13,6 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -159,7 +160,10 @@ def make_batch(rows: list[dict], k_choices: list[int], mask_id: int, rng: random
         first = max(0, P + rng.randrange(k) - k + 1) if full_blocks is None else P
         starts = list(range(first, n, k))
         masks = [[True] * k if full_blocks else block_masks(k, rng, decode_like) for _ in starts]
-        seqs.append(seq), starts_of.append(starts), masks_of.append(masks), ks.append(k)
+        seqs.append(seq)
+        starts_of.append(starts)
+        masks_of.append(masks)
+        ks.append(k)
     B, L = len(seqs), max(len(s) for s in seqs)
     Q = max(len(st) * k for st, k in zip(starts_of, ks))
     ids = torch.zeros(B, L, dtype=torch.long)
@@ -224,6 +228,7 @@ def slot_loss(logits: torch.Tensor, batch: Batch, loss: str, base_logits: torch.
     if loss == "ce":
         return torch.nn.functional.cross_entropy(logits[scored], batch.targets.to(logits.device)[scored])
     if loss == "kl":
+        assert base_logits is not None, "kl: needs the base's logits (block_logits(..., teacher=True))"
         return torch.nn.functional.kl_div(torch.log_softmax(logits[scored], -1), torch.log_softmax(base_logits, -1),
                                           log_target=True, reduction="batchmean")
     raise ValueError(f"loss: must be one of {', '.join(LOSSES)}, got {loss!r}")
@@ -372,7 +377,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
         state["step"] += 1
         state["tokens"] += int(scored.sum())
         state["seconds"] += time.perf_counter() - t0
-        entry = {"step": state["step"], "loss": round(float(loss.detach()), 4), "acc": round(acc, 4),
+        entry: dict[str, Any] = {"step": state["step"], "loss": round(float(loss.detach()), 4), "acc": round(acc, 4),
                  **({"ce": round(float(slot_loss(logits.detach(), batch, "ce")), 4)} if cfg.loss != "ce" else {}),
                  "scored": state["tokens"], "step_s": round(time.perf_counter() - t0, 2), "lr": cfg.lr * factor}
         if state["step"] % cfg.probe_every == 0:

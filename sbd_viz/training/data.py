@@ -14,6 +14,7 @@ import os
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -121,7 +122,8 @@ class TrainingStream:
         self.weights, self.code_docs, self.code_frac = weights, code_docs or [], code_frac
         # items per document: long documents let one document fill a long window, so late
         # positions see real context instead of a run of short unrelated documents
-        self.doc_lines = tuple(doc_lines)
+        lo, hi = doc_lines  # a list from a config file too
+        self.doc_lines = (lo, hi)
         self.distractors, self.follow_ups = distractors, follow_ups  # see training_document
         vocab = tokenizer.get_vocab()
         if all(ch in vocab for ch in CHARS) and EOS in vocab:  # the character-level tokenizer
@@ -215,7 +217,7 @@ def training_document(rng: random.Random, weights: dict[str, float] | None = Non
     return "".join(out)
 
 
-def _follow_up(name: str, value: object, setup: dict[str, object], rng: random.Random) -> tuple[str, object]:
+def _follow_up(name: str, value: int | str | list, setup: dict[str, Any], rng: random.Random) -> tuple[str, object]:
     # The suite's own context expressions, on whichever assigned name has the right type.
     if isinstance(value, str):
         return f"{name}.upper()", value.upper()

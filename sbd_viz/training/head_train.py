@@ -44,12 +44,12 @@ def collect(model, gate, rows: list[dict], k: int, mask_id: int, batch_size: int
     """For slot s >= 1 of every fully masked block of ``k`` tiling each row's continuation: ``hidden`` (n, d)
     its final hidden state (float16), ``previous`` (n,) the true token at slot s - 1, ``targets`` (n,) the base's
     greedy token there, ``slot`` (n,) s, ``block`` (n,) a number per block (slots of a block are consecutive)."""
-    out = {"hidden": [], "previous": [], "targets": [], "slot": [], "block": []}
+    out: dict[str, list] = {"hidden": [], "previous": [], "targets": [], "slot": [], "block": []}
     rng, n_blocks = random.Random(0), 0
     head_in = model.get_output_embeddings()
     for i in range(0, len(rows), batch_size):
         batch = adapter_train.make_batch(rows[i:i + batch_size], [k], mask_id, rng, 1.0, 10 ** 9, full_blocks=k)
-        kept = {}
+        kept: dict[str, torch.Tensor] = {}
         hook = head_in.register_forward_pre_hook(lambda module, args, kept=kept: kept.update(hidden=args[0]))
         try:
             adapter_train.block_logits(model, gate, batch, bf16=False)
@@ -183,10 +183,14 @@ def train(cfg: HeadTrainConfig) -> Path:
               for name in ("chat", "code")}
     embed, out_head = model.get_input_embeddings(), model.get_output_embeddings()
     resumed = state is not None
-    if not resumed:
+    if state is None:
         state = {"epoch": 0, "seconds": 0.0, "trained_on": trained_on}
-    head = (sampler_head.load(ckpt, model.config.hidden_size, {"width": cfg.width}).train() if resumed
-            else sampler_head.SamplerHead(model.config.hidden_size, cfg.width))
+    if resumed:
+        loaded = sampler_head.load(ckpt, model.config.hidden_size, {"width": cfg.width})
+        assert loaded is not None  # its settings name a head
+        head = loaded.train()
+    else:
+        head = sampler_head.SamplerHead(model.config.hidden_size, cfg.width)
     optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     if resumed:
         load_moments(ckpt / "optimizer.safetensors", dict(head.named_parameters()), optimizer, state["adam_step"])

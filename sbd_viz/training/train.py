@@ -26,7 +26,7 @@ from .upscale import deepen_layers, widen_model
 
 # Model shapes for from-scratch runs. "char-5m" is the shipped model's shape (its card; why this size:
 # docs/model_history.md); "test-1m" is for tests and smoke runs.
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {  # LlamaConfig keyword arguments
     "char-5m": dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=704),
     "char-10m": dict(hidden_size=320, num_hidden_layers=8, num_attention_heads=5, intermediate_size=896),
     "test-1m": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=352),
@@ -128,7 +128,9 @@ def _new_model(cfg: TrainConfig):
     from .data import build_char_tokenizer
 
     tok = build_char_tokenizer()
-    config = LlamaConfig(vocab_size=len(tok), max_position_embeddings=max(512, cfg.seq_len), tie_word_embeddings=True,
+    # LlamaConfig takes rope_theta and attn_implementation through PreTrainedConfig's **kwargs, which its dataclass
+    # __init__ (as transformers declares it) does not show
+    config = LlamaConfig(vocab_size=len(tok), max_position_embeddings=max(512, cfg.seq_len), tie_word_embeddings=True,  # type: ignore[call-arg]
                          rope_theta=10000.0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                          pad_token_id=tok.pad_token_id, attn_implementation="sdpa", **PRESETS[cfg.preset])
     torch.manual_seed(cfg.seed)
@@ -143,6 +145,7 @@ def _base_model(cfg: TrainConfig):
     from ..models import causal_lm
     from ..models.sbd_model import add_mask_token
 
+    assert cfg.base is not None  # a run from a base model
     if causal_lm.is_named(cfg.base) or str(cfg.base).endswith(".gguf"):  # e.g. smollm2-135m: its converted copy
         loaded = causal_lm.load(cfg.base)
         model, tok = loaded.model, loaded.tokenizer
@@ -336,7 +339,7 @@ def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                                {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
-    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "config": asdict(cfg)}
+    state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "tokens": 0, "config": asdict(cfg)}
     if acc.is_main_process:  # one rank renames, before any rank looks for the checkpoint
         restore_interrupted_save(ckpt)
     acc.wait_for_everyone()
