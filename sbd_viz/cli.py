@@ -15,10 +15,21 @@ def _trace(args) -> int:
         trace = sv.decode_ntp(model, args.prompt, max_new_tokens=args.max_new_tokens, stop=args.stop)
     else:  # the one door: a setting the decoder does not take, set, is refused by name
         own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
-        trace = sv.decode(model, args.prompt, decoder=args.decoder, rule=args.rule, gamma=_gamma(args),
-                          block_size=args.block_size, max_new_tokens=args.max_new_tokens,
-                          temperature=args.temperature, seed=args.seed, stop=args.stop, gap_free=args.gap_free,
-                          verify=args.verify, **own)
+        trace = sv.decode(
+            model,
+            args.prompt,
+            decoder=args.decoder,
+            rule=args.rule,
+            gamma=_gamma(args),
+            block_size=args.block_size,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+            stop=args.stop,
+            gap_free=args.gap_free,
+            verify=args.verify,
+            **own,
+        )
     print(sv.trace_summary(trace))
     if args.out:
         print(f"trace written to {trace.save(args.out)}")
@@ -37,24 +48,53 @@ def _ladder(args) -> int:
 
     model = sv.load_model(args.model)
     own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
-    df = sv.gamma_ladder(model, args.prompt, rule=args.rule, gammas=args.gammas, block_size=args.block_size,
-                         max_new_tokens=args.max_new_tokens, stop=args.stop, gap_free=args.gap_free,
-                         decoder=args.decoder, **own)
+    df = sv.gamma_ladder(
+        model,
+        args.prompt,
+        rule=args.rule,
+        gammas=args.gammas,
+        block_size=args.block_size,
+        max_new_tokens=args.max_new_tokens,
+        stop=args.stop,
+        gap_free=args.gap_free,
+        decoder=args.decoder,
+        **own,
+    )
     knob = df.attrs["knob"]  # γ, or the chosen decoder's knob (Jacobi's block_size, ...)
-    print(f"{args.prompt!r} across {knob}, decoder {df.attrs['decoder']}, rule {args.rule}; NTP: "
-          f"{df.attrs['ntp_calls']} calls, {df.attrs['ntp_text']!r}")
-    shown = df[[knob, "calls", "tokens_per_call", "same_as_ntp", "divergence_call", "divergence_block",
-                "divergence_slot", "divergence_token", "divergence_ntp_token", "gap_fills", "text"]].copy()
+    print(
+        f"{args.prompt!r} across {knob}, decoder {df.attrs['decoder']}, rule {args.rule}; NTP: "
+        f"{df.attrs['ntp_calls']} calls, {df.attrs['ntp_text']!r}"
+    )
+    shown = df[
+        [
+            knob,
+            "calls",
+            "tokens_per_call",
+            "same_as_ntp",
+            "divergence_call",
+            "divergence_block",
+            "divergence_slot",
+            "divergence_token",
+            "divergence_ntp_token",
+            "gap_fills",
+            "text",
+        ]
+    ].copy()
     for col in ("divergence_token", "divergence_ntp_token", "text"):
         shown[col] = shown[col].map(lambda t: "" if t is None else repr(t))
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     safe = df.attrs["largest_safe_gamma"]
     name = "γ" if knob == "gamma" else knob
-    print(f"largest safe {name}: {safe:g} (the text is NTP's from the smallest {name} that keeps it up to this one)"
-          if safe is not None else f"largest safe {name}: none (no {name} tried writes NTP's text)")
+    print(
+        f"largest safe {name}: {safe:g} (the text is NTP's from the smallest {name} that keeps it up to this one)"
+        if safe is not None
+        else f"largest safe {name}: none (no {name} tried writes NTP's text)"
+    )
     if df.attrs.get("exact"):  # the ladder read the exact γ map: every safe γ range, exact ends
-        print(f"exactly: {df.attrs['safe']}; the text changes at γ "
-              f"{', '.join(repr(b) for b in df.attrs['breakpoints']) or 'no γ'}")
+        print(
+            f"exactly: {df.attrs['safe']}; the text changes at γ "
+            f"{', '.join(repr(b) for b in df.attrs['breakpoints']) or 'no γ'}"
+        )
     if args.html:
         from . import plots
         from .plots.ladder_figure import gamma_ladder_figure
@@ -75,9 +115,19 @@ def _eval(args) -> int:
 
     own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
     decoder = NTP.name if args.ntp else args.decoder  # --ntp: the reference alone, no speedup beside itself
-    result = sv.evaluate(model, suite, rule=args.rule, gamma=_gamma(args), block_size=args.block_size,
-                         gap_free=args.gap_free, decoder=decoder, progress=True,
-                         measure_speedup=decoder != NTP.name, verify=args.verify, **own)
+    result = sv.evaluate(
+        model,
+        suite,
+        rule=args.rule,
+        gamma=_gamma(args),
+        block_size=args.block_size,
+        gap_free=args.gap_free,
+        decoder=decoder,
+        progress=True,
+        measure_speedup=decoder != NTP.name,
+        verify=args.verify,
+        **own,
+    )
     result.pop("rows")
     print(json.dumps(result, indent=1))
     return 0
@@ -89,21 +139,42 @@ def _sweep(args) -> int:
     from . import analysis
 
     model = sv.load_model(args.model)
-    suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family,
-                                families=tuple(args.families) if args.families else None)
-    df = analysis.sweep(model, suite, rules=args.rules, gammas=args.gammas, block_sizes=args.block_sizes,
-                        gap_free=(False, True) if args.gap_free_too else (False,),
-                        verify=(False, True) if args.verify_too else (False,),
-                        max_new_tokens=args.max_new_tokens, cache_dir=None if args.no_cache else args.cache_dir,
-                        batch_size=args.batch_size,
-                        speed_batch_size={"1": 1, "batch": args.batch_size, "none": None}[args.speed_batch])
+    suite = sv.tasks.load_suite(
+        split=args.split, per_family=args.per_family, families=tuple(args.families) if args.families else None
+    )
+    df = analysis.sweep(
+        model,
+        suite,
+        rules=args.rules,
+        gammas=args.gammas,
+        block_sizes=args.block_sizes,
+        gap_free=(False, True) if args.gap_free_too else (False,),
+        verify=(False, True) if args.verify_too else (False,),
+        max_new_tokens=args.max_new_tokens,
+        cache_dir=None if args.no_cache else args.cache_dir,
+        batch_size=args.batch_size,
+        speed_batch_size={"1": 1, "batch": args.batch_size, "none": None}[args.speed_batch],
+    )
     from .analysis.evaluation import is_main_process
 
     if not is_main_process():  # under accelerate launch: every process swept its share; one writes
         return 0
     df.to_csv(args.out, index=False)
-    shown = ["rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "tokens_per_call", "speedup_calls",
-             "speedup_wall", "gap_fill_rate", "ntp_agreement", "accuracy_with_gaps", "accuracy_without_gaps"]
+    shown = [
+        "rule",
+        "gamma",
+        "block_size",
+        "gap_free",
+        "verify",
+        "accuracy",
+        "tokens_per_call",
+        "speedup_calls",
+        "speedup_wall",
+        "gap_fill_rate",
+        "ntp_agreement",
+        "accuracy_with_gaps",
+        "accuracy_without_gaps",
+    ]
     print(df[shown].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"sweep written to {args.out}")
     if args.gap_free_too:
@@ -126,9 +197,11 @@ def _gaps(args) -> int:
     model = sv.load_model(args.model) if args.model else None
     df = analysis.gap_fill_report(traces, model=model)
     kept = sum(len(t.kept_gap_fills()) for t in traces)
-    print(f"{len(traces)} trace(s), {sum(t.n_tokens for t in traces)} tokens, {kept} gap fill(s) kept in the output"
-          + (f", {len(df) - kept} discarded by the stop" if len(df) > kept else "")
-          + ("" if model else "  (pass --model DIR to add the NTP outcomes)"))
+    print(
+        f"{len(traces)} trace(s), {sum(t.n_tokens for t in traces)} tokens, {kept} gap fill(s) kept in the output"
+        + (f", {len(df) - kept} discarded by the stop" if len(df) > kept else "")
+        + ("" if model else "  (pass --model DIR to add the NTP outcomes)")
+    )
     if df.empty:
         return 0
     cols = ["trace", "call", "block", "slot", "gap", "text", "entropy", "prob", "kept"]
@@ -153,16 +226,24 @@ def add_roofline_args(parser: argparse.ArgumentParser) -> None:
     """The options of ``sbd-viz roofline``."""
     from .analysis import roofline as rf
 
-    parser.add_argument("--hardware", default=rf.DEFAULT_HARDWARE,
-                        help=f"comma-separated; one of {', '.join(rf.HARDWARE)}, or {rf.THIS_CPU} once measured")
+    parser.add_argument(
+        "--hardware",
+        default=rf.DEFAULT_HARDWARE,
+        help=f"comma-separated; one of {', '.join(rf.HARDWARE)}, or {rf.THIS_CPU} once measured",
+    )
     parser.add_argument("--model", default=rf.DEFAULT_MODEL, help=f"one of {', '.join(rf.MODELS)}")
     parser.add_argument("--batch", default="1,4,8,16", help="comma-separated batch sizes")
-    parser.add_argument("--block", default="8,16,32,64", help="Table 4's block sizes (Table 3: 1, 2, 4, ... up to "
-                                                             "the largest)")
+    parser.add_argument(
+        "--block", default="8,16,32,64", help="Table 4's block sizes (Table 3: 1, 2, 4, ... up to the largest)"
+    )
     parser.add_argument("--kv", default=",".join(map(str, rf.PAPER_KV)), help="comma-separated KV lengths")
     parser.add_argument("--nfe", default=",".join(map(str, rf.PAPER_NFE)), help="Table 4's NFE speedups")
-    parser.add_argument("--mode", default="corrected", choices=rf.MODES,
-                        help="corrected shapes, or the paper's printed code (reproduces its tables)")
+    parser.add_argument(
+        "--mode",
+        default="corrected",
+        choices=rf.MODES,
+        help="corrected shapes, or the paper's printed code (reproduces its tables)",
+    )
     parser.add_argument("--trace", default=None, metavar="FILE", help="project this saved trace instead")
 
 
@@ -200,27 +281,41 @@ def roofline_report(args) -> str:
     shape, batches = rf.get_model(args.model), _whole_numbers("--batch", args.batch)
     if args.trace:
         trace = sv.load_trace(args.trace)
-        lines = [f"{args.trace}: {trace.n_tokens} tokens in {trace.nfe} calls ({trace.config.get('decoder', '?')}), "
-                 f"prompt {len(trace.prompt_ids)} tokens; model {shape.name}, {args.mode} shapes", "",
-                 "| hardware | batch | calls | NTP calls | time (ms) | NTP time (ms) | speedup | after prefill |",
-                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines = [
+            f"{args.trace}: {trace.n_tokens} tokens in {trace.nfe} calls ({trace.config.get('decoder', '?')}), "
+            f"prompt {len(trace.prompt_ids)} tokens; model {shape.name}, {args.mode} shapes",
+            "",
+            "| hardware | batch | calls | NTP calls | time (ms) | NTP time (ms) | speedup | after prefill |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for hw in hws:
             for b in batches:
                 p = rf.project(trace, hw, shape, b, args.mode)
-                lines.append(f"| {hw.name} | {b} | {p['sbd_calls']} | {p['ntp_calls']} | {1e3 * p['sbd_s']:.3f} | "
-                             f"{1e3 * p['ntp_s']:.3f} | {p['speedup']:.3f} | {p['decode_speedup']:.3f} |")
+                lines.append(
+                    f"| {hw.name} | {b} | {p['sbd_calls']} | {p['ntp_calls']} | {1e3 * p['sbd_s']:.3f} | "
+                    f"{1e3 * p['ntp_s']:.3f} | {p['speedup']:.3f} | {p['decode_speedup']:.3f} |"
+                )
         return "\n".join(lines)
     blocks, kvs = _whole_numbers("--block", args.block), _whole_numbers("--kv", args.kv, 0)
     nfes = _numbers("--nfe", args.nfe)
     t3_blocks = sorted({2**i for i in range(max(blocks).bit_length()) if 2**i <= max(blocks)} | set(blocks))
     out = []
     for hw in hws:
-        out += [f"## {hw.name}, {shape.name}, {args.mode} shapes", "",
-                "Table 3: time of one block forward / one NTP forward.", "",
-                rf.table3(hw, shape, batches, kvs, t3_blocks, args.mode), "",
-                f"Table 4: theoretical wall-clock speedup; blocks {' / '.join(map(str, blocks))}, KV "
-                + " (→ ".join(rf.kv_label(kv) for kv in kvs) + ")" * (len(kvs) - 1) + ".", "",
-                rf.table4(hw, shape, batches, kvs, blocks, nfes, args.mode), ""]
+        out += [
+            f"## {hw.name}, {shape.name}, {args.mode} shapes",
+            "",
+            "Table 3: time of one block forward / one NTP forward.",
+            "",
+            rf.table3(hw, shape, batches, kvs, t3_blocks, args.mode),
+            "",
+            f"Table 4: theoretical wall-clock speedup; blocks {' / '.join(map(str, blocks))}, KV "
+            + " (→ ".join(rf.kv_label(kv) for kv in kvs)
+            + ")" * (len(kvs) - 1)
+            + ".",
+            "",
+            rf.table4(hw, shape, batches, kvs, blocks, nfes, args.mode),
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -231,9 +326,11 @@ def _bench(args) -> int:
 
     path = Path(__file__).resolve().parent.parent / "bench" / "bench_speed.py"
     if not path.is_file():
-        print("sbd-viz bench: the benchmarks live in the sbd_viz repository's bench/ folder, which an installed "
-              "package does not include; clone the repository and run `python bench/bench_speed.py` there",
-              file=sys.stderr)
+        print(
+            "sbd-viz bench: the benchmarks live in the sbd_viz repository's bench/ folder, which an installed "
+            "package does not include; clone the repository and run `python bench/bench_speed.py` there",
+            file=sys.stderr,
+        )
         return 2
     sys.path.insert(0, str(path.parent))  # the script imports its neighbours (bench/run_info.py)
     spec = importlib.util.spec_from_file_location("sbd_viz_bench_speed", path)
@@ -255,11 +352,14 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
 
     knobs = "; ".join(f"{name}: {rule.meaning}, default {rule.default:g}" for name, rule in COMMIT_RULES.items())
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES,
-                   help="the commit rule (default: %(default)s)")
+    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES, help="the commit rule (default: %(default)s)")
     p.add_argument("--gamma", type=float, default=None, help=f"the rule's knob ({knobs})")
-    p.add_argument("--block-size", type=int, default=None,
-                   help="slots decoded together (default: the model's, recorded in its folder, else 16)")
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="slots decoded together (default: the model's, recorded in its folder, else 16)",
+    )
     p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
 
 
@@ -289,15 +389,24 @@ def _add_decoder_args(p: argparse.ArgumentParser) -> None:
     from .decoders.registry import decoders
 
     specs = decoders()
-    p.add_argument("--decoder", default=None, choices=[s.name for s in specs],
-                   help="; ".join(f"{s.name}: {s.label}" + (" (greedy's text)" if s.exact else "") for s in specs)
-                   + " (default: the model's first, sbd for an SBD model)")
+    p.add_argument(
+        "--decoder",
+        default=None,
+        choices=[s.name for s in specs],
+        help="; ".join(f"{s.name}: {s.label}" + (" (greedy's text)" if s.exact else "") for s in specs)
+        + " (default: the model's first, sbd for an SBD model)",
+    )
     added = []
     for name, owners in _own_settings().items():
         default = ", ".join(f"{s.name}: {s.own[name]!r}" for s in owners)
         try:
-            p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_setting_value, default=None,
-                           help=f"{', '.join(s.name for s in owners)}'s own setting (default {default})")
+            p.add_argument(
+                f"--{name.replace('_', '-')}",
+                dest=name,
+                type=_setting_value,
+                default=None,
+                help=f"{', '.join(s.name for s in owners)}'s own setting (default {default})",
+            )
         except argparse.ArgumentError:  # a plugin's setting named like a flag already here: it cannot be a flag
             continue
         added.append(name)
@@ -324,24 +433,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
     p.add_argument("--ntp", action="store_true", help="decode with NTP (HF generate, greedy) instead")
     _add_decoder_args(p)
-    p.add_argument("--verify", action="store_true",
-                   help="check every draft against NTP greedy (temperature 0): the text is exactly NTP's")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every draft against NTP greedy (temperature 0): the text is exactly NTP's",
+    )
     p.add_argument("--out", help="write the trace JSON here")
     p.add_argument("--html", help="write the offline block-fill animation here")
     p.add_argument("--gif", help="write the block-fill animation here as a GIF, one frame per call")
     _add_load_args(p)
     p.set_defaults(func=_trace)
 
-    p = sub.add_parser("ladder", help="decode one prompt at each γ of the rule's slider range and with NTP; "
-                                      "print the calls and the largest γ that keeps NTP's text")
+    p = sub.add_parser(
+        "ladder",
+        help="decode one prompt at each γ of the rule's slider range and with NTP; "
+        "print the calls and the largest γ that keeps NTP's text",
+    )
     p.add_argument("prompt", help="the text to continue at every γ")
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES,
-                   help="the commit rule whose knob is walked (default: %(default)s)")
-    p.add_argument("--gammas", nargs="+", type=float, default=None,
-                   help="the knob values to try (default: nine spread over the rule's slider range, and its default)")
-    p.add_argument("--block-size", type=int, default=None,
-                   help="slots decoded together (default: the model's, recorded in its folder, else 16)")
+    p.add_argument(
+        "--rule",
+        default=DEFAULT_RULE,
+        choices=RULES,
+        help="the commit rule whose knob is walked (default: %(default)s)",
+    )
+    p.add_argument(
+        "--gammas",
+        nargs="+",
+        type=float,
+        default=None,
+        help="the knob values to try (default: nine spread over the rule's slider range, and its default)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="slots decoded together (default: the model's, recorded in its folder, else 16)",
+    )
     p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
     p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most (default: %(default)s)")
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
@@ -351,8 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="score a decoder on the verifiable suite")
     _add_decode_args(p)
-    p.add_argument("--split", default="test", choices=["test", "train"],
-                   help="the suite's held-out items (test) or training ones (default: %(default)s)")
+    p.add_argument(
+        "--split",
+        default="test",
+        choices=["test", "train"],
+        help="the suite's held-out items (test) or training ones (default: %(default)s)",
+    )
     p.add_argument("--per-family", type=int, default=40, help="items of each family (default: %(default)s)")
     p.add_argument("--ntp", action="store_true", help="score greedy NTP alone (the same as --decoder ntp)")
     _add_decoder_args(p)
@@ -361,34 +493,63 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="score settings on the suite beside NTP; write a CSV (cached on disk)")
     p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
-    p.add_argument("--rules", nargs="+", default=["entropy_bounded"], choices=RULES,
-                   help="commit rules to sweep (default: %(default)s)")
-    p.add_argument("--gammas", nargs="+", type=float, default=[0.0, 0.1, 0.35, 1.0],
-                   help="each rule's knob values (default: %(default)s)")
-    p.add_argument("--block-sizes", nargs="+", type=int, default=None,
-                   help="default: the model's block size (recorded in its folder, else 16)")
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        default=["entropy_bounded"],
+        choices=RULES,
+        help="commit rules to sweep (default: %(default)s)",
+    )
+    p.add_argument(
+        "--gammas",
+        nargs="+",
+        type=float,
+        default=[0.0, 0.1, 0.35, 1.0],
+        help="each rule's knob values (default: %(default)s)",
+    )
+    p.add_argument(
+        "--block-sizes",
+        nargs="+",
+        type=int,
+        default=None,
+        help="default: the model's block size (recorded in its folder, else 16)",
+    )
     p.add_argument("--gap-free-too", action="store_true", help="also run every setting gap-free (the ablation)")
-    p.add_argument("--verify-too", action="store_true",
-                   help="also run every setting verified (lossless: exactly NTP's text; only the speed varies)")
-    p.add_argument("--split", default="test", choices=["test", "train"],
-                   help="the suite's held-out items (test) or training ones (default: %(default)s)")
+    p.add_argument(
+        "--verify-too",
+        action="store_true",
+        help="also run every setting verified (lossless: exactly NTP's text; only the speed varies)",
+    )
+    p.add_argument(
+        "--split",
+        default="test",
+        choices=["test", "train"],
+        help="the suite's held-out items (test) or training ones (default: %(default)s)",
+    )
     p.add_argument("--per-family", type=int, default=20, help="items of each family (default: %(default)s)")
     p.add_argument("--families", nargs="+", default=None, help="only these suite families (default: all)")
     p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most per item (default: %(default)s)")
-    p.add_argument("--cache-dir", default=".sbd_cache",
-                   help="where finished rows are kept, so a rerun decodes only what is new (default: %(default)s)")
+    p.add_argument(
+        "--cache-dir",
+        default=".sbd_cache",
+        help="where finished rows are kept, so a rerun decodes only what is new (default: %(default)s)",
+    )
     p.add_argument("--no-cache", action="store_true", help="measure afresh and store nothing")
     p.add_argument("--batch-size", type=int, default=1, help="prompts per forward for the scored decodes")
-    p.add_argument("--speed-batch", choices=["1", "batch", "none"], default="1",
-                   help="measure speedup_wall item by item at batch 1 (default), between the batched runs, "
-                        "or not at all")
+    p.add_argument(
+        "--speed-batch",
+        choices=["1", "batch", "none"],
+        default="1",
+        help="measure speedup_wall item by item at batch 1 (default), between the batched runs, or not at all",
+    )
     p.add_argument("--out", required=True, help="write the sweep table here (CSV)")
     p.add_argument("--html", help="also write the speed/quality figure here")
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("gaps", help="list the gap fills of saved traces, most suspicious first")
-    p.add_argument("traces", nargs="+", metavar="TRACE.json",
-                   help="trace files saved by sbd-viz trace --out or the app")
+    p.add_argument(
+        "traces", nargs="+", metavar="TRACE.json", help="trace files saved by sbd-viz trace --out or the app"
+    )
     p.add_argument("--model", default=None, help="model folder: adds what NTP would have chosen (teacher forced)")
     p.add_argument("--top", type=int, default=30, help="show at most this many events")
     p.set_defaults(func=_gaps)
@@ -399,25 +560,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="SBD vs HF generate speed benchmark (bench/bench_speed.py)", add_help=False)
     p.set_defaults(func=_bench)
-    p.add_argument("rest", nargs=argparse.REMAINDER,
-                   help="the benchmark's own options (sbd-viz bench --help lists them)")
+    p.add_argument(
+        "rest", nargs=argparse.REMAINDER, help="the benchmark's own options (sbd-viz bench --help lists them)"
+    )
 
-    p = sub.add_parser("train", add_help=False,
-                       help="train an SBD model (sbd_viz/training/train.py), with --adapter a gated SBD adapter on "
-                            "a frozen causal LM (sbd_viz/training/adapter_train.py), or with --sampler-head a sampler "
-                            "head on a frozen adapter (sbd_viz/training/head_train.py); --help lists each one's "
-                            "options")
+    p = sub.add_parser(
+        "train",
+        add_help=False,
+        help="train an SBD model (sbd_viz/training/train.py), with --adapter a gated SBD adapter on "
+        "a frozen causal LM (sbd_viz/training/adapter_train.py), or with --sampler-head a sampler "
+        "head on a frozen adapter (sbd_viz/training/head_train.py); --help lists each one's "
+        "options",
+    )
     p.set_defaults(func=_train)
-    p.add_argument("rest", nargs=argparse.REMAINDER,
-                   help="the trainer's own options (sbd-viz train --help, --adapter --help or --sampler-head --help)")
+    p.add_argument(
+        "rest",
+        nargs=argparse.REMAINDER,
+        help="the trainer's own options (sbd-viz train --help, --adapter --help or --sampler-head --help)",
+    )
 
     p = sub.add_parser("app", help="start the Gradio app")
-    p.add_argument("--model", default=None, metavar="MODEL",
-                   help="model to serve: a folder, or a name (smollm2-135m-sbd: SmolLM2 with the shipped SBD adapter; "
-                        "smollm2-135m: the base alone) (default: $SBD_VIZ_MODEL, else the shipped sbd-char-5m)")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="MODEL",
+        help="model to serve: a folder, or a name (smollm2-135m-sbd: SmolLM2 with the shipped SBD adapter; "
+        "smollm2-135m: the base alone) (default: $SBD_VIZ_MODEL, else the shipped sbd-char-5m)",
+    )
     p.add_argument("--port", type=int, default=7860, help="TCP port to serve on (default: %(default)s)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default: %(default)s, this machine only; 0.0.0.0 for every interface)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: %(default)s, this machine only; 0.0.0.0 for every interface)",
+    )
     _add_load_args(p)
     p.set_defaults(func=_app)
     return parser

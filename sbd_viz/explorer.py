@@ -47,20 +47,24 @@ def figure_at_call(fig: go.Figure, call: int) -> go.Figure:
     if not 0 <= call < len(fig.frames):
         raise ValueError(f"call: must be in [0, {len(fig.frames) - 1}], got {call!r}")
     data = list(fig.frames[0].data)
-    for frame in fig.frames[1:call + 1]:
+    for frame in fig.frames[1 : call + 1]:
         for index, trace in zip(frame.traces, frame.data):
             data[index] = trace
-    extra = list(fig.data[len(data):])  # the entropy colour bar, which no frame touches
+    extra = list(fig.data[len(data) :])  # the entropy colour bar, which no frame touches
     still = go.Figure(data + extra, layout=fig.layout)
     still.layout.updatemenus, still.layout.sliders = (), ()  # (update_layout would merge, not clear)
     # The bottom margin held the play buttons and slider: give it back, but keep room for the entropy
     # scale, which hangs from the top of the grid and can be taller than a short grid.
     margin, grid = fig.layout.margin, fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    bar = max((t.marker.colorbar.len or 0 for t in extra if getattr(t, "marker", None) and t.marker.showscale),
-              default=0)
+    bar = max(
+        (t.marker.colorbar.len or 0 for t in extra if getattr(t, "marker", None) and t.marker.showscale), default=0
+    )
     bottom = max(30, int(bar - grid) + 20)
-    still.update_layout(title_text=fig.frames[call].layout.title.text, margin=dict(b=bottom),
-                        height=fig.layout.height - (margin.b - bottom))
+    still.update_layout(
+        title_text=fig.frames[call].layout.title.text,
+        margin=dict(b=bottom),
+        height=fig.layout.height - (margin.b - bottom),
+    )
     return still
 
 
@@ -69,8 +73,11 @@ def _display_data(fig: go.Figure, name: str = "block-fill") -> dict:
 
     Built directly (not with ``display``) so the widget also updates without a running kernel."""
     bundle = pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict())
-    return {"output_type": "display_data", "metadata": {},
-            "data": {PLOTLY_MIME: bundle[PLOTLY_MIME], "text/plain": f"<{name} figure>"}}
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {PLOTLY_MIME: bundle[PLOTLY_MIME], "text/plain": f"<{name} figure>"},
+    }
 
 
 def _esc(text: str) -> str:
@@ -94,17 +101,30 @@ def wall_clock_measures(trace: Trace, ntp: Trace, timing, label: str) -> list[Me
     work, and NTP's were timed at another moment), then both medians of the paired rounds and their ratio per
     generated token, with the median of the per-round ratios beside it, each named by what it is."""
     if timing is None:
-        return [Measure("wall clock", "not timed", "press “time it”: this decode and NTP in paired rounds after a "
-                                                   "warm-up run of each (a single run's seconds are not a speed)")]
+        return [
+            Measure(
+                "wall clock",
+                "not timed",
+                "press “time it”: this decode and NTP in paired rounds after a "
+                "warm-up run of each (a single run's seconds are not a speed)",
+            )
+        ]
     ms, ntp_ms = (1000 * x for x in timing.median_seconds())
     mid, lo, hi = timing.speedup(trace.n_tokens, ntp.n_tokens)
     warmed = "after a warm-up run of each" if timing.warmed else "no warm-up run"
-    return [Measure("wall clock · medians", f"{label} {ms:.0f} ms · NTP {ntp_ms:.0f} ms",
-                    f"median seconds of {timing.rounds} paired rounds, {warmed} · {trace.n_tokens} and "
-                    f"{ntp.n_tokens} tokens"),
-            Measure("speedup · wall clock", f"{timing.ratio_of_medians(trace.n_tokens, ntp.n_tokens):.2f}×",
-                    f"ratio of the medians above, per generated token (NTP's ÷ {label}'s) · median of the "
-                    f"{timing.rounds} per-round ratios: {mid:.2f}× (range {lo:.2f}–{hi:.2f}×)")]
+    return [
+        Measure(
+            "wall clock · medians",
+            f"{label} {ms:.0f} ms · NTP {ntp_ms:.0f} ms",
+            f"median seconds of {timing.rounds} paired rounds, {warmed} · {trace.n_tokens} and {ntp.n_tokens} tokens",
+        ),
+        Measure(
+            "speedup · wall clock",
+            f"{timing.ratio_of_medians(trace.n_tokens, ntp.n_tokens):.2f}×",
+            f"ratio of the medians above, per generated token (NTP's ÷ {label}'s) · median of the "
+            f"{timing.rounds} per-round ratios: {mid:.2f}× (range {lo:.2f}–{hi:.2f}×)",
+        ),
+    ]
 
 
 def order_measure(trace: Trace) -> Measure:
@@ -112,9 +132,12 @@ def order_measure(trace: Trace) -> Measure:
     order = decode_order(trace)
     tau = "n/a" if math.isnan(order.kendall_tau) else f"{order.kendall_tau:.2f}"
     rate = "n/a" if math.isnan(order.out_of_order_rate) else f"{order.out_of_order_rate:.0%}"
-    return Measure("decode order", f"τ {tau} · {rate} out of order",
-                   f"Kendall τ of the commit call against position (1: left to right, one token per call) · "
-                   f"{order.n_out_of_order} of {order.n_commits} output tokens committed right of a masked slot")
+    return Measure(
+        "decode order",
+        f"τ {tau} · {rate} out of order",
+        f"Kendall τ of the commit call against position (1: left to right, one token per call) · "
+        f"{order.n_out_of_order} of {order.n_commits} output tokens committed right of a masked slot",
+    )
 
 
 class Explorer(widgets.VBox):
@@ -146,50 +169,89 @@ class Explorer(widgets.VBox):
         lo, hi, step = model.gamma_slider if isinstance(model, DiffusionModel) else knob.slider
         gamma = self.extra.pop("gamma", knob.default)
         wide = {"description_width": "110px"}
-        self.decoder = widgets.Dropdown(options=[(get_decoder(n).label, n) for n in self.choices], value=decoder, description="decoder", style=wide,
-                                        layout=widgets.Layout(display="none" if self.canvas else None))
-        self.prompt = widgets.Text(prompt, description="prompt", continuous_update=False, style=wide,
-                                   layout=widgets.Layout(width="640px"))
-        self.rule = widgets.Dropdown(options=model.rules if isinstance(model, DiffusionModel) else RULES, value=rule, description="rule",
-                                     style=wide, disabled=self.canvas)
+        self.decoder = widgets.Dropdown(
+            options=[(get_decoder(n).label, n) for n in self.choices],
+            value=decoder,
+            description="decoder",
+            style=wide,
+            layout=widgets.Layout(display="none" if self.canvas else None),
+        )
+        self.prompt = widgets.Text(
+            prompt, description="prompt", continuous_update=False, style=wide, layout=widgets.Layout(width="640px")
+        )
+        self.rule = widgets.Dropdown(
+            options=model.rules if isinstance(model, DiffusionModel) else RULES,
+            value=rule,
+            description="rule",
+            style=wide,
+            disabled=self.canvas,
+        )
         # The range stretches to hold a gamma given outside it, rather than clamping it silently.
         # A slider in a row shrinks to what the row leaves it (a 20 px track beside the dropdown and the checkboxes):
         # a fixed width it never shrinks below keeps it draggable.
-        self.gamma = widgets.FloatSlider(description=knob.symbol, tooltip=knob.label, min=min(lo, gamma),
-                                         max=max(hi, gamma), step=step, value=gamma, continuous_update=False,
-                                         readout_format=".2f", style=wide, disabled=not knob.tunable,
-                                         layout=widgets.Layout(width=GAMMA_WIDTH, min_width=GAMMA_WIDTH,
-                                                               flex="0 0 auto"))
+        self.gamma = widgets.FloatSlider(
+            description=knob.symbol,
+            tooltip=knob.label,
+            min=min(lo, gamma),
+            max=max(hi, gamma),
+            step=step,
+            value=gamma,
+            continuous_update=False,
+            readout_format=".2f",
+            style=wide,
+            disabled=not knob.tunable,
+            layout=widgets.Layout(width=GAMMA_WIDTH, min_width=GAMMA_WIDTH, flex="0 0 auto"),
+        )
         shown = "none" if self.canvas else None  # verified and gap-free mean nothing for block diffusion
         # checkboxes as wide as their words (ipywidgets gives each 300 px, which squeezed the slider)
-        self.gap_free = widgets.Checkbox(self.extra.pop("gap_free", False), description="gap-free", indent=False,
-                                         layout=widgets.Layout(display=shown, width="auto"))
-        self.verify = widgets.Checkbox(self.extra.pop("verify", False), description="verified", indent=False,
-                                       layout=widgets.Layout(display=shown, width="auto"),
-                                       tooltip="check every draft against greedy NTP: exactly NTP's text")
-        self.block_size = widgets.IntSlider(self.extra.pop("block_size"), min=1, max=max(64, model.block_size),
-                                            description="block size k", continuous_update=False, style=wide,
-                                            disabled=self.canvas)
+        self.gap_free = widgets.Checkbox(
+            self.extra.pop("gap_free", False),
+            description="gap-free",
+            indent=False,
+            layout=widgets.Layout(display=shown, width="auto"),
+        )
+        self.verify = widgets.Checkbox(
+            self.extra.pop("verify", False),
+            description="verified",
+            indent=False,
+            layout=widgets.Layout(display=shown, width="auto"),
+            tooltip="check every draft against greedy NTP: exactly NTP's text",
+        )
+        self.block_size = widgets.IntSlider(
+            self.extra.pop("block_size"),
+            min=1,
+            max=max(64, model.block_size),
+            description="block size k",
+            continuous_update=False,
+            style=wide,
+            disabled=self.canvas,
+        )
         length = self.extra.pop("max_new_tokens", 64)
-        self.max_new_tokens = widgets.IntSlider(length, min=1, max=max(256, length),
-                                                description="max tokens", continuous_update=False, style=wide)
-        self.call = widgets.IntSlider(0, min=0, max=0, description="call", style=wide,
-                                      layout=widgets.Layout(width="520px"))
+        self.max_new_tokens = widgets.IntSlider(
+            length, min=1, max=max(256, length), description="max tokens", continuous_update=False, style=wide
+        )
+        self.call = widgets.IntSlider(
+            0, min=0, max=0, description="call", style=wide, layout=widgets.Layout(width="520px")
+        )
         self.play = widgets.Play(interval=700, min=0, max=0, description="play the calls")
         widgets.link((self.play, "value"), (self.call, "value"))
         self.metrics, self.step_info, self.view = widgets.HTML(), widgets.HTML(), widgets.Output()
         self.order = widgets.Output()  # the decode-order picture: this decode and NTP on one step axis
         # the animation as a GIF file (one frame per call), for slides and posts
-        self.gif_path = widgets.Text("sbd_animation.gif", description="GIF file", style=wide,
-                                     layout=widgets.Layout(width="420px"))
+        self.gif_path = widgets.Text(
+            "sbd_animation.gif", description="GIF file", style=wide, layout=widgets.Layout(width="420px")
+        )
         self.save = widgets.Button(description="save GIF", tooltip="write the animation here, one frame per call")
         self.saved = widgets.HTML()
         self.save.on_click(lambda _: self.save_gif(self.gif_path.value))
         # a speedup in seconds needs both decodes timed in the same rounds; one decode's own clock gives none
-        self.time_button = widgets.Button(description="time it", layout=widgets.Layout(display=shown),
-                                          tooltip=f"one warm-up run of each, then this decode and NTP in {ROUNDS} "
-                                                  "paired rounds: both medians, their ratio, and the median of the "
-                                                  "rounds' ratios")
+        self.time_button = widgets.Button(
+            description="time it",
+            layout=widgets.Layout(display=shown),
+            tooltip=f"one warm-up run of each, then this decode and NTP in {ROUNDS} "
+            "paired rounds: both medians, their ratio, and the median of the "
+            "rounds' ratios",
+        )
         self.time_button.on_click(lambda _: self.time_it())
         self.timing: Timing | None = None  # of the current decode, once timed
         self.trace: Trace | None = None
@@ -204,17 +266,19 @@ class Explorer(widgets.VBox):
         for control in (self.prompt, self.gamma, self.gap_free, self.verify, self.block_size, self.max_new_tokens):
             control.observe(self._redecode, "value")
         self.call.observe(lambda change: self.show_call(change["new"]), "value")
-        super().__init__([
-            widgets.HBox([self.prompt, self.decoder]),
-            widgets.HBox([self.rule, self.gamma, self.gap_free, self.verify]),
-            widgets.HBox([self.block_size, self.max_new_tokens]),
-            self.metrics,
-            widgets.HBox([self.play, self.call]),
-            self.step_info,
-            self.view,
-            self.order,
-            widgets.HBox([self.time_button, self.gif_path, self.save, self.saved]),
-        ])
+        super().__init__(
+            [
+                widgets.HBox([self.prompt, self.decoder]),
+                widgets.HBox([self.rule, self.gamma, self.gap_free, self.verify]),
+                widgets.HBox([self.block_size, self.max_new_tokens]),
+                self.metrics,
+                widgets.HBox([self.play, self.call]),
+                self.step_info,
+                self.view,
+                self.order,
+                widgets.HBox([self.time_button, self.gif_path, self.save, self.saved]),
+            ]
+        )
         self._grey_out()
         self.redecode()
 
@@ -223,9 +287,15 @@ class Explorer(widgets.VBox):
         """The keyword arguments of ``sv.decode`` that the controls currently say (those the decoder takes; the
         others, e.g. another decoder's knob given up front, are kept for when that decoder is chosen)."""
         spec = get_decoder(self.decoder.value)
-        given = dict(rule=self.rule.value, gamma=self.gamma.value, gap_free=self.gap_free.value,
-                     verify=self.verify.value, block_size=self.block_size.value,
-                     max_new_tokens=self.max_new_tokens.value, **self.extra)
+        given = dict(
+            rule=self.rule.value,
+            gamma=self.gamma.value,
+            gap_free=self.gap_free.value,
+            verify=self.verify.value,
+            block_size=self.block_size.value,
+            max_new_tokens=self.max_new_tokens.value,
+            **self.extra,
+        )
         return dict(decoder=spec.name, **{k: v for k, v in given.items() if k in spec.settings})
 
     def redecode(self) -> None:
@@ -278,8 +348,9 @@ class Explorer(widgets.VBox):
         settings, prompt, ntp = self.settings(), self.prompt.value, self._ntp_settings()
         model = self.model
         assert not isinstance(model, DiffusionModel)  # it has an NTP trace
-        self.timing = side_by_side(lambda: decode(model, prompt, **settings),
-                                   lambda: decode_ntp(model, prompt, **ntp), rounds, warm_up=True)
+        self.timing = side_by_side(
+            lambda: decode(model, prompt, **settings), lambda: decode_ntp(model, prompt, **ntp), rounds, warm_up=True
+        )
         self.metrics.value = self._metrics_html()
 
     def _ntp_settings(self) -> dict:
@@ -345,17 +416,24 @@ class Explorer(widgets.VBox):
             body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
             return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
         diff = first_difference(t.text, n.text)
-        rows += [(f"{get_decoder(self.decoder.value).label} text", f"<code>{_esc(visible(t.text))}</code>"),
-                 ("NTP text", f"<code>{_esc(visible(n.text))}</code> · "
-                              + ("the same text" if diff is None else f"the texts first differ at character {diff}"))]
+        rows += [
+            (f"{get_decoder(self.decoder.value).label} text", f"<code>{_esc(visible(t.text))}</code>"),
+            (
+                "NTP text",
+                f"<code>{_esc(visible(n.text))}</code> · "
+                + ("the same text" if diff is None else f"the texts first differ at character {diff}"),
+            ),
+        ]
         body = "".join(f"<tr><td style='padding-right:12px'><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
         return f"<table style='font-family:monospace;font-size:13px'>{body}</table>"
 
     def _step_html(self, call: int) -> str:
         assert self.trace is not None  # show_call checked it
         head, rest = step_text(self.trace, self.trace.steps[call]).split("\n", 1)
-        return (f"<div style='font-family:monospace;font-size:13px;white-space:pre-wrap'><b>{_esc(head)}</b>\n"
-                f"{_esc(rest)}</div>")
+        return (
+            f"<div style='font-family:monospace;font-size:13px;white-space:pre-wrap'><b>{_esc(head)}</b>\n"
+            f"{_esc(rest)}</div>"
+        )
 
 
 def explore(model: SBDModel | DiffusionModel, prompt: str, **decode_kwargs) -> Explorer:

@@ -38,7 +38,7 @@ def shuffle_accuracy(n: int, k: int) -> float:
     _check(n, k)
     acc, left = 1.0, n
     for s in _steps(n, k):
-        acc *= math.perm(left, s) / left ** s
+        acc *= math.perm(left, s) / left**s
         left -= s
     return acc
 

@@ -52,8 +52,13 @@ def call_counts(trace: Trace) -> dict:
     (0 or 1), ``calls`` (every counted call), ``prefill_calls`` (1, or 0 for an empty trace), ``prefill_tokens``,
     and each ``COUNT_LABELS`` label mapped to its ratio."""
     trace = check_trace(trace)
-    counts: dict[str, float] = {"tokens": trace.n_tokens, "end_tokens": int(has_end_token(trace)), "calls": trace.nfe,
-              "prefill_calls": int(trace.nfe > 0), "prefill_tokens": prefill_tokens(trace)}
+    counts: dict[str, float] = {
+        "tokens": trace.n_tokens,
+        "end_tokens": int(has_end_token(trace)),
+        "calls": trace.nfe,
+        "prefill_calls": int(trace.nfe > 0),
+        "prefill_tokens": prefill_tokens(trace),
+    }
     for (end, pre), label in COUNT_LABELS.items():
         counts[label] = tokens_per_call(trace, end_token=end, prefill=pre)
     return counts

@@ -26,10 +26,26 @@ from ..tasks.asserts import SuiteItem, score
 from .evaluation import STOP
 from .pieces import decode_at_gammas, line_of, shares_pieces
 
-DECODER_SWEEP_COLUMNS = ("decoder", "label", "rule", "gamma", "block_size", "settings", "knob", "knob_value",
-                         "accuracy",
-                         "calls", "tokens", "tokens_per_call", "calls_per_token", "speedup_calls", "same_as_ntp",
-                         "renoised", "n_items", "max_new_tokens")
+DECODER_SWEEP_COLUMNS = (
+    "decoder",
+    "label",
+    "rule",
+    "gamma",
+    "block_size",
+    "settings",
+    "knob",
+    "knob_value",
+    "accuracy",
+    "calls",
+    "tokens",
+    "tokens_per_call",
+    "calls_per_token",
+    "speedup_calls",
+    "same_as_ntp",
+    "renoised",
+    "n_items",
+    "max_new_tokens",
+)
 SWEPT = ("rule", "gamma", "block_size", "verify")  # the shared settings a sweep runs along, for a decoder taking them
 
 
@@ -48,14 +64,25 @@ def _settings(specs, axes: dict) -> list[dict]:
 def _own_settings(spec, setting: dict) -> str:
     """The row's own settings of its decoder besides its knob, as "name value" text ("" with none)."""
     knob = spec.knob.name if spec.knob else None
-    return " · ".join(f"{n} {setting[n]:g}" if isinstance(setting[n], float) else f"{n} {setting[n]}"
-                      for n in spec.own if n != knob and n in setting)
+    return " · ".join(
+        f"{n} {setting[n]:g}" if isinstance(setting[n], float) else f"{n} {setting[n]}"
+        for n in spec.own
+        if n != knob and n in setting
+    )
 
 
-def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders: Sequence[str] | None = None,
-                   rule: str = DEFAULT_RULE, gammas: Sequence[float] = (0.1, 0.5, 1.0, 2.0),
-                   block_sizes: Sequence[int | None] = (None,), verify: Sequence[bool] = (False, True),
-                   max_new_tokens: int = 64, reuse_pieces: bool = True, **values):
+def sweep_decoders(
+    model,
+    suite_or_prompts: Iterable[SuiteItem | str],
+    decoders: Sequence[str] | None = None,
+    rule: str = DEFAULT_RULE,
+    gammas: Sequence[float] = (0.1, 0.5, 1.0, 2.0),
+    block_sizes: Sequence[int | None] = (None,),
+    verify: Sequence[bool] = (False, True),
+    max_new_tokens: int = 64,
+    reuse_pieces: bool = True,
+    **values,
+):
     """A tidy DataFrame (``DECODER_SWEEP_COLUMNS``): one row per decoder setting plus one NTP row.
 
     ``decoders``: registered names (``sv.decoders()``; None: every one that serves the model, NTP aside, which is
@@ -96,8 +123,13 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders:
     prompts = [i.prompt if isinstance(i, SuiteItem) else i for i in items]
     scored = all(isinstance(i, SuiteItem) for i in items)
     sizes = [check_block_size(k, model) for k in block_sizes]
-    axes = {"rule": (rule,), "gamma": tuple(gammas), "block_size": tuple(sizes), "verify": tuple(verify),
-            **{k: tuple(v) for k, v in values.items()}}
+    axes = {
+        "rule": (rule,),
+        "gamma": tuple(gammas),
+        "block_size": tuple(sizes),
+        "verify": tuple(verify),
+        **{k: tuple(v) for k, v in values.items()},
+    }
     settings = _settings(specs, axes)
     ntp = [decode(model, p, NTP.name, max_new_tokens=max_new_tokens, stop=STOP) for p in prompts]
     ntp_calls = sum(t.nfe for t in ntp)
@@ -111,8 +143,19 @@ def sweep_decoders(model, suite_or_prompts: Iterable[SuiteItem | str], decoders:
             if key not in lines:
                 gammas_of_line = [s["gamma"] for s in settings if line_of(s) == key]
                 other = {k: v for k, v in setting.items() if k not in ("decoder", "rule", "gamma")}
-                decoded = [decode_at_gammas(model, p, gammas_of_line, setting["decoder"], setting.get("rule", rule),
-                                            max_new_tokens=max_new_tokens, stop=STOP, **other) for p in prompts]
+                decoded = [
+                    decode_at_gammas(
+                        model,
+                        p,
+                        gammas_of_line,
+                        setting["decoder"],
+                        setting.get("rule", rule),
+                        max_new_tokens=max_new_tokens,
+                        stop=STOP,
+                        **other,
+                    )
+                    for p in prompts
+                ]
                 calls_run += sum(d.calls for d in decoded)
                 lines[key] = decoded
             traces = [d.traces[setting["gamma"]] for d in lines[key]]
@@ -129,13 +172,23 @@ def _row(setting, items, traces, ntp, ntp_calls, scored, max_new_tokens) -> dict
     calls, tokens = sum(t.nfe for t in traces), sum(t.n_tokens for t in traces)
     spec = get_decoder(setting["decoder"])
     knob = spec.knob.name if spec.knob else None
-    return {"decoder": setting["decoder"], "label": spec.label_of(setting), "rule": setting.get("rule"),
-            "gamma": setting.get("gamma", math.nan), "block_size": setting.get("block_size", math.nan),
-            "settings": _own_settings(spec, setting),
-            "knob": knob, "knob_value": setting.get(knob, math.nan) if knob else math.nan,
-            "accuracy": sum(score(i, t.text) for i, t in zip(items, traces)) / len(items) if scored else math.nan,
-            "calls": calls, "tokens": tokens, "tokens_per_call": tokens / calls, "calls_per_token": calls / tokens
-            if tokens else math.nan, "speedup_calls": ntp_calls / calls,
-            "same_as_ntp": sum(t.text == n.text for t, n in zip(traces, ntp)) / len(items),
-            "renoised": sum(len(s.renoised) for t in traces for s in t.steps), "n_items": len(items),
-            "max_new_tokens": max_new_tokens}
+    return {
+        "decoder": setting["decoder"],
+        "label": spec.label_of(setting),
+        "rule": setting.get("rule"),
+        "gamma": setting.get("gamma", math.nan),
+        "block_size": setting.get("block_size", math.nan),
+        "settings": _own_settings(spec, setting),
+        "knob": knob,
+        "knob_value": setting.get(knob, math.nan) if knob else math.nan,
+        "accuracy": sum(score(i, t.text) for i, t in zip(items, traces)) / len(items) if scored else math.nan,
+        "calls": calls,
+        "tokens": tokens,
+        "tokens_per_call": tokens / calls,
+        "calls_per_token": calls / tokens if tokens else math.nan,
+        "speedup_calls": ntp_calls / calls,
+        "same_as_ntp": sum(t.text == n.text for t, n in zip(traces, ntp)) / len(items),
+        "renoised": sum(len(s.renoised) for t in traces for s in t.steps),
+        "n_items": len(items),
+        "max_new_tokens": max_new_tokens,
+    }

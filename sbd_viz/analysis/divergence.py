@@ -25,18 +25,46 @@ from ..trace.checks import check_trace
 from ..trace.data import Step, Trace
 from ..trace.labels import render_state
 
-DIVERGENCE_FIELDS = ("call", "block", "step", "slot", "gap", "position", "token_id", "text", "ntp_text", "entropy",
-                     "prob", "n_commits", "budget_spent", "uncounted", "outside_budget", "state")
-REPORT_COLUMNS = ("family", "prompt", "answer", "ntp_output", "sbd_output", "ntp_correct", "sbd_correct",
-                  "tokens_per_call") + DIVERGENCE_FIELDS
+DIVERGENCE_FIELDS = (
+    "call",
+    "block",
+    "step",
+    "slot",
+    "gap",
+    "position",
+    "token_id",
+    "text",
+    "ntp_text",
+    "entropy",
+    "prob",
+    "n_commits",
+    "budget_spent",
+    "uncounted",
+    "outside_budget",
+    "state",
+)
+REPORT_COLUMNS = (
+    "family",
+    "prompt",
+    "answer",
+    "ntp_output",
+    "sbd_output",
+    "ntp_correct",
+    "sbd_correct",
+    "tokens_per_call",
+) + DIVERGENCE_FIELDS
 
 
 def _budgeted(trace: Trace) -> bool:
     """Whether eq. 8 chose the trace's commits as they stand: the entropy-bounded rule, neither gap-free (which
     drops chosen slots right of a mask) nor verified (whose NTP corrections are not the rule's choices)."""
     c = trace.config
-    return (c.get("decoder") == SBD.name and c.get("rule") == "entropy_bounded" and not c.get("gap_free")
-            and not c.get("verify"))
+    return (
+        c.get("decoder") == SBD.name
+        and c.get("rule") == "entropy_bounded"
+        and not c.get("gap_free")
+        and not c.get("verify")
+    )
 
 
 def uncounted_slot(trace: Trace, step: Step) -> int | None:
@@ -73,13 +101,22 @@ def first_divergence(trace: Trace, ntp_trace: Trace) -> dict | None:
     n_prompt = len(trace.prompt_ids)
     for step in trace.steps:
         # a commit counts only if the output holds it: a stop may cut it, a verified rollback replace it
-        departing = [c for c in step.commits if trace.kept(step, c.slot)
-                     and (step.block_start + c.slot - n_prompt >= len(ref)
-                          or ref[step.block_start + c.slot - n_prompt] != c.token_id)]
+        departing = [
+            c
+            for c in step.commits
+            if trace.kept(step, c.slot)
+            and (
+                step.block_start + c.slot - n_prompt >= len(ref)
+                or ref[step.block_start + c.slot - n_prompt] != c.token_id
+            )
+        ]
         if departing:
             return _describe(trace, step, min(departing, key=lambda c: c.slot), ntp_trace)
-    return {**dict.fromkeys(DIVERGENCE_FIELDS), "position": len(out),
-            "ntp_text": ntp_trace.output_texts[len(out)] if len(out) < len(ref) else None}
+    return {
+        **dict.fromkeys(DIVERGENCE_FIELDS),
+        "position": len(out),
+        "ntp_text": ntp_trace.output_texts[len(out)] if len(out) < len(ref) else None,
+    }
 
 
 def _describe(trace: Trace, step: Step, commit, ntp_trace: Trace) -> dict:
@@ -91,16 +128,33 @@ def _describe(trace: Trace, step: Step, commit, ntp_trace: Trace) -> dict:
         spent = sum(c.entropy for c in step.commits if c.slot != free)
         uncounted = commit.slot == free
         outside = uncounted and commit.entropy > gamma
-    return {"call": step.call, "block": step.block, "step": step.step, "slot": commit.slot, "gap": commit.gap,
-            "position": position, "token_id": commit.token_id, "text": commit.text,
-            "ntp_text": ntp_trace.output_texts[position] if position < ntp_trace.n_tokens else None,
-            "entropy": commit.entropy, "prob": commit.prob, "n_commits": len(step.commits),
-            "budget_spent": spent, "uncounted": uncounted, "outside_budget": outside,
-            "state": render_state(trace.block_state(step)[: commit.slot + 1], trace.text_before(step))}
+    return {
+        "call": step.call,
+        "block": step.block,
+        "step": step.step,
+        "slot": commit.slot,
+        "gap": commit.gap,
+        "position": position,
+        "token_id": commit.token_id,
+        "text": commit.text,
+        "ntp_text": ntp_trace.output_texts[position] if position < ntp_trace.n_tokens else None,
+        "entropy": commit.entropy,
+        "prob": commit.prob,
+        "n_commits": len(step.commits),
+        "budget_spent": spent,
+        "uncounted": uncounted,
+        "outside_budget": outside,
+        "state": render_state(trace.block_state(step)[: commit.slot + 1], trace.text_before(step)),
+    }
 
 
-def divergence_report(model: SBDModel, suite: Iterable[SuiteItem], max_new_tokens: int = 64,
-                      stop: str | Iterable[str] | None = ("\n",), **decode_kwargs):
+def divergence_report(
+    model: SBDModel,
+    suite: Iterable[SuiteItem],
+    max_new_tokens: int = 64,
+    stop: str | Iterable[str] | None = ("\n",),
+    **decode_kwargs,
+):
     """A ``pandas.DataFrame``, one row per item whose SBD output differs from NTP's (same weights, same prompt):
     the item's ``family``, ``prompt`` and ``answer``, both outputs, whether each is right, SBD's tokens per call,
     and ``first_divergence``'s fields. ``decode_kwargs`` go to ``sv.decode`` (``rule``, ``gamma``,
@@ -118,8 +172,18 @@ def divergence_report(model: SBDModel, suite: Iterable[SuiteItem], max_new_token
         where = first_divergence(sbd, ntp)
         if where is None:
             continue
-        rows.append({"family": item.family, "prompt": item.prompt, "answer": item.answer, "ntp_output": ntp.text,
-                     "sbd_output": sbd.text, "ntp_correct": score(item, ntp.text),
-                     "sbd_correct": score(item, sbd.text), "tokens_per_call": sbd.tokens_per_call, **where})
+        rows.append(
+            {
+                "family": item.family,
+                "prompt": item.prompt,
+                "answer": item.answer,
+                "ntp_output": ntp.text,
+                "sbd_output": sbd.text,
+                "ntp_correct": score(item, ntp.text),
+                "sbd_correct": score(item, sbd.text),
+                "tokens_per_call": sbd.tokens_per_call,
+                **where,
+            }
+        )
     # kept bool even when empty, so ``~report.sbd_correct`` negates (an object column of bools would not)
     return pd.DataFrame(rows, columns=list(REPORT_COLUMNS)).astype({"ntp_correct": bool, "sbd_correct": bool})

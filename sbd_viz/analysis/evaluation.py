@@ -32,18 +32,34 @@ STOP = ("\n",)  # an assert's answer ends at the end of its line
 def _summarise(rows: list[dict], prefix: str = "") -> dict:
     calls = sum(r[prefix + "nfe"] for r in rows)
     tokens = sum(r[prefix + "n_tokens"] for r in rows)
-    return {"accuracy": sum(r[prefix + "correct"] for r in rows) / len(rows) if rows else float("nan"),
-            "calls": calls, "tokens": tokens,
-            "calls_per_token": calls / tokens if tokens else float("nan"),
-            "tokens_per_call": tokens / calls if calls else float("nan"),
-            "wall_time": sum(r[prefix + "wall_time"] for r in rows)}
+    return {
+        "accuracy": sum(r[prefix + "correct"] for r in rows) / len(rows) if rows else float("nan"),
+        "calls": calls,
+        "tokens": tokens,
+        "calls_per_token": calls / tokens if tokens else float("nan"),
+        "tokens_per_call": tokens / calls if calls else float("nan"),
+        "wall_time": sum(r[prefix + "wall_time"] for r in rows),
+    }
 
 
-def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
-             block_size: int | None = None, gap_free: bool = False, decoder: str | None = None, max_new_tokens: int = 64,
-             measure_speedup: bool = True, progress: bool = False, keep_traces: bool = False,
-             stop: tuple[str, ...] = STOP, verify: bool = False, batch_size: int = 1,
-             speed_batch_size: int | None = 1, **own) -> dict:
+def evaluate(
+    model: SBDModel,
+    suite: Iterable[SuiteItem],
+    rule: str = DEFAULT_RULE,
+    gamma: float = DEFAULT_GAMMA,
+    block_size: int | None = None,
+    gap_free: bool = False,
+    decoder: str | None = None,
+    max_new_tokens: int = 64,
+    measure_speedup: bool = True,
+    progress: bool = False,
+    keep_traces: bool = False,
+    stop: tuple[str, ...] = STOP,
+    verify: bool = False,
+    batch_size: int = 1,
+    speed_batch_size: int | None = 1,
+    **own,
+) -> dict:
     """Decode every suite item with ``decoder`` (any registered one, ``sv.decoders()``; None: SBD) and score it.
 
     ``rule``, ``gamma``, ``block_size``, ``gap_free`` and ``verify`` go to the decoder if it takes them (set for one
@@ -71,9 +87,22 @@ def evaluate(model: SBDModel, suite: Iterable[SuiteItem], rule: str = DEFAULT_RU
     calls / the decoder's calls) and ``speedup_wall`` (NTP seconds / the decoder's seconds).
     """
     check_model(model)  # block_size None stays unset here: the door resolves it for a decoder that takes it
-    plan = Plan(model, suite, rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free,
-                 decoder=decoder, max_new_tokens=max_new_tokens, measure_speedup=measure_speedup, stop=stop,
-                 verify=verify, batch_size=batch_size, speed_batch_size=speed_batch_size, **own)
+    plan = Plan(
+        model,
+        suite,
+        rule=rule,
+        gamma=gamma,
+        block_size=block_size,
+        gap_free=gap_free,
+        decoder=decoder,
+        max_new_tokens=max_new_tokens,
+        measure_speedup=measure_speedup,
+        stop=stop,
+        verify=verify,
+        batch_size=batch_size,
+        speed_batch_size=speed_batch_size,
+        **own,
+    )
     with split_items(plan.items) as (share, gather):
         rows = gather(plan.rows(share, keep_traces=keep_traces, progress=progress))
     return plan.summary(rows)
@@ -136,8 +165,24 @@ def main_decides(value):
 class Plan:
     """One validated evaluation: the settings, how to decode a share of the items, how to summarise rows."""
 
-    def __init__(self, model, suite, *, rule, gamma, block_size, gap_free, decoder, max_new_tokens,
-                 measure_speedup, stop, verify, batch_size, speed_batch_size, **own):
+    def __init__(
+        self,
+        model,
+        suite,
+        *,
+        rule,
+        gamma,
+        block_size,
+        gap_free,
+        decoder,
+        max_new_tokens,
+        measure_speedup,
+        stop,
+        verify,
+        batch_size,
+        speed_batch_size,
+        **own,
+    ):
         self.spec = spec = default_decoder(model) if decoder is None else get_decoder(decoder)
         check_serves(spec, model)
         if not isinstance(verify, bool):
@@ -146,11 +191,13 @@ class Plan:
         if batch_size > 1 and not spec.batchable:
             raise ValueError(f"batch_size: decoder {spec.name!r} cannot be batched (no requests()); use 1")
         if speed_batch_size not in (None, 1, batch_size) or isinstance(speed_batch_size, bool):
-            raise ValueError(f"speed_batch_size: must be 1, None or batch_size ({batch_size}), got "
-                             f"{speed_batch_size!r}")
+            raise ValueError(
+                f"speed_batch_size: must be 1, None or batch_size ({batch_size}), got {speed_batch_size!r}"
+            )
         self.stop, self.max_new_tokens = tuple(stop), max_new_tokens
-        shared, self.own = split_settings(spec, dict(rule=rule, gamma=gamma, block_size=block_size,
-                                                     gap_free=gap_free, verify=verify, **own))
+        shared, self.own = split_settings(
+            spec, dict(rule=rule, gamma=gamma, block_size=block_size, gap_free=gap_free, verify=verify, **own)
+        )
         self.config = config_for(spec, model, max_new_tokens, self.stop, **shared)  # checks the settings
         self.kwargs = dict(max_new_tokens=max_new_tokens, stop=self.stop, **shared, **self.own)  # sv.decode's
         self.items = list(suite)
@@ -165,11 +212,19 @@ class Plan:
         self.ntp_batched = config_for(NTP, model, max_new_tokens, self.stop)  # for NTPDecoding
         self.paired = measure_speedup and spec is not NTP
         self.speed_batch_size = speed_batch_size  # the main decode is timed even with no NTP beside it
-        self.settings = {"decoder": spec.name, "rule": rule if "rule" in spec.takes else spec.name, "gamma": gamma,
-                         "block_size": self.config.block_size, "gap_free": gap_free and "gap_free" in spec.takes,
-                         "verify": verify and "verify" in spec.takes, **self.own,
-                         "max_new_tokens": max_new_tokens, "n_items": len(self.items), "batch_size": batch_size,
-                         "speed_batch_size": self.speed_batch_size}
+        self.settings = {
+            "decoder": spec.name,
+            "rule": rule if "rule" in spec.takes else spec.name,
+            "gamma": gamma,
+            "block_size": self.config.block_size,
+            "gap_free": gap_free and "gap_free" in spec.takes,
+            "verify": verify and "verify" in spec.takes,
+            **self.own,
+            "max_new_tokens": max_new_tokens,
+            "n_items": len(self.items),
+            "batch_size": batch_size,
+            "speed_batch_size": self.speed_batch_size,
+        }
 
     def _desc(self) -> str:
         cfg = self.config
@@ -193,8 +248,14 @@ class Plan:
             traces = batch.run(progress=progress)
             seconds = batch.stats.seconds / len(items)  # the run's wall time, shared evenly
             for item, row, trace in zip(items, rows, traces):
-                _record(row, prefix, item, trace, seconds if self.speed_batch_size == self.batch_size
-                        else float("nan"), keep_traces)
+                _record(
+                    row,
+                    prefix,
+                    item,
+                    trace,
+                    seconds if self.speed_batch_size == self.batch_size else float("nan"),
+                    keep_traces,
+                )
         if self.speed_batch_size == 1:  # the wall clock, item by item at batch 1, as an unbatched run measures it
             self._paired_one_by_one(items, rows, keep_traces=False, progress=progress, timing_only=True)
         return rows
@@ -213,7 +274,10 @@ class Plan:
         iterator = zip(items, rows)
         if progress:
             from tqdm.auto import tqdm
-            iterator = tqdm(iterator, total=len(items), desc=self._desc() + (" (timing at batch 1)" if timing_only else ""))
+
+            iterator = tqdm(
+                iterator, total=len(items), desc=self._desc() + (" (timing at batch 1)" if timing_only else "")
+            )
         for i, (item, row) in enumerate(iterator):
             order = [("", main_run), ("ntp_", run_ntp)] if self.paired else [("", main_run)]
             if i % 2:
@@ -236,8 +300,9 @@ class Plan:
         result["by_family_calls_per_token"] = {f: _summarise(rs)["calls_per_token"] for f, rs in families.items()}
         result["long"] = _summarise([r for r in rows if r["family"] in LONG_FAMILIES])
         result["short"] = _summarise([r for r in rows if r["family"] not in LONG_FAMILIES])
-        result["gap_fill_rate"] = (sum(r["gap_fills"] for r in rows) / result["tokens"] if result["tokens"]
-                                   else float("nan"))
+        result["gap_fill_rate"] = (
+            sum(r["gap_fills"] for r in rows) / result["tokens"] if result["tokens"] else float("nan")
+        )
         if self.paired:
             ntp = _summarise(rows, "ntp_")
             ntp["by_family"] = {f: _summarise(rs, "ntp_")["accuracy"] for f, rs in families.items()}
@@ -279,5 +344,9 @@ def training_probe(model, tok, per_family: int) -> dict:
     room = min(64, (sbd.context_length or 10**9) - longest)
     ntp = evaluate(sbd, suite, decoder=NTP.name, measure_speedup=False, max_new_tokens=room)
     eb = evaluate(sbd, suite, gamma=0.1, measure_speedup=False, max_new_tokens=room)
-    return {"ntp_acc": ntp["accuracy"], "sbd_acc": eb["accuracy"], "sbd_calls_per_token": eb["calls_per_token"],
-            "ntp_by_family": ntp["by_family"]}
+    return {
+        "ntp_acc": ntp["accuracy"],
+        "sbd_acc": eb["accuracy"],
+        "sbd_calls_per_token": eb["calls_per_token"],
+        "ntp_by_family": ntp["by_family"],
+    }

@@ -24,9 +24,21 @@ from .gamma_map import GammaMapWalk, format_end, format_range, walks_gamma
 
 REUSE_PREFIX = True  # an exact ladder's map replays shared prefixes: fewer calls, less time (bench/GAMMA_MAP.md)
 LADDER_POINTS = 9  # default γ values spread over a rule's slider range (its ends included)
-LADDER_COLUMNS = ("gamma", "calls", "tokens", "tokens_per_call", "speedup_calls", "same_as_ntp", "text",
-                  "divergence_call", "divergence_block", "divergence_slot", "divergence_token",
-                  "divergence_ntp_token", "gap_fills")
+LADDER_COLUMNS = (
+    "gamma",
+    "calls",
+    "tokens",
+    "tokens_per_call",
+    "speedup_calls",
+    "same_as_ntp",
+    "text",
+    "divergence_call",
+    "divergence_block",
+    "divergence_slot",
+    "divergence_token",
+    "divergence_ntp_token",
+    "gap_fills",
+)
 
 
 def ladder_gammas(rule: str = DEFAULT_RULE, points: int = LADDER_POINTS) -> list[float]:
@@ -73,8 +85,12 @@ def _check_gammas(rule: str, gammas) -> list[float]:
     if not gammas:
         raise ValueError("gammas: must not be empty (None takes the rule's slider range)")
     # numpy numbers (np.linspace, np.arange) are numbers too; the rules want Python ones
-    gammas = [(int(g) if isinstance(g, numbers.Integral) else float(g))
-              if isinstance(g, numbers.Real) and not isinstance(g, bool) else g for g in gammas]
+    gammas = [
+        (int(g) if isinstance(g, numbers.Integral) else float(g))
+        if isinstance(g, numbers.Real) and not isinstance(g, bool)
+        else g
+        for g in gammas
+    ]
     for g in gammas:
         try:
             CommitRule(rule, g)
@@ -114,8 +130,10 @@ def safe_words(runs: list[dict], lo: float, hi: float) -> str:
         return f"no γ in [{format_end(lo)}, {format_end(hi)}] writes NTP's text"
     head = ""
     if not runs[0]["same_as_ntp"]:
-        head = (f"γ {format_end(lo)} already leaves NTP's text (even at its smallest γ the rule commits each call's "
-                "surest slot, not its leftmost, so it is not next-token decoding); ")
+        head = (
+            f"γ {format_end(lo)} already leaves NTP's text (even at its smallest γ the rule commits each call's "
+            "surest slot, not its leftmost, so it is not next-token decoding); "
+        )
     rest = "" if len(runs) == 1 else f", and at no other γ in [{format_end(lo)}, {format_end(hi)}]"
     return head + f"NTP's text at every γ in {' and '.join(safe)}{rest}"
 
@@ -128,16 +146,28 @@ class Ladder:
     it goes; ``frame()`` gives the frame of the rows so far.
     """
 
-    def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
-                 block_size: int | None = None, max_new_tokens: int = 64,
-                 stop: str | Iterable[str] | None = None, gap_free: bool = False, decoder=None, exact: bool = True,
-                 **own):
+    def __init__(
+        self,
+        model,
+        prompt: str,
+        rule: str = DEFAULT_RULE,
+        gammas: Sequence[float] | None = None,
+        block_size: int | None = None,
+        max_new_tokens: int = 64,
+        stop: str | Iterable[str] | None = None,
+        gap_free: bool = False,
+        decoder=None,
+        exact: bool = True,
+        **own,
+    ):
         self.spec = spec = default_decoder(model) if decoder is None else get_decoder(decoder)
         self.model = check_model(model)
         check_serves(spec, model)
         if spec.knob is None:
-            raise ValueError(f"decoder: {spec.name!r} has no knob to climb; choose one of "
-                             f"{', '.join(s.name for s in decoders(model) if s.knob)}")
+            raise ValueError(
+                f"decoder: {spec.name!r} has no knob to climb; choose one of "
+                f"{', '.join(s.name for s in decoders(model) if s.knob)}"
+            )
         self.knob = spec.knob.name
         if not isinstance(rule, str) or rule not in COMMIT_RULES:
             raise ValueError(f"rule: unknown rule {rule!r}; choose from {', '.join(RULES)}")
@@ -147,26 +177,48 @@ class Ladder:
             self.gammas = _check_gammas(rule, gammas)
         else:
             whole = all(float(v).is_integer() for v in spec.knob.slider(rule))  # a whole-number knob, e.g. a block
-            self.gammas = spec.knob.values(rule) if gammas is None else sorted({
-                int(g) if isinstance(g, numbers.Integral) or (whole and isinstance(g, float) and g.is_integer())
-                else g for g in _as_list(gammas)})
+            self.gammas = (
+                spec.knob.values(rule)
+                if gammas is None
+                else sorted(
+                    {
+                        int(g)
+                        if isinstance(g, numbers.Integral) or (whole and isinstance(g, float) and g.is_integer())
+                        else g
+                        for g in _as_list(gammas)
+                    }
+                )
+            )
         settings = dict(rule=rule, block_size=block_size, gap_free=gap_free, **own)
-        self.decode_kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, stop=stop, **{
-            k: v for k, v in settings.items() if k != self.knob})
+        self.decode_kwargs: dict[str, Any] = dict(
+            max_new_tokens=max_new_tokens, stop=stop, **{k: v for k, v in settings.items() if k != self.knob}
+        )
         # every decode's settings checked before the first slow one (errors name the argument)
         first: dict[str, Any] = {self.knob: self.gammas[0]}
         start(self.model, prompt, spec.name, **self.decode_kwargs, **first)
         self.ntp: Trace | None = None
         self.traces: dict[float, Trace] = {}
         self._rows: list[dict] = []
-        self.map_walk: GammaMapWalk | None = None  # an exact ladder's γ map (``GammaMapWalk``): its rows are read off the map's pieces
+        self.map_walk: GammaMapWalk | None = (
+            None  # an exact ladder's γ map (``GammaMapWalk``): its rows are read off the map's pieces
+        )
         if exact and walks_gamma(spec):  # a decoder whose traces carry a γ range: the ladder reads the exact map
             lo, hi, _ = COMMIT_RULES[rule].slider
             kw = {k: v for k, v in self.decode_kwargs.items() if k != "rule"}
             # the pieces holding the ladder's γ first (one decode each at most, so the rows come as fast as before),
             # then the stretches between them, until the map is exact
-            self.map_walk = GammaMapWalk(self.model, prompt, rule, min(lo, self.gammas[0]), max(hi, self.gammas[-1]),
-                                         None, spec.name, REUSE_PREFIX, points=self.gammas, **kw)
+            self.map_walk = GammaMapWalk(
+                self.model,
+                prompt,
+                rule,
+                min(lo, self.gammas[0]),
+                max(hi, self.gammas[-1]),
+                None,
+                spec.name,
+                REUSE_PREFIX,
+                points=self.gammas,
+                **kw,
+            )
             self._pieces = self.map_walk.walk()
 
     def rows(self) -> Generator[dict, None, None]:
@@ -177,7 +229,7 @@ class Ladder:
         if self.map_walk is not None:
             yield from self._map_rows()
             return
-        for value in self.gammas[len(self._rows):]:
+        for value in self.gammas[len(self._rows) :]:
             at: dict[str, Any] = {self.knob: value}
             trace = decode(self.model, self.prompt, self.spec.name, **kw, **at)
             self.traces[value] = trace
@@ -215,16 +267,34 @@ class Ladder:
             df[col] = df[col].astype("Int64")  # whole numbers, <NA> where the text never left NTP's
         df["same_as_ntp"] = df["same_as_ntp"].astype(bool)
         df.attrs.update(knob=self.knob, decoder=self.spec.name)
-        df.attrs.update(rule=self.rule, prompt=self.prompt, ntp_calls=self.ntp.nfe if self.ntp else None,
-                        ntp_text=self.ntp.text if self.ntp else None, exact=False)
+        df.attrs.update(
+            rule=self.rule,
+            prompt=self.prompt,
+            ntp_calls=self.ntp.nfe if self.ntp else None,
+            ntp_text=self.ntp.text if self.ntp else None,
+            exact=False,
+        )
         m = self.map_walk.map if self.map_walk is not None else None
-        if m is not None and self.ntp is not None and m.pieces and m.exact and m.pieces[-1].hi == m.hi \
-                and m.pieces[-1].hi_closed:
+        if (
+            m is not None
+            and self.ntp is not None
+            and m.pieces
+            and m.exact
+            and m.pieces[-1].hi == m.hi
+            and m.pieces[-1].hi_closed
+        ):
             runs = m.text_runs(self.ntp)  # the whole map is known: the exact breakpoints and safe ranges
-            df.attrs.update(exact=True, pieces=len(m.pieces), map_calls=m.calls, text_runs=runs,
-                            breakpoints=[r["lo"] for r in runs[1:]], safe=safe_words(runs, m.lo, m.hi),
-                            safe_ranges=[{k: r[k] for k in ("lo", "hi", "lo_closed", "hi_closed")}
-                                         for r in runs if r["same_as_ntp"]])
+            df.attrs.update(
+                exact=True,
+                pieces=len(m.pieces),
+                map_calls=m.calls,
+                text_runs=runs,
+                breakpoints=[r["lo"] for r in runs[1:]],
+                safe=safe_words(runs, m.lo, m.hi),
+                safe_ranges=[
+                    {k: r[k] for k in ("lo", "hi", "lo_closed", "hi_closed")} for r in runs if r["same_as_ntp"]
+                ],
+            )
         df.attrs["largest_safe_gamma"] = largest_safe_gamma(df)
         return df
 
@@ -233,16 +303,36 @@ def ladder_row(gamma: float, trace: Trace, ntp: Trace, knob: str = "gamma") -> d
     """One ladder row: ``trace`` (decoded at ``gamma``, the value of ``knob``) measured against ``ntp``
     (``decode_ntp``, same prompt)."""
     where = first_divergence(trace, ntp) or {}
-    return {knob: gamma, "calls": trace.nfe, "tokens": trace.n_tokens, "tokens_per_call": trace.tokens_per_call,
-            "speedup_calls": ntp.nfe / trace.nfe if trace.nfe else math.nan, "same_as_ntp": trace.text == ntp.text,
-            "text": trace.text, "divergence_call": where.get("call"), "divergence_block": where.get("block"),
-            "divergence_slot": where.get("slot"), "divergence_token": where.get("text"),
-            "divergence_ntp_token": where.get("ntp_text"), "gap_fills": len(trace.kept_gap_fills())}
+    return {
+        knob: gamma,
+        "calls": trace.nfe,
+        "tokens": trace.n_tokens,
+        "tokens_per_call": trace.tokens_per_call,
+        "speedup_calls": ntp.nfe / trace.nfe if trace.nfe else math.nan,
+        "same_as_ntp": trace.text == ntp.text,
+        "text": trace.text,
+        "divergence_call": where.get("call"),
+        "divergence_block": where.get("block"),
+        "divergence_slot": where.get("slot"),
+        "divergence_token": where.get("text"),
+        "divergence_ntp_token": where.get("ntp_text"),
+        "gap_fills": len(trace.kept_gap_fills()),
+    }
 
 
-def gamma_ladder(model, prompt: str, rule: str = DEFAULT_RULE, gammas: Sequence[float] | None = None,
-                 block_size: int | None = None, max_new_tokens: int = 64, stop: str | Iterable[str] | None = None,
-                 gap_free: bool = False, decoder=None, exact: bool = True, **own):
+def gamma_ladder(
+    model,
+    prompt: str,
+    rule: str = DEFAULT_RULE,
+    gammas: Sequence[float] | None = None,
+    block_size: int | None = None,
+    max_new_tokens: int = 64,
+    stop: str | Iterable[str] | None = None,
+    gap_free: bool = False,
+    decoder=None,
+    exact: bool = True,
+    **own,
+):
     """Decode ``prompt`` at each γ of a ladder and once with NTP; a ``pandas.DataFrame``, one row per γ, ascending.
 
     ``decoder``: any registered decoder with a knob (``sv.decoders()``; None: SBD); the ladder runs along its knob,

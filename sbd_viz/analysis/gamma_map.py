@@ -52,9 +52,24 @@ from ..trace.checks import check_prompt
 from ..trace.data import Trace
 from .divergence import first_divergence
 
-MAP_COLUMNS = ("lo", "hi", "lo_closed", "hi_closed", "range", "decoded", "calls", "tokens", "tokens_per_call", "text",
-               "same_as_ntp", "divergence_call", "divergence_block", "divergence_slot", "divergence_token",
-               "divergence_ntp_token")
+MAP_COLUMNS = (
+    "lo",
+    "hi",
+    "lo_closed",
+    "hi_closed",
+    "range",
+    "decoded",
+    "calls",
+    "tokens",
+    "tokens_per_call",
+    "text",
+    "same_as_ntp",
+    "divergence_call",
+    "divergence_block",
+    "divergence_slot",
+    "divergence_token",
+    "divergence_ntp_token",
+)
 
 
 def format_end(value: float) -> str:
@@ -197,10 +212,11 @@ class GammaMap:
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or math.isnan(gamma):
             raise ValueError(f"gamma: must be a number, got {gamma!r}")
         if not self.pieces or gamma < self.lo or gamma > self.hi:
-            raise ValueError(f"gamma: {gamma!r} is outside this map's range [{format_end(self.lo)}, "
-                             f"{format_end(self.hi)}]")
+            raise ValueError(
+                f"gamma: {gamma!r} is outside this map's range [{format_end(self.lo)}, {format_end(self.hi)}]"
+            )
         i = bisect_right([p.lo for p in self.pieces], gamma)
-        for piece in self.pieces[max(0, i - 2): i + 1]:  # a piece's open bottom belongs to the piece before it
+        for piece in self.pieces[max(0, i - 2) : i + 1]:  # a piece's open bottom belongs to the piece before it
             if gamma in Interval(piece.lo, piece.hi, piece.lo_closed, piece.hi_closed):
                 if piece.whole and gamma != int(gamma):
                     raise ValueError(f"gamma: {self.rule}'s knob takes whole numbers, got {gamma!r}")
@@ -224,8 +240,12 @@ class GammaMap:
 
             if self._model is None:
                 raise ValueError("ntp: this map keeps no model; pass frame(ntp=sv.decode_ntp(...))")
-            self.ntp = decode_ntp(self._model, self.prompt, max_new_tokens=self.settings.get("max_new_tokens", 64),
-                                  stop=self.settings.get("stop"))
+            self.ntp = decode_ntp(
+                self._model,
+                self.prompt,
+                max_new_tokens=self.settings.get("max_new_tokens", 64),
+                stop=self.settings.get("stop"),
+            )
         return self.ntp
 
     def text_runs(self, ntp: Trace | None = None) -> list[dict]:
@@ -241,8 +261,17 @@ class GammaMap:
             if joinable and runs[-1]["text"] == p.trace.text:
                 runs[-1].update(hi=p.hi, hi_closed=p.hi_closed, pieces=runs[-1]["pieces"] + 1)
             else:
-                runs.append(dict(lo=p.lo, hi=p.hi, lo_closed=p.lo_closed, hi_closed=p.hi_closed, text=p.trace.text,
-                                 same_as_ntp=p.trace.text == ntp.text, pieces=1))
+                runs.append(
+                    dict(
+                        lo=p.lo,
+                        hi=p.hi,
+                        lo_closed=p.lo_closed,
+                        hi_closed=p.hi_closed,
+                        text=p.trace.text,
+                        same_as_ntp=p.trace.text == ntp.text,
+                        pieces=1,
+                    )
+                )
             joinable = True
         return runs
 
@@ -255,23 +284,40 @@ class GammaMap:
         ntp = self.ntp_trace() if ntp is None else ntp
         rows = []
         for p in self.pieces:
-            row = dict(lo=p.lo, hi=p.hi, lo_closed=p.lo_closed, hi_closed=p.hi_closed, range=str(p),
-                       decoded=p.decoded)
+            row = dict(lo=p.lo, hi=p.hi, lo_closed=p.lo_closed, hi_closed=p.hi_closed, range=str(p), decoded=p.decoded)
             if p.trace is not None:
                 t = p.trace
                 where = first_divergence(t, ntp) or {}
-                row.update(calls=t.nfe, tokens=t.n_tokens, tokens_per_call=t.tokens_per_call, text=t.text,
-                           same_as_ntp=t.text == ntp.text, divergence_call=where.get("call"),
-                           divergence_block=where.get("block"), divergence_slot=where.get("slot"),
-                           divergence_token=where.get("text"), divergence_ntp_token=where.get("ntp_text"))
+                row.update(
+                    calls=t.nfe,
+                    tokens=t.n_tokens,
+                    tokens_per_call=t.tokens_per_call,
+                    text=t.text,
+                    same_as_ntp=t.text == ntp.text,
+                    divergence_call=where.get("call"),
+                    divergence_block=where.get("block"),
+                    divergence_slot=where.get("slot"),
+                    divergence_token=where.get("text"),
+                    divergence_ntp_token=where.get("ntp_text"),
+                )
             rows.append(row)
         df = pd.DataFrame(rows, columns=list(MAP_COLUMNS))
         for col in ("calls", "tokens", "divergence_call", "divergence_block", "divergence_slot"):
             df[col] = df[col].astype("Int64")
         df["same_as_ntp"] = df["same_as_ntp"].astype("boolean")
-        df.attrs.update(prompt=self.prompt, rule=self.rule, lo=self.lo, hi=self.hi, step=self.step,
-                        ntp_calls=ntp.nfe, ntp_text=ntp.text, calls=self.calls, replayed=self.replayed,
-                        decodes=self.decodes, seconds=self.seconds)
+        df.attrs.update(
+            prompt=self.prompt,
+            rule=self.rule,
+            lo=self.lo,
+            hi=self.hi,
+            step=self.step,
+            ntp_calls=ntp.nfe,
+            ntp_text=ntp.text,
+            calls=self.calls,
+            replayed=self.replayed,
+            decodes=self.decodes,
+            seconds=self.seconds,
+        )
         return df
 
 
@@ -313,9 +359,20 @@ class GammaMapWalk:
     waits while interactive decodes run, so they wait for at most one call; an exception raised in it stops the
     walk (a map no longer wanted)."""
 
-    def __init__(self, model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None,
-                 hi: float | None = None, step: float | None = None, decoder: str | None = None,
-                 reuse_prefix: bool = True, points=None, gate=None, **settings):
+    def __init__(
+        self,
+        model,
+        prompt: str,
+        rule: str = DEFAULT_RULE,
+        lo: float | None = None,
+        hi: float | None = None,
+        step: float | None = None,
+        decoder: str | None = None,
+        reuse_prefix: bool = True,
+        points=None,
+        gate=None,
+        **settings,
+    ):
         self.model = check_model(model)
         check_prompt(prompt)
         if not isinstance(rule, str) or rule not in COMMIT_RULES:
@@ -324,12 +381,16 @@ class GammaMapWalk:
             raise ValueError("gamma: the map decodes at every γ itself; give its range as lo and hi")
         temperature = settings.get("temperature", 0.0)
         if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature > 0:
-            raise ValueError(f"temperature: the γ map needs greedy decoding (temperature 0), got {temperature!r}: a "
-                             "sampled decode changes with the seed, not only with γ, so it has no γ range")
+            raise ValueError(
+                f"temperature: the γ map needs greedy decoding (temperature 0), got {temperature!r}: a "
+                "sampled decode changes with the seed, not only with γ, so it has no γ range"
+            )
         spec = default_decoder(model) if decoder is None else get_decoder(decoder)
         if not walks_gamma(spec):
-            raise ValueError(f"decoder: the γ map walks a commit rule's knob γ; {spec.name!r} has none (choose one "
-                             f"of {', '.join(s.name for s in decoders(model) if walks_gamma(s))})")
+            raise ValueError(
+                f"decoder: the γ map walks a commit rule's knob γ; {spec.name!r} has none (choose one "
+                f"of {', '.join(s.name for s in decoders(model) if walks_gamma(s))})"
+            )
         if not isinstance(reuse_prefix, bool):
             raise ValueError(f"reuse_prefix: must be True or False, got {reuse_prefix!r}")
         spec_rule = COMMIT_RULES[rule]
@@ -347,10 +408,16 @@ class GammaMapWalk:
             if not self.positions:
                 raise ValueError(f"points: none lies in [{self.lo!r}, {self.hi!r}]")
         elif step is not None:
-            if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step <= 0 \
-                    or (self.whole and step != int(step)):
-                raise ValueError(f"step: must be a positive {'whole ' if self.whole else ''}number or None, got "
-                                 f"{step!r}")
+            if (
+                isinstance(step, bool)
+                or not isinstance(step, (int, float))
+                or not math.isfinite(step)
+                or step <= 0
+                or (self.whole and step != int(step))
+            ):
+                raise ValueError(
+                    f"step: must be a positive {'whole ' if self.whole else ''}number or None, got {step!r}"
+                )
             self.positions = _slider_positions(self.lo, self.hi, step, self.whole)
             if not self.positions:
                 raise ValueError(f"step: no multiple of {step!r} lies in [{self.lo!r}, {self.hi!r}]")
@@ -375,8 +442,10 @@ class GammaMapWalk:
         self._server.run(decoding)
         trace = spec.trace(decoding)
         if trace.gamma_range is None or gamma not in trace.gamma_range:
-            raise RuntimeError(f"decoder: {spec.name!r} at gamma={gamma!r} recorded the γ range "
-                               f"{trace.gamma_range}, which does not hold it")
+            raise RuntimeError(
+                f"decoder: {spec.name!r} at gamma={gamma!r} recorded the γ range "
+                f"{trace.gamma_range}, which does not hold it"
+            )
         self.map.decodes += 1
         self.map.calls, self.map.replayed = self._server.calls, self._server.replayed
         return trace
@@ -410,9 +479,15 @@ class GammaMapWalk:
             piece = self._clip(r, trace)
             gap = self._gap(last, piece.lo, piece.lo_closed)
             if gap is not None:
-                if self.positions is None or gap.lo > gap.hi or (gap.lo == gap.hi and not (gap.lo_closed and gap.hi_closed)):
-                    raise RuntimeError(f"γ map: the decode at {gamma!r} holds {piece}, which does not start where the "
-                                       f"last piece ({last}) ends; decodes at the same γ are not repeatable here")
+                if (
+                    self.positions is None
+                    or gap.lo > gap.hi
+                    or (gap.lo == gap.hi and not (gap.lo_closed and gap.hi_closed))
+                ):
+                    raise RuntimeError(
+                        f"γ map: the decode at {gamma!r} holds {piece}, which does not start where the "
+                        f"last piece ({last}) ends; decodes at the same γ are not repeatable here"
+                    )
                 self.map.pieces.append(gap)
                 yield gap
             self.map.pieces.append(piece)
@@ -450,18 +525,24 @@ class GammaMapWalk:
                 continue
             before = pieces[i - 1] if i else None
             new: list[Piece] = []
-            gamma = stretch.lo if stretch.lo_closed else _after(Interval(stretch.lo, stretch.lo, True, True,
-                                                                            self.whole))
+            gamma = (
+                stretch.lo if stretch.lo_closed else _after(Interval(stretch.lo, stretch.lo, True, True, self.whole))
+            )
             while True:
                 trace = self._decode(gamma)
                 r = trace.gamma_range
                 assert r is not None  # _decode checked that it holds gamma
                 piece = self._clip(r, trace)
                 last = new[-1] if new else before
-                if not (_meets(last, piece.lo, piece.lo_closed, self.whole) if last is not None
-                        else piece.lo == self.lo and piece.lo_closed):
-                    raise RuntimeError(f"γ map: the decode at {gamma!r} holds {piece}, which does not start where "
-                                       f"the last piece ({last}) ends; decodes at the same γ are not repeatable here")
+                if not (
+                    _meets(last, piece.lo, piece.lo_closed, self.whole)
+                    if last is not None
+                    else piece.lo == self.lo and piece.lo_closed
+                ):
+                    raise RuntimeError(
+                        f"γ map: the decode at {gamma!r} holds {piece}, which does not start where "
+                        f"the last piece ({last}) ends; decodes at the same γ are not repeatable here"
+                    )
                 new.append(piece)
                 yield piece
                 if self._ends_map(r):
@@ -470,19 +551,32 @@ class GammaMapWalk:
                 if gamma not in stretch.interval:
                     break
             after = pieces[i + 1] if i + 1 < len(pieces) else None
-            if not (_meets(new[-1], after.lo, after.lo_closed, self.whole) if after is not None
-                    else new[-1].hi == self.hi and new[-1].hi_closed):
-                raise RuntimeError(f"γ map: the stretch {stretch} walked to {new[-1]}, which does not end where the "
-                                   f"next piece ({after}) starts")
-            pieces[i:i + 1] = new
+            if not (
+                _meets(new[-1], after.lo, after.lo_closed, self.whole)
+                if after is not None
+                else new[-1].hi == self.hi and new[-1].hi_closed
+            ):
+                raise RuntimeError(
+                    f"γ map: the stretch {stretch} walked to {new[-1]}, which does not end where the "
+                    f"next piece ({after}) starts"
+                )
+            pieces[i : i + 1] = new
             i += len(new)
             self.map.seconds = time.perf_counter() - started
         self.map.step = None  # every piece decoded: the exact map
 
 
-def gamma_map(model, prompt: str, rule: str = DEFAULT_RULE, lo: float | None = None, hi: float | None = None,
-              step: float | None = None, decoder: str | None = None, reuse_prefix: bool = True,
-              **settings) -> GammaMap:
+def gamma_map(
+    model,
+    prompt: str,
+    rule: str = DEFAULT_RULE,
+    lo: float | None = None,
+    hi: float | None = None,
+    step: float | None = None,
+    decoder: str | None = None,
+    reuse_prefix: bool = True,
+    **settings,
+) -> GammaMap:
     """Every distinct greedy decode of ``prompt`` over ``[lo, hi]`` of ``rule``'s knob (None: the rule's slider
     range in ``COMMIT_RULES``): a ``GammaMap`` (see docs/gamma_map.md).
 

@@ -21,8 +21,25 @@ from ..trace.checks import check_trace, check_traces
 from ..trace.data import Trace
 from ..trace.labels import first_difference
 
-EVENT_COLUMNS = ("block", "step", "call", "slot", "gap", "position", "token_id", "text", "entropy", "prob", "state",
-                 "kept", "ntp_text", "ntp_agrees", "ntp_logprob", "correct", "suspicion")
+EVENT_COLUMNS = (
+    "block",
+    "step",
+    "call",
+    "slot",
+    "gap",
+    "position",
+    "token_id",
+    "text",
+    "entropy",
+    "prob",
+    "state",
+    "kept",
+    "ntp_text",
+    "ntp_agrees",
+    "ntp_logprob",
+    "correct",
+    "suspicion",
+)
 REPORT_COLUMNS = ("trace", "prompt", "output") + EVENT_COLUMNS
 
 
@@ -52,21 +69,28 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
     model, trace = check_model(model), check_trace(trace)
     prompt_ids, out_ids = list(trace.prompt_ids), list(trace.output_ids)
     if model.encode(trace.prompt) != prompt_ids:
-        raise ValueError("trace: its prompt_ids differ from model.encode(trace.prompt); it was decoded with "
-                         "another tokenizer, so this model cannot score it")
+        raise ValueError(
+            "trace: its prompt_ids differ from model.encode(trace.prompt); it was decoded with "
+            "another tokenizer, so this model cannot score it"
+        )
     vocab = model.model.get_input_embeddings().weight.shape[0]
     if any(not 0 <= t < vocab for t in out_ids):
         raise ValueError(f"trace: output token ids outside this model's vocabulary (size {vocab})")
     result: dict[str, Any] = {"ntp_ids": [], "ntp_texts": [], "agrees": [], "logprobs": [], "agreement": float("nan")}
     if out_ids:
         ids = torch.tensor([prompt_ids + out_ids[:-1]], device=model.device)  # (1, n_prompt + n_out - 1)
-        logits = model.model(input_ids=ids).logits[0, len(prompt_ids) - 1:].float()  # (n_out, V)
+        logits = model.model(input_ids=ids).logits[0, len(prompt_ids) - 1 :].float()  # (n_out, V)
         logp = torch.log_softmax(logits, -1)
         greedy = logp.argmax(-1).tolist()
         own = logp.gather(-1, torch.tensor(out_ids, device=logp.device)[:, None]).squeeze(-1).tolist()
         agrees = [g == t for g, t in zip(greedy, out_ids)]
-        result.update(ntp_ids=greedy, ntp_texts=[model.token_text(g) for g in greedy], agrees=agrees,
-                      logprobs=own, agreement=sum(agrees) / len(agrees))
+        result.update(
+            ntp_ids=greedy,
+            ntp_texts=[model.token_text(g) for g in greedy],
+            agrees=agrees,
+            logprobs=own,
+            agreement=sum(agrees) / len(agrees),
+        )
     if ntp_trace is not None:
         ntp_trace = check_trace(ntp_trace, "ntp_trace")
         if ntp_trace.prompt != trace.prompt:
@@ -87,7 +111,7 @@ def agreement_counts(model: SBDModel, traces: list[Trace], batch_size: int = 1) 
     counts = [(0, 0)] * len(traces)
     todo = [i for i, t in enumerate(traces) if t.output_ids]
     for start in range(0, len(todo), batch_size):
-        chunk = todo[start: start + batch_size]
+        chunk = todo[start : start + batch_size]
         seqs = [list(traces[i].prompt_ids) + list(traces[i].output_ids[:-1]) for i in chunk]
         width = max(map(len, seqs))
         ids = torch.zeros(len(seqs), width, dtype=torch.long)
@@ -95,18 +119,28 @@ def agreement_counts(model: SBDModel, traces: list[Trace], batch_size: int = 1) 
         for row, seq in enumerate(seqs):
             ids[row, : len(seq)] = torch.tensor(seq)
             attention[row, : len(seq)] = 1
-        greedy = model.model(input_ids=ids.to(model.device), attention_mask=attention.to(model.device)
-                             ).logits.argmax(-1).cpu()  # (rows, width)
+        greedy = (
+            model.model(input_ids=ids.to(model.device), attention_mask=attention.to(model.device))
+            .logits.argmax(-1)
+            .cpu()
+        )  # (rows, width)
         for row, i in enumerate(chunk):
             out, n_prompt = traces[i].output_ids, len(traces[i].prompt_ids)
-            predicted = greedy[row, n_prompt - 1: n_prompt - 1 + len(out)].tolist()
+            predicted = greedy[row, n_prompt - 1 : n_prompt - 1 + len(out)].tolist()
             counts[i] = (sum(p == t for p, t in zip(predicted, out)), len(out))
     return counts
 
 
 # -- gap-fill events ---------------------------------------------------------------------
-def suspicion(gap: int, block_size: int, entropy: float, ntp_agrees: bool | None = None,
-              ntp_logprob: float | None = None, correct: bool | None = None, kept: bool = True) -> float:
+def suspicion(
+    gap: int,
+    block_size: int,
+    entropy: float,
+    ntp_agrees: bool | None = None,
+    ntp_logprob: float | None = None,
+    correct: bool | None = None,
+    kept: bool = True,
+) -> float:
     """How likely a gap fill is a failure; higher = look here first. Range 0..6.
 
     ``gap / block_size`` (guessing further ahead of the known text)
@@ -152,13 +186,29 @@ def gap_fill_outcomes(trace: Trace, tf: dict | None, correct: bool | None) -> li
                 logprob = math.log(check.draft_prob) if check.draft_prob > 0 else -math.inf
         elif tf is not None and g.kept:
             agrees, logprob, ntp_text = tf["agrees"][position], tf["logprobs"][position], tf["ntp_texts"][position]
-        events.append({
-            "block": g.block, "step": g.step, "call": g.call, "slot": g.slot, "gap": g.gap, "position": position,
-            "token_id": g.token_id, "text": g.text, "entropy": g.entropy, "prob": g.prob, "state": g.state,
-            "kept": g.kept, "ntp_text": ntp_text, "ntp_agrees": agrees, "ntp_logprob": logprob,
-            "correct": correct if g.kept else None,
-            "suspicion": suspicion(g.gap, step.block_size, g.entropy, agrees, logprob, correct if g.kept else None,
-                                   g.kept or checked)})
+        events.append(
+            {
+                "block": g.block,
+                "step": g.step,
+                "call": g.call,
+                "slot": g.slot,
+                "gap": g.gap,
+                "position": position,
+                "token_id": g.token_id,
+                "text": g.text,
+                "entropy": g.entropy,
+                "prob": g.prob,
+                "state": g.state,
+                "kept": g.kept,
+                "ntp_text": ntp_text,
+                "ntp_agrees": agrees,
+                "ntp_logprob": logprob,
+                "correct": correct if g.kept else None,
+                "suspicion": suspicion(
+                    g.gap, step.block_size, g.entropy, agrees, logprob, correct if g.kept else None, g.kept or checked
+                ),
+            }
+        )
     return events
 
 
@@ -169,8 +219,7 @@ def item_correct(trace: Trace, item) -> bool | None:
         raise TypeError(f"item: expected a tasks.SuiteItem or None, got {type(item).__name__}")
     # the item may end a document, after earlier lines (as tasks.item_in_prompt finds it): its answer is the same
     if item.prompt != trace.prompt and not trace.prompt.endswith("\n" + item.prompt):
-        raise ValueError(f"item: its prompt {item.prompt!r} neither is nor ends the trace's prompt "
-                         f"{trace.prompt!r}")
+        raise ValueError(f"item: its prompt {item.prompt!r} neither is nor ends the trace's prompt {trace.prompt!r}")
     return score(item, trace.text)
 
 
@@ -199,8 +248,9 @@ def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None
     return gap_fill_outcomes(trace, tf, correct)
 
 
-def gap_fill_report(traces: Trace | Iterable[Trace], model: SBDModel | None = None,
-                    items: Sequence[SuiteItem | None] | None = None):
+def gap_fill_report(
+    traces: Trace | Iterable[Trace], model: SBDModel | None = None, items: Sequence[SuiteItem | None] | None = None
+):
     """A tidy ``pandas.DataFrame``: one row per gap-fill event of ``traces``, most suspicious first.
 
     Columns: ``trace`` (index into ``traces``), ``prompt``, ``output`` and the event fields of

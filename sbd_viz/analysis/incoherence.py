@@ -83,16 +83,32 @@ def _events(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
             if kind is None:
                 continue
             item_correct = correct if kept else None
-            events.append({
-                "kind": kind, "block": step.block, "step": step.step, "call": step.call, "slot": commit.slot,
-                "gap": commit.gap, "position": position, "token_id": commit.token_id, "text": commit.text,
-                "entropy": commit.entropy, "prob": commit.prob,
-                "state": render_state(trace.block_state(step)[: commit.slot + 1], trace.text_before(step)),
-                "kept": kept, "ntp_text": ntp_text, "ntp_agrees": agrees, "ntp_logprob": logprob,
-                "correct": item_correct,
-                "suspicion": suspicion(commit.gap, step.block_size, commit.entropy, agrees, logprob, item_correct,
-                                       kept or checked),
-                "left_text": run[-2].text, "run_text": "".join(c.text for c in run)})
+            events.append(
+                {
+                    "kind": kind,
+                    "block": step.block,
+                    "step": step.step,
+                    "call": step.call,
+                    "slot": commit.slot,
+                    "gap": commit.gap,
+                    "position": position,
+                    "token_id": commit.token_id,
+                    "text": commit.text,
+                    "entropy": commit.entropy,
+                    "prob": commit.prob,
+                    "state": render_state(trace.block_state(step)[: commit.slot + 1], trace.text_before(step)),
+                    "kept": kept,
+                    "ntp_text": ntp_text,
+                    "ntp_agrees": agrees,
+                    "ntp_logprob": logprob,
+                    "correct": item_correct,
+                    "suspicion": suspicion(
+                        commit.gap, step.block_size, commit.entropy, agrees, logprob, item_correct, kept or checked
+                    ),
+                    "left_text": run[-2].text,
+                    "run_text": "".join(c.text for c in run),
+                }
+            )
     return events
 
 
@@ -113,8 +129,9 @@ def incoherence_events(model: SBDModel | None, trace: Trace, item: SuiteItem | N
     return _events(trace, tf, correct)
 
 
-def incoherence_report(traces: Trace | Iterable[Trace], model: SBDModel | None = None,
-                       items: Sequence[SuiteItem | None] | None = None):
+def incoherence_report(
+    traces: Trace | Iterable[Trace], model: SBDModel | None = None, items: Sequence[SuiteItem | None] | None = None
+):
     """A tidy ``pandas.DataFrame``: one row per incoherent commit of ``traces``, most suspicious first.
 
     Columns (``INCOHERENCE_REPORT_COLUMNS``): ``kind``, ``trace`` (index into ``traces``), ``prompt``, ``output``,
@@ -124,8 +141,9 @@ def incoherence_report(traces: Trace | Iterable[Trace], model: SBDModel | None =
     return events_report(incoherence_events, traces, model, items, INCOHERENCE_REPORT_COLUMNS)
 
 
-def failure_report(traces: Trace | Iterable[Trace], model: SBDModel | None = None,
-                   items: Sequence[SuiteItem | None] | None = None):
+def failure_report(
+    traces: Trace | Iterable[Trace], model: SBDModel | None = None, items: Sequence[SuiteItem | None] | None = None
+):
     """Gap fills and incoherent commits of ``traces`` in one ``pandas.DataFrame``, most suspicious first.
 
     ``analysis.gap_fill_report``'s rows with ``kind`` ``"gap_fill"`` and ``incoherence_report``'s rows (``kind``

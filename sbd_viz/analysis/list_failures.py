@@ -16,9 +16,28 @@ from ..tasks.asserts import SuiteItem
 from ..tasks.lists import STYLES, ListItem, answer_room, model_prompt, score
 from .incoherence import failure_events
 
-LIST_FAILURE_COLUMNS = ("rank", "task", "length", "prompt", "answer", "output", "ntp_output", "ntp_correct",
-                        "same_as_ntp", "kind", "call", "block", "slot", "gap", "text", "ntp_text", "ntp_agrees",
-                        "suspicion", "events", "settings")
+LIST_FAILURE_COLUMNS = (
+    "rank",
+    "task",
+    "length",
+    "prompt",
+    "answer",
+    "output",
+    "ntp_output",
+    "ntp_correct",
+    "same_as_ntp",
+    "kind",
+    "call",
+    "block",
+    "slot",
+    "gap",
+    "text",
+    "ntp_text",
+    "ntp_agrees",
+    "suspicion",
+    "events",
+    "settings",
+)
 STOP = "\n"
 
 
@@ -50,13 +69,30 @@ def list_failures(model, items: Sequence[ListItem], style: str = "assert", **set
         # the answer is wrong, so tasks.score agrees (its rstrip keeps no more than list_tasks.score's strip)
         events = failure_events(model, trace, SuiteItem(prompt=prompt, answer=item.answer, family=item.task))
         top = max(events, key=lambda e: e["suspicion"], default=None)  # the first of equals: call order
-        row = dict(task=item.task, length=item.length, prompt=prompt, answer=item.answer, output=trace.text,
-                   ntp_output=ntp.text, ntp_correct=score(item, ntp.text), same_as_ntp=trace.text == ntp.text,
-                   events=len(events), settings=kw)
+        row = dict(
+            task=item.task,
+            length=item.length,
+            prompt=prompt,
+            answer=item.answer,
+            output=trace.text,
+            ntp_output=ntp.text,
+            ntp_correct=score(item, ntp.text),
+            same_as_ntp=trace.text == ntp.text,
+            events=len(events),
+            settings=kw,
+        )
         if top is not None:
-            row.update(kind=top["kind"], call=top["call"], block=top["block"], slot=top["slot"], gap=top["gap"],
-                       text=top["text"], ntp_text=top["ntp_text"], ntp_agrees=top["ntp_agrees"],
-                       suspicion=top["suspicion"])
+            row.update(
+                kind=top["kind"],
+                call=top["call"],
+                block=top["block"],
+                slot=top["slot"],
+                gap=top["gap"],
+                text=top["text"],
+                ntp_text=top["ntp_text"],
+                ntp_agrees=top["ntp_agrees"],
+                suspicion=top["suspicion"],
+            )
         rows.append(row)
     df = pd.DataFrame(rows, columns=list(LIST_FAILURE_COLUMNS))
     df = df.sort_values("suspicion", ascending=False, kind="stable", na_position="last").reset_index(drop=True)

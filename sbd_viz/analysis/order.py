@@ -39,7 +39,7 @@ def kendall_tau(x, y) -> float:
         return float("nan")
     score = tied_x = tied_y = 0
     for i in range(n - 1):  # every pair i < j once, a row at a time (memory stays linear in n)
-        sx, sy = np.sign(x[i + 1:] - x[i]), np.sign(y[i + 1:] - y[i])
+        sx, sy = np.sign(x[i + 1 :] - x[i]), np.sign(y[i + 1 :] - y[i])
         score += int((sx * sy).sum())
         tied_x += int((sx == 0).sum())
         tied_y += int((sy == 0).sum())
@@ -59,9 +59,13 @@ def decode_order(trace: Trace) -> DecodeOrder:
     lags: list[list[int]] = [[] for _ in range(width)]
     for k in kept:
         lags[k.commit.slot].append(k.step.step)
-    return DecodeOrder(kendall_tau=tau, out_of_order_rate=gaps / len(kept) if kept else float("nan"),
-                       commit_lag=tuple(float(np.mean(v)) if v else float("nan") for v in lags),
-                       n_commits=len(kept), n_out_of_order=gaps)
+    return DecodeOrder(
+        kendall_tau=tau,
+        out_of_order_rate=gaps / len(kept) if kept else float("nan"),
+        commit_lag=tuple(float(np.mean(v)) if v else float("nan") for v in lags),
+        n_commits=len(kept),
+        n_out_of_order=gaps,
+    )
 
 
 def order_rows(traces, labels=None) -> list[dict]:
@@ -74,9 +78,15 @@ def order_rows(traces, labels=None) -> list[dict]:
     rows = []
     for label, trace in zip(labels, traces):
         order, kept = decode_order(trace), kept_commits(trace)
-        rows.append({"label": label, "kendall_tau": order.kendall_tau, "out_of_order_rate": order.out_of_order_rate,
-                     "mean_commit_lag": float(np.mean([k.step.step for k in kept])) if kept else float("nan"),
-                     "commits": order.n_commits})
+        rows.append(
+            {
+                "label": label,
+                "kendall_tau": order.kendall_tau,
+                "out_of_order_rate": order.out_of_order_rate,
+                "mean_commit_lag": float(np.mean([k.step.step for k in kept])) if kept else float("nan"),
+                "commits": order.n_commits,
+            }
+        )
     return rows
 
 

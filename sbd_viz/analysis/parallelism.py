@@ -79,8 +79,9 @@ class Segment:
         return self.hi - self.lo
 
     def __contains__(self, gamma: float) -> bool:
-        return _cut(self.lo, not self.lo_closed) <= _cut(gamma, False) and _cut(gamma, True) <= _cut(self.hi,
-                                                                                                     self.hi_closed)
+        return _cut(self.lo, not self.lo_closed) <= _cut(gamma, False) and _cut(gamma, True) <= _cut(
+            self.hi, self.hi_closed
+        )
 
     def __str__(self) -> str:
         from .gamma_map import format_range
@@ -94,8 +95,10 @@ def outcomes(gmap, correct: Callable[[str], bool]) -> list[Outcome]:
         raise ValueError("gmap: a step map leaves stretches undecoded; build the exact map (step=None) or refine() it")
     if any(p.whole for p in gmap.pieces):
         raise ValueError(f"gmap: {gmap.rule}'s knob takes whole numbers; the curve is for a continuous γ")
-    return [Outcome(p.lo, p.hi, bool(correct(p.trace.text)), p.trace.n_tokens, p.trace.nfe, p.lo_closed, p.hi_closed)
-            for p in gmap.pieces]
+    return [
+        Outcome(p.lo, p.hi, bool(correct(p.trace.text)), p.trace.n_tokens, p.trace.nfe, p.lo_closed, p.hi_closed)
+        for p in gmap.pieces
+    ]
 
 
 def _check_items(items: Sequence[Sequence[Outcome]]) -> list[list[Outcome]]:
@@ -143,8 +146,9 @@ def grid_points(items: Sequence[Sequence[Outcome]], gammas: Iterable[float]) -> 
             if found is None:
                 raise ValueError(f"gammas: {gamma!r} is outside the items' γ range")
             held.append(found)
-        points.append((sum(o.tokens for o in held) / sum(o.calls for o in held),
-                       100.0 * sum(o.correct for o in held) / len(held)))
+        points.append(
+            (sum(o.tokens for o in held) / sum(o.calls for o in held), 100.0 * sum(o.correct for o in held) / len(held))
+        )
     return points
 
 
@@ -204,16 +208,26 @@ def aup(points, y_max: float | None = None, alpha: float = AUP_ALPHA, y_min_offs
     return total
 
 
-def summary(points, levels: Sequence[float] = PB_LEVELS, y_max: float | None = None,
-            relative_to: float | None = None, interpolate: bool = False) -> dict:
+def summary(
+    points,
+    levels: Sequence[float] = PB_LEVELS,
+    y_max: float | None = None,
+    relative_to: float | None = None,
+    interpolate: bool = False,
+) -> dict:
     """``{"PB90": ..., "PB80": ..., ..., "AUP": ...}`` of ``points`` (see ``pbx`` and ``aup``)."""
     out = {f"PB{x:g}": pbx(points, x, interpolate=interpolate, relative_to=relative_to) for x in levels}
     out["AUP"] = aup(points, y_max=y_max)
     return out
 
 
-def compare_grid(items: Sequence[Sequence[Outcome]], gammas: Iterable[float], levels: Sequence[float] = PB_LEVELS,
-                 y_max: float | None = None, relative_to: float | None = None) -> list[dict]:
+def compare_grid(
+    items: Sequence[Sequence[Outcome]],
+    gammas: Iterable[float],
+    levels: Sequence[float] = PB_LEVELS,
+    y_max: float | None = None,
+    relative_to: float | None = None,
+) -> list[dict]:
     """Each number from the exact curve against the same number from a sampled γ grid: one row per PBx and AUP
     with ``metric``, ``exact``, ``grid`` (the grid's points, like for like), ``grid_interpolated`` (PBx with
     ``interpolate=True``, as ParallelBench's leaderboard reads a continuous knob; None for AUP), ``differs`` and
@@ -233,12 +247,23 @@ def compare_grid(items: Sequence[Sequence[Outcome]], gammas: Iterable[float], le
         level = x if relative_to is None else x / 100.0 * relative_to
         exact = pbx(segments, x, relative_to=relative_to)
         deciding = [s for s in missed if s.parallelism == exact and s.accuracy >= level]
-        row = dict(metric=f"PB{x:g}", exact=exact, grid=pbx(grid, x, relative_to=relative_to),
-                   grid_interpolated=pbx(grid, x, interpolate=True, relative_to=relative_to))
+        row = dict(
+            metric=f"PB{x:g}",
+            exact=exact,
+            grid=pbx(grid, x, relative_to=relative_to),
+            grid_interpolated=pbx(grid, x, interpolate=True, relative_to=relative_to),
+        )
         row.update(differs=row["grid"] != exact, missed=[str(s) for s in deciding] if row["grid"] != exact else [])
         rows.append(row)
     exact_aup, grid_aup = aup(segments, y_max=y_max), aup(grid, y_max=y_max)
-    rows.append(dict(metric="AUP", exact=exact_aup, grid=grid_aup, grid_interpolated=None,
-                     differs=not math.isclose(exact_aup, grid_aup, rel_tol=1e-12, abs_tol=1e-9),
-                     missed=[str(s) for s in missed]))
+    rows.append(
+        dict(
+            metric="AUP",
+            exact=exact_aup,
+            grid=grid_aup,
+            grid_interpolated=None,
+            differs=not math.isclose(exact_aup, grid_aup, rel_tol=1e-12, abs_tol=1e-9),
+            missed=[str(s) for s in missed],
+        )
+    )
     return rows

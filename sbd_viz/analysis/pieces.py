@@ -75,8 +75,15 @@ class GammaDecodes:
         return sum(t.nfe for t in self.traces.values())
 
 
-def decode_at_gammas(model, prompt: str, gammas: Iterable[float], decoder=None, rule: str = DEFAULT_RULE,
-                     reuse_prefix: bool = True, **settings) -> GammaDecodes:
+def decode_at_gammas(
+    model,
+    prompt: str,
+    gammas: Iterable[float],
+    decoder=None,
+    rule: str = DEFAULT_RULE,
+    reuse_prefix: bool = True,
+    **settings,
+) -> GammaDecodes:
     """``prompt`` decoded at every γ of ``gammas`` with ``decoder`` (None: the model's first) and the other
     ``settings`` of ``sv.decode``: each trace is what ``sv.decode(model, prompt, decoder, rule=rule, gamma=γ,
     **settings)`` gives. A decoder with γ pieces (``shares_pieces``) decodes one γ per piece and reads the others
@@ -89,8 +96,9 @@ def decode_at_gammas(model, prompt: str, gammas: Iterable[float], decoder=None, 
     if not shares_pieces(spec, settings):
         traces = {g: decode(model, prompt, spec.name, rule=rule, gamma=g, **settings) for g in values}
         return GammaDecodes(traces, sum(t.nfe for t in traces.values()), len(traces))
-    walk = GammaMapWalk(model, prompt, rule, min(values), max(values), None, spec.name, reuse_prefix,
-                        points=values, **settings)
+    walk = GammaMapWalk(
+        model, prompt, rule, min(values), max(values), None, spec.name, reuse_prefix, points=values, **settings
+    )
     for _ in walk.pieces():
         pass
     traces = {}

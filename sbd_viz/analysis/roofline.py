@@ -77,28 +77,53 @@ HARDWARE = {
     # TFLOPS FP8 with sparsity, i.e. 1,979 dense), attention in BF16 at 989e12, and 3.35 TB/s read as
     # 3.35 * 1024**4 B/s (the datasheet means 3.35e12; the paper's reading is ~10% higher). Weights,
     # activations and KV at one byte, as in the printed code.
-    "h100-fp8": Hardware("h100-fp8", 1978e12, 989e12, 3.35 * TIB, 1, 1, 1,
-                         "paper Appendix A.2 (H100 SXM, FP8 weights, BF16 attention)"),
+    "h100-fp8": Hardware(
+        "h100-fp8", 1978e12, 989e12, 3.35 * TIB, 1, 1, 1, "paper Appendix A.2 (H100 SXM, FP8 weights, BF16 attention)"
+    ),
     # NVIDIA H100 SXM5 datasheet: BF16 Tensor Core 1,979 TFLOPS with sparsity -> 989.5 dense; HBM3 3.35 TB/s.
-    "h100-bf16": Hardware("h100-bf16", 989.5e12, 989.5e12, 3.35e12, 2, 2, 2,
-                          "NVIDIA H100 SXM5 datasheet: 989.5 TFLOPS BF16 dense, 3.35 TB/s HBM3"),
+    "h100-bf16": Hardware(
+        "h100-bf16",
+        989.5e12,
+        989.5e12,
+        3.35e12,
+        2,
+        2,
+        2,
+        "NVIDIA H100 SXM5 datasheet: 989.5 TFLOPS BF16 dense, 3.35 TB/s HBM3",
+    ),
     # NVIDIA H200 SXM datasheet: the H100's compute (BF16 1,979 TFLOPS sparse -> 989.5 dense); HBM3e 4.8 TB/s.
-    "h200-bf16": Hardware("h200-bf16", 989.5e12, 989.5e12, 4.8e12, 2, 2, 2,
-                          "NVIDIA H200 SXM datasheet: 989.5 TFLOPS BF16 dense, 4.8 TB/s HBM3e"),
+    "h200-bf16": Hardware(
+        "h200-bf16",
+        989.5e12,
+        989.5e12,
+        4.8e12,
+        2,
+        2,
+        2,
+        "NVIDIA H200 SXM datasheet: 989.5 TFLOPS BF16 dense, 4.8 TB/s HBM3e",
+    ),
     # NVIDIA A100 80GB SXM datasheet: BF16 Tensor Core 312 TFLOPS dense (624 sparse); HBM2e 2,039 GB/s.
-    "a100-bf16": Hardware("a100-bf16", 312e12, 312e12, 2.039e12, 2, 2, 2,
-                          "NVIDIA A100 80GB SXM datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e"),
+    "a100-bf16": Hardware(
+        "a100-bf16",
+        312e12,
+        312e12,
+        2.039e12,
+        2,
+        2,
+        2,
+        "NVIDIA A100 80GB SXM datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e",
+    ),
 }
 
 MODELS = {
     # The paper's "standard 8B": hidden 4096, FFN 4 x hidden, 32 heads of 128, 8 KV heads. Two FFN
     # matrices and no LM head, as its code has; 32 layers (the paper does not say; ratios ignore it).
-    "paper-8b": ModelShape("paper-8b", 32, 4096, 32, 8, 128, 16384, False, 0,
-                           "paper Appendix A.2 'standard 8B'"),
+    "paper-8b": ModelShape("paper-8b", 32, 4096, 32, 8, 128, 16384, False, 0, "paper Appendix A.2 'standard 8B'"),
     # meta-llama/Llama-3.1-8B config.json: hidden_size 4096, intermediate_size 14336, 32 layers,
     # 32 heads, 8 KV heads, head_dim 128, vocab 128256, SwiGLU, untied LM head.
-    "llama-3.1-8b": ModelShape("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, True, 128256,
-                               "meta-llama/Llama-3.1-8B config.json"),
+    "llama-3.1-8b": ModelShape(
+        "llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, True, 128256, "meta-llama/Llama-3.1-8B config.json"
+    ),
     # Qwen/Qwen3-8B config.json: hidden_size 4096, intermediate_size 12288, 36 layers, 32 heads,
     # 8 KV heads, head_dim 128, vocab 151936, SwiGLU, untied LM head.
     "qwen-3-8b": ModelShape("qwen-3-8b", 36, 4096, 32, 8, 128, 12288, True, 151936, "Qwen/Qwen3-8B config.json"),
@@ -147,14 +172,18 @@ def get_hardware(hardware: str | Hardware) -> Hardware:
     if hardware == THIS_CPU:
         hw = _load_cpu()
         if hw is None:
-            raise ValueError(f"hardware: 'this-cpu' has not been measured on this machine ({cpu_json_path()} "
-                             "does not exist); run `python bench/bench_roofline.py` to measure it, or pick one "
-                             f"of {list(HARDWARE)}")
+            raise ValueError(
+                f"hardware: 'this-cpu' has not been measured on this machine ({cpu_json_path()} "
+                "does not exist); run `python bench/bench_roofline.py` to measure it, or pick one "
+                f"of {list(HARDWARE)}"
+            )
         return hw
     if isinstance(hardware, str) and hardware in HARDWARE:
         return HARDWARE[hardware]
-    raise ValueError(f"hardware: unknown {hardware!r}; known: {list(hardware_names())} "
-                     f"(or '{THIS_CPU}' after bench/bench_roofline.py), or pass a roofline.Hardware")
+    raise ValueError(
+        f"hardware: unknown {hardware!r}; known: {list(hardware_names())} "
+        f"(or '{THIS_CPU}' after bench/bench_roofline.py), or pass a roofline.Hardware"
+    )
 
 
 def shape_from_config(config: Any, name: str | None = None) -> ModelShape:
@@ -183,8 +212,10 @@ def shape_from_config(config: Any, name: str | None = None) -> ModelShape:
     n_heads = first("num_attention_heads", "n_head", "num_heads")
     n_layers = first("num_hidden_layers", "n_layer", "num_layers")
     if not all(isinstance(v, int) for v in (hidden, n_heads, n_layers)):
-        raise ValueError("config: needs hidden_size, num_attention_heads and num_hidden_layers (or the GPT-2 names "
-                         f"n_embd, n_head, n_layer); got {hidden!r}, {n_heads!r}, {n_layers!r}")
+        raise ValueError(
+            "config: needs hidden_size, num_attention_heads and num_hidden_layers (or the GPT-2 names "
+            f"n_embd, n_head, n_layer); got {hidden!r}, {n_heads!r}, {n_layers!r}"
+        )
     model_type = str(first("model_type") or "")
     ffn, source = first("intermediate_size", "n_inner", "ffn_dim") or 4 * hidden, model_type or "unknown type"
     experts, top_k, expert_ffn = first("num_experts"), first("top_k_experts"), first("moe_intermediate_size")
@@ -193,12 +224,18 @@ def shape_from_config(config: Any, name: str | None = None) -> ModelShape:
         # (one token's view: a call of many tokens may read more experts' weights than this counts)
         ffn += top_k * expert_ffn
         source += f"; MoE: {top_k} of {experts} experts active, beside the dense MLP"
-    return ModelShape(name=name or os.path.basename(path) or model_type or "model",
-                      n_layers=n_layers, hidden=hidden, n_heads=n_heads,
-                      n_kv_heads=first("num_key_value_heads", "num_kv_heads") or n_heads,
-                      head_dim=first("head_dim") or hidden // n_heads,
-                      ffn=ffn, gated=model_type not in _UNGATED, vocab=first("vocab_size") or 0,
-                      source=f"config ({source})")
+    return ModelShape(
+        name=name or os.path.basename(path) or model_type or "model",
+        n_layers=n_layers,
+        hidden=hidden,
+        n_heads=n_heads,
+        n_kv_heads=first("num_key_value_heads", "num_kv_heads") or n_heads,
+        head_dim=first("head_dim") or hidden // n_heads,
+        ffn=ffn,
+        gated=model_type not in _UNGATED,
+        vocab=first("vocab_size") or 0,
+        source=f"config ({source})",
+    )
 
 
 def get_model(model: Any) -> ModelShape:
@@ -208,8 +245,10 @@ def get_model(model: Any) -> ModelShape:
     if isinstance(model, str):
         if model in MODELS:
             return MODELS[model]
-        raise ValueError(f"model: unknown {model!r}; known: {list(MODELS)}, or pass a transformers config, "
-                         "an sbd_viz.SBDModel or a roofline.ModelShape")
+        raise ValueError(
+            f"model: unknown {model!r}; known: {list(MODELS)}, or pass a transformers config, "
+            "an sbd_viz.SBDModel or a roofline.ModelShape"
+        )
     if model is None or isinstance(model, (int, float, bool)):
         raise ValueError(f"model: expected a name {list(MODELS)}, a config or a ModelShape, got {model!r}")
     return shape_from_config(model)
@@ -231,8 +270,9 @@ def _gemm(m: int, k: int, n: int, hw: Hardware) -> tuple[float, float, float]:
     return 2.0 * m * k * n, k * n * hw.weight_bytes + (m * k + m * n) * hw.act_bytes, hw.peak_flops
 
 
-def kernels(q: int, kv_len: int, batch: int, hw: Hardware, shape: ModelShape, mode: str,
-            logits: int) -> list[tuple[str, float, float, float, int]]:
+def kernels(
+    q: int, kv_len: int, batch: int, hw: Hardware, shape: ModelShape, mode: str, logits: int
+) -> list[tuple[str, float, float, float, int]]:
     """Every kernel of one forward as ``(name, FLOPs, bytes, peak FLOP/s, repeats)``; see ``forward_time``."""
     m, h, d = batch * q, shape.hidden, shape.n_heads * shape.head_dim
     if mode == "paper":  # the printed code's two shape errors, kept on purpose; keys: the cache only
@@ -240,13 +280,21 @@ def kernels(q: int, kv_len: int, batch: int, hw: Hardware, shape: ModelShape, mo
     else:  # the new tokens' keys are attended too (a prefill at kv_len 0 still has attention)
         kv_width, inner, ffn_in = shape.n_kv_heads * shape.head_dim, shape.ffn, 2 if shape.gated else 1
         keys = kv_len + q
-    attn = (4.0 * batch * shape.n_heads * q * keys * shape.head_dim,  # QK^T and PV
-            batch * (2 * q * d * hw.act_bytes + 2 * keys * shape.n_kv_heads * shape.head_dim * hw.kv_bytes),
-            hw.attn_flops)
+    attn = (
+        4.0 * batch * shape.n_heads * q * keys * shape.head_dim,  # QK^T and PV
+        batch * (2 * q * d * hw.act_bytes + 2 * keys * shape.n_kv_heads * shape.head_dim * hw.kv_bytes),
+        hw.attn_flops,
+    )
     L = shape.n_layers
-    out = [("q_proj", *_gemm(m, h, d, hw), L), ("k_proj", *_gemm(m, h, kv_width, hw), L),
-           ("v_proj", *_gemm(m, h, kv_width, hw), L), ("attention", *attn, L), ("o_proj", *_gemm(m, d, h, hw), L),
-           ("ffn_in", *_gemm(m, h, inner, hw), L * ffn_in), ("ffn_out", *_gemm(m, inner, h, hw), L)]
+    out = [
+        ("q_proj", *_gemm(m, h, d, hw), L),
+        ("k_proj", *_gemm(m, h, kv_width, hw), L),
+        ("v_proj", *_gemm(m, h, kv_width, hw), L),
+        ("attention", *attn, L),
+        ("o_proj", *_gemm(m, d, h, hw), L),
+        ("ffn_in", *_gemm(m, h, inner, hw), L * ffn_in),
+        ("ffn_out", *_gemm(m, inner, h, hw), L),
+    ]
     if mode == "corrected" and shape.vocab and logits:
         out.append(("lm_head", *_gemm(batch * logits, h, shape.vocab, hw), 1))
     return out
@@ -266,8 +314,15 @@ def _resolved(q, kv_len, batch, hardware, model, mode, logits):
     return [(*k, hw.bandwidth) for k in ks]
 
 
-def forward_time(q: int, kv_len: int, batch: int = 1, hardware: str | Hardware = DEFAULT_HARDWARE,
-                 model: Any = DEFAULT_MODEL, mode: str = "corrected", logits: int | None = None) -> float:
+def forward_time(
+    q: int,
+    kv_len: int,
+    batch: int = 1,
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    model: Any = DEFAULT_MODEL,
+    mode: str = "corrected",
+    logits: int | None = None,
+) -> float:
     """Seconds of one forward of ``q`` new tokens per sequence over a cache of ``kv_len`` tokens (eq. 15).
 
     ``batch`` sequences run together, each with the same ``q`` and ``kv_len``. Each kernel costs
@@ -279,16 +334,28 @@ def forward_time(q: int, kv_len: int, batch: int = 1, hardware: str | Hardware =
     return _time(_resolved(q, kv_len, batch, hardware, model, mode, logits))
 
 
-def compute_and_memory(q: int, kv_len: int, batch: int = 1, hardware: str | Hardware = DEFAULT_HARDWARE,
-                       model: Any = DEFAULT_MODEL, mode: str = "corrected",
-                       logits: int | None = None) -> tuple[float, float]:
+def compute_and_memory(
+    q: int,
+    kv_len: int,
+    batch: int = 1,
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    model: Any = DEFAULT_MODEL,
+    mode: str = "corrected",
+    logits: int | None = None,
+) -> tuple[float, float]:
     """The forward's two roofs summed over its kernels: (seconds at peak FLOP/s, seconds at full bandwidth)."""
     ks = _resolved(q, kv_len, batch, hardware, model, mode, logits)
     return sum(n * f / p for _, f, _, p, n, _ in ks), sum(n * b / bw for _, _, b, _, n, bw in ks)
 
 
-def knee_tokens(batch: int = 1, hardware: str | Hardware = DEFAULT_HARDWARE, model: Any = DEFAULT_MODEL,
-                kv_len: int = 16, mode: str = "corrected", max_tokens: int = 2**20) -> int | None:
+def knee_tokens(
+    batch: int = 1,
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    model: Any = DEFAULT_MODEL,
+    kv_len: int = 16,
+    mode: str = "corrected",
+    max_tokens: int = 2**20,
+) -> int | None:
     """The fewest tokens per sequence at which a forward's compute time reaches its memory time
     (where the time per call starts to grow with the tokens in it); None beyond ``max_tokens``."""
     hardware, model = get_hardware(hardware), get_model(model)  # once: "this-cpu" is read from a file
@@ -311,18 +378,31 @@ def knee_tokens(batch: int = 1, hardware: str | Hardware = DEFAULT_HARDWARE, mod
 
 
 # -- Tables 3 and 4 --------------------------------------------------------------------------------
-def slowdown(block_size: int, kv_len: int = 16, batch: int = 1, hardware: str | Hardware = DEFAULT_HARDWARE,
-             model: Any = DEFAULT_MODEL, mode: str = "corrected") -> float:
+def slowdown(
+    block_size: int,
+    kv_len: int = 16,
+    batch: int = 1,
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    model: Any = DEFAULT_MODEL,
+    mode: str = "corrected",
+) -> float:
     """One block forward (``block_size`` slots, their logits) over one NTP forward (1 token), same cache (Table 3)."""
     _whole("block_size", block_size, 1)
     hw, shape = get_hardware(hardware), get_model(model)
-    return (forward_time(block_size, kv_len, batch, hw, shape, mode, logits=block_size)
-            / forward_time(1, kv_len, batch, hw, shape, mode, logits=1))
+    return forward_time(block_size, kv_len, batch, hw, shape, mode, logits=block_size) / forward_time(
+        1, kv_len, batch, hw, shape, mode, logits=1
+    )
 
 
-def wallclock_speedup(nfe_speedup: float, block_size: int, kv_len: int = 16, batch: int = 1,
-                      hardware: str | Hardware = DEFAULT_HARDWARE, model: Any = DEFAULT_MODEL,
-                      mode: str = "corrected") -> float:
+def wallclock_speedup(
+    nfe_speedup: float,
+    block_size: int,
+    kv_len: int = 16,
+    batch: int = 1,
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    model: Any = DEFAULT_MODEL,
+    mode: str = "corrected",
+) -> float:
     """Eq. 16-17 (Table 4): ``k * t(1) / (t(2k) + (l - 1) * t(k))`` with ``l = k / nfe_speedup`` calls per block.
 
     A block's first call carries the previous block's ``k`` final tokens and its own ``k`` slots
@@ -331,8 +411,9 @@ def wallclock_speedup(nfe_speedup: float, block_size: int, kv_len: int = 16, bat
     """
     k = _whole("block_size", block_size, 1)
     if isinstance(nfe_speedup, bool) or not isinstance(nfe_speedup, (int, float)) or not 1 <= nfe_speedup <= k:
-        raise ValueError(f"nfe_speedup: must be a number in [1, block_size = {k}] (tokens per call), "
-                         f"got {nfe_speedup!r}")
+        raise ValueError(
+            f"nfe_speedup: must be a number in [1, block_size = {k}] (tokens per call), got {nfe_speedup!r}"
+        )
     hw, shape = get_hardware(hardware), get_model(model)
     calls = k / nfe_speedup
     t1 = forward_time(1, kv_len, batch, hw, shape, mode, logits=1)
@@ -386,8 +467,11 @@ def trace_calls(trace) -> list[Call]:
             # the first call's causal rows are the prompt: only its last row needs logits
             calls.append(Call(s.n_input, kv, s.n_input if kv else s.n_input - n_prompt + 1))
         else:
-            causal = (s.n_input - s.block_size) if s.n_input else (
-                0 if s.step else n_prompt if prev_size is None else prev_size)
+            causal = (
+                (s.n_input - s.block_size)
+                if s.n_input
+                else (0 if s.step else n_prompt if prev_size is None else prev_size)
+            )
             calls.append(Call(causal + s.block_size, s.block_start - causal, s.block_size))
         prev_size = s.block_size
     return calls
@@ -404,8 +488,13 @@ def _calls_time(calls: Iterable[Call], batch, hw, shape, mode) -> float:
     return sum(forward_time(c.tokens, c.kv_len, batch, hw, shape, mode, logits=c.logits) for c in calls)
 
 
-def project(trace, hardware: str | Hardware = DEFAULT_HARDWARE, model: Any = DEFAULT_MODEL, batch: int = 1,
-            mode: str = "corrected") -> dict:
+def project(
+    trace,
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    model: Any = DEFAULT_MODEL,
+    batch: int = 1,
+    mode: str = "corrected",
+) -> dict:
     """A trace's calls costed on ``hardware`` for ``model``, against the same text decoded by NTP.
 
     ``trace`` is one ``Trace`` or several (totals are summed). ``batch`` sequences shaped like the
@@ -434,14 +523,30 @@ def project(trace, hardware: str | Hardware = DEFAULT_HARDWARE, model: Any = DEF
         prefill_s += _calls_time(ref[:1], batch, hw, shape, mode)
         sbd_n, ntp_n, tokens = sbd_n + len(own), ntp_n + len(ref), tokens + t.n_tokens
     after = sbd_s - prefill_s
-    return {"sbd_s": sbd_s, "ntp_s": ntp_s, "speedup": ntp_s / sbd_s, "prefill_s": prefill_s,
-            "decode_speedup": (ntp_s - prefill_s) / after if after > 0 else float("nan"),
-            "sbd_calls": sbd_n, "ntp_calls": ntp_n, "tokens": tokens, "hardware": hw.name, "model": shape.name,
-            "batch": batch, "mode": mode}
+    return {
+        "sbd_s": sbd_s,
+        "ntp_s": ntp_s,
+        "speedup": ntp_s / sbd_s,
+        "prefill_s": prefill_s,
+        "decode_speedup": (ntp_s - prefill_s) / after if after > 0 else float("nan"),
+        "sbd_calls": sbd_n,
+        "ntp_calls": ntp_n,
+        "tokens": tokens,
+        "hardware": hw.name,
+        "model": shape.name,
+        "batch": batch,
+        "mode": mode,
+    }
 
 
-def project_frame(df, hardware: Iterable[str | Hardware] | str | Hardware = (DEFAULT_HARDWARE,),
-                  model: Any = DEFAULT_MODEL, batch: int = 1, mode: str = "corrected", column: str = "trace"):
+def project_frame(
+    df,
+    hardware: Iterable[str | Hardware] | str | Hardware = (DEFAULT_HARDWARE,),
+    model: Any = DEFAULT_MODEL,
+    batch: int = 1,
+    mode: str = "corrected",
+    column: str = "trace",
+):
     """A copy of ``df`` with a ``projected_speedup_<hardware>`` column per hardware, one value per row.
 
     Each row needs its ``Trace`` in ``column``: e.g. ``pd.DataFrame(sv.evaluate(model, suite,
@@ -453,9 +558,11 @@ def project_frame(df, hardware: Iterable[str | Hardware] | str | Hardware = (DEF
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"df: expected a pandas DataFrame, got {type(df).__name__}")
     if column not in df.columns:
-        raise ValueError(f"df: no {column!r} column. The roofline needs each call's tokens and cache length, "
-                         "which only a Trace holds (a sweep() row has totals only); pass "
-                         "pd.DataFrame(sv.evaluate(model, suite, keep_traces=True)['rows'])")
+        raise ValueError(
+            f"df: no {column!r} column. The roofline needs each call's tokens and cache length, "
+            "which only a Trace holds (a sweep() row has totals only); pass "
+            "pd.DataFrame(sv.evaluate(model, suite, keep_traces=True)['rows'])"
+        )
     bad = [i for i, t in df[column].items() if not isinstance(t, Trace)]
     if bad:
         raise ValueError(f"df: column {column!r} must hold an sbd_viz.Trace in every row; rows {bad[:5]} do not")
@@ -495,8 +602,13 @@ def table4(hardware, model, batches, kvs, blocks, nfes, mode) -> str:
     for nfe in nfes:
         cells = []
         for b in batches:
-            runs = [" / ".join(f"{wallclock_speedup(nfe, k, kv, b, hardware, model, mode):.3f}" if nfe <= k else "-"
-                               for k in blocks) for kv in kvs]
+            runs = [
+                " / ".join(
+                    f"{wallclock_speedup(nfe, k, kv, b, hardware, model, mode):.3f}" if nfe <= k else "-"
+                    for k in blocks
+                )
+                for kv in kvs
+            ]
             cells.append(runs[0] + "".join(f" (→ {r})" for r in runs[1:]))
         lines.append(f"| {nfe:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -31,11 +31,36 @@ from .pieces import PieceStore, line_of
 
 CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then simply miss
 
-SWEEP_COLUMNS = ("rule", "gamma", "block_size", "gap_free", "verify", "accuracy", "calls_per_token", "tokens_per_call",
-                 "speedup_calls", "speedup_wall", "gap_fill_rate", "n_gap_fills", "ntp_agreement", "same_as_ntp",
-                 "accuracy_with_gaps", "accuracy_without_gaps", "n_with_gaps", "n_items", "calls", "tokens",
-                 "wall_time", "ntp_wall_time", "batch_size", "speed_batch_size", "max_new_tokens", "fingerprint",
-                 "measured_at")
+SWEEP_COLUMNS = (
+    "rule",
+    "gamma",
+    "block_size",
+    "gap_free",
+    "verify",
+    "accuracy",
+    "calls_per_token",
+    "tokens_per_call",
+    "speedup_calls",
+    "speedup_wall",
+    "gap_fill_rate",
+    "n_gap_fills",
+    "ntp_agreement",
+    "same_as_ntp",
+    "accuracy_with_gaps",
+    "accuracy_without_gaps",
+    "n_with_gaps",
+    "n_items",
+    "calls",
+    "tokens",
+    "wall_time",
+    "ntp_wall_time",
+    "batch_size",
+    "speed_batch_size",
+    "max_new_tokens",
+    "fingerprint",
+    "measured_at",
+)
+
 
 def _as_items(suite_or_prompts) -> tuple[list[SuiteItem], bool]:
     """Suite items as given, or plain prompts wrapped as items with no answer; and whether they are scored."""
@@ -48,15 +73,19 @@ def _as_items(suite_or_prompts) -> tuple[list[SuiteItem], bool]:
         return items, True
     if all(isinstance(x, str) and x for x in items):
         return [SuiteItem(prompt=p, answer="", family="prompt") for p in items], False
-    raise ValueError("suite_or_prompts: must be suite items (tasks.load_suite) or non-empty prompt strings, "
-                     "not a mix")
+    raise ValueError("suite_or_prompts: must be suite items (tasks.load_suite) or non-empty prompt strings, not a mix")
 
 
 def _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify=(False,)) -> list[dict]:
     """Every combination, each validated by ``DecodeConfig`` before anything runs (errors name the argument)."""
     lists = {}
-    for name, values in (("rules", rules), ("gammas", gammas), ("block_sizes", block_sizes),
-                         ("gap_free", gap_free), ("verify", verify)):
+    for name, values in (
+        ("rules", rules),
+        ("gammas", gammas),
+        ("block_sizes", block_sizes),
+        ("gap_free", gap_free),
+        ("verify", verify),
+    ):
         # a single value is a list of one: sweep(..., gammas=0.1) works
         lists[name] = [values] if isinstance(values, str) or not hasattr(values, "__iter__") else list(values)
         if not lists[name]:
@@ -73,10 +102,23 @@ def _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify=(Fals
             for block_size in block_sizes:
                 for free in gap_free:
                     for checked in verify:
-                        DecodeConfig(rule=rule, gamma=gamma, block_size=block_size,
-                                     max_new_tokens=max_new_tokens, gap_free=free, verify=checked)
-                        out.append({"rule": rule, "gamma": float(gamma), "block_size": block_size,
-                                    "gap_free": bool(free), "verify": bool(checked)})
+                        DecodeConfig(
+                            rule=rule,
+                            gamma=gamma,
+                            block_size=block_size,
+                            max_new_tokens=max_new_tokens,
+                            gap_free=free,
+                            verify=checked,
+                        )
+                        out.append(
+                            {
+                                "rule": rule,
+                                "gamma": float(gamma),
+                                "block_size": block_size,
+                                "gap_free": bool(free),
+                                "verify": bool(checked),
+                            }
+                        )
     return out
 
 
@@ -91,8 +133,16 @@ def _items_hash(items: list[SuiteItem]) -> str:
 
 
 def _cache_key(model_id: dict, setting: dict, items_hash: str, n_items: int, max_new_tokens: int) -> dict:
-    return {"cache_version": CACHE_VERSION, "sbd_viz": __version__, **model_id, **setting,
-            "max_new_tokens": max_new_tokens, "stop": list(STOP), "items": items_hash, "n_items": n_items}
+    return {
+        "cache_version": CACHE_VERSION,
+        "sbd_viz": __version__,
+        **model_id,
+        **setting,
+        "max_new_tokens": max_new_tokens,
+        "stop": list(STOP),
+        "items": items_hash,
+        "n_items": n_items,
+    }
 
 
 def _cache_path(cache_dir: Path, key: dict) -> Path:
@@ -121,8 +171,11 @@ def _read_cache(path: Path, key: dict) -> dict | None:
 
 def _write_cache(path: Path, key: dict, row: dict, ntp: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"key": key, "row": {k: _json_safe(v) for k, v in row.items()},
-            "ntp": {k: _json_safe(v) for k, v in ntp.items()}}
+    data = {
+        "key": key,
+        "row": {k: _json_safe(v) for k, v in row.items()},
+        "ntp": {k: _json_safe(v) for k, v in ntp.items()},
+    }
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
     tmp.replace(path)  # atomic: a crash never leaves half a file behind
@@ -132,9 +185,17 @@ def _mean(flags: list[bool]) -> float:
     return sum(flags) / len(flags) if flags else float("nan")
 
 
-def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dict, max_new_tokens: int,
-             progress: bool, batch_size: int = 1, speed_batch_size: int | None = 1,
-             pieces: dict[int, PieceStore] | None = None) -> tuple[dict, dict, tuple[int, int]]:
+def _measure(
+    model: SBDModel,
+    items: list[SuiteItem],
+    scored: bool,
+    setting: dict,
+    max_new_tokens: int,
+    progress: bool,
+    batch_size: int = 1,
+    speed_batch_size: int | None = 1,
+    pieces: dict[int, PieceStore] | None = None,
+) -> tuple[dict, dict, tuple[int, int]]:
     """Run one setting (paired with NTP on every item, as ``evaluate`` does) and summarise it; also the model calls
     of the decodes run and of those read off a piece measured before, ``(run, reused)``.
 
@@ -143,9 +204,21 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
     that row (its decode at this γ, NTP's beside it, their seconds and teacher-forced counts) instead of decoding
     again; each row measured here is added. Under ``accelerate launch`` every process decodes and teacher-forces its
     share of the items; only plain numbers are gathered."""
-    plan = Plan(model, items, rule=setting["rule"], gamma=setting["gamma"], block_size=setting["block_size"],
-                 gap_free=setting["gap_free"], decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True,
-                 stop=STOP, verify=setting["verify"], batch_size=batch_size, speed_batch_size=speed_batch_size)
+    plan = Plan(
+        model,
+        items,
+        rule=setting["rule"],
+        gamma=setting["gamma"],
+        block_size=setting["block_size"],
+        gap_free=setting["gap_free"],
+        decoder=SBD.name,
+        max_new_tokens=max_new_tokens,
+        measure_speedup=True,
+        stop=STOP,
+        verify=setting["verify"],
+        batch_size=batch_size,
+        speed_batch_size=speed_batch_size,
+    )
     with split_items(items) as (share, gather):
         known = [pieces[i].find(setting["gamma"]) if pieces is not None else None for i in range(len(share))]
         fresh = plan.rows([item for item, k in zip(share, known) if k is None], keep_traces=True, progress=progress)
@@ -153,8 +226,13 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
         mine = agreement_counts(model, traces, batch_size)
         ntps = agreement_counts(model, ntp_traces, batch_size)
         for r, trace, ntp_trace, (agree, n), (ntp_agree, ntp_n) in zip(fresh, traces, ntp_traces, mine, ntps):
-            r.update(tf_agree=agree, tf_tokens=n, ntp_tf_agree=ntp_agree, ntp_tf_tokens=ntp_n,
-                     same=trace.output_ids == ntp_trace.output_ids)
+            r.update(
+                tf_agree=agree,
+                tf_tokens=n,
+                ntp_tf_agree=ntp_agree,
+                ntp_tf_tokens=ntp_n,
+                same=trace.output_ids == ntp_trace.output_ids,
+            )
         rows, run, reused, measured = [], 0, 0, iter(zip(fresh, traces))
         for i, k in enumerate(known):
             if k is None:
@@ -176,21 +254,40 @@ def _measure(model: SBDModel, items: list[SuiteItem], scored: bool, setting: dic
     without_gaps = [r["correct"] for r in rows if not r["gap_fills"]]
     nan = float("nan")
     ntp = result["ntp"]
-    row = {**setting, "accuracy": result["accuracy"] if scored else nan,
-           "calls_per_token": result["calls_per_token"], "tokens_per_call": result["tokens_per_call"],
-           "speedup_calls": result["speedup_calls"], "speedup_wall": result["speedup_wall"],
-           "gap_fill_rate": result["gap_fill_rate"], "n_gap_fills": sum(r["gap_fills"] for r in rows),
-           "ntp_agreement": agree / total if total else nan, "same_as_ntp": sum(r["same"] for r in rows) / len(items),
-           "accuracy_with_gaps": _mean(with_gaps) if scored else nan,
-           "accuracy_without_gaps": _mean(without_gaps) if scored else nan, "n_with_gaps": len(with_gaps),
-           "n_items": len(items), "calls": result["calls"], "tokens": result["tokens"],
-           "wall_time": result["wall_time"], "ntp_wall_time": ntp["wall_time"], "batch_size": batch_size,
-           "speed_batch_size": speed_batch_size if speed_batch_size is not None else nan,
-           "max_new_tokens": max_new_tokens, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    ntp_row = {"accuracy": ntp["accuracy"] if scored else nan, "calls": ntp["calls"], "tokens": ntp["tokens"],
-               "wall_time": ntp["wall_time"], "ntp_agreement": ntp_agree / ntp_total if ntp_total else nan,
-               "batch_size": batch_size, "speed_batch_size": row["speed_batch_size"],
-               "measured_at": row["measured_at"]}
+    row = {
+        **setting,
+        "accuracy": result["accuracy"] if scored else nan,
+        "calls_per_token": result["calls_per_token"],
+        "tokens_per_call": result["tokens_per_call"],
+        "speedup_calls": result["speedup_calls"],
+        "speedup_wall": result["speedup_wall"],
+        "gap_fill_rate": result["gap_fill_rate"],
+        "n_gap_fills": sum(r["gap_fills"] for r in rows),
+        "ntp_agreement": agree / total if total else nan,
+        "same_as_ntp": sum(r["same"] for r in rows) / len(items),
+        "accuracy_with_gaps": _mean(with_gaps) if scored else nan,
+        "accuracy_without_gaps": _mean(without_gaps) if scored else nan,
+        "n_with_gaps": len(with_gaps),
+        "n_items": len(items),
+        "calls": result["calls"],
+        "tokens": result["tokens"],
+        "wall_time": result["wall_time"],
+        "ntp_wall_time": ntp["wall_time"],
+        "batch_size": batch_size,
+        "speed_batch_size": speed_batch_size if speed_batch_size is not None else nan,
+        "max_new_tokens": max_new_tokens,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    ntp_row = {
+        "accuracy": ntp["accuracy"] if scored else nan,
+        "calls": ntp["calls"],
+        "tokens": ntp["tokens"],
+        "wall_time": ntp["wall_time"],
+        "ntp_agreement": ntp_agree / ntp_total if ntp_total else nan,
+        "batch_size": batch_size,
+        "speed_batch_size": row["speed_batch_size"],
+        "measured_at": row["measured_at"],
+    }
     return row, ntp_row, (run, reused)
 
 
@@ -203,27 +300,57 @@ def _ntp_row(ntp: dict, n_items: int, max_new_tokens: int, fingerprint: str) -> 
     same each time, so the first setting's paired run stands for it. Speedups are 1 by definition."""
     nan = float("nan")
     tokens, calls = ntp["tokens"], ntp["calls"]
-    return {"rule": NTP.name, "gamma": nan, "block_size": 1, "gap_free": False, "verify": False,
-            "accuracy": ntp["accuracy"],
-            "calls_per_token": calls / tokens if tokens else nan, "tokens_per_call": tokens / calls if calls else nan,
-            "speedup_calls": 1.0, "speedup_wall": 1.0 if _finite(ntp["wall_time"]) else nan, "gap_fill_rate": 0.0,
-            "n_gap_fills": 0, "ntp_agreement": ntp["ntp_agreement"], "same_as_ntp": 1.0, "accuracy_with_gaps": nan,
-            "accuracy_without_gaps": ntp["accuracy"], "n_with_gaps": 0, "n_items": n_items, "calls": calls,
-            "tokens": tokens, "wall_time": ntp["wall_time"], "ntp_wall_time": ntp["wall_time"],
-            "batch_size": ntp.get("batch_size", 1), "speed_batch_size": ntp.get("speed_batch_size", 1),
-            "max_new_tokens": max_new_tokens, "fingerprint": fingerprint, "measured_at": ntp["measured_at"]}
+    return {
+        "rule": NTP.name,
+        "gamma": nan,
+        "block_size": 1,
+        "gap_free": False,
+        "verify": False,
+        "accuracy": ntp["accuracy"],
+        "calls_per_token": calls / tokens if tokens else nan,
+        "tokens_per_call": tokens / calls if calls else nan,
+        "speedup_calls": 1.0,
+        "speedup_wall": 1.0 if _finite(ntp["wall_time"]) else nan,
+        "gap_fill_rate": 0.0,
+        "n_gap_fills": 0,
+        "ntp_agreement": ntp["ntp_agreement"],
+        "same_as_ntp": 1.0,
+        "accuracy_with_gaps": nan,
+        "accuracy_without_gaps": ntp["accuracy"],
+        "n_with_gaps": 0,
+        "n_items": n_items,
+        "calls": calls,
+        "tokens": tokens,
+        "wall_time": ntp["wall_time"],
+        "ntp_wall_time": ntp["wall_time"],
+        "batch_size": ntp.get("batch_size", 1),
+        "speed_batch_size": ntp.get("speed_batch_size", 1),
+        "max_new_tokens": max_new_tokens,
+        "fingerprint": fingerprint,
+        "measured_at": ntp["measured_at"],
+    }
 
 
 class SweepStopped(RuntimeError):
     """Raised by ``sweep`` when its ``stop`` event is set: the settings after it were not measured."""
 
 
-def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bounded",),
-          gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0), block_sizes: Sequence[int] | None = None,
-          gap_free: Sequence[bool] = (False,), max_new_tokens: int = 64,
-          cache_dir: str | os.PathLike | None = ".sbd_cache", progress: bool = True,
-          verify: Sequence[bool] = (False,), batch_size: int = 1, speed_batch_size: int | None = 1,
-          reuse_pieces: bool = True, stop=None):
+def sweep(
+    model: SBDModel,
+    suite_or_prompts,
+    rules: Sequence[str] = ("entropy_bounded",),
+    gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0),
+    block_sizes: Sequence[int] | None = None,
+    gap_free: Sequence[bool] = (False,),
+    max_new_tokens: int = 64,
+    cache_dir: str | os.PathLike | None = ".sbd_cache",
+    progress: bool = True,
+    verify: Sequence[bool] = (False,),
+    batch_size: int = 1,
+    speed_batch_size: int | None = 1,
+    reuse_pieces: bool = True,
+    stop=None,
+):
     """Score every (rule, gamma, block_size, gap_free, verify) on the same items, beside NTP; a tidy DataFrame.
 
     One row per setting plus one NTP row (``rule='ntp'``, ``verify`` False). Each setting runs through
@@ -279,9 +406,21 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     items, scored = _as_items(suite_or_prompts)
     check_whole(max_new_tokens, "max_new_tokens", 1)
     settings = _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify)
-    Plan(model, items[:1], rule=settings[0]["rule"], gamma=settings[0]["gamma"], block_size=settings[0]["block_size"],
-          gap_free=False, decoder=SBD.name, max_new_tokens=max_new_tokens, measure_speedup=True, stop=STOP, verify=False,
-          batch_size=batch_size, speed_batch_size=speed_batch_size)  # batch_size / speed_batch_size checked up front
+    Plan(
+        model,
+        items[:1],
+        rule=settings[0]["rule"],
+        gamma=settings[0]["gamma"],
+        block_size=settings[0]["block_size"],
+        gap_free=False,
+        decoder=SBD.name,
+        max_new_tokens=max_new_tokens,
+        measure_speedup=True,
+        stop=STOP,
+        verify=False,
+        batch_size=batch_size,
+        speed_batch_size=speed_batch_size,
+    )  # batch_size / speed_batch_size checked up front
     fingerprint = model.fingerprint()
     model_id = {"fingerprint": fingerprint, "tokenizer": _tokenizer_hash(model)}
     items_hash = _items_hash(items)
@@ -290,6 +429,7 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=len(settings), desc="sweep", unit="setting")
     rows, ntp = [], None
     lines: dict[tuple, dict[int, PieceStore]] = {}  # the setting but γ -> each item's pieces measured so far
@@ -307,14 +447,17 @@ def sweep(model: SBDModel, suite_or_prompts, rules: Sequence[str] = ("entropy_bo
                     bar.close()
                 raise SweepStopped(f"the sweep was stopped before {setting['rule']} γ={setting['gamma']:g}")
             if bar is not None:
-                bar.set_postfix_str(f"{setting['rule']} gamma={setting['gamma']:g} k={setting['block_size']}"
-                                    f"{' gap-free' if setting['gap_free'] else ''}"
-                                    f"{' verified' if setting['verify'] else ''}")
+                bar.set_postfix_str(
+                    f"{setting['rule']} gamma={setting['gamma']:g} k={setting['block_size']}"
+                    f"{' gap-free' if setting['gap_free'] else ''}"
+                    f"{' verified' if setting['verify'] else ''}"
+                )
             pieces = None
             if reuse_pieces:
                 pieces = lines.setdefault(line_of(setting), defaultdict(PieceStore))  # by item of this process's share
-            row, ntp_row, (run, reused) = _measure(model, items, scored, setting, max_new_tokens, progress,
-                                                   batch_size, speed_batch_size, pieces)
+            row, ntp_row, (run, reused) = _measure(
+                model, items, scored, setting, max_new_tokens, progress, batch_size, speed_batch_size, pieces
+            )
             calls_run, calls_reused = calls_run + run, calls_reused + reused
             if cache is not None and is_main_process():
                 _write_cache(_cache_path(cache, key), key, row, ntp_row)
@@ -353,11 +496,11 @@ def gap_free_ablation(df):
         raise ValueError(f"df: missing columns {missing}; pass a sweep() frame")
     sbd = df[df["rule"] != NTP.name]
     if not (sbd["gap_free"].any() and (~sbd["gap_free"]).any()):
-        raise ValueError("df: needs both gap_free=False and gap_free=True rows; "
-                         "run sweep(..., gap_free=(False, True))")
+        raise ValueError("df: needs both gap_free=False and gap_free=True rows; run sweep(..., gap_free=(False, True))")
     keys = ["rule", "gamma", "block_size"] + (["verify"] if "verify" in df.columns else [])
-    measures = [c for c in ("accuracy", "tokens_per_call", "speedup_calls", "speedup_wall", "gap_fill_rate")
-                if c in df.columns]
+    measures = [
+        c for c in ("accuracy", "tokens_per_call", "speedup_calls", "speedup_wall", "gap_fill_rate") if c in df.columns
+    ]
     free = sbd[~sbd["gap_free"]][keys + measures]
     fixed = sbd[sbd["gap_free"]][keys + measures]
     table = free.merge(fixed, on=keys, suffixes=("_free", "_gap_free"))

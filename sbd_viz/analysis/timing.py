@@ -36,8 +36,9 @@ class Timing(NamedTuple):
     def speedup(self, tokens: int = 1, ntp_tokens: int = 1) -> tuple[float, float, float]:
         """(median, lowest, highest) over the rounds of NTP's seconds per token / the decoder's: per generated
         token, so a decode that stops earlier or later than NTP is compared fairly."""
-        ratios = [(n / max(1, ntp_tokens)) / max(1e-12, s / max(1, tokens))
-                  for s, n in zip(self.seconds, self.ntp_seconds)]
+        ratios = [
+            (n / max(1, ntp_tokens)) / max(1e-12, s / max(1, tokens)) for s, n in zip(self.seconds, self.ntp_seconds)
+        ]
         return statistics.median(ratios), min(ratios), max(ratios)
 
     def median_seconds(self) -> tuple[float, float]:
@@ -52,8 +53,9 @@ class Timing(NamedTuple):
         return (ntp / max(1, ntp_tokens)) / max(1e-12, mine / max(1, tokens))
 
 
-def side_by_side(run: Callable[[], object], ntp: Callable[[], object], rounds: int = ROUNDS,
-                 warm_up: bool = False) -> Timing:
+def side_by_side(
+    run: Callable[[], object], ntp: Callable[[], object], rounds: int = ROUNDS, warm_up: bool = False
+) -> Timing:
     """Time ``run`` and ``ntp`` (callables doing one whole decode each) ``rounds`` times, both in every round, in
     alternating order (decoder first in even rounds, NTP first in odd ones), so a change of the machine's speed
     falls on both sides alike. ``warm_up``: run each once first, untimed, so no round pays the one-time costs."""

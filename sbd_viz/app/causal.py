@@ -16,23 +16,40 @@ MEASURED = Path(__file__).resolve().parent / "example_defaults.json"
 # bench/app_examples.py measured (``example_choices``: a 135M model's decode takes seconds here, too long to measure
 # every example when the page is built)
 EXAMPLES = [
-    ("Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.", True,
-     "quoting a given sentence: drafting pays"),
-    ("def area(width, height):\n    return width * height\n\nThe same function with width renamed to w:\n\n"
-     "def area(", False, "editing given code (raw text): drafting pays"),
-    ("Rewrite this list in the same order, one item per line:\napples, bread, milk, eggs, butter, cheese", True,
-     "copying a given list: drafting pays"),
+    (
+        "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.",
+        True,
+        "quoting a given sentence: drafting pays",
+    ),
+    (
+        "def area(width, height):\n    return width * height\n\nThe same function with width renamed to w:\n\n"
+        "def area(",
+        False,
+        "editing given code (raw text): drafting pays",
+    ),
+    (
+        "Rewrite this list in the same order, one item per line:\napples, bread, milk, eggs, butter, cheese",
+        True,
+        "copying a given list: drafting pays",
+    ),
     ("What is the capital of France? Answer in one sentence.", True, "an open question: little to draft from"),
     ("Write a short poem about the sea.", True, "open writing: little to draft from"),
 ]
 # An SBD adapter's examples: a chat answer and code, the two kinds of text it learned to draft, and a quote
 ADAPTER_EXAMPLES = [
     ("Explain how rainbows form in simple terms.", True, "a chat answer"),
-    ('def is_palindrome(text: str) -> bool:\n    """Return True if text reads the same forwards and backwards, '
-     'ignoring case."""\n', False, "code from a docstring (raw text)"),
+    (
+        'def is_palindrome(text: str) -> bool:\n    """Return True if text reads the same forwards and backwards, '
+        'ignoring case."""\n',
+        False,
+        "code from a docstring (raw text)",
+    ),
     ("Give me three tips for learning to cook.", True, "a list in a chat answer"),
-    ("Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.", True,
-     "quoting a given sentence"),
+    (
+        "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.",
+        True,
+        "quoting a given sentence",
+    ),
 ]
 MAX_NEW_TOKENS = 48  # a CPU writes a few tokens a second with this model; NTP runs beside each decode
 
@@ -63,8 +80,14 @@ def example_choices(model, offered: list[str]) -> list[tuple[str, bool, str, str
             out.append((prompt, chat, label, offered[0]))
             continue
         run = row["runs"][row["decoder"]]
-        out.append((prompt, chat, f"{label} ({row['decoder']}: {run['tokens']} tokens in {run['calls']} calls, "
-                                  f"NTP {row['ntp_calls']})", row["decoder"]))
+        out.append(
+            (
+                prompt,
+                chat,
+                f"{label} ({row['decoder']}: {run['tokens']} tokens in {run['calls']} calls, NTP {row['ntp_calls']})",
+                row["decoder"],
+            )
+        )
     return out
 
 
@@ -73,15 +96,19 @@ def header(model) -> str:
     from ..models.causal_lm import KIND, train_hint
 
     if getattr(model, "adapter", None) is not None:  # an SBD adapter on a frozen base (sbd_viz.models.adapted_lm)
-        return (f"\n\n**`{html.escape(model.name)}`: an SBD adapter on `{html.escape(model.base_name)}`, base "
-                "frozen.** The adapter is on only for the rows of the block being filled, so SBD, verified SBD and "
-                "remasking fill blocks with it while NTP, Jacobi and prompt lookup run the base's own weights; "
-                "verified SBD's text is exactly the base's greedy text. The chat template is applied to the prompt "
-                "unless switched off.")
+        return (
+            f"\n\n**`{html.escape(model.name)}`: an SBD adapter on `{html.escape(model.base_name)}`, base "
+            "frozen.** The adapter is on only for the rows of the block being filled, so SBD, verified SBD and "
+            "remasking fill blocks with it while NTP, Jacobi and prompt lookup run the base's own weights; "
+            "verified SBD's text is exactly the base's greedy text. The chat template is applied to the prompt "
+            "unless switched off."
+        )
 
-    return (f"\n\n**`{html.escape(model.name)}`: {KIND}.** It decodes with the exact decoders, which read its "
-            "next-token predictions only: **Jacobi** and **prompt lookup** draft several tokens per call and keep "
-            "those greedy NTP agrees with, so the text is NTP's, in fewer calls when the drafts hold (quoting or "
-            "editing a given text, repeating code) and no fewer on an open question. SBD, verified SBD and "
-            "remasking need a model fine-tuned for SBD (`" + train_hint(model.name) + "`), so they are not offered. "
-            "The chat template is applied to the prompt unless switched off.")
+    return (
+        f"\n\n**`{html.escape(model.name)}`: {KIND}.** It decodes with the exact decoders, which read its "
+        "next-token predictions only: **Jacobi** and **prompt lookup** draft several tokens per call and keep "
+        "those greedy NTP agrees with, so the text is NTP's, in fewer calls when the drafts hold (quoting or "
+        "editing a given text, repeating code) and no fewer on an open question. SBD, verified SBD and "
+        "remasking need a model fine-tuned for SBD (`" + train_hint(model.name) + "`), so they are not offered. "
+        "The chat template is applied to the prompt unless switched off."
+    )

@@ -14,8 +14,17 @@ import sbd_viz as sv
 
 from .. import plots
 
-COMPARE_HEADERS = ["decoder", "calls", "tokens", "tokens per call", "equals greedy", "slots remasked", "rollbacks",
-                   "Kendall τ", "out of order"]
+COMPARE_HEADERS = [
+    "decoder",
+    "calls",
+    "tokens",
+    "tokens per call",
+    "equals greedy",
+    "slots remasked",
+    "rollbacks",
+    "Kendall τ",
+    "out of order",
+]
 COMPARED_SETTINGS = ("rule", "gamma", "block_size")  # the settings above that a compared decoder gets, if it takes them
 
 
@@ -36,10 +45,12 @@ def choices(model) -> dict[str, tuple]:
 
 def compare_note(model) -> str:
     exact = [label for label, (spec, variant) in choices(model).items() if spec.exact or variant.get("verify")]
-    return ("The prompt above through each chosen decoder, greedy, with the rule, γ, block size, length and stop of "
-            "the settings where the decoder takes them (gap-free and temperature do not apply here), beside NTP "
-            "(HF `generate`): calls, tokens per call and whether each wrote NTP's exact text. "
-            + (f"Exact by construction: {', '.join(exact)}." if exact else ""))
+    return (
+        "The prompt above through each chosen decoder, greedy, with the rule, γ, block size, length and stop of "
+        "the settings where the decoder takes them (gap-free and temperature do not apply here), beside NTP "
+        "(HF `generate`): calls, tokens per call and whether each wrote NTP's exact text. "
+        + (f"Exact by construction: {', '.join(exact)}." if exact else "")
+    )
 
 
 def compare(model, settings: dict, chosen) -> tuple:
@@ -55,13 +66,25 @@ def compare(model, settings: dict, chosen) -> tuple:
         spec, variant = offered[label]
         shared = {k: settings[k] for k in COMPARED_SETTINGS if k in spec.takes}
         own = {k: settings[k] for k in spec.own if k in settings}  # the main view's slider, if it moves one
-        traces[label] = sv.decode(model, prompt, decoder=spec.name, max_new_tokens=n, stop=stop, **shared, **own,
-                                  **variant)
+        traces[label] = sv.decode(
+            model, prompt, decoder=spec.name, max_new_tokens=n, stop=stop, **shared, **own, **variant
+        )
     figure = plots.compare_decoders(traces, ntp=ntp)
     order = {r["label"]: r for r in sv.order_rows(list(traces.values()), list(traces))}
-    rows = [[r["label"], r["calls"], r["tokens"], r["tokens_per_call"], "yes" if r["equals_greedy"] else "no",
-             r["renoised"], r["rollbacks"], _rounded(order[r["label"]]["kendall_tau"], 3),
-             _rounded(order[r["label"]]["out_of_order_rate"], 3)] for r in figure.layout.meta["rows"]]
+    rows = [
+        [
+            r["label"],
+            r["calls"],
+            r["tokens"],
+            r["tokens_per_call"],
+            "yes" if r["equals_greedy"] else "no",
+            r["renoised"],
+            r["rollbacks"],
+            _rounded(order[r["label"]]["kendall_tau"], 3),
+            _rounded(order[r["label"]]["out_of_order_rate"], 3),
+        ]
+        for r in figure.layout.meta["rows"]
+    ]
     return figure, rows, plots.commit_order(traces)
 
 
@@ -74,17 +97,23 @@ def decoders_tab(model):
     """The tab's components, inside a ``gr.Tab``: (decoder choice, run button, table, figure)."""
     offered = list(choices(model))
     gr.Markdown(compare_note(model))
-    chosen = gr.CheckboxGroup(offered, value=offered, label="decoders",
-                              elem_id="sbd-decoders")
+    chosen = gr.CheckboxGroup(offered, value=offered, label="decoders", elem_id="sbd-decoders")
     run = gr.Button("Run this prompt through each decoder")
-    table = gr.Dataframe(headers=COMPARE_HEADERS, datatype=["str", "number", "number", "number", "str", "number",
-                                                            "number", "number", "number"],
-                         interactive=False, elem_id="sbd-compare-table")
-    figure = gr.Plot(label="each decoder's output token by token, shaded by call; calls side by side",
-                     elem_id="sbd-compare")
-    gr.Markdown("**Decode order.** Kendall τ compares the order the calls committed the output in with left to right "
-                "(1: left to right; tokens of one call are tied, so several per call scores a little below 1); out "
-                "of order: the share of commits made right of a slot still masked (gap fills).")
-    order = gr.Plot(label="decode order: the call that committed each token, one step axis",
-                    elem_id="sbd-compare-order")
+    table = gr.Dataframe(
+        headers=COMPARE_HEADERS,
+        datatype=["str", "number", "number", "number", "str", "number", "number", "number", "number"],
+        interactive=False,
+        elem_id="sbd-compare-table",
+    )
+    figure = gr.Plot(
+        label="each decoder's output token by token, shaded by call; calls side by side", elem_id="sbd-compare"
+    )
+    gr.Markdown(
+        "**Decode order.** Kendall τ compares the order the calls committed the output in with left to right "
+        "(1: left to right; tokens of one call are tied, so several per call scores a little below 1); out "
+        "of order: the share of commits made right of a slot still masked (gap fills)."
+    )
+    order = gr.Plot(
+        label="decode order: the call that committed each token, one step axis", elem_id="sbd-compare-order"
+    )
     return chosen, run, table, figure, order

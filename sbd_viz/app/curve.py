@@ -94,14 +94,15 @@ class SpeedQualityCurve:
         df = self.df
         if df is None:
             return None, self.status
-        same = df[(df["rule"] == rule) & (df["gap_free"].astype(bool) == bool(gap_free))
-                  & (df["verify"] == bool(verify))]
+        same = df[
+            (df["rule"] == rule) & (df["gap_free"].astype(bool) == bool(gap_free)) & (df["verify"] == bool(verify))
+        ]
         if same.empty:
-            return plots.tradeoff(df), f"{self.status} · no measured points for {rule}" + \
-                (" gap-free" if gap_free else "") + (" verified" if verify else "")
+            return plots.tradeoff(df), f"{self.status} · no measured points for {rule}" + (
+                " gap-free" if gap_free else ""
+            ) + (" verified" if verify else "")
         nearest = float(same.iloc[(same["gamma"] - gamma).abs().argsort().iloc[0]]["gamma"])
-        fig = plots.tradeoff(df, current=dict(rule=rule, gamma=nearest, gap_free=bool(gap_free),
-                                              verify=bool(verify)))
+        fig = plots.tradeoff(df, current=dict(rule=rule, gamma=nearest, gap_free=bool(gap_free), verify=bool(verify)))
         where = " on the verified line" if verify else ""
         return fig, f"{self.status} · ring = nearest measured point to the current setting{where} (γ = {nearest:g})"
 
@@ -115,9 +116,19 @@ def compute_sweep(model, stop: threading.Event | None = None) -> list[dict] | No
 
     suite = tasks.load_suite("pyasserts", "test", per_family=SWEEP_PER_FAMILY)
     try:
-        frames = [analysis.sweep(model, suite, rules=[rule], gammas=list(gammas), block_sizes=[model.block_size],
-                                 progress=False, verify=(False, True) if rule == SWEEP_VERIFIED else (False,), stop=stop)
-                  for rule, gammas in SWEEP_GRID.items()]
+        frames = [
+            analysis.sweep(
+                model,
+                suite,
+                rules=[rule],
+                gammas=list(gammas),
+                block_sizes=[model.block_size],
+                progress=False,
+                verify=(False, True) if rule == SWEEP_VERIFIED else (False,),
+                stop=stop,
+            )
+            for rule, gammas in SWEEP_GRID.items()
+        ]
     except analysis.SweepStopped:
         return None
     df = pd.concat(frames, ignore_index=True)
@@ -132,8 +143,15 @@ def precompute_sweep(model_path=None) -> Path:
     out = path / SWEEP_FILE
     model = sv.load_model(path)
     rows = compute_sweep(model)
-    out.write_text(json.dumps({"suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family",
-                               "block_size": model.block_size, "verified": SWEEP_VERIFIED, "rows": rows}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "suite": f"pyasserts test, {SWEEP_PER_FAMILY} per family",
+                "block_size": model.block_size,
+                "verified": SWEEP_VERIFIED,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
     return out
-
-

@@ -20,15 +20,45 @@ from .panels import KIND_NAMES, ColumnType
 
 ALL_TASKS = "all tasks"
 PER_LENGTH = 1  # items per task and list length: 3 lengths x 7 tasks = 21 items, a minute or two on a CPU
-GALLERY_HEADERS = ["rank", "task", "length", "answer", "output", "NTP wrote", "NTP right", "commit", "call", "slot",
-                   "token", "NTP's token", "NTP agrees", "suspicion"]
-GALLERY_TYPES: list[ColumnType] = ["number", "str", "number", "str", "str", "str", "str", "str", "number", "number", "str", "str",
-                 "str", "number"]
-NOTE = ("Every item of the list-task suite (`sbd_viz.tasks.lists`, ParallelBench-style: copy, reverse, sort, shuffle, "
-        "insert, replace, repeat; exact match) that the decoder above gets wrong at the settings above, ranked by its "
-        "most suspicious commit (a gap fill or an incoherent commit, judged as in the table above), with NTP's own "
-        "answer beside it: a failure NTP shares is the model's, not the parallel decode's. Click a row to decode "
-        "that item above; the failure table then lists its commits.")
+GALLERY_HEADERS = [
+    "rank",
+    "task",
+    "length",
+    "answer",
+    "output",
+    "NTP wrote",
+    "NTP right",
+    "commit",
+    "call",
+    "slot",
+    "token",
+    "NTP's token",
+    "NTP agrees",
+    "suspicion",
+]
+GALLERY_TYPES: list[ColumnType] = [
+    "number",
+    "str",
+    "number",
+    "str",
+    "str",
+    "str",
+    "str",
+    "str",
+    "number",
+    "number",
+    "str",
+    "str",
+    "str",
+    "number",
+]
+NOTE = (
+    "Every item of the list-task suite (`sbd_viz.tasks.lists`, ParallelBench-style: copy, reverse, sort, shuffle, "
+    "insert, replace, repeat; exact match) that the decoder above gets wrong at the settings above, ranked by its "
+    "most suspicious commit (a gap fill or an incoherent commit, judged as in the table above), with NTP's own "
+    "answer beside it: a failure NTP shares is the model's, not the parallel decode's. Click a row to decode "
+    "that item above; the failure table then lists its commits."
+)
 
 
 def style_of(model) -> str:
@@ -58,13 +88,24 @@ def gallery_rows(frame) -> list[list]:
     rows = []
     for r in frame.to_dict("records"):
         kind = _cell(r["kind"])
-        rows.append([r["rank"], r["task"], r["length"], r["answer"], visible(r["output"], spaces=True),
-                     visible(r["ntp_output"], spaces=True), "yes" if r["ntp_correct"] else "NO",
-                     "none (left to right, coherent)" if kind is None else KIND_NAMES[kind], _cell(r["call"]),
-                     _cell(r["slot"]), None if kind is None else visible(r["text"], spaces=True),
-                     None if kind is None or r["ntp_text"] is None else visible(r["ntp_text"], spaces=True),
-                     {True: "yes", False: "NO"}.get(_cell(r["ntp_agrees"])),
-                     None if kind is None else round(float(r["suspicion"]), 2)])
+        rows.append(
+            [
+                r["rank"],
+                r["task"],
+                r["length"],
+                r["answer"],
+                visible(r["output"], spaces=True),
+                visible(r["ntp_output"], spaces=True),
+                "yes" if r["ntp_correct"] else "NO",
+                "none (left to right, coherent)" if kind is None else KIND_NAMES[kind],
+                _cell(r["call"]),
+                _cell(r["slot"]),
+                None if kind is None else visible(r["text"], spaces=True),
+                None if kind is None or r["ntp_text"] is None else visible(r["ntp_text"], spaces=True),
+                {True: "yes", False: "NO"}.get(_cell(r["ntp_agrees"])),
+                None if kind is None else round(float(r["suspicion"]), 2),
+            ]
+        )
     return rows
 
 
@@ -83,15 +124,25 @@ def stream_failures(model, settings: dict, task=ALL_TASKS, label: str | None = N
         if len(frame):
             frames.append(frame.assign(item=[item]))
             wrong += 1
-        ranked = (pd.concat(frames, ignore_index=True) if frames else frame.assign(item=[]))
-        ranked = ranked.sort_values("suspicion", ascending=False, kind="stable",
-                                    na_position="last").reset_index(drop=True)
+        ranked = pd.concat(frames, ignore_index=True) if frames else frame.assign(item=[])
+        ranked = ranked.sort_values("suspicion", ascending=False, kind="stable", na_position="last").reset_index(
+            drop=True
+        )
         ranked["rank"] = range(1, len(ranked) + 1)
-        picks = [{"prompt": i.prompt(style), "chat": style == "chat", "max_new_tokens": s["max_new_tokens"],
-                  "call": None if _cell(c) is None else int(c)}
-                 for i, s, c in zip(ranked["item"], ranked["settings"], ranked["call"])]
-        status = (f"{done} of {len(items)} items decoded: **{wrong} wrong**" + (" so far" if done < len(items) else "")
-                  + f" ({label or settings.get('decoder', 'SBD')}, {style} prompts).")
+        picks = [
+            {
+                "prompt": i.prompt(style),
+                "chat": style == "chat",
+                "max_new_tokens": s["max_new_tokens"],
+                "call": None if _cell(c) is None else int(c),
+            }
+            for i, s, c in zip(ranked["item"], ranked["settings"], ranked["call"])
+        ]
+        status = (
+            f"{done} of {len(items)} items decoded: **{wrong} wrong**"
+            + (" so far" if done < len(items) else "")
+            + f" ({label or settings.get('decoder', 'SBD')}, {style} prompts)."
+        )
         yield gallery_rows(ranked), status, picks
 
 
@@ -100,12 +151,19 @@ def gallery_section():
     with gr.Accordion("List tasks: every failure at these settings, ranked", open=False, elem_id="sbd-gallery-box"):
         gr.Markdown(NOTE)
         with gr.Row():
-            task = gr.Dropdown([ALL_TASKS, *LIST_TASKS], value=ALL_TASKS, label="task", elem_id="sbd-gallery-task",
-                               scale=1)
+            task = gr.Dropdown(
+                [ALL_TASKS, *LIST_TASKS], value=ALL_TASKS, label="task", elem_id="sbd-gallery-task", scale=1
+            )
             run = gr.Button("Decode the list tasks at these settings", elem_id="sbd-gallery-run", scale=2)
         status = gr.Markdown(elem_id="sbd-gallery-status")
-        table = gr.Dataframe(headers=GALLERY_HEADERS, datatype=GALLERY_TYPES, interactive=False, max_height=320,
-                             elem_id="sbd-gallery", label="list-task failures, most suspicious first")
+        table = gr.Dataframe(
+            headers=GALLERY_HEADERS,
+            datatype=GALLERY_TYPES,
+            interactive=False,
+            max_height=320,
+            elem_id="sbd-gallery",
+            label="list-task failures, most suspicious first",
+        )
         picks = gr.State([])
     return task, run, status, table, picks
 

@@ -82,13 +82,26 @@ def prompt_note(model) -> str:
     context = getattr(model, "context_length", None)
     if context is None:
         return f" At most {prompt_limit(model):,} characters."
-    return (f" At most {prompt_limit(model):,} characters, fewer with more new tokens: the prompt and its new tokens "
-            f"fit in the model's context of {context:,} positions (a longer one is refused, never cut).")
+    return (
+        f" At most {prompt_limit(model):,} characters, fewer with more new tokens: the prompt and its new tokens "
+        f"fit in the model's context of {context:,} positions (a longer one is refused, never cut)."
+    )
 
 
-def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, temperature, seed,
-                  stop_at_newline, verify=False, max_block_size: int = MAX_BLOCK_SIZE,
-                  max_prompt_chars: int = MAX_PROMPT_CHARS) -> dict:
+def read_settings(
+    prompt,
+    rule,
+    gamma,
+    gap_free,
+    block_size,
+    max_new_tokens,
+    temperature,
+    seed,
+    stop_at_newline,
+    verify=False,
+    max_block_size: int = MAX_BLOCK_SIZE,
+    max_prompt_chars: int = MAX_PROMPT_CHARS,
+) -> dict:
     """The UI's raw values as ``sv.decode`` keyword arguments, or a ``gr.Error`` naming the bad field."""
     if not isinstance(prompt, str):
         raise refused(f"prompt: must be text, got {type(prompt).__name__} {prompt!r}")
@@ -96,11 +109,15 @@ def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, tem
         raise refused("prompt: is empty; type a prompt or pick an example, e.g. 'assert 48 + 37 == '")
     control = next((c for c in prompt if c in CONTROL_CHARS), None)
     if control is not None:
-        raise refused(f"prompt: holds the control character {control!r} at position {prompt.index(control)}; "
-                      "only tabs and line breaks are taken")
+        raise refused(
+            f"prompt: holds the control character {control!r} at position {prompt.index(control)}; "
+            "only tabs and line breaks are taken"
+        )
     if len(prompt) > max_prompt_chars:
-        raise refused(f"prompt: is {len(prompt)} characters; this model takes at most {max_prompt_chars} here "
-                      "(nothing was cut: shorten it)")
+        raise refused(
+            f"prompt: is {len(prompt)} characters; this model takes at most {max_prompt_chars} here "
+            "(nothing was cut: shorten it)"
+        )
     if rule not in COMMIT_RULES:
         raise refused(f"rule: unknown commit rule {rule!r}; choose from {', '.join(sv.RULES)}")
     knob = COMMIT_RULES[rule]
@@ -110,12 +127,18 @@ def read_settings(prompt, rule, gamma, gap_free, block_size, max_new_tokens, tem
         raise refused(f"gamma: for {rule} it is {knob.meaning} and must be from {lo:g} to {hi:g}, got {gamma!r}")
     if knob.valid.whole:
         g = _whole(g, f"gamma ({knob.symbol})", int(lo), int(hi))
-    return dict(prompt=prompt, rule=rule, gamma=g, gap_free=_flag(gap_free, "gap-free"),
-                block_size=_whole(block_size, "block size", 1, max_block_size),
-                max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
-                temperature=_temperature(temperature), seed=_whole(seed, "seed", 0, MAX_SEED),
-                stop=STOP if _flag(stop_at_newline, "stop at the end of the line") else None,
-                verify=_flag(verify, "verified"))
+    return dict(
+        prompt=prompt,
+        rule=rule,
+        gamma=g,
+        gap_free=_flag(gap_free, "gap-free"),
+        block_size=_whole(block_size, "block size", 1, max_block_size),
+        max_new_tokens=_whole(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
+        temperature=_temperature(temperature),
+        seed=_whole(seed, "seed", 0, MAX_SEED),
+        stop=STOP if _flag(stop_at_newline, "stop at the end of the line") else None,
+        verify=_flag(verify, "verified"),
+    )
 
 
 def _flag(value, field: str) -> bool:
@@ -151,8 +174,6 @@ def read_projection(hardware, model, batch) -> dict:
     if batch not in PROJECTION_BATCHES:
         raise refused(f"batch: must be one of {PROJECTION_BATCHES}, got {batch!r}")
     return dict(hardware=hardware, model=model, batch=batch)
-
-
 
 
 def decoder_labels(model) -> list[str]:
@@ -219,8 +240,9 @@ def read_knob(spec, value):
     x = read_number(value, name)
     if all(float(v).is_integer() for v in (lo, hi, step)):
         if x != int(x) or not lo <= x <= hi:
-            raise refused(f"{name}: {spec.label}'s own setting must be a whole number from {lo:g} to {hi:g}, "
-                          f"got {value!r}")
+            raise refused(
+                f"{name}: {spec.label}'s own setting must be a whole number from {lo:g} to {hi:g}, got {value!r}"
+            )
         return int(x)
     if not lo <= x <= hi:
         raise refused(f"{name}: {spec.label}'s own setting must be from {lo:g} to {hi:g}, got {value!r}")
@@ -232,11 +254,16 @@ def read_decoder(label, settings: dict, model):
     besides prompt: those it takes). A control it does not take, when set, is a ``gr.Error`` naming it."""
     spec = read_spec(label, model)
     label = spec.label
-    for field, set_ in (("gap_free", settings["gap_free"]), ("verify", settings["verify"]),
-                        ("temperature", settings["temperature"] > 0)):
+    for field, set_ in (
+        ("gap_free", settings["gap_free"]),
+        ("verify", settings["verify"]),
+        ("temperature", settings["temperature"] > 0),
+    ):
         if set_ and field not in spec.takes:
-            raise refused(f"{field.replace('_', '-')}: does not apply to the {label} decoder; switch it off or "
-                           f"choose one that takes it")
+            raise refused(
+                f"{field.replace('_', '-')}: does not apply to the {label} decoder; switch it off or "
+                f"choose one that takes it"
+            )
     return spec, {k: v for k, v in settings.items() if k in spec.settings}
 
 
@@ -250,8 +277,11 @@ def fit_controls(spec, rule: str, value, causal: bool) -> tuple:
     if value is not None:
         slider["value"] = value
     updates = {name: gr.update(interactive=name in spec.takes) for name in CONTROLS}
-    updates["gamma"] = gr.update(**slider, interactive=knob not in (None, "gamma") or (
-        knob == "gamma" and COMMIT_RULES[rule].tunable), visible=not causal or knob not in (None, "gamma"))
+    updates["gamma"] = gr.update(
+        **slider,
+        interactive=knob not in (None, "gamma") or (knob == "gamma" and COMMIT_RULES[rule].tunable),
+        visible=not causal or knob not in (None, "gamma"),
+    )
     return tuple(updates[name] for name in CONTROLS)
 
 

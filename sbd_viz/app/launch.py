@@ -23,4 +23,3 @@ def main(model_path=None, host: str = "127.0.0.1", port: int = 7860, dtype=None,
     demo = build_demo(sv.load_model(model_dir, dtype=dtype, device=device), model_dir=model_dir)
     queue(demo)
     demo.launch(server_name=host, server_port=port, state_session_capacity=500, css=CSS)
-

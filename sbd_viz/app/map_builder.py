@@ -78,8 +78,12 @@ def map_key(prompt: str, spec, own: dict) -> tuple | None:
     """What a session's map is built for: the prompt, the decoder and every setting in ``own`` (``read_decoder``'s)
     but γ; None where there is no γ map (``walks_gamma`` false, temperature above 0, a rule that ignores its knob)."""
     rule = own.get("rule")
-    if not walks_gamma(spec) or own.get("temperature", 0) > 0 or rule not in COMMIT_RULES \
-            or not COMMIT_RULES[rule].tunable:
+    if (
+        not walks_gamma(spec)
+        or own.get("temperature", 0) > 0
+        or rule not in COMMIT_RULES
+        or not COMMIT_RULES[rule].tunable
+    ):
         return None
     settings = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in own.items() if k != "gamma"))
     return prompt, spec.name, settings
@@ -132,8 +136,9 @@ class GammaMaps:
         settings = {k: v for k, v in own.items() if k not in ("gamma", "rule")}
         lo, hi, step = COMMIT_RULES[own["rule"]].slider
         try:  # checks its settings and tokenizes: no model call
-            entry.walk = GammaMapWalk(self.model, prompt, own["rule"], lo, hi, step, spec.name,
-                                      gate=lambda: self._call(entry), **settings)
+            entry.walk = GammaMapWalk(
+                self.model, prompt, own["rule"], lo, hi, step, spec.name, gate=lambda: self._call(entry), **settings
+            )
         except Exception as exc:  # the decode just ran with these settings; the log says why, and releases decode
             LOG.warning("γ map refused: %s", exc)
             return

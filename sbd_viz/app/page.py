@@ -94,8 +94,19 @@ from .views import (
     texts_html,
 )
 
-__all__ = ["SWEEP_FILE", "SWEEP_GRID", "SWEEP_PER_FAMILY", "SWEEP_VERIFIED", "SpeedQualityCurve", "build_demo",
-           "compute_sweep", "example_label", "precompute_sweep", "read_projection", "read_settings"]
+__all__ = [
+    "SWEEP_FILE",
+    "SWEEP_GRID",
+    "SWEEP_PER_FAMILY",
+    "SWEEP_VERIFIED",
+    "SpeedQualityCurve",
+    "build_demo",
+    "compute_sweep",
+    "example_label",
+    "precompute_sweep",
+    "read_projection",
+    "read_settings",
+]
 
 PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
 
@@ -130,9 +141,20 @@ class Handlers:
         spec = None if self.canvas else read_spec(c.decoder, self.model)
         own_knob = spec is not None and knob_of(spec) not in (None, "gamma")  # the slider moves its own setting
         gamma = COMMIT_RULES[c.rule].default if own_knob and c.rule in COMMIT_RULES else c.gamma
-        settings = read_settings(c.prompt, c.rule, gamma, c.gap_free, c.block_size, c.max_new_tokens,
-                                 c.temperature, c.seed, c.stop_at_newline, c.verify,
-                                 max(MAX_BLOCK_SIZE, self.model.block_size), prompt_limit(self.model))
+        settings = read_settings(
+            c.prompt,
+            c.rule,
+            gamma,
+            c.gap_free,
+            c.block_size,
+            c.max_new_tokens,
+            c.temperature,
+            c.seed,
+            c.stop_at_newline,
+            c.verify,
+            max(MAX_BLOCK_SIZE, self.model.block_size),
+            prompt_limit(self.model),
+        )
         if own_knob and spec is not None:
             settings[spec.knob.name] = read_knob(spec, c.gamma)
         if c.chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
@@ -155,8 +177,11 @@ class Handlers:
         ntp_key = (prompt, settings["max_new_tokens"], tuple(settings["stop"] or ()))
         if answered is not None:  # a piece of this session's γ map holds γ: its decode, no model call
             with self.maps.gate.interactive(wait=False):  # no call to wait for; the worker stays off meanwhile
-                yield from self._views(self._finished(session, prompt, answered, None, spec.label, ntp_key,
-                                                      rerun=(spec.name, own), map_id=map_id))
+                yield from self._views(
+                    self._finished(
+                        session, prompt, answered, None, spec.label, ntp_key, rerun=(spec.name, own), map_id=map_id
+                    )
+                )
             return
         try:  # the one door's checks name the argument, before any call (the trained context included)
             spec, decoding = door.start(self.model, prompt, spec.name, **own)
@@ -175,19 +200,49 @@ class Handlers:
                     paused += last - now  # time spent showing progress is not decoding time
             trace = spec.trace(decoding)
             self.maps.want(map_id, key, prompt, spec, own)  # this prompt's map, built once this decode is shown
-            yield from self._views(self._finished(session, prompt, trace, time.perf_counter() - t0 - paused,
-                                                  spec.label, ntp_key, rerun=(spec.name, own), map_id=map_id))
+            yield from self._views(
+                self._finished(
+                    session,
+                    prompt,
+                    trace,
+                    time.perf_counter() - t0 - paused,
+                    spec.label,
+                    ntp_key,
+                    rerun=(spec.name, own),
+                    map_id=map_id,
+                )
+            )
 
-    def _finished(self, old: Session | None, prompt: str, trace, seconds: float | None, label: str,
-                  ntp_key: tuple | None, rerun: tuple | None = None, map_id: str | None = None) -> Session:
+    def _finished(
+        self,
+        old: Session | None,
+        prompt: str,
+        trace,
+        seconds: float | None,
+        label: str,
+        ntp_key: tuple | None,
+        rerun: tuple | None = None,
+        map_id: str | None = None,
+    ) -> Session:
         """The session after a decode, the one place a ``Session`` is built: NTP kept from ``old`` if it ran on the
         same ``ntp_key`` (prompt, max new tokens, stop; None: a model without NTP), the projection choice kept."""
         old = old or Session()
         cached = ntp_key is not None and old.ntp_key == ntp_key and old.ntp is not None
-        return Session(trace=trace, label=label, prompt=prompt, item=tasks.item_in_prompt(prompt, self.suite),
-                       seconds=seconds, ntp=old.ntp if cached else None, ntp_key=ntp_key,
-                       ntp_seconds=old.ntp_seconds if cached else None, ntp_cached=cached, no_ntp=ntp_key is None,
-                       rerun=rerun, map_id=map_id, projection=old.projection)
+        return Session(
+            trace=trace,
+            label=label,
+            prompt=prompt,
+            item=tasks.item_in_prompt(prompt, self.suite),
+            seconds=seconds,
+            ntp=old.ntp if cached else None,
+            ntp_key=ntp_key,
+            ntp_seconds=old.ntp_seconds if cached else None,
+            ntp_cached=cached,
+            no_ntp=ntp_key is None,
+            rerun=rerun,
+            map_id=map_id,
+            projection=old.projection,
+        )
 
     def _views(self, session: Session):
         """A finished decode's views: the metrics and texts, then the animation, then NTP beside it (unless the
@@ -220,8 +275,16 @@ class Handlers:
             trace = sv.decode(self.model, prompt, **settings)  # refuses verify and gap-free, naming them
         except ValueError as exc:
             raise refused(str(exc)) from None
-        yield from self._views(self._finished(session, prompt, trace, time.perf_counter() - t0,
-                                              registry.default_decoder(self.model).label, ntp_key=None))
+        yield from self._views(
+            self._finished(
+                session,
+                prompt,
+                trace,
+                time.perf_counter() - t0,
+                registry.default_decoder(self.model).label,
+                ntp_key=None,
+            )
+        )
 
     def details(self, session: Session | None):
         """The views below the fold: gap-fill table, timeline, comparison, curve, trace file."""
@@ -235,17 +298,29 @@ class Handlers:
         with self.maps.gate.interactive():  # its teacher-forced calls go before the background map's
             events = [] if self.canvas else failure_events(self.model, trace, session.item)
         # the curve is the commit rules' sweep: Jacobi's and prompt lookup's traces name no rule there, and say so
-        tradeoff, status = self.curve.figure(cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False),
-                                             cfg.get("verify", False))
+        tradeoff, status = self.curve.figure(
+            cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False), cfg.get("verify", False)
+        )
         # the count the metrics card shows; the table lists them all
         kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
-        label = failure_label(events, kept, trace) if not self.canvas else (
-            f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: "
-            "a block-diffusion model has no causal prediction to judge them against")
+        label = (
+            failure_label(events, kept, trace)
+            if not self.canvas
+            else (
+                f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: "
+                "a block-diffusion model has no causal prediction to judge them against"
+            )
+        )
         table = gr.update(value=failure_rows(events), label=label)
         comparison = None if ntp is None else fit(plots.compare(trace, ntp, labels=(session.label, "NTP")))
-        return (table, fit(plots.calls_timeline(trace, ntp)), comparison,
-                fit(tradeoff), status, trace_file(trace, fresh_folder(self.files)))
+        return (
+            table,
+            fit(plots.calls_timeline(trace, ntp)),
+            comparison,
+            fit(tradeoff),
+            status,
+            trace_file(trace, fresh_folder(self.files)),
+        )
 
     def show_call(self, session: Session | None, call):
         """What one call saw and did, and the entropy heatmap of its block."""
@@ -278,8 +353,10 @@ class Handlers:
         settings = self.read_controls(controls)
         spec, own = read_decoder(controls.decoder, settings, self.model)
         if spec.knob is None:
-            raise refused(f"decoder: {spec.label} has no knob to climb; choose one of "
-                          f"{', '.join(s.label for s in registry.decoders(self.model) if s.knob)}")
+            raise refused(
+                f"decoder: {spec.label} has no knob to climb; choose one of "
+                f"{', '.join(s.label for s in registry.decoders(self.model) if s.knob)}"
+            )
         try:
             for rows, figure, status, frame in stream_ladder(self.model, settings.pop("prompt"), settings, spec, own):
                 table = pd.DataFrame(rows, columns=ladder_headers(frame.attrs.get("knob", "gamma")))
@@ -309,8 +386,11 @@ class Handlers:
             return "", gr.Timer(active=False)
         gamma_map, state = found
         if state == "failed":
-            return ("<div class='sbd-strip' data-failed='1'>This prompt's γ map failed (the server log says why); "
-                    "each release decodes.</div>", gr.Timer(active=False))
+            return (
+                "<div class='sbd-strip' data-failed='1'>This prompt's γ map failed (the server log says why); "
+                "each release decodes.</div>",
+                gr.Timer(active=False),
+            )
         ntp = session.ntp  # None until NTP has run (or for a model without one)
         strip = plots.gamma_strip(gamma_map, session.trace.config.get("gamma"), None if ntp is None else ntp.text)
         return strip, gr.Timer(active=state in ("queued", "building"))
@@ -356,8 +436,10 @@ class Handlers:
         prompt, max_new_tokens, stop = session.ntp_key
         decoded_prompt = session.prompt
         with self.maps.gate.interactive():  # no background map call runs beside the timed rounds
-            timing = side_by_side(lambda: door.decode(self.model, decoded_prompt, name, **own),
-                                  lambda: sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop))
+            timing = side_by_side(
+                lambda: door.decode(self.model, decoded_prompt, name, **own),
+                lambda: sv.decode_ntp(self.model, prompt, max_new_tokens=max_new_tokens, stop=stop),
+            )
         session = replace(session, timing=timing)
         return session, metrics_html(session)
 
@@ -423,11 +505,16 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             "(*gap fills*). Move **γ** and watch speed trade against quality. "
             f"Model: `{html.escape(model.name)}` · paper: [arXiv 2509.04185](https://arxiv.org/abs/2509.04185) · "
             "words used here: the **Glossary** tab below"
-            + ("\n\n**A block-diffusion model** (DiffusionGemma): transformers' own `generate`, recorded step by "
-               "step; γ is its sampler's entropy bound, the block its canvas. Accepted slots can be renoised "
-               "(outlined when they turn grey again). Verified decoding, gap-free and NTP do not apply to it."
-               if canvas else "") + (causal_app.header(model) if text_lm else ""),
-            elem_id="sbd-title")
+            + (
+                "\n\n**A block-diffusion model** (DiffusionGemma): transformers' own `generate`, recorded step by "
+                "step; γ is its sampler's entropy bound, the block its canvas. Accepted slots can be renoised "
+                "(outlined when they turn grey again). Verified decoding, gap-free and NTP do not apply to it."
+                if canvas
+                else ""
+            )
+            + (causal_app.header(model) if text_lm else ""),
+            elem_id="sbd-title",
+        )
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
                 labels = decoder_labels(model)
@@ -439,67 +526,145 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                     chosen = list(causal_app.example_choices(model, labels))
                 else:
                     chosen = [(p, None, example_label(model, h.suite, p), labels[0]) for p in EXAMPLES]
-                picks = [(p, c, label, d, knob_start(registry.by_label(d), DEFAULTS["rule"]))
-                         for p, c, label, d in chosen]
+                picks = [
+                    (p, c, label, d, knob_start(registry.by_label(d), DEFAULTS["rule"])) for p, c, label, d in chosen
+                ]
                 first = registry.by_label(picks[0][3]) if not canvas else None
                 # made before the examples that set them, drawn below in their places
-                slider = (dict(label=knob.label, minimum=model.gamma_slider[0], maximum=model.gamma_slider[1],
-                               step=model.gamma_slider[2]) if canvas else knob_slider(first, DEFAULTS["rule"]))
+                slider = (
+                    dict(
+                        label=knob.label,
+                        minimum=model.gamma_slider[0],
+                        maximum=model.gamma_slider[1],
+                        step=model.gamma_slider[2],
+                    )
+                    if canvas
+                    else knob_slider(first, DEFAULTS["rule"])
+                )
                 own_knob = first is not None and knob_of(first) not in (None, "gamma")
-                gamma = gr.Slider(**slider, value=knob.default if canvas else picks[0][4], elem_id="sbd-gamma",
-                                  visible=not causal or own_knob, render=False,
-                                  interactive=canvas or own_knob or knob_of(first) == "gamma")
-                decoder = gr.Dropdown(labels, value=picks[0][3], label="decoder", visible=not canvas,
-                                      elem_id="sbd-decoder", render=False,
-                                      info="SBD, or another way of writing several tokens per call (the Compare "
-                                           "decoders tab runs them all); the slider above moves its knob")
-                prompt = gr.Textbox(picks[0][0], label="prompt", lines=2,
-                                    max_lines=6, elem_id="sbd-prompt",  # never cut in the box: refused by name
-                                    info=("Free text." if text_lm else
-                                          "A suite prompt ends with '== ' (with the space); its answer is scored.")
-                                    + prompt_note(model) + " Enter decodes; Shift+Enter starts a new line.")
-                chat = gr.Checkbox(text_lm, label="chat template", visible=text_lm, elem_id="sbd-chat",
-                                   info="the prompt as the user's turn of the model's chat template; off: raw text")
+                gamma = gr.Slider(
+                    **slider,
+                    value=knob.default if canvas else picks[0][4],
+                    elem_id="sbd-gamma",
+                    visible=not causal or own_knob,
+                    render=False,
+                    interactive=canvas or own_knob or knob_of(first) == "gamma",
+                )
+                decoder = gr.Dropdown(
+                    labels,
+                    value=picks[0][3],
+                    label="decoder",
+                    visible=not canvas,
+                    elem_id="sbd-decoder",
+                    render=False,
+                    info="SBD, or another way of writing several tokens per call (the Compare "
+                    "decoders tab runs them all); the slider above moves its knob",
+                )
+                prompt = gr.Textbox(
+                    picks[0][0],
+                    label="prompt",
+                    lines=2,
+                    max_lines=6,
+                    elem_id="sbd-prompt",  # never cut in the box: refused by name
+                    info=(
+                        "Free text."
+                        if text_lm
+                        else "A suite prompt ends with '== ' (with the space); its answer is scored."
+                    )
+                    + prompt_note(model)
+                    + " Enter decodes; Shift+Enter starts a new line.",
+                )
+                chat = gr.Checkbox(
+                    text_lm,
+                    label="chat template",
+                    visible=text_lm,
+                    elem_id="sbd-chat",
+                    info="the prompt as the user's turn of the model's chat template; off: raw text",
+                )
                 if text_lm:
-                    examples = gr.Examples([[p, c, d, v] for p, c, _, d, v in picks],
-                                           inputs=[prompt, chat, decoder, gamma], label="examples",
-                                           elem_id="sbd-examples",
-                                           example_labels=[x[2] for x in picks])
+                    examples = gr.Examples(
+                        [[p, c, d, v] for p, c, _, d, v in picks],
+                        inputs=[prompt, chat, decoder, gamma],
+                        label="examples",
+                        elem_id="sbd-examples",
+                        example_labels=[x[2] for x in picks],
+                    )
                 else:
-                    examples = gr.Examples([[p, d, v] for p, _, _, d, v in picks], inputs=[prompt, decoder, gamma],
-                                           label="examples", example_labels=[x[2] for x in picks],
-                                           elem_id="sbd-examples")
-                rule = gr.Dropdown(list(model.rules if canvas else sv.RULES), value=DEFAULTS["rule"],
-                                   label="commit rule", info="which masked slots to fix after each call",
-                                   interactive=not canvas and (first is None or "rule" in first.takes),
-                                   visible=not causal)
+                    examples = gr.Examples(
+                        [[p, d, v] for p, _, _, d, v in picks],
+                        inputs=[prompt, decoder, gamma],
+                        label="examples",
+                        example_labels=[x[2] for x in picks],
+                        elem_id="sbd-examples",
+                    )
+                rule = gr.Dropdown(
+                    list(model.rules if canvas else sv.RULES),
+                    value=DEFAULTS["rule"],
+                    label="commit rule",
+                    info="which masked slots to fix after each call",
+                    interactive=not canvas and (first is None or "rule" in first.takes),
+                    visible=not causal,
+                )
                 gamma.render()
                 # this prompt's γ map, drawn as it builds: each piece one decode; a click shows it
                 strip = gr.HTML("", js_on_load=STRIP_JS, elem_id="sbd-gamma-strip", visible=not canvas and not causal)
                 strip_timer = gr.Timer(1.0, active=False)
-                gap_free = gr.Checkbox(DEFAULTS["gap_free"], label="gap-free", visible=not canvas and not causal,
-                                       info="only commit a contiguous run from the left: no gap fills")
-                verify = gr.Checkbox(DEFAULTS["verify"], label="verified (lossless)", visible=not canvas and not causal,
-                                     info="check every draft against NTP in the same calls: the text is exactly "
-                                          "NTP's greedy text (temperature 0)")
+                gap_free = gr.Checkbox(
+                    DEFAULTS["gap_free"],
+                    label="gap-free",
+                    visible=not canvas and not causal,
+                    info="only commit a contiguous run from the left: no gap fills",
+                )
+                verify = gr.Checkbox(
+                    DEFAULTS["verify"],
+                    label="verified (lossless)",
+                    visible=not canvas and not causal,
+                    info="check every draft against NTP in the same calls: the text is exactly "
+                    "NTP's greedy text (temperature 0)",
+                )
                 decoder.render()
                 with gr.Accordion("more settings", open=False):
-                    block_size = gr.Slider(1, max(MAX_BLOCK_SIZE, model.block_size), value=model.block_size, step=1,
-                                           label="block size (slots decoded together)", interactive=not canvas)
-                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, step=1, label="max new tokens",
-                                               value=causal_app.MAX_NEW_TOKENS if text_lm else DEFAULTS["max_new_tokens"])
-                    stop_at_newline = gr.Checkbox(DEFAULTS["stop_at_newline"] and not text_lm,
-                                                  label="stop at the end of the line",
-                                                  visible=not canvas)
-                    temperature = gr.Slider(0, 2, value=DEFAULTS["temperature"], step=0.05, visible=not canvas,
-                                            label="temperature (0 = greedy, the paper's setting)")
+                    block_size = gr.Slider(
+                        1,
+                        max(MAX_BLOCK_SIZE, model.block_size),
+                        value=model.block_size,
+                        step=1,
+                        label="block size (slots decoded together)",
+                        interactive=not canvas,
+                    )
+                    max_new_tokens = gr.Slider(
+                        1,
+                        MAX_NEW_TOKENS,
+                        step=1,
+                        label="max new tokens",
+                        value=causal_app.MAX_NEW_TOKENS if text_lm else DEFAULTS["max_new_tokens"],
+                    )
+                    stop_at_newline = gr.Checkbox(
+                        DEFAULTS["stop_at_newline"] and not text_lm,
+                        label="stop at the end of the line",
+                        visible=not canvas,
+                    )
+                    temperature = gr.Slider(
+                        0,
+                        2,
+                        value=DEFAULTS["temperature"],
+                        step=0.05,
+                        visible=not canvas,
+                        label="temperature (0 = greedy, the paper's setting)",
+                    )
                     # a block-diffusion sampler renoises with random tokens at any temperature: the seed always counts
-                    seed = gr.Number(DEFAULTS["seed"], label="seed (the sampler's random renoising)" if canvas else
-                                     "seed (for temperature > 0)", precision=0,
-                                     minimum=0, maximum=MAX_SEED)
+                    seed = gr.Number(
+                        DEFAULTS["seed"],
+                        label="seed (the sampler's random renoising)" if canvas else "seed (for temperature > 0)",
+                        precision=0,
+                        minimum=0,
+                        maximum=MAX_SEED,
+                    )
                 with gr.Accordion("projected on a GPU (roofline model)", open=False):
-                    gr.Markdown("What this decode's calls would cost for a large model on a GPU, against the "
-                                "same text one token per call (the paper's App. A.2 roofline, `sbd_viz.analysis.roofline`).")
+                    gr.Markdown(
+                        "What this decode's calls would cost for a large model on a GPU, against the "
+                        "same text one token per call (the paper's App. A.2 roofline, `sbd_viz.analysis.roofline`)."
+                    )
                     hardware = gr.Dropdown(list(roofline.HARDWARE), value=PROJECTION["hardware"], label="hardware")
                     shape = gr.Dropdown(list(roofline.MODELS), value=PROJECTION["model"], label="model shape")
                     batch = gr.Dropdown(list(PROJECTION_BATCHES), value=PROJECTION["batch"], label="batch")
@@ -508,21 +673,42 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 # the γ map's decodes in the page: a move of γ redraws them there, without a request
                 live = scrubber.component("sbd-gamma", visible=not canvas and not causal)
                 metrics = gr.HTML(elem_id="sbd-metrics", js_on_load=None)
-                time_run = gr.Button(f"Time it: this decode and NTP side by side, {TIMING_ROUNDS} rounds (a speedup in "
-                                     "seconds)", size="sm", elem_id="sbd-time", visible=not canvas)
-                animation = gr.HTML(None, html_template=ANIM_TEMPLATE, js_on_load=ANIM_JS, elem_id="sbd-anim",
-                                    head=f"<script src='gradio_api/file={PLOTLY_JS}'></script>",
-                                    min_height=420)
-                show_call = gr.Slider(0, 1, value=0, step=1, label="show call", elem_id="sbd-show-call",
-                                      info="jump the animation to a call (or click a gap fill below)")
+                time_run = gr.Button(
+                    f"Time it: this decode and NTP side by side, {TIMING_ROUNDS} rounds (a speedup in seconds)",
+                    size="sm",
+                    elem_id="sbd-time",
+                    visible=not canvas,
+                )
+                animation = gr.HTML(
+                    None,
+                    html_template=ANIM_TEMPLATE,
+                    js_on_load=ANIM_JS,
+                    elem_id="sbd-anim",
+                    head=f"<script src='gradio_api/file={PLOTLY_JS}'></script>",
+                    min_height=420,
+                )
+                show_call = gr.Slider(
+                    0,
+                    1,
+                    value=0,
+                    step=1,
+                    label="show call",
+                    elem_id="sbd-show-call",
+                    info="jump the animation to a call (or click a gap fill below)",
+                )
                 texts = gr.HTML(elem_id="sbd-texts", js_on_load=None)
         with gr.Tabs():
             with gr.Tab("Gap fills and incoherent commits"):
                 gaps = gr.Dataframe(
-                    headers=FAILURE_COLUMNS, datatype=FAILURE_TYPES, interactive=False, max_height=300,
+                    headers=FAILURE_COLUMNS,
+                    datatype=FAILURE_TYPES,
+                    interactive=False,
+                    max_height=300,
                     # a short first label: API clients name the output by it; each decode's label counts and explains
-                    elem_id="sbd-gaps", label="gap fills and incoherent commits",
-                    column_widths=["10%", "5%", "5%", "5%", "5%", "6%", "7%", "6%", "6%", "7%", "8%", "30%"])
+                    elem_id="sbd-gaps",
+                    label="gap fills and incoherent commits",
+                    column_widths=["10%", "5%", "5%", "5%", "5%", "6%", "7%", "6%", "6%", "7%", "8%", "30%"],
+                )
                 with gr.Row():
                     call_info = gr.Markdown(elem_id="sbd-call-info")
                     heatmap = gr.Plot(label="entropy of the shown call's block", show_label=True)
@@ -535,15 +721,22 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 curve_status = gr.Markdown(curve.status)
                 tradeoff = gr.Plot(label="speed vs suite accuracy")
             with gr.Tab("This prompt across γ" if not causal else "This prompt across the knob", visible=not canvas):
-                gr.Markdown("The prompt decoded with the chosen decoder at every value of its knob (SBD's: γ over the "
-                            "rule's range; Jacobi's: the block size; a decoder's own knob over its spec's range), "
-                            "greedy, not verified, and once with NTP: where its text first leaves NTP's, and the "
-                            "**largest safe value**, the largest whose text equals NTP's at it and at every smaller "
-                            "value tried. Click a row to show that value above.")
+                gr.Markdown(
+                    "The prompt decoded with the chosen decoder at every value of its knob (SBD's: γ over the "
+                    "rule's range; Jacobi's: the block size; a decoder's own knob over its spec's range), "
+                    "greedy, not verified, and once with NTP: where its text first leaves NTP's, and the "
+                    "**largest safe value**, the largest whose text equals NTP's at it and at every smaller "
+                    "value tried. Click a row to show that value above."
+                )
                 ladder_run = gr.Button("Decode this prompt across the chosen decoder's knob", elem_id="sbd-ladder-run")
                 ladder_status = gr.Markdown(elem_id="sbd-ladder-status")
-                ladder_table = gr.Dataframe(headers=LADDER_HEADERS, datatype=["number", "number", "number", "str", "str", "number"],
-                                            interactive=False, max_height=320, elem_id="sbd-ladder")
+                ladder_table = gr.Dataframe(
+                    headers=LADDER_HEADERS,
+                    datatype=["number", "number", "number", "str", "str", "number"],
+                    interactive=False,
+                    max_height=320,
+                    elem_id="sbd-ladder",
+                )
                 ladder_plot = gr.Plot(label="calls against the knob")
             with gr.Tab("Compare decoders", visible=not canvas):
                 chosen, compare_run, compare_table, compare_plot, compare_order = decoders_tab(model)
@@ -557,9 +750,18 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
 
         # -- wiring -------------------------------------------------------------------------------
         # the inputs by name: the main view's controls reach a handler as one Controls (``reading_controls``)
-        settings = dict(prompt=prompt, rule=rule, gamma=gamma, gap_free=gap_free, block_size=block_size,
-                        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                        stop_at_newline=stop_at_newline, verify=verify)
+        settings = dict(
+            prompt=prompt,
+            rule=rule,
+            gamma=gamma,
+            gap_free=gap_free,
+            block_size=block_size,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+            stop_at_newline=stop_at_newline,
+            verify=verify,
+        )
         chat_switch = dict(chat=chat) if text_lm else {}
         decode_inputs = {**settings, "decoder": decoder, "session": session, **chat_switch}
         # preprocess=False: the handler checks the raw values itself, so errors name the field
@@ -570,16 +772,28 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         # HEAVY_LIMIT at a time. So a slider move never waits behind a heavy job, and heavy jobs take at most one core.
         # trigger_mode "always_last": a click or move while a decode runs is kept and decoded after it (Gradio's
         # default for a click drops it without a word)
-        decode_kw: dict[str, Any] = dict(fn=reading_controls(h.decode, list(decode_inputs)), inputs=list(decode_inputs.values()),
-                         outputs=[session, animation, metrics, texts, show_call],
-                         preprocess=False, show_progress="minimal", trigger_mode="always_last", **MODEL_QUEUE)
+        decode_kw: dict[str, Any] = dict(
+            fn=reading_controls(h.decode, list(decode_inputs)),
+            inputs=list(decode_inputs.values()),
+            outputs=[session, animation, metrics, texts, show_call],
+            preprocess=False,
+            show_progress="minimal",
+            trigger_mode="always_last",
+            **MODEL_QUEUE,
+        )
         # Views of each decode's session, "always_last": a decode ending while the last one's views are pending gets its
         # own after them (a .then's default drops it). The shown call too: a decode may leave the call slider as it was.
         after: dict[str, Any] = dict(show_progress="hidden", trigger_mode="always_last")
-        details_kw: dict[str, Any] = dict(fn=h.details, inputs=[session], outputs=[gaps, timeline, comparison, tradeoff, curve_status,
-                                                                  trace_file], **after, **MODEL_QUEUE)
-        call_kw: dict[str, Any] = dict(fn=h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info], preprocess=False,
-                       **after)
+        details_kw: dict[str, Any] = dict(
+            fn=h.details,
+            inputs=[session],
+            outputs=[gaps, timeline, comparison, tradeoff, curve_status, trace_file],
+            **after,
+            **MODEL_QUEUE,
+        )
+        call_kw: dict[str, Any] = dict(
+            fn=h.show_call, inputs=[session, show_call], outputs=[heatmap, call_info], preprocess=False, **after
+        )
         strip_kw: dict[str, Any] = dict(fn=h.strip, inputs=[session], outputs=[strip, strip_timer], **after)
         hidden: dict[str, Any] = dict(api_visibility="undocumented")
         scrub_kw: dict[str, Any] = dict(fn=scrubber.Feed(h.maps).scrubber, inputs=[session], outputs=[live], **after)
@@ -590,16 +804,28 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             return event.then(**strip_kw, **hidden).then(**details_kw, **(api or hidden))
 
         views(gamma.release(**decode_kw, api_name="decode"), api_name="details")
-        for event in (run.click, gap_free.input, block_size.release, max_new_tokens.release,
-                      stop_at_newline.input, temperature.release, seed.submit, verify.input) + (
-                (chat.input,) if text_lm else ()):
+        for event in (
+            run.click,
+            gap_free.input,
+            block_size.release,
+            max_new_tokens.release,
+            stop_at_newline.input,
+            temperature.release,
+            seed.submit,
+            verify.input,
+        ) + ((chat.input,) if text_lm else ()):
             views(event(**decode_kw, **hidden))
         fitted = [rule, gamma, gap_free, verify, block_size, temperature, seed]  # CONTROLS' order
-        views(decoder.select(h.decoder_changed, inputs=[decoder, rule, session], outputs=fitted,
-                             **hidden).then(**decode_kw, **hidden))
+        views(
+            decoder.select(h.decoder_changed, inputs=[decoder, rule, session], outputs=fitted, **hidden).then(
+                **decode_kw, **hidden
+            )
+        )
         views(rule.select(h.rule_changed, inputs=[rule], outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         # an example, and the page's first screen (the first example): its decoder's controls, its slider value
-        example_kw: dict[str, Any] = dict(fn=h.example_changed, inputs=[decoder, rule, gamma], outputs=fitted, show_progress="hidden")
+        example_kw: dict[str, Any] = dict(
+            fn=h.example_changed, inputs=[decoder, rule, gamma], outputs=fitted, show_progress="hidden"
+        )
         if canvas:  # one sampler: nothing to fit
             views(examples.load_input_event.then(**decode_kw, **hidden))
             views(demo.load(**decode_kw, **hidden))
@@ -611,8 +837,13 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             views(pick(h.strip_pick, outputs=[gamma], **hidden).then(**decode_kw, **hidden))
         demo.load(None, js=PROMPT_KEYS_JS)  # Enter decodes, Shift+Enter a new line (in the browser, no request)
 
-        project_kw: dict[str, Any] = dict(fn=h.project, inputs=[hardware, shape, batch, session], outputs=[session, metrics],
-                          preprocess=False, show_progress="hidden")
+        project_kw: dict[str, Any] = dict(
+            fn=h.project,
+            inputs=[hardware, shape, batch, session],
+            outputs=[session, metrics],
+            preprocess=False,
+            show_progress="hidden",
+        )
         hardware.input(**project_kw, api_name="project")
         for control in (shape, batch):
             control.input(**project_kw, api_visibility="undocumented")
@@ -623,24 +854,49 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         if not canvas:
             gallery, call_picked = Gallery(h), gr.State(None)
             gallery_inputs = {**settings, "decoder": decoder, **chat_switch, "task": gallery_task}
-            gallery_run.click(reading_controls(gallery.list_failures, list(gallery_inputs)),
-                              inputs=list(gallery_inputs.values()), outputs=[gallery_table, gallery_status, gallery_picks], preprocess=False,
-                              show_progress="minimal", **HEAVY_QUEUE, api_name="list_failures")
-            picked = gallery_table.select(gallery.pick, inputs=[gallery_picks], outputs=[prompt, chat, max_new_tokens,
-                                                                                      stop_at_newline, call_picked],
-                                          **hidden)
-            views(picked.then(**decode_kw, **hidden)).then(gallery.show, inputs=[call_picked, session],
-                                                          outputs=[show_call], **hidden)
+            gallery_run.click(
+                reading_controls(gallery.list_failures, list(gallery_inputs)),
+                inputs=list(gallery_inputs.values()),
+                outputs=[gallery_table, gallery_status, gallery_picks],
+                preprocess=False,
+                show_progress="minimal",
+                **HEAVY_QUEUE,
+                api_name="list_failures",
+            )
+            picked = gallery_table.select(
+                gallery.pick,
+                inputs=[gallery_picks],
+                outputs=[prompt, chat, max_new_tokens, stop_at_newline, call_picked],
+                **hidden,
+            )
+            views(picked.then(**decode_kw, **hidden)).then(
+                gallery.show, inputs=[call_picked, session], outputs=[show_call], **hidden
+            )
         ladder_inputs = {**settings, "decoder": decoder, **chat_switch}
-        ladder_run.click(reading_controls(h.ladder, list(ladder_inputs)), inputs=list(ladder_inputs.values()),
-                         outputs=[ladder_table, ladder_plot, ladder_status],
-                         preprocess=False, show_progress="minimal", **HEAVY_QUEUE, api_name="ladder")
-        views(ladder_table.select(h.ladder_pick, inputs=[decoder], outputs=[gamma, block_size],
-                                  **hidden).then(**decode_kw, **hidden))
+        ladder_run.click(
+            reading_controls(h.ladder, list(ladder_inputs)),
+            inputs=list(ladder_inputs.values()),
+            outputs=[ladder_table, ladder_plot, ladder_status],
+            preprocess=False,
+            show_progress="minimal",
+            **HEAVY_QUEUE,
+            api_name="ladder",
+        )
+        views(
+            ladder_table.select(h.ladder_pick, inputs=[decoder], outputs=[gamma, block_size], **hidden).then(
+                **decode_kw, **hidden
+            )
+        )
         compare_inputs = {**settings, "chosen": chosen, "decoder": decoder, **chat_switch}
-        compare_run.click(reading_controls(h.compare, list(compare_inputs)), inputs=list(compare_inputs.values()),
-                          outputs=[compare_plot, compare_table, compare_order], preprocess=False,
-                          show_progress="minimal", **HEAVY_QUEUE, api_name="compare")
+        compare_run.click(
+            reading_controls(h.compare, list(compare_inputs)),
+            inputs=list(compare_inputs.values()),
+            outputs=[compare_plot, compare_table, compare_order],
+            preprocess=False,
+            show_progress="minimal",
+            **HEAVY_QUEUE,
+            api_name="compare",
+        )
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
         time_run.click(h.time_it, inputs=[session], outputs=[session, metrics], **HEAVY_QUEUE, api_name="time_it")
     return demo

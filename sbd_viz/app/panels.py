@@ -18,28 +18,76 @@ from ..plots.animation import save_animation
 from ..plots.ladder_figure import gamma_ladder_figure
 from ..trace.labels import visible
 
-FAILURE_COLUMNS = ["kind", "call", "block", "slot", "gap", "token", "entropy", "p", "NTP", "agrees", "suspicion",
-                   "block after the call"]
+FAILURE_COLUMNS = [
+    "kind",
+    "call",
+    "block",
+    "slot",
+    "gap",
+    "token",
+    "entropy",
+    "p",
+    "NTP",
+    "agrees",
+    "suspicion",
+    "block after the call",
+]
 ColumnType = Literal["str", "number"]  # a table column's type, as gr.Dataframe reads it
-FAILURE_TYPES: list[ColumnType] = ["str", "number", "number", "number", "number", "str", "number", "number", "str", "str",
-                                   "number", "str"]
-FAILURE_LABEL = ("gap fills ({gaps}) and incoherent commits ({incoherent}): commits made while slots to their left "
-                 "were still masked, and commits one call made side by side that repeat or contradict each other "
-                 "· click a row to show its call · this decode: {tokens} tokens in {calls} calls")
-KIND_NAMES = {"gap_fill": "gap fill", "repeat": "repeat", "doubled_delimiter": "doubled delimiter",
-              "ngram": "n-gram NTP would not write"}
+FAILURE_TYPES: list[ColumnType] = [
+    "str",
+    "number",
+    "number",
+    "number",
+    "number",
+    "str",
+    "number",
+    "number",
+    "str",
+    "str",
+    "number",
+    "str",
+]
+FAILURE_LABEL = (
+    "gap fills ({gaps}) and incoherent commits ({incoherent}): commits made while slots to their left "
+    "were still masked, and commits one call made side by side that repeat or contradict each other "
+    "· click a row to show its call · this decode: {tokens} tokens in {calls} calls"
+)
+KIND_NAMES = {
+    "gap_fill": "gap fill",
+    "repeat": "repeat",
+    "doubled_delimiter": "doubled delimiter",
+    "ngram": "n-gram NTP would not write",
+}
 
-LADDER_HEADERS = ["γ", "calls", "tokens per call", "text = NTP's", "first divergence (call, block, slot: SBD / NTP)",
-                  "gap fills kept"]
+LADDER_HEADERS = [
+    "γ",
+    "calls",
+    "tokens per call",
+    "text = NTP's",
+    "first divergence (call, block, slot: SBD / NTP)",
+    "gap fills kept",
+]
 
 
 def failure_rows(events: list[dict]) -> list[list]:
     """The failure table's rows (``FAILURE_COLUMNS``); "—" where the stop cut the slot out of the output."""
-    return [[KIND_NAMES[e["kind"]], e["call"], e["block"], e["slot"], e["gap"], visible(e["text"], spaces=True),
-             round(e["entropy"], 3), round(e["prob"], 3),
-             "—" if e["ntp_text"] is None else visible(e["ntp_text"], spaces=True),
-             {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]], round(e["suspicion"], 2), e["state"]]
-            for e in events]
+    return [
+        [
+            KIND_NAMES[e["kind"]],
+            e["call"],
+            e["block"],
+            e["slot"],
+            e["gap"],
+            visible(e["text"], spaces=True),
+            round(e["entropy"], 3),
+            round(e["prob"], 3),
+            "—" if e["ntp_text"] is None else visible(e["ntp_text"], spaces=True),
+            {True: "yes", False: "NO", None: "—"}[e["ntp_agrees"]],
+            round(e["suspicion"], 2),
+            e["state"],
+        ]
+        for e in events
+    ]
 
 
 def failure_label(events: list[dict], kept_gap_fills: int, trace) -> str:
@@ -49,10 +97,16 @@ def failure_label(events: list[dict], kept_gap_fills: int, trace) -> str:
     gaps = sum(e["kind"] == "gap_fill" for e in events)
     incoherent = [e for e in events if e["kind"] != "gap_fill"]
     kept_incoherent = sum(e["kept"] for e in incoherent)
-    n_gaps = f"{kept_gap_fills}" if kept_gap_fills == gaps else f"{kept_gap_fills} kept + {gaps - kept_gap_fills} " \
-                                                                "the stop discarded"
-    n_incoherent = f"{kept_incoherent}" if kept_incoherent == len(incoherent) else \
-        f"{kept_incoherent} kept + {len(incoherent) - kept_incoherent} the stop discarded"
+    n_gaps = (
+        f"{kept_gap_fills}"
+        if kept_gap_fills == gaps
+        else f"{kept_gap_fills} kept + {gaps - kept_gap_fills} the stop discarded"
+    )
+    n_incoherent = (
+        f"{kept_incoherent}"
+        if kept_incoherent == len(incoherent)
+        else f"{kept_incoherent} kept + {len(incoherent) - kept_incoherent} the stop discarded"
+    )
     return FAILURE_LABEL.format(gaps=n_gaps, incoherent=n_incoherent, tokens=trace.n_tokens, calls=trace.nfe)
 
 
@@ -70,12 +124,25 @@ def ladder_rows(frame) -> list[list]:
     knob = frame.attrs.get("knob", "gamma")
     rows = []
     for r in frame.to_dict("records"):
-        where = "" if r["same_as_ntp"] else (
-            f"call {_cell(r['divergence_call'])}, block {_cell(r['divergence_block'])}, slot "
-            f"{_cell(r['divergence_slot'])}: {visible(str(_cell(r['divergence_token'])), spaces=True)} / "
-            f"{visible(str(_cell(r['divergence_ntp_token'])), spaces=True)}")
-        rows.append([r[knob], r["calls"], round(r["tokens_per_call"], 2), "yes" if r["same_as_ntp"] else "NO",
-                     where, r["gap_fills"]])
+        where = (
+            ""
+            if r["same_as_ntp"]
+            else (
+                f"call {_cell(r['divergence_call'])}, block {_cell(r['divergence_block'])}, slot "
+                f"{_cell(r['divergence_slot'])}: {visible(str(_cell(r['divergence_token'])), spaces=True)} / "
+                f"{visible(str(_cell(r['divergence_ntp_token'])), spaces=True)}"
+            )
+        )
+        rows.append(
+            [
+                r[knob],
+                r["calls"],
+                round(r["tokens_per_call"], 2),
+                "yes" if r["same_as_ntp"] else "NO",
+                where,
+                r["gap_fills"],
+            ]
+        )
     return rows
 
 
@@ -92,10 +159,21 @@ def ladder_status(frame, total: int, label: str = "SBD") -> str:
         return head + f"the largest safe {name} comes with the first row"
     exact = f" · {attrs['safe']}" if attrs.get("exact") else ""  # the exact γ map's safe ranges, once it is built
     if safe is None:
-        return (head + f"**no safe {name}**: no {name} tried" + (" so far" if done < total else "")
-                + " writes NTP's text" + exact)
-    return head + (f"**largest safe {name}: {safe:g}** (the text equals NTP's from the smallest {name} that keeps it "
-                   "up to this one" + (")" if done == total else ", so far)")) + exact
+        return (
+            head
+            + f"**no safe {name}**: no {name} tried"
+            + (" so far" if done < total else "")
+            + " writes NTP's text"
+            + exact
+        )
+    return (
+        head
+        + (
+            f"**largest safe {name}: {safe:g}** (the text equals NTP's from the smallest {name} that keeps it "
+            "up to this one" + (")" if done == total else ", so far)")
+        )
+        + exact
+    )
 
 
 def stream_ladder(model, prompt: str, settings: dict, spec=None, own: dict | None = None):
@@ -109,9 +187,16 @@ def stream_ladder(model, prompt: str, settings: dict, spec=None, own: dict | Non
     spec = default_decoder(model) if spec is None else get_decoder(spec)
     held = {k: v for k, v in (own or {}).items() if k in spec.own and (spec.knob is None or k != spec.knob.name)}
     shared = {k: settings[k] if k in spec.takes else SHARED[k] for k in ("rule", "gap_free")}
-    ladder = Ladder(model, prompt, block_size=settings["block_size"] if "block_size" in spec.takes else None,
-                    max_new_tokens=settings["max_new_tokens"], stop=settings["stop"], decoder=spec.name,
-                    **shared, **held)
+    ladder = Ladder(
+        model,
+        prompt,
+        block_size=settings["block_size"] if "block_size" in spec.takes else None,
+        max_new_tokens=settings["max_new_tokens"],
+        stop=settings["stop"],
+        decoder=spec.name,
+        **shared,
+        **held,
+    )
     total = len(ladder.gammas)
     for _ in ladder.rows():
         frame = ladder.frame()

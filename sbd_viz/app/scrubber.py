@@ -83,22 +83,42 @@ def payload(gamma_map, current_gamma: float | None = None, ntp_text: str | None 
     top = max((p.trace.tokens_per_call for p in decoded), default=1.0)
     out, steps = [], 1
     for p in pieces:
-        row = dict(lo=_end(p.lo), hi=_end(p.hi), lo_closed=p.lo_closed, hi_closed=p.hi_closed, range=str(p.interval),
-                   exact=str(p), decoded=p.decoded)
+        row = dict(
+            lo=_end(p.lo),
+            hi=_end(p.hi),
+            lo_closed=p.lo_closed,
+            hi_closed=p.hi_closed,
+            range=str(p.interval),
+            exact=str(p),
+            decoded=p.decoded,
+        )
         if p.decoded:
             t = p.trace
             blocks = block_cells(t)
             steps = max([steps] + [len(t.block_steps(b["block"])) for b in blocks])
-            row.update(calls=t.nfe, tokens=t.n_tokens, tpc=round(t.tokens_per_call, 4),
-                       gap_fills=len(t.kept_gap_fills()), ntp=None if ntp_text is None else t.text == ntp_text,
-                       text=t.text, blocks=blocks,
-                       shade=_mix(0.0 if top <= 1 else min(1.0, max(0.0, (t.tokens_per_call - 1) / (top - 1)))))
+            row.update(
+                calls=t.nfe,
+                tokens=t.n_tokens,
+                tpc=round(t.tokens_per_call, 4),
+                gap_fills=len(t.kept_gap_fills()),
+                ntp=None if ntp_text is None else t.text == ntp_text,
+                text=t.text,
+                blocks=blocks,
+                shade=_mix(0.0 if top <= 1 else min(1.0, max(0.0, (t.tokens_per_call - 1) / (top - 1)))),
+            )
         out.append(row)
     complete = bool(pieces) and pieces[-1].hi == gamma_map.hi and pieces[-1].hi_closed
-    return dict(lo=_end(gamma_map.lo), hi=_end(gamma_map.hi), step=gamma_map.step, gamma=current_gamma,
-                complete=complete, shades=step_shades(steps), pieces=out,
-                colors=dict(future=STATE_COLORS["future"], safe=SAFE_COLOR, mask=MASK_GLYPH),
-                count_label=COUNT_LABELS[(True, True)])
+    return dict(
+        lo=_end(gamma_map.lo),
+        hi=_end(gamma_map.hi),
+        step=gamma_map.step,
+        gamma=current_gamma,
+        complete=complete,
+        shades=step_shades(steps),
+        pieces=out,
+        colors=dict(future=STATE_COLORS["future"], safe=SAFE_COLOR, mask=MASK_GLYPH),
+        count_label=COUNT_LABELS[(True, True)],
+    )
 
 
 class Feed:
@@ -324,8 +344,7 @@ def follow_js(slider_id: str = "sbd-gamma") -> str:
     """The page's γ slider's ``change`` event, in the browser only (``slider.change(None, inputs=[slider],
     js=follow_js())``): it passes every new value, the server's moves included, to the scrubber that follows it."""
     _check_id(slider_id)
-    return (f"(g) => {{ document.dispatchEvent(new CustomEvent('sbd-scrub-{slider_id}', {{detail: g}})); "
-            "return g; }")
+    return f"(g) => {{ document.dispatchEvent(new CustomEvent('sbd-scrub-{slider_id}', {{detail: g}})); return g; }}"
 
 
 def _check_id(slider_id: str) -> None:
@@ -341,5 +360,11 @@ def component(slider_id: str = "sbd-gamma", elem_id: str = "sbd-scrubber", visib
     import gradio as gr
 
     _check_id(slider_id)
-    return gr.HTML("", html_template=TEMPLATE, css_template=CSS_TEMPLATE,
-                   js_on_load=JS.replace("__SLIDER__", slider_id), elem_id=elem_id, visible=visible)
+    return gr.HTML(
+        "",
+        html_template=TEMPLATE,
+        css_template=CSS_TEMPLATE,
+        js_on_load=JS.replace("__SLIDER__", slider_id),
+        elem_id=elem_id,
+        visible=visible,
+    )

@@ -82,17 +82,22 @@ def reading_controls(handler, names):
 
     def split(values):
         named = dict(zip(names, values))
-        return (Controls(**{k: v for k, v in named.items() if k in own}),
-                {k: v for k, v in named.items() if k not in own})
+        return (
+            Controls(**{k: v for k, v in named.items() if k in own}),
+            {k: v for k, v in named.items() if k not in own},
+        )
 
     if inspect.isgeneratorfunction(handler):  # Gradio streams a generator's yields: the wrapper must be one too
+
         def run(*values):
             controls, rest = split(values)
             yield from handler(controls, **rest)
     else:
+
         def run(*values):
             controls, rest = split(values)
             return handler(controls, **rest)
+
     run.__name__ = run.__qualname__ = handler.__name__  # Gradio names an unnamed event's endpoint after it
     run.__dict__["handler"] = handler  # the function's attribute
     return run

@@ -33,8 +33,10 @@ def _text(text: str) -> str:
 
 
 def _card(label: str, value: str, sub: str = "", cls: str = "") -> str:
-    return (f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
-            f"<div class='sub'>{sub}</div></div>")
+    return (
+        f"<div class='card'><div class='label'>{label}</div><div class='value {cls}'>{value}</div>"
+        f"<div class='sub'>{sub}</div></div>"
+    )
 
 
 def measure_card(measure: Measure) -> str:
@@ -45,9 +47,12 @@ def measure_card(measure: Measure) -> str:
 def projection_card(trace, projection: dict) -> str:
     """This decode's calls costed by the roofline model (sbd_viz.analysis.roofline) for a GPU, model and batch."""
     p = roofline.project(trace, projection["hardware"], projection["model"], projection["batch"])
-    return _card(f"projected · {html.escape(p['hardware'])}", f"{p['speedup']:.2f}×",
-                 f"{html.escape(p['model'])}, batch {p['batch']}: {p['sbd_calls']} calls vs "
-                 f"{p['ntp_calls']} one token per call (roofline)")
+    return _card(
+        f"projected · {html.escape(p['hardware'])}",
+        f"{p['speedup']:.2f}×",
+        f"{html.escape(p['model'])}, batch {p['batch']}: {p['sbd_calls']} calls vs "
+        f"{p['ntp_calls']} one token per call (roofline)",
+    )
 
 
 def range_card(trace) -> str:
@@ -55,9 +60,11 @@ def range_card(trace) -> str:
     ends (``Interval``'s own text); its hover shows them exactly (``gamma_map.format_range``)."""
     r = trace.gamma_range
     exact = format_range(r.lo, r.hi, r.lo_closed, r.hi_closed)
-    return (f"<div class='card' title='{html.escape(exact, quote=True)}'><div class='label'>γ range</div>"
-            f"<div class='value range'>{html.escape(str(r))}</div>"
-            f"<div class='sub'>this exact decode for every γ in {html.escape(str(r))}</div></div>")
+    return (
+        f"<div class='card' title='{html.escape(exact, quote=True)}'><div class='label'>γ range</div>"
+        f"<div class='value range'>{html.escape(str(r))}</div>"
+        f"<div class='sub'>this exact decode for every γ in {html.escape(str(r))}</div></div>"
+    )
 
 
 def knob_name(trace) -> str | None:
@@ -83,16 +90,30 @@ def metrics_html(session) -> str:
     running): the library's measures, the roofline projection after the speedups, and the suite's verdict."""
     trace, ntp = session.trace, session.ntp
     # a speedup in seconds only from side-by-side runs (the "time it" button: session.timing); else the seconds
-    shown = measures(trace, ntp, seconds=session.seconds, ntp_seconds=session.ntp_seconds,
-                     pending=ntp is None and not session.no_ntp, label=session.label,
-                     timing=session.timing)  # no_ntp: a model without NTP
+    shown = measures(
+        trace,
+        ntp,
+        seconds=session.seconds,
+        ntp_seconds=session.ntp_seconds,
+        pending=ntp is None and not session.no_ntp,
+        label=session.label,
+        timing=session.timing,
+    )  # no_ntp: a model without NTP
     if ntp is not None and session.ntp_cached and session.timing is None:  # NTP: once per prompt and length
-        shown = [m._replace(note=m.note.replace("timed apart", "timed apart, on the first decode of this prompt"))
-                 if m.label == "wall clock" else m for m in shown]
+        shown = [
+            m._replace(note=m.note.replace("timed apart", "timed apart, on the first decode of this prompt"))
+            if m.label == "wall clock"
+            else m
+            for m in shown
+        ]
     from_map = session.from_map and session.timing is None
     if from_map:  # nothing was decoded for this move: its seconds would be another decode's
-        shown = [m._replace(value="γ map", note="answered from this prompt's γ map: no model call for this move")
-                 if m.label == "wall clock" else m for m in shown]
+        shown = [
+            m._replace(value="γ map", note="answered from this prompt's γ map: no model call for this move")
+            if m.label == "wall clock"
+            else m
+            for m in shown
+        ]
     cards = [measure_card(m) for m in shown]
     weights = weights_card(trace)
     if weights:
@@ -114,11 +135,13 @@ def metrics_html(session) -> str:
     if knob in trace.config:  # the value of the setting the main slider moves for this decoder
         said["knob"] = trace.config[knob]
     said["prompt"] = session.prompt
-    return (f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
-            + "".join(f"data-{k}='{html.escape(str(v), quote=True)}' " for k, v in said.items()) +
-            f"data-from-map='{int(bool(from_map))}' "
-            f"data-ntp='{'none' if session.no_ntp else 'pending' if ntp is None else ntp.nfe}'>"
-            f"{''.join(cards)}</div>")
+    return (
+        f"<div class='cards' data-nfe='{trace.nfe}' data-tokens='{trace.n_tokens}' "
+        + "".join(f"data-{k}='{html.escape(str(v), quote=True)}' " for k, v in said.items())
+        + f"data-from-map='{int(bool(from_map))}' "
+        f"data-ntp='{'none' if session.no_ntp else 'pending' if ntp is None else ntp.nfe}'>"
+        f"{''.join(cards)}</div>"
+    )
 
 
 def weights_card(trace) -> str:
@@ -143,8 +166,10 @@ def weights_card(trace) -> str:
 def progress_html(steps) -> str:
     """The cards while decoding: calls and slots committed so far."""
     tokens = sum(len(s.commits) for s in steps)
-    return (f"<div class='cards' data-progress='{len(steps)}'>{_card('model calls', str(len(steps)), 'decoding…')}"
-            f"{_card('slots committed', str(tokens), f'{tokens / len(steps):.2f} per call so far')}</div>")
+    return (
+        f"<div class='cards' data-progress='{len(steps)}'>{_card('model calls', str(len(steps)), 'decoding…')}"
+        f"{_card('slots committed', str(tokens), f'{tokens / len(steps):.2f} per call so far')}</div>"
+    )
 
 
 def filling_html(prompt: str, steps, label: str = "SBD") -> str:
@@ -157,8 +182,10 @@ def filling_html(prompt: str, steps, label: str = "SBD") -> str:
             text[s.block_start + c.slot] = c.text
     end = steps[-1].block_start + steps[-1].block_size
     body = _esc("".join(text.get(p, MASK_GLYPH) for p in range(first, end)))
-    return (f"<table><tr><td class='who'>{html.escape(label)} (decoding)</td><td>{body}</td></tr></table>"
-            f"<div class='note'>prompt: <code><bdi>{_esc(prompt[-80:])}</bdi></code></div>")
+    return (
+        f"<table><tr><td class='who'>{html.escape(label)} (decoding)</td><td>{body}</td></tr></table>"
+        f"<div class='note'>prompt: <code><bdi>{_esc(prompt[-80:])}</bdi></code></div>"
+    )
 
 
 def texts_html(session) -> str:
@@ -183,11 +210,19 @@ def texts_html(session) -> str:
         rows = [row(html.escape(who), a, None)]
     if session.item is not None:
         rows.append(row("expected", session.item.answer, None))
-    note = ("no NTP decode for this model" if session.no_ntp else
-            "NTP is running" if ntp is None else f"{html.escape(who)} and NTP wrote the same text" if diff is None
-            else f"{html.escape(who)} and NTP first differ at character {diff} (highlighted)")
-    return (f"<table>{''.join(rows)}</table><div class='note'>prompt: "
-            f"<code><bdi>{_esc(session.trace.prompt[-80:])}</bdi></code> · {note}</div>")
+    note = (
+        "no NTP decode for this model"
+        if session.no_ntp
+        else "NTP is running"
+        if ntp is None
+        else f"{html.escape(who)} and NTP wrote the same text"
+        if diff is None
+        else f"{html.escape(who)} and NTP first differ at character {diff} (highlighted)"
+    )
+    return (
+        f"<table>{''.join(rows)}</table><div class='note'>prompt: "
+        f"<code><bdi>{_esc(session.trace.prompt[-80:])}</bdi></code> · {note}</div>"
+    )
 
 
 def step_markdown(trace, step) -> str:

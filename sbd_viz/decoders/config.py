@@ -45,10 +45,12 @@ class DecodeConfig:
             # exact only if each draft was sampled from q given its left context alone. SBD's drafts break
             # that: a gap fill was conditioned on tokens to its right, and confidence rules choose which
             # slots to commit by the sampled tokens themselves; both bias the accepted text.
-            raise ValueError(f"verify: verified decoding checks drafts against NTP's greedy choice, so it needs "
-                             f"temperature 0, got temperature={t!r}. Sampled drafts cannot be verified exactly "
-                             "(gap fills are conditioned on tokens to their right and confidence rules pick "
-                             "slots by the sampled tokens, so the speculative-sampling rule would be biased)")
+            raise ValueError(
+                f"verify: verified decoding checks drafts against NTP's greedy choice, so it needs "
+                f"temperature 0, got temperature={t!r}. Sampled drafts cannot be verified exactly "
+                "(gap fills are conditioned on tokens to their right and confidence rules pick "
+                "slots by the sampled tokens, so the speculative-sampling rule would be biased)"
+            )
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
         if not all(isinstance(s, str) and s for s in stop):
             raise ValueError(f"stop: must be non-empty strings, got {self.stop!r}")
@@ -65,7 +67,16 @@ class DecodeConfig:
         decoder holds this config. ``Decoding.trace`` adds ``drafting`` when it is not ``"single"``; remasking's
         trace names its own decoder and adds ``remask_threshold``; NTP, Jacobi and prompt lookup do not use it (they
         store the settings greedy NTP reads, ``sbd_viz.decoders.run.greedy_settings``, and their own)."""
-        return {"decoder": "sbd", "rule": self.rule, "gamma": self.gamma, "gap_free": self.gap_free,
-                "block_size": self.block_size, "max_new_tokens": self.max_new_tokens,
-                "temperature": self.temperature, "seed": self.seed, "stop": list(self.stop), "top_n": self.top_n,
-                "verify": self.verify}
+        return {
+            "decoder": "sbd",
+            "rule": self.rule,
+            "gamma": self.gamma,
+            "gap_free": self.gap_free,
+            "block_size": self.block_size,
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "stop": list(self.stop),
+            "top_n": self.top_n,
+            "verify": self.verify,
+        }

@@ -46,8 +46,9 @@ class _Listener:
         pass
 
 
-def generate_kwargs(model: DiffusionModel, gamma: float, max_new_tokens: int,
-                    max_denoising_steps: int | None, adaptive_stopping: bool) -> dict:
+def generate_kwargs(
+    model: DiffusionModel, gamma: float, max_new_tokens: int, max_denoising_steps: int | None, adaptive_stopping: bool
+) -> dict:
     """The keyword arguments ``decode`` gives ``generate`` (besides the streamer), so a caller can run the
     same ``generate`` unrecorded: adaptive stopping off is a stability threshold no canvas can reach.
 
@@ -56,8 +57,11 @@ def generate_kwargs(model: DiffusionModel, gamma: float, max_new_tokens: int,
     its default 0.1)."""
     from transformers import EntropyBoundSamplerConfig
 
-    kwargs = {"max_new_tokens": max_new_tokens, "disable_compile": True,
-              "sampler_config": EntropyBoundSamplerConfig(entropy_bound=float(gamma))}
+    kwargs = {
+        "max_new_tokens": max_new_tokens,
+        "disable_compile": True,
+        "sampler_config": EntropyBoundSamplerConfig(entropy_bound=float(gamma)),
+    }
     if max_denoising_steps is not None:
         kwargs["max_denoising_steps"] = max_denoising_steps
     if not adaptive_stopping:
@@ -71,8 +75,21 @@ def generate_kwargs(model: DiffusionModel, gamma: float, max_new_tokens: int,
     return kwargs
 
 
-def _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, block_size, rule, verify, gap_free,
-           temperature, stop, top_n):
+def _check(
+    model,
+    prompt,
+    gamma,
+    max_new_tokens,
+    seed,
+    max_denoising_steps,
+    block_size,
+    rule,
+    verify,
+    gap_free,
+    temperature,
+    stop,
+    top_n,
+):
     if not isinstance(model, DiffusionModel):
         raise TypeError(f"model: expected an sbd_viz DiffusionModel (see sv.load_model), got {type(model).__name__}")
     if not isinstance(prompt, str):
@@ -84,24 +101,44 @@ def _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, bloc
     if rule != RULE:
         raise ValueError(f"rule: DiffusionGemma's sampler is the {RULE!r} rule (γ = its entropy_bound), got {rule!r}")
     if block_size not in (None, model.canvas_length):
-        raise ValueError(f"block_size: model {model.name!r} writes canvases of {model.canvas_length} tokens; "
-                         f"got {block_size!r}")
+        raise ValueError(
+            f"block_size: model {model.name!r} writes canvases of {model.canvas_length} tokens; got {block_size!r}"
+        )
     if temperature not in (None, 0, 0.0):
-        raise ValueError("temperature: DiffusionGemma follows its generation config's temperature schedule "
-                         f"(t_max to t_min); got {temperature!r}")
+        raise ValueError(
+            "temperature: DiffusionGemma follows its generation config's temperature schedule "
+            f"(t_max to t_min); got {temperature!r}"
+        )
     if stop:
         raise ValueError("stop: DiffusionGemma stops at its end-of-text token only; got stop strings")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma > 0:
         raise ValueError(f"gamma: must be a number > 0 (the sampler's entropy_bound, in nats), got {gamma!r}")
-    for name, value in (("max_new_tokens", max_new_tokens), ("seed", seed), ("top_n", top_n),
-                        ("max_denoising_steps", 1 if max_denoising_steps is None else max_denoising_steps)):
+    for name, value in (
+        ("max_new_tokens", max_new_tokens),
+        ("seed", seed),
+        ("top_n", top_n),
+        ("max_denoising_steps", 1 if max_denoising_steps is None else max_denoising_steps),
+    ):
         check_whole(value, name, 0 if name == "seed" else 1)
 
 
-def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 0.1, block_size: int | None = None,
-           max_new_tokens: int = 64, temperature: float | None = None, seed: int = 0, stop=None,
-           gap_free: bool = False, top_n: int = 5, verify: bool = False, *, max_denoising_steps: int | None = None,
-           adaptive_stopping: bool = True) -> Trace:
+def decode(
+    model: DiffusionModel,
+    prompt: str,
+    rule: str = RULE,
+    gamma: float = 0.1,
+    block_size: int | None = None,
+    max_new_tokens: int = 64,
+    temperature: float | None = None,
+    seed: int = 0,
+    stop=None,
+    gap_free: bool = False,
+    top_n: int = 5,
+    verify: bool = False,
+    *,
+    max_denoising_steps: int | None = None,
+    adaptive_stopping: bool = True,
+) -> Trace:
     """Decode ``prompt`` with DiffusionGemma's own ``generate`` after ``torch.manual_seed(seed)``, and record it.
 
     ``gamma`` is the sampler's ``entropy_bound``; ``max_denoising_steps`` caps the decoder forwards per canvas
@@ -112,25 +149,66 @@ def decode(model: DiffusionModel, prompt: str, rule: str = RULE, gamma: float = 
     means something else for this model is refused. The arguments are in ``sv.decode``'s order, which calls this
     for a ``DiffusionModel``.
     """
-    _check(model, prompt, gamma, max_new_tokens, seed, max_denoising_steps, block_size, rule, verify, gap_free,
-           temperature, stop, top_n)
+    _check(
+        model,
+        prompt,
+        gamma,
+        max_new_tokens,
+        seed,
+        max_denoising_steps,
+        block_size,
+        rule,
+        verify,
+        gap_free,
+        temperature,
+        stop,
+        top_n,
+    )
     prompt_ids = model.encode(prompt)
     model.check_fits(len(prompt_ids), max_new_tokens)
     kwargs = generate_kwargs(model, gamma, max_new_tokens, max_denoising_steps, adaptive_stopping)
     resolved = model.model._prepare_generation_config(None, **kwargs)[0]
     if resolved.sampler_config.entropy_bound != float(gamma):  # the sampler must read γ, or the slider lies
-        raise RuntimeError(f"gamma: generate's sampler resolved entropy_bound={resolved.sampler_config.entropy_bound}, "
-                           f"not {float(gamma)}")
-    config = {"decoder": "diffusion_gemma", "rule": RULE, "gamma": float(gamma), "block_size": model.canvas_length,
-              "max_new_tokens": max_new_tokens, "seed": seed, "top_n": top_n, "adaptive_stopping": adaptive_stopping,
-              "max_denoising_steps": resolved.max_denoising_steps, "t_min": resolved.t_min, "t_max": resolved.t_max,
-              "stability_threshold": resolved.stability_threshold,
-              "confidence_threshold": resolved.confidence_threshold,
-              "entropy_of": "the tempered logits the sampler read", "verify": False, "gap_free": False}
-    meta = {"sbd_viz_version": __version__, "torch": torch.__version__, "dtype": str(model.model.dtype),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    recorder = CanvasRecorder(prompt_ids, model.canvas_length, model.token_text, prompt=prompt, text=model.text,
-                              eos_ids=model.eos_ids, config=config, model_id=model.name, meta=meta, top_n=top_n)
+        raise RuntimeError(
+            f"gamma: generate's sampler resolved entropy_bound={resolved.sampler_config.entropy_bound}, "
+            f"not {float(gamma)}"
+        )
+    config = {
+        "decoder": "diffusion_gemma",
+        "rule": RULE,
+        "gamma": float(gamma),
+        "block_size": model.canvas_length,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "top_n": top_n,
+        "adaptive_stopping": adaptive_stopping,
+        "max_denoising_steps": resolved.max_denoising_steps,
+        "t_min": resolved.t_min,
+        "t_max": resolved.t_max,
+        "stability_threshold": resolved.stability_threshold,
+        "confidence_threshold": resolved.confidence_threshold,
+        "entropy_of": "the tempered logits the sampler read",
+        "verify": False,
+        "gap_free": False,
+    }
+    meta = {
+        "sbd_viz_version": __version__,
+        "torch": torch.__version__,
+        "dtype": str(model.model.dtype),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    recorder = CanvasRecorder(
+        prompt_ids,
+        model.canvas_length,
+        model.token_text,
+        prompt=prompt,
+        text=model.text,
+        eos_ids=model.eos_ids,
+        config=config,
+        model_id=model.name,
+        meta=meta,
+        top_n=top_n,
+    )
     record(model, torch.tensor([prompt_ids], device=model.device), recorder, seed, **kwargs)
     return recorder.trace()
 
@@ -141,11 +219,30 @@ class DiffusionDecoding:
     the canvas, ``stop`` empty); ``max_denoising_steps`` and ``adaptive_stopping`` are its own. ``steps()`` runs
     transformers' ``generate`` (the loop is its own) and then yields the recorded steps; ``trace()`` after."""
 
-    def __init__(self, model: DiffusionModel, prompt: str, config, max_denoising_steps: int | None = None,
-                 adaptive_stopping: bool = True):
+    def __init__(
+        self,
+        model: DiffusionModel,
+        prompt: str,
+        config,
+        max_denoising_steps: int | None = None,
+        adaptive_stopping: bool = True,
+    ):
         c = config
-        _check(model, prompt, c.gamma, c.max_new_tokens, c.seed, max_denoising_steps, c.block_size, c.rule, c.verify,
-               c.gap_free, c.temperature, c.stop, c.top_n)
+        _check(
+            model,
+            prompt,
+            c.gamma,
+            c.max_new_tokens,
+            c.seed,
+            max_denoising_steps,
+            c.block_size,
+            c.rule,
+            c.verify,
+            c.gap_free,
+            c.temperature,
+            c.stop,
+            c.top_n,
+        )
         model.check_fits(len(model.encode(prompt)), c.max_new_tokens)
         self.model, self.prompt, self.config = model, prompt, config
         self.own: dict[str, Any] = dict(max_denoising_steps=max_denoising_steps, adaptive_stopping=adaptive_stopping)
@@ -155,8 +252,21 @@ class DiffusionDecoding:
         if self._trace is not None:
             raise RuntimeError("steps: this DiffusionDecoding has already run; make a new one to decode again")
         c = self.config
-        self._trace = decode(self.model, self.prompt, c.rule, c.gamma, c.block_size, c.max_new_tokens, None, c.seed,
-                             None, False, c.top_n, False, **self.own)
+        self._trace = decode(
+            self.model,
+            self.prompt,
+            c.rule,
+            c.gamma,
+            c.block_size,
+            c.max_new_tokens,
+            None,
+            c.seed,
+            None,
+            False,
+            c.top_n,
+            False,
+            **self.own,
+        )
         yield from self._trace.steps
 
     def trace(self) -> Trace:
@@ -166,15 +276,22 @@ class DiffusionDecoding:
 
 
 DIFFUSION_GEMMA = DecoderSpec(
-    name="diffusion_gemma", label="DiffusionGemma sampler", decoding=DiffusionDecoding, model="diffusion",
-    takes=("rule", "gamma", "block_size", "seed"), own={"max_denoising_steps": None, "adaptive_stopping": True},
-    knob=Knob("gamma", *DiffusionModel.gamma_slider), color="#E69F00")
+    name="diffusion_gemma",
+    label="DiffusionGemma sampler",
+    decoding=DiffusionDecoding,
+    model="diffusion",
+    takes=("rule", "gamma", "block_size", "seed"),
+    own={"max_denoising_steps": None, "adaptive_stopping": True},
+    knob=Knob("gamma", *DiffusionModel.gamma_slider),
+    color="#E69F00",
+)
 SPECS = (DIFFUSION_GEMMA,)
 
 
 @torch.no_grad()
-def record(model: DiffusionModel, input_ids: torch.Tensor, recorder: CanvasRecorder, seed: int | None = None,
-           **generate_kwargs):
+def record(
+    model: DiffusionModel, input_ids: torch.Tensor, recorder: CanvasRecorder, seed: int | None = None, **generate_kwargs
+):
     """Run ``model.model.generate(input_ids, **generate_kwargs)`` (after ``torch.manual_seed(seed)`` if given)
     with ``recorder`` listening; returns ``generate``'s output. Batch size 1."""
     if input_ids.shape[0] != 1:
@@ -195,11 +312,15 @@ def record(model: DiffusionModel, input_ids: torch.Tensor, recorder: CanvasRecor
 
     started: list[float] = []
     with model.recording:
-        hooks = [hf.model.encoder.register_forward_pre_hook(
-                     lambda m, a, kw: started.append(time.perf_counter()), with_kwargs=True),
-                 hf.model.encoder.register_forward_hook(
-                     lambda m, a, kw, out: recorder.encoder(kw["input_ids"].shape[1],
-                                                            time.perf_counter() - started[-1]), with_kwargs=True)]
+        hooks = [
+            hf.model.encoder.register_forward_pre_hook(
+                lambda m, a, kw: started.append(time.perf_counter()), with_kwargs=True
+            ),
+            hf.model.encoder.register_forward_hook(
+                lambda m, a, kw, out: recorder.encoder(kw["input_ids"].shape[1], time.perf_counter() - started[-1]),
+                with_kwargs=True,
+            ),
+        ]
         hf._prepare_sampler = prepare_sampler
         try:
             if seed is not None:

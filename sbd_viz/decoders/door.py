@@ -36,8 +36,11 @@ def config_for(spec: DecoderSpec, model, max_new_tokens=64, stop=None, top_n=5, 
 def prepare(model, decoder=None, max_new_tokens: int = 64, stop=None, top_n: int = 5, **settings):
     """``(spec, config, own)`` for a decode of ``decoder`` on ``model``: the spec (None: the model's first), the
     ``DecodeConfig`` of the settings it takes, and its own settings. Refuses what it does not take, by name."""
-    if decoder is None and model_kind(model) == "causal" and any(
-            n in SHARED and n != "block_size" and not is_unset(n, v) for n, v in settings.items()):
+    if (
+        decoder is None
+        and model_kind(model) == "causal"
+        and any(n in SHARED and n != "block_size" and not is_unset(n, v) for n, v in settings.items())
+    ):
         # SBD's settings on a model without SBD training: refused by name, with the training command
         decoder = next(s for s in decoders() if s.model == "sbd")
     spec = default_decoder(model) if decoder is None else get_decoder(decoder)

@@ -27,12 +27,20 @@ class JacobiDecoding(DraftAndCheck):
         return (self._guess + [ids[-1]] * k)[: min(k - 1, limit)]
 
     def checked(self, drafts: list[int], verdicts: list[int], accepted: int) -> None:
-        self._guess = verdicts[accepted + 1:]  # the rows past the first wrong guess: the fixed-point iteration
+        self._guess = verdicts[accepted + 1 :]  # the rows past the first wrong guess: the fixed-point iteration
 
     def trace_settings(self) -> dict:
         return {**super().trace_settings(), "decoder": "jacobi", "rule": "jacobi", "block_size": self.config.block_size}
 
 
-JACOBI = DecoderSpec(name="jacobi", label="Jacobi", decoding=JacobiDecoding, takes=("block_size",), exact=True,
-                     knob=Knob("block_size", 1, 32, 1), model="causal", color="#009E73")
+JACOBI = DecoderSpec(
+    name="jacobi",
+    label="Jacobi",
+    decoding=JacobiDecoding,
+    takes=("block_size",),
+    exact=True,
+    knob=Knob("block_size", 1, 32, 1),
+    model="causal",
+    color="#009E73",
+)
 SPECS = (JACOBI,)

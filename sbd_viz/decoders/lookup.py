@@ -26,8 +26,13 @@ DEFAULT_LOOKUP_TOKENS = 10  # drafts per call, the value HF's documentation uses
 DEFAULT_NGRAM = 2  # the longest n-gram looked up when max_matching_ngram_size is None: transformers' default
 
 
-def lookup_drafts(ids: Sequence[int], num_tokens: int, max_ngram: int = DEFAULT_NGRAM,
-                  stop_ids: Iterable[int] = (), forbidden: Iterable[int] = ()) -> list[int]:
+def lookup_drafts(
+    ids: Sequence[int],
+    num_tokens: int,
+    max_ngram: int = DEFAULT_NGRAM,
+    stop_ids: Iterable[int] = (),
+    forbidden: Iterable[int] = (),
+) -> list[int]:
     """The prompt-lookup drafts after ``ids`` (the prompt and the text so far): for n from ``max_ngram`` down to 1
     (at most ``len(ids) - 1``), the *first* (leftmost) earlier occurrence of the last n tokens that has a token
     after it; the drafts are the tokens that follow it, up to ``num_tokens`` and up to the end of ``ids`` (an
@@ -42,11 +47,11 @@ def lookup_drafts(ids: Sequence[int], num_tokens: int, max_ngram: int = DEFAULT_
     stop_ids, forbidden = set(stop_ids), set(forbidden)
     length = len(ids)
     for n in range(min(max_ngram, length - 1), 0, -1):
-        tail = ids[length - n:]
+        tail = ids[length - n :]
         for i in range(length - n):  # the occurrence at length - n is the tail itself: nothing follows it
-            if ids[i] != tail[0] or ids[i:i + n] != tail:
+            if ids[i] != tail[0] or ids[i : i + n] != tail:
                 continue
-            chosen = ids[i + n: i + n + num_tokens]
+            chosen = ids[i + n : i + n + num_tokens]
             cut = next((j for j, t in enumerate(chosen) if t in forbidden), len(chosen))
             if cut == 0:
                 continue
@@ -61,12 +66,19 @@ class LookupDecoding(DraftAndCheck):
     looked up (None: transformers' default, 2). ``steps()`` then ``trace()``; ``requests()`` is the same loop as
     cache requests (``decode_batch``)."""
 
-    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None,
-                 prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS, max_matching_ngram_size: int | None = None):
+    def __init__(
+        self,
+        model: SBDModel,
+        prompt: str,
+        config: DecodeConfig | None = None,
+        prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS,
+        max_matching_ngram_size: int | None = None,
+    ):
         super().__init__(model, prompt, config)
-        for name, value in (("prompt_lookup_num_tokens", prompt_lookup_num_tokens),
-                            ("max_matching_ngram_size", 1 if max_matching_ngram_size is None
-                             else max_matching_ngram_size)):
+        for name, value in (
+            ("prompt_lookup_num_tokens", prompt_lookup_num_tokens),
+            ("max_matching_ngram_size", 1 if max_matching_ngram_size is None else max_matching_ngram_size),
+        ):
             check_whole(value, name, 1, 64)
         self.lookup_tokens, self.ngram = prompt_lookup_num_tokens, max_matching_ngram_size
         self._stop_ids = () if model.eos_token_id is None else (model.eos_token_id,)
@@ -77,23 +89,47 @@ class LookupDecoding(DraftAndCheck):
         return lookup_drafts(ids, self.lookup_tokens, ngram, self._stop_ids, self._forbidden)[:limit]
 
     def trace_settings(self) -> dict:
-        return {**super().trace_settings(), "decoder": "prompt_lookup", "rule": "prompt_lookup",
-                "block_size": self.lookup_tokens + 1, "prompt_lookup_num_tokens": self.lookup_tokens,
-                "max_matching_ngram_size": self.ngram}
+        return {
+            **super().trace_settings(),
+            "decoder": "prompt_lookup",
+            "rule": "prompt_lookup",
+            "block_size": self.lookup_tokens + 1,
+            "prompt_lookup_num_tokens": self.lookup_tokens,
+            "max_matching_ngram_size": self.ngram,
+        }
 
 
 PROMPT_LOOKUP = DecoderSpec(
-    name="prompt_lookup", label="prompt lookup", decoding=LookupDecoding, exact=True, model="causal",
+    name="prompt_lookup",
+    label="prompt lookup",
+    decoding=LookupDecoding,
+    exact=True,
+    model="causal",
     own={"prompt_lookup_num_tokens": DEFAULT_LOOKUP_TOKENS, "max_matching_ngram_size": None},
-    knob=Knob("prompt_lookup_num_tokens", 1, 20, 1), color="#CC79A7")
+    knob=Knob("prompt_lookup_num_tokens", 1, 20, 1),
+    color="#CC79A7",
+)
 SPECS = (PROMPT_LOOKUP,)
 
 
-def decode_prompt_lookup(model: SBDModel, prompt: str, max_new_tokens: int = 64,
-                         stop: str | Iterable[str] | None = None, top_n: int = 5,
-                         prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS,
-                         max_matching_ngram_size: int | None = None) -> Trace:
+def decode_prompt_lookup(
+    model: SBDModel,
+    prompt: str,
+    max_new_tokens: int = 64,
+    stop: str | Iterable[str] | None = None,
+    top_n: int = 5,
+    prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS,
+    max_matching_ngram_size: int | None = None,
+) -> Trace:
     """Greedy decoding with prompt lookup; the text is greedy NTP's, ``trace.nfe`` counts the calls, the prompt's
     prefill included. A shortcut to ``sv.decode(..., decoder="prompt_lookup")``."""
-    return decode(model, prompt, PROMPT_LOOKUP.name, max_new_tokens, stop, top_n,
-                  prompt_lookup_num_tokens=prompt_lookup_num_tokens, max_matching_ngram_size=max_matching_ngram_size)
+    return decode(
+        model,
+        prompt,
+        PROMPT_LOOKUP.name,
+        max_new_tokens,
+        stop,
+        top_n,
+        prompt_lookup_num_tokens=prompt_lookup_num_tokens,
+        max_matching_ngram_size=max_matching_ngram_size,
+    )

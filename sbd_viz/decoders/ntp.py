@@ -57,18 +57,38 @@ class NTPDecoding(DecodeRun):
         clock = _Clock()
         t0 = time.perf_counter()
         out = model.model.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=config.max_new_tokens, do_sample=False,
-            temperature=None, top_p=None, top_k=None, logits_processor=LogitsProcessorList([clock]),
-            output_logits=True, return_dict_in_generate=True,
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=config.max_new_tokens,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            logits_processor=LogitsProcessorList([clock]),
+            output_logits=True,
+            return_dict_in_generate=True,
             stopping_criteria=StoppingCriteriaList([StopCriterion(model, len(prompt_ids), config.stop)]),
-            eos_token_id=model.eos_token_id, pad_token_id=model.eos_token_id, **generate_stops(model))
-        new = out.sequences[0, len(prompt_ids):].tolist()
+            eos_token_id=model.eos_token_id,
+            pad_token_id=model.eos_token_id,
+            **generate_stops(model),
+        )
+        new = out.sequences[0, len(prompt_ids) :].tolist()
         stop = find_stop(model, new, 1, config.stop) or Stop(len(new), "length")
         new = new[: stop.index]
         times = [t0] + clock.times
         for i, tok in enumerate(new):  # out.logits[i]: (1, V)
-            self.record(ntp_step(model, i, out.logits[i].float(), len(prompt_ids), len(prompt_ids) if i == 0 else 1,
-                                 times[i + 1] - times[i], config.top_n, token=tok))
+            self.record(
+                ntp_step(
+                    model,
+                    i,
+                    out.logits[i].float(),
+                    len(prompt_ids),
+                    len(prompt_ids) if i == 0 else 1,
+                    times[i + 1] - times[i],
+                    config.top_n,
+                    token=tok,
+                )
+            )
         self.output_ids, self.stop_reason = new, stop.reason
         yield from self.recorded_steps
 
@@ -98,7 +118,8 @@ NTP = DecoderSpec(name="ntp", label="NTP", decoding=NTPDecoding, exact=True, mod
 SPECS = (NTP,)
 
 
-def decode_ntp(model: SBDModel, prompt: str, max_new_tokens: int = 64,
-               stop: str | Iterable[str] | None = None, top_n: int = 5) -> Trace:
+def decode_ntp(
+    model: SBDModel, prompt: str, max_new_tokens: int = 64, stop: str | Iterable[str] | None = None, top_n: int = 5
+) -> Trace:
     """The same weights decoded causally and greedily with HF ``generate``: one token per call."""
     return decode(model, prompt, NTP.name, max_new_tokens, stop, top_n)

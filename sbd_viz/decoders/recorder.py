@@ -19,11 +19,20 @@ from ..trace.data import Candidate, Commit, Draft, Pass, SlotView, Step, Trace
 class CanvasRecorder:
     """Builds a ``Trace`` from a block decoder's reports (see docs/decoders.md)."""
 
-    def __init__(self, prompt_ids: Sequence[int], canvas_length: int,
-                 token_text: Callable[[int], str] = str, *, prompt: str = "",
-                 text: Callable[[list[int]], str] | None = None, eos_ids: Iterable[int] = (),
-                 config: dict[str, Any] | None = None, model_id: str = "", meta: dict[str, Any] | None = None,
-                 top_n: int = 5):
+    def __init__(
+        self,
+        prompt_ids: Sequence[int],
+        canvas_length: int,
+        token_text: Callable[[int], str] = str,
+        *,
+        prompt: str = "",
+        text: Callable[[list[int]], str] | None = None,
+        eos_ids: Iterable[int] = (),
+        config: dict[str, Any] | None = None,
+        model_id: str = "",
+        meta: dict[str, Any] | None = None,
+        top_n: int = 5,
+    ):
         check_whole(canvas_length, "canvas_length", 1)
         check_whole(top_n, "top_n", 1)
         self.prompt_ids = tuple(int(t) for t in prompt_ids)
@@ -48,8 +57,13 @@ class CanvasRecorder:
         to the time since the recorder's last report."""
         self._passes.append(Pass(kind, int(n_input), self._elapsed(wall_time)))
 
-    def step(self, logits, accepted: Sequence[bool] | torch.Tensor, held: Sequence[int] | torch.Tensor | None = None,
-             wall_time: float | None = None) -> Step:
+    def step(
+        self,
+        logits,
+        accepted: Sequence[bool] | torch.Tensor,
+        held: Sequence[int] | torch.Tensor | None = None,
+        wall_time: float | None = None,
+    ) -> Step:
         """One counted model call on the current block. ``logits``: (K, V) scores (or (1, K, V)); ``accepted``:
         K bools, the slots holding an accepted token after the step; ``held``: the K tokens the canvas holds
         then (accepted slots are read; default the drafts). Returns the recorded ``Step``."""
@@ -69,22 +83,52 @@ class CanvasRecorder:
         held_ids = drafts_ids if held is None else [int(t) for t in torch.as_tensor(held).reshape(-1).tolist()]
         if len(held_ids) != self.k:
             raise ValueError(f"held: expected {self.k} token ids (one per slot), got {len(held_ids)}")
-        tops = [tuple(Candidate(int(i), self.token_text(int(i)), float(p)) for p, i in zip(top_p[s], top_i[s]))
-                for s in range(self.k)]
-        canvas = tuple(Draft(s, drafts_ids[s], tops[s][0].text, float(top_p[s, 0]), float(entropy[s]), tops[s],
-                             accepted[s], held_ids[s] if accepted[s] else None,
-                             self.token_text(held_ids[s]) if accepted[s] else None) for s in range(self.k))
+        tops = [
+            tuple(Candidate(int(i), self.token_text(int(i)), float(p)) for p, i in zip(top_p[s], top_i[s]))
+            for s in range(self.k)
+        ]
+        canvas = tuple(
+            Draft(
+                s,
+                drafts_ids[s],
+                tops[s][0].text,
+                float(top_p[s, 0]),
+                float(entropy[s]),
+                tops[s],
+                accepted[s],
+                held_ids[s] if accepted[s] else None,
+                self.token_text(held_ids[s]) if accepted[s] else None,
+            )
+            for s in range(self.k)
+        )
         masked = tuple(s for s in range(self.k) if not self._accepted[s])
         commits = tuple(
-            Commit(s, held_ids[s], self.token_text(held_ids[s]), float(probs[s, held_ids[s]]), float(entropy[s]),
-                   gap=sum(1 for left in range(s) if not accepted[left]))
-            for s in masked if accepted[s])
-        step = Step(call=len(self.steps), block=self._block, block_start=len(self.prompt_ids) + self._block * self.k,
-                    block_size=self.k, step=self._step, masked=masked,
-                    slots=tuple(SlotView(s, float(entropy[s]), tops[s]) for s in masked), commits=commits,
-                    wall_time=elapsed, n_input=self.k, canvas=canvas,
-                    renoised=tuple(s for s in range(self.k) if self._accepted[s] and not accepted[s]),
-                    passes=tuple(self._passes))
+            Commit(
+                s,
+                held_ids[s],
+                self.token_text(held_ids[s]),
+                float(probs[s, held_ids[s]]),
+                float(entropy[s]),
+                gap=sum(1 for left in range(s) if not accepted[left]),
+            )
+            for s in masked
+            if accepted[s]
+        )
+        step = Step(
+            call=len(self.steps),
+            block=self._block,
+            block_start=len(self.prompt_ids) + self._block * self.k,
+            block_size=self.k,
+            step=self._step,
+            masked=masked,
+            slots=tuple(SlotView(s, float(entropy[s]), tops[s]) for s in masked),
+            commits=commits,
+            wall_time=elapsed,
+            n_input=self.k,
+            canvas=canvas,
+            renoised=tuple(s for s in range(self.k) if self._accepted[s] and not accepted[s]),
+            passes=tuple(self._passes),
+        )
         self.steps.append(step)
         self._accepted, self._passes, self._step = accepted, [], self._step + 1
         return step
@@ -106,7 +150,15 @@ class CanvasRecorder:
         if hit is not None:
             out, reason = out[: hit + 1], "eos"
         text = self._text(out) if self._text else "".join(self.token_text(t) for t in out)
-        return Trace(prompt=self.prompt, prompt_ids=self.prompt_ids, config=dict(self.config),
-                     model_id=self.model_id, steps=tuple(self.steps), output_ids=tuple(out),
-                     output_texts=tuple(self.token_text(t) for t in out), text=text, stop_reason=reason,
-                     meta=dict(self.meta))
+        return Trace(
+            prompt=self.prompt,
+            prompt_ids=self.prompt_ids,
+            config=dict(self.config),
+            model_id=self.model_id,
+            steps=tuple(self.steps),
+            output_ids=tuple(out),
+            output_texts=tuple(self.token_text(t) for t in out),
+            text=text,
+            stop_reason=reason,
+            meta=dict(self.meta),
+        )

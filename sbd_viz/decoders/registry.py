@@ -28,8 +28,15 @@ COMMON: dict[str, Any] = {"max_new_tokens": 64, "stop": None, "top_n": 5}
 # the settings a decoder may take, with the value that means "not set": DecodeConfig's fields besides COMMON. A
 # setting at this value is not refused for a decoder that does not take it, so a caller can pass one set of settings
 # to any decoder.
-SHARED: dict[str, Any] = {"rule": DEFAULT_RULE, "gamma": DEFAULT_GAMMA, "block_size": None, "temperature": 0.0, "seed": 0,
-          "gap_free": False, "verify": False}
+SHARED: dict[str, Any] = {
+    "rule": DEFAULT_RULE,
+    "gamma": DEFAULT_GAMMA,
+    "block_size": None,
+    "temperature": 0.0,
+    "seed": 0,
+    "gap_free": False,
+    "verify": False,
+}
 
 
 @dataclass(frozen=True)
@@ -92,17 +99,22 @@ class DecoderSpec:
     def __post_init__(self):
         where = f"DecoderSpec {self.name!r}"
         if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise ValueError(f"name: must be an identifier (it is an argument value and a CLI choice), got {self.name!r}")
+            raise ValueError(
+                f"name: must be an identifier (it is an argument value and a CLI choice), got {self.name!r}"
+            )
         if not isinstance(self.label, str) or not self.label:
             raise ValueError(f"label: {where} needs a non-empty label, got {self.label!r}")
         if not isinstance(self.decoding, type) or not issubclass(self.decoding, Decoder):
-            raise TypeError(f"decoding: {where} needs a class with steps() and trace() (sv.Decoder), "
-                            f"got {self.decoding!r}")
+            raise TypeError(
+                f"decoding: {where} needs a class with steps() and trace() (sv.Decoder), got {self.decoding!r}"
+            )
         object.__setattr__(self, "takes", tuple(self.takes))
         unknown = [t for t in self.takes if t not in SHARED]
         if unknown:
-            raise ValueError(f"takes: {where} names {unknown[0]!r}, not a shared setting ({', '.join(SHARED)}); "
-                             "a setting of its own goes in own")
+            raise ValueError(
+                f"takes: {where} names {unknown[0]!r}, not a shared setting ({', '.join(SHARED)}); "
+                "a setting of its own goes in own"
+            )
         clash = [o for o in self.own if o in SHARED or o in COMMON or not str(o).isidentifier()]
         if clash:
             raise ValueError(f"own: {where} names {clash[0]!r}, which is a shared setting or not an identifier")
@@ -117,15 +129,17 @@ class DecoderSpec:
             if bad:
                 raise ValueError(f"variants: {where}'s variant {label!r} sets {bad[0]!r}, which it does not take")
         object.__setattr__(self, "variants", MappingProxyType(variants))
-        if self.color is not None and not (isinstance(self.color, str)
-                                           and re.fullmatch(r"#[0-9A-Fa-f]{6}", self.color)):
+        if self.color is not None and not (
+            isinstance(self.color, str) and re.fullmatch(r"#[0-9A-Fa-f]{6}", self.color)
+        ):
             raise ValueError(f"color: {where}'s colour must be '#RRGGBB' or None, got {self.color!r}")
         sweep = {}
         for name, values in dict(self.sweep).items():
             values = (values,) if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") else tuple(values)
             if name not in self.own or not values:
-                raise ValueError(f"sweep: {where} sweeps its own settings along one or more values each; "
-                                 f"got {name!r}: {values!r}")
+                raise ValueError(
+                    f"sweep: {where} sweeps its own settings along one or more values each; got {name!r}: {values!r}"
+                )
             sweep[name] = values
         object.__setattr__(self, "sweep", MappingProxyType(sweep))
 
@@ -141,9 +155,14 @@ class DecoderSpec:
     def label_of(self, settings: Mapping[str, Any]) -> str:
         """What a decode of it with ``settings`` is called: the label of the variant those settings choose (SBD's
         "verified SBD" with ``verify=True``), else its own label."""
-        return next((label for label, chosen in self.variants.items()
-                     if all(settings.get(k, SHARED.get(k, self.own.get(k))) == v for k, v in chosen.items())),
-                    self.label)
+        return next(
+            (
+                label
+                for label, chosen in self.variants.items()
+                if all(settings.get(k, SHARED.get(k, self.own.get(k))) == v for k, v in chosen.items())
+            ),
+            self.label,
+        )
 
     def serves(self, model) -> bool:
         """Whether it can decode with ``model``: its kind is this decoder's, or is one too (``ModelKind.also``: a
@@ -243,8 +262,11 @@ def split_settings(spec: DecoderSpec, settings: Mapping[str, Any]) -> tuple[dict
             continue
         else:
             takes = ", ".join(spec.takes + tuple(spec.own)) or "none besides max_new_tokens, stop and top_n"
-            what = "not a setting of any decoder" if name not in SHARED and not _owned(name) else \
-                f"{spec.label} (decoder {spec.name!r}) does not take it"
+            what = (
+                "not a setting of any decoder"
+                if name not in SHARED and not _owned(name)
+                else f"{spec.label} (decoder {spec.name!r}) does not take it"
+            )
             raise ValueError(f"{name}: {what} (decoder {spec.name!r} takes: {takes}), got {value!r}")
     return shared, own
 
@@ -268,12 +290,16 @@ def check_serves(spec: DecoderSpec, model) -> None:
     if not spec.serves(model) and model_kind(model) == "causal" and spec.model == "sbd":
         from ..models.causal_lm import KIND, train_hint
 
-        raise ValueError(f"decoder: {spec.name!r} needs an SBD-trained model: it reads the predictions of masked "
-                         f"slots, which a model trained on next-token prediction alone has never learned, so its "
-                         f"drafts would be noise. {model.name!r} is a {KIND}; fine-tune it for SBD first "
-                         f"({train_hint(model.name)}), or use one of its decoders: "
-                         f"{', '.join(s.name for s in decoders(model))}")
+        raise ValueError(
+            f"decoder: {spec.name!r} needs an SBD-trained model: it reads the predictions of masked "
+            f"slots, which a model trained on next-token prediction alone has never learned, so its "
+            f"drafts would be noise. {model.name!r} is a {KIND}; fine-tune it for SBD first "
+            f"({train_hint(model.name)}), or use one of its decoders: "
+            f"{', '.join(s.name for s in decoders(model))}"
+        )
     if not spec.serves(model):
-        raise ValueError(f"decoder: {spec.name!r} decodes with {model_kinds.get(spec.model).description}; this model "
-                         f"is {model_kinds.kind_of(model).description.split(':')[0]} (its decoders: "
-                         f"{', '.join(s.name for s in decoders(model))})")
+        raise ValueError(
+            f"decoder: {spec.name!r} decodes with {model_kinds.get(spec.model).description}; this model "
+            f"is {model_kinds.kind_of(model).description.split(':')[0]} (its decoders: "
+            f"{', '.join(s.name for s in decoders(model))})"
+        )

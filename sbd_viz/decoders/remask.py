@@ -43,13 +43,19 @@ class RemaskDecoding(Decoding):
     """One remasking decode of ``prompt``: ``config`` (a ``DecodeConfig``, temperature 0, not verified) gives the
     rule, γ, block size, length, stop and ``top_n``; ``remask_threshold`` the knob. ``steps()`` then ``trace()``."""
 
-    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None,
-                 remask_threshold: float = DEFAULT_REMASK_THRESHOLD):
+    def __init__(
+        self,
+        model: SBDModel,
+        prompt: str,
+        config: DecodeConfig | None = None,
+        remask_threshold: float = DEFAULT_REMASK_THRESHOLD,
+    ):
         super().__init__(model, prompt, config)
         self.threshold = check_threshold(remask_threshold)
         if self.config.temperature != 0:
-            raise ValueError(f"temperature: remasking re-reads the argmax's confidence; needs 0, got "
-                             f"{self.config.temperature!r}")
+            raise ValueError(
+                f"temperature: remasking re-reads the argmax's confidence; needs 0, got {self.config.temperature!r}"
+            )
         if self.config.verify or self.config.gap_free:
             name = "verify" if self.config.verify else "gap_free"
             raise ValueError(f"{name}: remasking takes back gap fills; it runs without {name}")
@@ -68,8 +74,14 @@ class RemaskDecoding(Decoding):
     def fed(self, block: Block) -> list[int]:
         """Done slots as their tokens, the others masked; so are done slots right of a done stop token, which
         can never reach the output."""
-        cut = next((s for s in range(block.size) if block.final[s]
-                    and ends_output(self.model, block.tokens[s], self.config.stop)), block.size)
+        cut = next(
+            (
+                s
+                for s in range(block.size)
+                if block.final[s] and ends_output(self.model, block.tokens[s], self.config.stop)
+            ),
+            block.size,
+        )
         return [t if block.final[s] and s <= cut else block.mask_id for s, t in enumerate(block.tokens)]
 
     def read_call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float) -> Step:
@@ -103,31 +115,65 @@ class RemaskDecoding(Decoding):
                     block.write(c.slot, c.token_id)
         for s in range(k):
             if block.final[s] and s not in self._stood:
-                self._stood[s] = replace(read[s], accepted=True, held_id=tokens[s],
-                                         held_text=model.token_text(tokens[s]))
+                self._stood[s] = replace(
+                    read[s], accepted=True, held_id=tokens[s], held_text=model.token_text(tokens[s])
+                )
         live_held = {s for s in self._held if s in live}  # a held slot right of a done stop token is dropped
-        canvas = tuple(self._stood[s] if s in self._stood else replace(
-            read[s], accepted=s in live_held, held_id=tokens[s] if s in live_held else None,
-            held_text=model.token_text(tokens[s]) if s in live_held else None) for s in range(k))
-        return Step(call=call, block=block.index, block_start=len(self.prompt_ids) + block.start, block_size=k,
-                    step=block.steps, masked=tuple(open_before),
-                    slots=slot_views(model, open_before, proposal.rows(open_before), config.top_n),
-                    commits=tuple(commits), wall_time=time.perf_counter() - started, n_input=n_input, canvas=canvas,
-                    renoised=tuple(renoised))
+        canvas = tuple(
+            self._stood[s]
+            if s in self._stood
+            else replace(
+                read[s],
+                accepted=s in live_held,
+                held_id=tokens[s] if s in live_held else None,
+                held_text=model.token_text(tokens[s]) if s in live_held else None,
+            )
+            for s in range(k)
+        )
+        return Step(
+            call=call,
+            block=block.index,
+            block_start=len(self.prompt_ids) + block.start,
+            block_size=k,
+            step=block.steps,
+            masked=tuple(open_before),
+            slots=slot_views(model, open_before, proposal.rows(open_before), config.top_n),
+            commits=tuple(commits),
+            wall_time=time.perf_counter() - started,
+            n_input=n_input,
+            canvas=canvas,
+            renoised=tuple(renoised),
+        )
 
     def _draft(self, slot: int, proposal, top_p, top_i) -> Draft:
         """Slot ``slot``'s draft in this call (its proposal, confidence, entropy and top candidates)."""
-        top = tuple(Candidate(int(i), self.model.token_text(int(i)), float(p))
-                    for p, i in zip(top_p[slot].tolist(), top_i[slot].tolist()))
+        top = tuple(
+            Candidate(int(i), self.model.token_text(int(i)), float(p))
+            for p, i in zip(top_p[slot].tolist(), top_i[slot].tolist())
+        )
         token = int(proposal.tokens[slot])  # the argmax, unless that is the mask id
-        return Draft(slot, token, self.model.token_text(token), float(proposal.confidence[slot]),
-                     float(proposal.entropy[slot]), top, False)
+        return Draft(
+            slot,
+            token,
+            self.model.token_text(token),
+            float(proposal.confidence[slot]),
+            float(proposal.entropy[slot]),
+            top,
+            False,
+        )
 
     def trace_settings(self) -> dict:
         return {**self.config.as_dict(), "decoder": "remask", "remask_threshold": self.threshold}
 
 
-REMASK = DecoderSpec(name="remask", label="SBD + remasking", decoding=RemaskDecoding, takes=("rule", "gamma", "block_size"),
-                     own={"remask_threshold": DEFAULT_REMASK_THRESHOLD}, knob=Knob("gamma"), model="sbd",
-                     color="#D55E00")
+REMASK = DecoderSpec(
+    name="remask",
+    label="SBD + remasking",
+    decoding=RemaskDecoding,
+    takes=("rule", "gamma", "block_size"),
+    own={"remask_threshold": DEFAULT_REMASK_THRESHOLD},
+    knob=Knob("gamma"),
+    model="sbd",
+    color="#D55E00",
+)
 SPECS = (REMASK,)

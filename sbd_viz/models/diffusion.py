@@ -33,7 +33,8 @@ def is_diffusion_folder(path: str | os.PathLike) -> bool:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
     return data.get("model_type") == model_type() or any(
-        str(a).startswith("DiffusionGemma") for a in data.get("architectures") or ())
+        str(a).startswith("DiffusionGemma") for a in data.get("architectures") or ()
+    )
 
 
 class DiffusionModel(ModelBase):
@@ -55,8 +56,9 @@ class DiffusionModel(ModelBase):
         self.recording = threading.Lock()
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32,
-                        device: str | torch.device | None = None) -> DiffusionModel:
+    def from_pretrained(
+        cls, path: str | os.PathLike, dtype: torch.dtype = torch.float32, device: str | torch.device | None = None
+    ) -> DiffusionModel:
         from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
         from transformers.utils import logging as hf_logging
 
@@ -90,8 +92,11 @@ class DiffusionModel(ModelBase):
     @property
     def eos_ids(self) -> tuple[int, ...]:
         """The ids that end the text: the generation config's, else the text config's, else the tokenizer's."""
-        for value in (self.model.generation_config.eos_token_id, self.model.config.get_text_config().eos_token_id,
-                      self.tokenizer.eos_token_id):
+        for value in (
+            self.model.generation_config.eos_token_id,
+            self.model.config.get_text_config().eos_token_id,
+            self.tokenizer.eos_token_id,
+        ):
             if value is not None:
                 return tuple(value) if isinstance(value, (list, tuple)) else (int(value),)
         return ()
@@ -102,5 +107,10 @@ class DiffusionModel(ModelBase):
         return list(self.tokenizer(prompt, add_special_tokens=not (bos and prompt.startswith(bos))).input_ids)
 
 
-MODEL_KIND = ModelKind("diffusion", "a DiffusionGemma model (DiffusionModel)", DiffusionModel,
-                       opens=is_diffusion_folder, load=DiffusionModel.from_pretrained)
+MODEL_KIND = ModelKind(
+    "diffusion",
+    "a DiffusionGemma model (DiffusionModel)",
+    DiffusionModel,
+    opens=is_diffusion_folder,
+    load=DiffusionModel.from_pretrained,
+)

@@ -156,8 +156,11 @@ def attach(model, config: AdapterConfig) -> Gate:
     for p in model.parameters():
         p.requires_grad_(False)
     gate = Gate()
-    targets = [(name, module) for name, module in model.named_modules()
-               if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in config.targets]
+    targets = [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in config.targets
+    ]
     if not targets:
         raise ValueError(f"targets: model {type(model).__name__} has no linear layer named {list(config.targets)}")
     for name, module in targets:
@@ -204,8 +207,13 @@ def read_config(folder) -> AdapterConfig:
         raw = json.loads((folder / SETTINGS).read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"path: {folder} holds no adapter ({SETTINGS} is missing)") from None
-    return AdapterConfig(rank=raw["rank"], alpha=raw["alpha"], targets=tuple(raw["targets"]),
-                         base=raw.get("base", ""), extra=raw.get("extra", {}))
+    return AdapterConfig(
+        rank=raw["rank"],
+        alpha=raw["alpha"],
+        targets=tuple(raw["targets"]),
+        base=raw.get("base", ""),
+        extra=raw.get("extra", {}),
+    )
 
 
 def load(model, folder) -> tuple[AdapterConfig, Gate]:
@@ -219,12 +227,15 @@ def load(model, folder) -> tuple[AdapterConfig, Gate]:
     own = adapter_state(model)
     missing, extra = sorted(set(own) - set(saved)), sorted(set(saved) - set(own))
     if missing or extra:
-        raise ValueError(f"path: the adapter in {folder} does not fit this model "
-                         f"(missing {missing[:3]}, unexpected {extra[:3]})")
+        raise ValueError(
+            f"path: the adapter in {folder} does not fit this model (missing {missing[:3]}, unexpected {extra[:3]})"
+        )
     with torch.no_grad():
         for name, p in own.items():
             if saved[name].shape != p.shape:
-                raise ValueError(f"path: adapter tensor {name} has shape {tuple(saved[name].shape)}, the model's "
-                                 f"layer needs {tuple(p.shape)}")
+                raise ValueError(
+                    f"path: adapter tensor {name} has shape {tuple(saved[name].shape)}, the model's "
+                    f"layer needs {tuple(p.shape)}"
+                )
             p.copy_(saved[name].float())
     return config, gate

@@ -52,10 +52,13 @@ class ModelKind:
             raise ValueError(f"description: {where} needs a non-empty description, got {self.description!r}")
         if not isinstance(self.model_class, type):
             raise TypeError(f"model_class: {where} needs a class, got {self.model_class!r}")
-        if (self.opens is None) != (self.load is None) or not all(f is None or callable(f)
-                                                                   for f in (self.opens, self.load)):
-            raise TypeError(f"opens: {where} needs opens and load both callable, or both None; got "
-                            f"opens={self.opens!r}, load={self.load!r}")
+        if (self.opens is None) != (self.load is None) or not all(
+            f is None or callable(f) for f in (self.opens, self.load)
+        ):
+            raise TypeError(
+                f"opens: {where} needs opens and load both callable, or both None; got "
+                f"opens={self.opens!r}, load={self.load!r}"
+            )
         object.__setattr__(self, "also", tuple(self.also))
         bad = [k for k in self.also if not isinstance(k, str) or not k.isidentifier() or k == self.name]
         if bad:
@@ -108,8 +111,10 @@ def kind_of(model) -> ModelKind:
     that kind's class, else a ``TypeError`` naming ``model``."""
     kind = get(getattr(model, "kind", DEFAULT))
     if not isinstance(model, kind.model_class):
-        raise TypeError(f"model: expected a model of kind {kind.name!r} (class {kind.model_class.__name__}; see "
-                        f"sv.load_model), got {type(model).__name__}")
+        raise TypeError(
+            f"model: expected a model of kind {kind.name!r} (class {kind.model_class.__name__}; see "
+            f"sv.load_model), got {type(model).__name__}"
+        )
     return kind
 
 
@@ -129,6 +134,10 @@ def _opens(kind: ModelKind, source) -> bool:
     try:
         return bool(kind.opens(source))
     except Exception as exc:  # a third party's bug: say which kind, keep the built-ins working
-        warnings.warn(f"sbd_viz.model_kinds: the plugin kind {kind.name!r} failed to check {source!r}: "
-                      f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"sbd_viz.model_kinds: the plugin kind {kind.name!r} failed to check {source!r}: "
+            f"{type(exc).__name__}: {exc}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
         return False

@@ -61,8 +61,15 @@ def output_logits(out_head, x: torch.Tensor) -> torch.Tensor:
     return logits if out_head.bias is None else logits + out_head.bias
 
 
-def chain(head: SamplerHead, hidden: torch.Tensor, first: torch.Tensor, embed, out_head,
-          guess: torch.Tensor | None = None, candidates: torch.Tensor | None = None) -> torch.Tensor:
+def chain(
+    head: SamplerHead,
+    hidden: torch.Tensor,
+    first: torch.Tensor,
+    embed,
+    out_head,
+    guess: torch.Tensor | None = None,
+    candidates: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Logits of slots 1..k-1 of ``n`` blocks, drafted left to right: ``hidden`` (n, k, d) the blocks' final hidden
     states, ``first`` (n,) the token at each block's slot 0; ``embed``/``out_head`` the model's input embeddings
     and output head. Slot ``s`` reads the argmax of slot ``s - 1`` (``first`` for slot 1). Returns (n, k - 1, V).
@@ -80,22 +87,22 @@ def chain(head: SamplerHead, hidden: torch.Tensor, first: torch.Tensor, embed, o
         return hidden.new_zeros(n, 0, out_head.out_features)
     previous = first[:, None].repeat(1, k - 1)  # column s - 1: the token slot s reads
     if guess is not None:
-        previous[:, 1:] = guess[:, 1:k - 1]
+        previous[:, 1:] = guess[:, 1 : k - 1]
     out, done = [], 0  # slots 1..done are final
     while done < k - 1:
         reads = previous[:, done:]  # (n, m): slots done + 1 .. k - 1
         m = reads.shape[1]
-        x = head(hidden[:, done + 1:], embed(reads)).reshape(n * m, d)
+        x = head(hidden[:, done + 1 :], embed(reads)).reshape(n * m, d)
         if candidates is None:
             rows = output_logits(out_head, x).reshape(n, m, -1)
         else:
-            rows = candidate_logits(out_head, x.reshape(n, m, d), candidates[:, done + 1:])
+            rows = candidate_logits(out_head, x.reshape(n, m, d), candidates[:, done + 1 :])
         best = rows.argmax(-1)
         final = 1  # slot done + 1 read a final token
         while final < m and torch.equal(reads[:, final], best[:, final - 1]):
             final += 1
         out.append(rows[:, :final])
-        previous[:, done + final:] = best[:, final - 1:m - 1]  # an exact token, then this pass's guesses
+        previous[:, done + final :] = best[:, final - 1 : m - 1]  # an exact token, then this pass's guesses
         done += final
     return torch.cat(out, 1)
 

@@ -79,17 +79,22 @@ __all__ = [
 
 
 # -- HTML export ------------------------------------------------------------------------
-_CSS = ("<style>.sbd-trace{font-family:DejaVu Sans Mono,Menlo,Consolas,monospace;font-size:13px;color:#222}"
-        ".sbd-trace pre{white-space:pre-wrap;background:#F6F6F6;padding:6px;margin:4px 0;max-height:9em;"
-        "overflow:auto}.sbd-trace td{padding:1px 10px 1px 0;vertical-align:top}</style>")
+_CSS = (
+    "<style>.sbd-trace{font-family:DejaVu Sans Mono,Menlo,Consolas,monospace;font-size:13px;color:#222}"
+    ".sbd-trace pre{white-space:pre-wrap;background:#F6F6F6;padding:6px;margin:4px 0;max-height:9em;"
+    "overflow:auto}.sbd-trace td{padding:1px 10px 1px 0;vertical-align:top}</style>"
+)
 
 
 def _header_html(trace: Trace) -> str:
     """The page's head: the settings, then the decode's measures (``summary.measures``), the gap fills listed."""
     fills = trace.gap_fills()
     kept = sum(g.kept for g in fills)
-    listed = "".join(f"<br>call {g.call}, block {g.block}, slot {g.slot} (gap {g.gap}): {esc(g.state)}"
-                     + ("" if g.kept else " (after the stop: discarded)") for g in fills[:8])
+    listed = "".join(
+        f"<br>call {g.call}, block {g.block}, slot {g.slot} (gap {g.gap}): {esc(g.state)}"
+        + ("" if g.kept else " (after the stop: discarded)")
+        for g in fills[:8]
+    )
     listed += "<br>…" if len(fills) > 8 else ""
     rows = [("settings", esc(settings_line(trace)))]
     for m in measures(trace):
@@ -99,8 +104,10 @@ def _header_html(trace: Trace) -> str:
         rows.append((m.label, text))
     table = "".join(f"<tr><td><b>{k}</b></td><td>{v}</td></tr>" for k, v in rows)
     prompt = trace.prompt if len(trace.prompt) <= 2000 else trace.prompt[:2000] + "…"
-    return (f"{_CSS}<div class='sbd-trace'><b>prompt</b><pre>{esc(prompt)}</pre>"
-            f"<b>output</b><pre>{esc(trace.text)}</pre><table>{table}</table></div>")
+    return (
+        f"{_CSS}<div class='sbd-trace'><b>prompt</b><pre>{esc(prompt)}</pre>"
+        f"<b>output</b><pre>{esc(trace.text)}</pre><table>{table}</table></div>"
+    )
 
 
 def _figure_html(fig: go.Figure) -> str:
@@ -116,8 +123,10 @@ def save_html(trace_or_fig: Trace | go.Figure, path: str | Path | None = None) -
         header, fig, title = "", trace_or_fig, "sbd_viz figure"
     else:
         raise ValueError(f"trace_or_fig: must be a Trace or a plotly Figure, got {type(trace_or_fig).__name__}")
-    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{title}</title></head>\n"
-            f"<body>{header}{_figure_html(fig)}</body></html>\n")
+    page = (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{title}</title></head>\n"
+        f"<body>{header}{_figure_html(fig)}</body></html>\n"
+    )
     if path is not None:
         Path(path).write_text(page, encoding="utf-8")
     return page
@@ -127,4 +136,3 @@ def trace_html(trace: Trace) -> str:
     """HTML fragment for Jupyter: header plus the block-fill animation, with one inline plotly.js copy."""
     figure = _figure_html(block_fill(trace)) if trace.steps else ""  # a repr must not raise
     return f"<div>{_header_html(trace)}{figure}</div>"
-

@@ -38,8 +38,12 @@ _FONT_FILES = {False: ("DejaVuSansMono.ttf",), True: ("DejaVuSansMono-Bold.ttf",
 
 # -- fonts -------------------------------------------------------------------------------
 def _font_dirs() -> list[Path]:
-    dirs = [Path("/usr/share/fonts/truetype/dejavu"), Path("/usr/share/fonts/dejavu"),
-            Path("/usr/share/fonts/TTF"), Path("/Library/Fonts")]
+    dirs = [
+        Path("/usr/share/fonts/truetype/dejavu"),
+        Path("/usr/share/fonts/dejavu"),
+        Path("/usr/share/fonts/TTF"),
+        Path("/Library/Fonts"),
+    ]
     try:  # matplotlib ships DejaVu: a Space with it installed has the font even without system fonts
         import matplotlib
 
@@ -74,7 +78,7 @@ def _markup_lines(markup: str, color: str) -> list[list[tuple[str, str, bool, fl
     pos = 0
     for m in _TAG.finditer(markup):
         if m.start() > pos:
-            runs.append((html.unescape(markup[pos: m.start()]), *styles[-1]))
+            runs.append((html.unescape(markup[pos : m.start()]), *styles[-1]))
         pos = m.end()
         closing, tag, attrs = m.group(1), m.group(2).lower(), m.group(3)
         if tag == "br":
@@ -109,12 +113,12 @@ def _fitted(markup: str, size: float, max_width: float, color: str = TEXT) -> li
 
 
 def _markup_height(markup: str, size: float, max_width: float) -> float:
-    return sum(max([line * scale for *_, scale in runs] + [line]) * 1.3
-               for line, runs in _fitted(markup, size, max_width))
+    return sum(
+        max([line * scale for *_, scale in runs] + [line]) * 1.3 for line, runs in _fitted(markup, size, max_width)
+    )
 
 
-def _draw_markup(draw, xy: tuple[float, float], markup: str, size: float, max_width: float,
-                 color: str = TEXT) -> float:
+def _draw_markup(draw, xy: tuple[float, float], markup: str, size: float, max_width: float, color: str = TEXT) -> float:
     """Draw ``markup`` with its top-left at ``xy``, each line at most ``max_width`` wide; returns the height used."""
     x0, y = xy
     for line, runs in _fitted(markup, size, max_width, color):
@@ -190,8 +194,13 @@ class _Canvas:
         self.row_h = min(76 * s, max(44 * s, self.cell_w))
         # counter (the tallest of the frames' titles), the notes, then room for the slot numbers
         self.text_width = width - 48 * s
-        self.top = (22 * s + max(_markup_height(t, 30 * s, self.text_width) for t in titles) + 10 * s
-                    + sum(_markup_height(n, self.font, self.text_width) for n in self.notes) + 56 * s)
+        self.top = (
+            22 * s
+            + max(_markup_height(t, 30 * s, self.text_width) for t in titles)
+            + 10 * s
+            + sum(_markup_height(n, self.font, self.text_width) for n in self.notes)
+            + 56 * s
+        )
         self.bar_top, self.bar_length = self.top + 44 * s, min(max(self.rows * self.row_h, 120 * s), 220 * s)
         bottom = max(self.top + self.rows * self.row_h, self.bar_top + self.bar_length + 16 * s)
         self.height = int(bottom + 30 * s + 1) // 2 * 2
@@ -217,7 +226,7 @@ def _draw_base(c: _Canvas, rows: list) -> Image.Image:
     # slot numbers above the grid, the axis title to their left
     tick_y = c.top - 14 * s
     small = _font(round(c.font * 0.9))
-    (size, _runs), = _fitted(c.slot_title, c.font * 0.9, c.left - 38 * s)
+    ((size, _runs),) = _fitted(c.slot_title, c.font * 0.9, c.left - 38 * s)
     draw.text((c.left - 14 * s, tick_y), c.slot_title, font=_font(round(size)), fill=NOTE_TEXT, anchor="rs")
     for col in range(c.cols):
         draw.text((c.x(col), tick_y), str(col), font=small, fill=NOTE_TEXT, anchor="ms")
@@ -248,8 +257,9 @@ def _draw_row(c: _Canvas, hm: dict) -> Image.Image:
             size = min(34 * s, c.row_h * 0.5)
             while size > 8 and draw.textlength(label, font=_font(round(size))) > c.cell_w - 10 * s:
                 size -= 1
-            draw.text(((col + 0.5) * c.cell_w, c.row_h / 2), label, font=_font(round(size)), fill=_ink(fill),
-                      anchor="mm")
+            draw.text(
+                ((col + 0.5) * c.cell_w, c.row_h / 2), label, font=_font(round(size)), fill=_ink(fill), anchor="mm"
+            )
     return strip
 
 
@@ -270,7 +280,9 @@ def _draw_frame(canvas: _Canvas, title: str, rows: list, base, strips: dict) -> 
         image.paste(strip, (round(c.left), round(c.top + hm["y"][0] * c.row_h)), strip)
     for x in c.boundaries:  # white bars between blocks that share a row
         draw.line((c.x(x), c.top, c.x(x), c.top + c.rows * c.row_h), fill="white", width=max(2, round(6 * s)))
-    for line in (d for d in rows if d.get("type") == "scatter"):  # gap fills: rectangles in data units, paths split by None
+    for line in (
+        d for d in rows if d.get("type") == "scatter"
+    ):  # gap fills: rectangles in data units, paths split by None
         color = line["line"]["color"]
         points: list[tuple[float, float]] = []
         for x, y_ in list(zip(line["x"], line["y"])) + [(None, None)]:
@@ -288,8 +300,9 @@ def _draw_bar(draw, c: _Canvas) -> None:
     s, bar = c.s, c.bar
     x0 = c.left + c.cols * c.cell_w + 50 * s
     length, y_top = c.bar_length, c.bar_top
-    _draw_markup(draw, (x0, c.top - 12 * s), bar["colorbar"]["title"]["text"], c.font * 0.85, c.width - x0 - 4 * s,
-                 NOTE_TEXT)
+    _draw_markup(
+        draw, (x0, c.top - 12 * s), bar["colorbar"]["title"]["text"], c.font * 0.85, c.width - x0 - 4 * s, NOTE_TEXT
+    )
     steps = max(2, int(length))
     for i in range(steps):
         color = _scale_color(bar["colorscale"], 1 - i / (steps - 1))
@@ -309,8 +322,9 @@ def _render(trace: Trace, width: int, max_blocks: int | None, last: bool, palett
     return spec, [_draw_frame(canvas, title, rows, base, strips) for title, rows in frames]
 
 
-def animation_frames(trace: Trace, width: int = WIDTH, max_blocks: int | None = None, last: bool = False,
-                     palette: dict | None = None) -> list:
+def animation_frames(
+    trace: Trace, width: int = WIDTH, max_blocks: int | None = None, last: bool = False, palette: dict | None = None
+) -> list:
     """The GIF's frames as RGB Pillow images, one per call, drawn from ``block_fill_spec(trace, max_blocks, last)``."""
     return _render(trace, width, max_blocks, last, palette)[1]
 
@@ -339,7 +353,7 @@ def _indexed(frames: list, exact: list[tuple[int, int, int]]) -> list:
     rest_palette = rest.getpalette()
     assert rest_palette is not None  # a quantized image has its palette
     flat = rest_palette[: 3 * (256 - len(exact))]
-    palette = np.array(exact + [tuple(flat[i: i + 3]) for i in range(0, len(flat) - 2, 3)], dtype=np.int64)
+    palette = np.array(exact + [tuple(flat[i : i + 3]) for i in range(0, len(flat) - 2, 3)], dtype=np.int64)
     out = []
     known, known_index = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint8)  # packed colour -> palette entry
     previous, indices = None, None
@@ -369,9 +383,16 @@ def _indexed(frames: list, exact: list[tuple[int, int, int]]) -> list:
     return out
 
 
-def save_animation(trace: Trace, path: str | Path, width: int = WIDTH, frame_ms: int = FRAME_MS,
-                   last_frame_ms: int = LAST_FRAME_MS, max_blocks: int | None = None, last: bool = False,
-                   palette: dict | None = None) -> Path:
+def save_animation(
+    trace: Trace,
+    path: str | Path,
+    width: int = WIDTH,
+    frame_ms: int = FRAME_MS,
+    last_frame_ms: int = LAST_FRAME_MS,
+    max_blocks: int | None = None,
+    last: bool = False,
+    palette: dict | None = None,
+) -> Path:
     """Write the block-fill animation of ``trace`` to ``path`` as a looping GIF: one frame per model call.
 
     ``width`` in pixels (1280 reads well on a slide; the height follows the number of block rows);

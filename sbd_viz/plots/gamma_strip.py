@@ -21,7 +21,7 @@ def _shade(tpc: float, top: float) -> str:
     """CALL_SCALE's colour for ``tpc`` tokens per call: 1 the lightest, ``top`` (the map's most) the darkest."""
     (_, a), (_, b) = CALL_SCALE
     t = 0.0 if top <= 1 else min(1.0, max(0.0, (tpc - 1) / (top - 1)))
-    rgb = [round(int(a[i:i + 2], 16) + t * (int(b[i:i + 2], 16) - int(a[i:i + 2], 16))) for i in (1, 3, 5)]
+    rgb = [round(int(a[i : i + 2], 16) + t * (int(b[i : i + 2], 16) - int(a[i : i + 2], 16))) for i in (1, 3, 5)]
     return "#" + "".join(f"{c:02X}" for c in rgb)
 
 
@@ -68,8 +68,11 @@ def slider_position(piece, step: float | None) -> float | None:
         mid = (piece.lo + piece.hi) / 2
         return round(mid) if piece.whole and round(mid) in piece else mid
     first, last = math.ceil(piece.lo / step - 1e-9), math.floor(piece.hi / step + 1e-9)
-    inside = [v for v in ((int(k * step) if piece.whole else float(f"{k * step:.12g}")) for k in range(first, last + 1))
-              if v in piece]
+    inside = [
+        v
+        for v in ((int(k * step) if piece.whole else float(f"{k * step:.12g}")) for k in range(first, last + 1))
+        if v in piece
+    ]
     if not inside:
         return None
     mid = (piece.lo + piece.hi) / 2
@@ -78,9 +81,11 @@ def slider_position(piece, step: float | None) -> float | None:
 
 def _box(left: float, width: float, style: str, attrs: str, title: str) -> str:
     """A piece's box (a white right edge tells two pieces of one shade apart)."""
-    return (f"<div class='piece' {attrs} title='{html.escape(title, quote=True)}' "
-            f"style='position:absolute;top:0;bottom:8px;left:{left:.4f}%;width:{width:.4f}%;"
-            f"box-sizing:border-box;border-right:1px solid #FFFFFF;{style}'></div>")
+    return (
+        f"<div class='piece' {attrs} title='{html.escape(title, quote=True)}' "
+        f"style='position:absolute;top:0;bottom:8px;left:{left:.4f}%;width:{width:.4f}%;"
+        f"box-sizing:border-box;border-right:1px solid #FFFFFF;{style}'></div>"
+    )
 
 
 # The marks a strip can draw, each with its legend swatch (inline CSS) and what it says
@@ -95,8 +100,10 @@ def _legend(marks: list[str], top: float) -> str:
     light = CALL_SCALE[0][1]  # the shade of 1 token per call
     swatch = "display:inline-block;width:18px;height:11px;vertical-align:-1px;margin-right:3px;box-sizing:border-box;"
     says = {
-        "shade": (f"background:linear-gradient(90deg,{light},{_shade(top, top)});",
-                  f"{COUNT_LABELS[(True, True)]}: lighter = fewer (1.00 to {top:.2f})"),
+        "shade": (
+            f"background:linear-gradient(90deg,{light},{_shade(top, top)});",
+            f"{COUNT_LABELS[(True, True)]}: lighter = fewer (1.00 to {top:.2f})",
+        ),
         "current": (f"background:#FFFFFF;{CURRENT_MARK}", "the piece shown"),
         "now": ("background:linear-gradient(90deg,transparent 8px,#000000 8px 10px,transparent 10px);", "γ now"),
         "change": (f"background:#FFFFFF;{CHANGE_MARK}", "the text changes here (from the piece to its left)"),
@@ -104,13 +111,17 @@ def _legend(marks: list[str], top: float) -> str:
         "gap": (f"background:{GAP_FILL};", "not decoded (no slider position in it)"),
         "pending": (f"background:{PENDING_FILL};border:1px dashed #BBBBBB;", "not decoded yet (the map is building)"),
     }
-    items = [f"<span class='mark' data-mark='{m}' style='white-space:nowrap;margin-right:10px'>"
-             f"<span style='{swatch}{says[m][0]}'></span>{esc(says[m][1])}</span>" for m in marks]
+    items = [
+        f"<span class='mark' data-mark='{m}' style='white-space:nowrap;margin-right:10px'>"
+        f"<span style='{swatch}{says[m][0]}'></span>{esc(says[m][1])}</span>"
+        for m in marks
+    ]
     return f"<div class='legend'>{''.join(items)}</div>"
 
 
-def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | None = None,
-                step: float | None = None) -> str:
+def gamma_strip(
+    gamma_map, current_gamma: float | None = None, ntp_text: str | None = None, step: float | None = None
+) -> str:
     """``gamma_map`` (a ``GammaMap``, complete or still building) as an HTML strip over its knob range ``[lo, hi]``.
 
     Decoded pieces are shaded by tokens per call (lighter: fewer); a vermillion tick marks where the text changes
@@ -146,8 +157,15 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
         outline = CURRENT_MARK if here else ""
         marks |= {"current"} if here else set()
         if not p.decoded:  # under the decoded pieces: the clickable ones stay on top
-            boxes.append(_box(left, width, f"background:{GAP_FILL};z-index:0;{outline}", attrs + " data-kind='gap'",
-                              f"γ in {p}: not decoded (no slider position lies in it)"))
+            boxes.append(
+                _box(
+                    left,
+                    width,
+                    f"background:{GAP_FILL};z-index:0;{outline}",
+                    attrs + " data-kind='gap'",
+                    f"γ in {p}: not decoded (no slider position lies in it)",
+                )
+            )
             marks.add("gap")
             below = None  # what lies in a stretch not decoded is unknown: no text change is claimed across it
             continue
@@ -155,16 +173,24 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
         same = None if ntp_text is None else t.text == ntp_text
         change = below is not None and below.trace.text != t.text
         position = slider_position(p, step)
-        attrs += (f" data-kind='decoded' data-tpc='{t.tokens_per_call:.4f}' data-calls='{t.nfe}'"
-                  f" data-ntp='{'unknown' if same is None else 'same' if same else 'differs'}'"
-                  f" data-text-change='{int(change)}'" + ("" if position is None else f" data-gamma='{position!r}'"))
-        style = (f"background:{_shade(t.tokens_per_call, top)};cursor:pointer;z-index:{2 if here else 1};{outline}"
-                 + (CHANGE_MARK if change else "") + (NTP_MARK if same else ""))
+        attrs += (
+            f" data-kind='decoded' data-tpc='{t.tokens_per_call:.4f}' data-calls='{t.nfe}'"
+            f" data-ntp='{'unknown' if same is None else 'same' if same else 'differs'}'"
+            f" data-text-change='{int(change)}'" + ("" if position is None else f" data-gamma='{position!r}'")
+        )
+        style = (
+            f"background:{_shade(t.tokens_per_call, top)};cursor:pointer;z-index:{2 if here else 1};{outline}"
+            + (CHANGE_MARK if change else "")
+            + (NTP_MARK if same else "")
+        )
         marks |= {"shade"} | ({"change"} if change else set()) | ({"greedy"} if same else set())
         text = visible(t.text)
-        title = (f"γ in {p}: {t.nfe} calls, {t.tokens_per_call:.2f} {COUNT_LABELS[(True, True)]}"
-                 + ("" if same is None else ", NTP's text" if same else ", not NTP's text")
-                 + (", the text changes here" if change else "") + f" · {text[:60]}{'…' if len(text) > 60 else ''}")
+        title = (
+            f"γ in {p}: {t.nfe} calls, {t.tokens_per_call:.2f} {COUNT_LABELS[(True, True)]}"
+            + ("" if same is None else ", NTP's text" if same else ", not NTP's text")
+            + (", the text changes here" if change else "")
+            + f" · {text[:60]}{'…' if len(text) > 60 else ''}"
+        )
         boxes.append(_box(left, width, style, attrs, title))
         below = p
     last = pieces[-1] if pieces else None
@@ -173,29 +199,47 @@ def gamma_strip(gamma_map, current_gamma: float | None = None, ntp_text: str | N
         start = lo if last is None else last.hi
         done = sum(spans[-1]) if spans else 0.0
         attrs = f"data-lo='{start!r}' data-hi='{hi!r}' data-kind='pending' data-current='0' data-widened='0'"
-        boxes.append(_box(done, 100.0 - done, f"background:{PENDING_FILL};border:1px dashed #BBBBBB;z-index:0;",
-                          attrs, "not decoded yet: the map is building"))
+        boxes.append(
+            _box(
+                done,
+                100.0 - done,
+                f"background:{PENDING_FILL};border:1px dashed #BBBBBB;z-index:0;",
+                attrs,
+                "not decoded yet: the map is building",
+            )
+        )
         marks.add("pending")
     if current_gamma is not None and lo <= current_gamma <= hi:
-        boxes.append(f"<div class='now' data-gamma='{current_gamma!r}' style='position:absolute;top:-3px;bottom:5px;"
-                     f"left:calc({x(current_gamma):.4f}% - 1px);width:2px;background:#000000;z-index:3;"
-                     "pointer-events:none'></div>")
+        boxes.append(
+            f"<div class='now' data-gamma='{current_gamma!r}' style='position:absolute;top:-3px;bottom:5px;"
+            f"left:calc({x(current_gamma):.4f}% - 1px);width:2px;background:#000000;z-index:3;"
+            "pointer-events:none'></div>"
+        )
         marks.add("now")
     texts = len({p.trace.text for p in decoded})
     gaps = sum(not p.decoded for p in pieces)
-    said = (_count(len(decoded), "piece") + " decoded" + (f" ({_count(texts, 'text')})" if decoded else "")
-            + (f", {_count(gaps, 'stretch', 'stretches')} not decoded" if gaps else "")
-            + (f" · built in {gamma_map.seconds:.1f} s, {gamma_map.calls} calls" if complete else " · building…"))
-    scale = (f" · not to scale: {_count(widened, 'narrow piece')} drawn wider, so each can be seen and clicked"
-             if widened else "")
+    said = (
+        _count(len(decoded), "piece")
+        + " decoded"
+        + (f" ({_count(texts, 'text')})" if decoded else "")
+        + (f", {_count(gaps, 'stretch', 'stretches')} not decoded" if gaps else "")
+        + (f" · built in {gamma_map.seconds:.1f} s, {gamma_map.calls} calls" if complete else " · building…")
+    )
+    scale = (
+        f" · not to scale: {_count(widened, 'narrow piece')} drawn wider, so each can be seen and clicked"
+        if widened
+        else ""
+    )
     order = ("shade", "current", "now", "change", "greedy", "gap", "pending")
-    return (f"<div class='sbd-strip' data-pieces='{len(pieces)}' data-decoded='{len(decoded)}' "
-            f"data-complete='{str(complete).lower()}' data-seconds='{gamma_map.seconds:.3f}' "
-            f"data-widened='{widened}' style='font-size:12px;color:#555555'>"
-            f"<div class='track' style='position:relative;height:30px;margin:4px 0'>{''.join(boxes)}</div>"
-            f"<div style='display:flex;justify-content:space-between'><span>{lo:g}</span><span>{hi:g}</span></div>"
-            f"<div>γ map: {esc(said)}{esc(scale)} · click a piece to show it</div>"
-            f"{_legend([m for m in order if m in marks], top)}</div>")
+    return (
+        f"<div class='sbd-strip' data-pieces='{len(pieces)}' data-decoded='{len(decoded)}' "
+        f"data-complete='{str(complete).lower()}' data-seconds='{gamma_map.seconds:.3f}' "
+        f"data-widened='{widened}' style='font-size:12px;color:#555555'>"
+        f"<div class='track' style='position:relative;height:30px;margin:4px 0'>{''.join(boxes)}</div>"
+        f"<div style='display:flex;justify-content:space-between'><span>{lo:g}</span><span>{hi:g}</span></div>"
+        f"<div>γ map: {esc(said)}{esc(scale)} · click a piece to show it</div>"
+        f"{_legend([m for m in order if m in marks], top)}</div>"
+    )
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

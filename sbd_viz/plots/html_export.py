@@ -45,8 +45,10 @@ def check_palette(palette) -> dict[str, str]:
     for a in STATE_COLORS:
         for b in STATE_COLORS:
             if a < b and STATE_COLORS[a].upper() == STATE_COLORS[b].upper() and full[a].upper() != full[b].upper():
-                raise ValueError(f"palette: {a!r} and {b!r} share a colour in the figures, so they must get one "
-                                 f"colour, got {full[a]} and {full[b]}")
+                raise ValueError(
+                    f"palette: {a!r} and {b!r} share a colour in the figures, so they must get one "
+                    f"colour, got {full[a]} and {full[b]}"
+                )
     return full
 
 
@@ -77,8 +79,9 @@ def _figure(fig: go.Figure, palette) -> go.Figure:
     return go.Figure(recolor(fig.to_dict(), palette)) if palette is not None else fig
 
 
-def save_page(trace: Trace, path: str | Path | None = None, palette: dict | None = None,
-              title: str | None = None) -> str:
+def save_page(
+    trace: Trace, path: str | Path | None = None, palette: dict | None = None, title: str | None = None
+) -> str:
     """One offline HTML file of ``trace``: its settings, the block fill (one frame per call) and the calls timeline,
     plotly.js inlined once, in ``palette`` (default ``STATE_COLORS``, Okabe-Ito). Written to ``path`` if given;
     returns the HTML."""
@@ -88,12 +91,16 @@ def save_page(trace: Trace, path: str | Path | None = None, palette: dict | None
     palette = None if palette is None else check_palette(palette)
     fill, timeline = _figure(block_fill(trace), palette), _figure(calls_timeline(trace), palette)
     title = title or f"{trace.config['decoder']} decode"
-    parts = [fill.to_html(full_html=False, include_plotlyjs=True, auto_play=False, include_mathjax=False),
-             timeline.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False)]
-    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{esc(title)}</title></head>\n<body style="
-            f"'font-family:DejaVu Sans Mono,Menlo,Consolas,monospace'><h3>{esc(title)}</h3>"
-            f"<p>{esc(settings_line(trace))}</p><b>prompt</b><pre style='white-space:pre-wrap'>{esc(trace.prompt)}</pre>"
-            f"<b>output</b><pre style='white-space:pre-wrap'>{esc(trace.text)}</pre>{''.join(parts)}</body></html>\n")
+    parts = [
+        fill.to_html(full_html=False, include_plotlyjs=True, auto_play=False, include_mathjax=False),
+        timeline.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False),
+    ]
+    page = (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{esc(title)}</title></head>\n<body style="
+        f"'font-family:DejaVu Sans Mono,Menlo,Consolas,monospace'><h3>{esc(title)}</h3>"
+        f"<p>{esc(settings_line(trace))}</p><b>prompt</b><pre style='white-space:pre-wrap'>{esc(trace.prompt)}</pre>"
+        f"<b>output</b><pre style='white-space:pre-wrap'>{esc(trace.text)}</pre>{''.join(parts)}</body></html>\n"
+    )
     if path is not None:
         Path(path).write_text(page, encoding="utf-8")
     return page

@@ -27,8 +27,9 @@ def closed_form_figure(panels: Sequence[dict], title: str = "") -> go.Figure:
     for p in panels:
         if not isinstance(p, dict) or not {"task", "measured", "closed"} <= set(p):
             raise ValueError("panels: each must be a dict with 'task', 'measured' and 'closed'")
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p["task"] for p in panels], shared_yaxes=True,
-                        horizontal_spacing=0.04)
+    fig = make_subplots(
+        rows=1, cols=len(panels), subplot_titles=[p["task"] for p in panels], shared_yaxes=True, horizontal_spacing=0.04
+    )
     labels = list(dict.fromkeys(m["label"] for p in panels for m in p["measured"]))
     colors = {label: RULE_COLORS[i % len(RULE_COLORS)] for i, label in enumerate(labels)}
     closed_labels = list(dict.fromkeys(c["label"] for p in panels for c in p["closed"]))
@@ -37,24 +38,49 @@ def closed_form_figure(panels: Sequence[dict], title: str = "") -> go.Figure:
     for col, p in enumerate(panels, start=1):
         for m in p["measured"]:
             pts = sorted(m["points"])
-            fig.add_trace(go.Scatter(x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
-                                     name=m["label"], legendgroup=m["label"], showlegend=m["label"] not in shown,
-                                     line=dict(color=colors[m["label"]], width=2, shape="hv"),
-                                     marker=dict(size=5), hovertemplate="%{x:.2f} tokens/call: %{y:.0f}%"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=[x for x, _ in pts],
+                    y=[y for _, y in pts],
+                    mode="lines+markers",
+                    name=m["label"],
+                    legendgroup=m["label"],
+                    showlegend=m["label"] not in shown,
+                    line=dict(color=colors[m["label"]], width=2, shape="hv"),
+                    marker=dict(size=5),
+                    hovertemplate="%{x:.2f} tokens/call: %{y:.0f}%",
+                ),
+                row=1,
+                col=col,
+            )
             shown.add(m["label"])
         for c in p["closed"]:
             pts = sorted(c["points"])
-            fig.add_trace(go.Scatter(x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
-                                     name=c["label"], legendgroup=c["label"], showlegend=c["label"] not in shown,
-                                     line=dict(color="#555555", width=1.5, dash=dashes[c["label"]]),
-                                     marker=dict(size=4, symbol="circle-open"),
-                                     hovertemplate="closed form, %{x:.2f} tokens/call: %{y:.1f}%"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=[x for x, _ in pts],
+                    y=[y for _, y in pts],
+                    mode="lines+markers",
+                    name=c["label"],
+                    legendgroup=c["label"],
+                    showlegend=c["label"] not in shown,
+                    line=dict(color="#555555", width=1.5, dash=dashes[c["label"]]),
+                    marker=dict(size=4, symbol="circle-open"),
+                    hovertemplate="closed form, %{x:.2f} tokens/call: %{y:.1f}%",
+                ),
+                row=1,
+                col=col,
+            )
             shown.add(c["label"])
         fig.update_xaxes(type="log", title_text="tokens per call", row=1, col=col, gridcolor="#EEEEEE")
     fig.update_yaxes(range=[-3, 103], gridcolor="#EEEEEE")
     fig.update_yaxes(title_text="accuracy (%)", row=1, col=1)
-    fig.update_layout(**common_layout(width=330 * len(panels) + 220, height=380, title=title or None,
-                                      margin=dict(l=60, r=20, t=70 if title else 40, b=50)))
+    fig.update_layout(
+        **common_layout(
+            width=330 * len(panels) + 220,
+            height=380,
+            title=title or None,
+            margin=dict(l=60, r=20, t=70 if title else 40, b=50),
+        )
+    )
     return fig

@@ -46,25 +46,54 @@ def commit_order(traces, labels=None) -> go.Figure:
         tau = "n/a" if row["kendall_tau"] != row["kendall_tau"] else f"{row['kendall_tau']:.2f}"
         rate = "n/a" if row["out_of_order_rate"] != row["out_of_order_rate"] else f"{row['out_of_order_rate']:.0%}"
         color = RULE_COLORS[i % len(RULE_COLORS)]
-        fig.add_trace(go.Scatter(
-            x=[k.index for k in kept], y=[k.step.call for k in kept], customdata=[k.commit.gap for k in kept],
-            mode="lines+markers", name=f"{label}: τ = {tau}, {rate} out of order",
-            line=dict(color=color, width=1), marker=dict(
-                color=color, size=8, line=dict(color=color, width=2),
-                symbol=["circle-open" if k.commit.gap else "circle" for k in kept]),
-            hovertext=[f"{label} · output token {k.index}: {token_html(shown[k.index][0])}<br>committed by call "
-                       f"{k.step.call} (block {k.step.block}, slot {k.commit.slot}"
-                       + (f", gap {k.commit.gap}: a gap fill)" if k.commit.gap else ")") for k in kept],
-            hovertemplate="%{hovertext}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[k.index for k in kept],
+                y=[k.step.call for k in kept],
+                customdata=[k.commit.gap for k in kept],
+                mode="lines+markers",
+                name=f"{label}: τ = {tau}, {rate} out of order",
+                line=dict(color=color, width=1),
+                marker=dict(
+                    color=color,
+                    size=8,
+                    line=dict(color=color, width=2),
+                    symbol=["circle-open" if k.commit.gap else "circle" for k in kept],
+                ),
+                hovertext=[
+                    f"{label} · output token {k.index}: {token_html(shown[k.index][0])}<br>committed by call "
+                    f"{k.step.call} (block {k.step.block}, slot {k.commit.slot}"
+                    + (f", gap {k.commit.gap}: a gap fill)" if k.commit.gap else ")")
+                    for k in kept
+                ],
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
     longest = max((t.n_tokens for _, t in pairs), default=0)
-    fig.add_trace(go.Scatter(x=[0, max(longest - 1, 0)], y=[0, max(longest - 1, 0)], mode="lines",
-                             name="left to right, one token per call", hoverinfo="skip",
-                             line=dict(color="#999999", width=1, dash="dash")))
-    fig.update_layout(**common_layout(
-        title=dict(text="Decode order: which call committed each output token (open marker: gap fill)"),
-        xaxis=dict(title=dict(text="position in the output"), gridcolor="#EEEEEE", zeroline=False),
-        yaxis=dict(title=dict(text="call (commit step)"), gridcolor="#EEEEEE", zeroline=False,
-                   range=[-0.8, max((t.nfe for _, t in pairs), default=1) - 0.2]),  # room for markers on call 0
-        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), height=420 + 22 * len(pairs),
-        margin=dict(l=60, r=20, t=50, b=80), meta=dict(order=rows)))
+    fig.add_trace(
+        go.Scatter(
+            x=[0, max(longest - 1, 0)],
+            y=[0, max(longest - 1, 0)],
+            mode="lines",
+            name="left to right, one token per call",
+            hoverinfo="skip",
+            line=dict(color="#999999", width=1, dash="dash"),
+        )
+    )
+    fig.update_layout(
+        **common_layout(
+            title=dict(text="Decode order: which call committed each output token (open marker: gap fill)"),
+            xaxis=dict(title=dict(text="position in the output"), gridcolor="#EEEEEE", zeroline=False),
+            yaxis=dict(
+                title=dict(text="call (commit step)"),
+                gridcolor="#EEEEEE",
+                zeroline=False,
+                range=[-0.8, max((t.nfe for _, t in pairs), default=1) - 0.2],
+            ),  # room for markers on call 0
+            legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+            height=420 + 22 * len(pairs),
+            margin=dict(l=60, r=20, t=50, b=80),
+            meta=dict(order=rows),
+        )
+    )
     return fig

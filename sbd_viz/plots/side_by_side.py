@@ -49,11 +49,19 @@ def decoder_rows(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | Non
     pairs = _labelled(traces)
     if ntp is None:
         ntp = next((t for _, t in pairs if t.config.get("decoder") == NTP.name), None)
-    return [{"label": label, "decoder": t.config.get("decoder"), "calls": t.nfe, "tokens": t.n_tokens,
-             "tokens_per_call": round(t.tokens_per_call, 2),
-             "equals_greedy": None if ntp is None else t.text == ntp.text,
-             "renoised": sum(len(s.renoised) for s in t.steps), "rollbacks": len(t.rollbacks())}
-            for label, t in pairs]
+    return [
+        {
+            "label": label,
+            "decoder": t.config.get("decoder"),
+            "calls": t.nfe,
+            "tokens": t.n_tokens,
+            "tokens_per_call": round(t.tokens_per_call, 2),
+            "equals_greedy": None if ntp is None else t.text == ntp.text,
+            "renoised": sum(len(s.renoised) for s in t.steps),
+            "rollbacks": len(t.rollbacks()),
+        }
+        for label, t in pairs
+    ]
 
 
 LABEL_CHARS = 8  # the longest cell label drawn whole (a longer token ends in …; its hover has it all)
@@ -74,8 +82,11 @@ def _row(trace: Trace, label: str, line: int, lines: int, decoders: int, index: 
         r, c = (i // line) * (decoders + 1) + index, i % line
         z[r][c] = call
         text[r][c] = cell_label(shown, chars)
-        hover[r][c] = (f"{esc(label)} · output token {i}: {esc(shown)}" + (f" ({esc(note)})" if note else "")
-                       + f"<br>written by call {call} (block {blocks.get(call, '?')})")
+        hover[r][c] = (
+            f"{esc(label)} · output token {i}: {esc(shown)}"
+            + (f" ({esc(note)})" if note else "")
+            + f"<br>written by call {call} (block {blocks.get(call, '?')})"
+        )
     return z, text, hover
 
 
@@ -90,12 +101,20 @@ def _call_edges(pairs, line: int) -> dict:
                 row = (i // line) * (n + 1) + index
                 xs += [i % line - 0.5, i % line - 0.5, None]
                 ys += [row - 0.42, row + 0.42, None]
-    return dict(x=xs, y=ys, mode="lines", line=dict(color="#222222", width=2), hoverinfo="skip", showlegend=False,
-                meta=dict(role="call_edges"))
+    return dict(
+        x=xs,
+        y=ys,
+        mode="lines",
+        line=dict(color="#222222", width=2),
+        hoverinfo="skip",
+        showlegend=False,
+        meta=dict(role="call_edges"),
+    )
 
 
-def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | None = None,
-                     line: int | None = None) -> go.Figure:
+def compare_decoders(
+    traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace | None = None, line: int | None = None
+) -> go.Figure:
     """One prompt through several decoders, compared at a glance: one row per decoder, output token i in column i
     for every decoder (lines of ``line`` tokens, the decoders' rows stacked in each, every row labelled), each cell
     shaded by the call that wrote it on one sequential scale for all (``STEP_SCALE``: lighter = an earlier call, so
@@ -120,39 +139,97 @@ def compare_decoders(traces: Sequence[Trace] | Mapping[str, Trace], ntp: Trace |
     lines = max(1, -(-longest // line))
     grid_rows = lines * (n + 1)
     last = max(t.nfe for _, t in pairs) - 1
-    fig = make_subplots(rows=2, cols=1, row_heights=[grid_rows, n + 1], vertical_spacing=0.3 / (grid_rows + n),
-                        subplot_titles=["token by token · shade: the call that wrote it, lighter = earlier · "
-                                        "dark line: a new call",
-                                        f"calls (fewer is faster) · {COUNT_LABELS[(True, True)]}"])
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        row_heights=[grid_rows, n + 1],
+        vertical_spacing=0.3 / (grid_rows + n),
+        subplot_titles=[
+            "token by token · shade: the call that wrote it, lighter = earlier · dark line: a new call",
+            f"calls (fewer is faster) · {COUNT_LABELS[(True, True)]}",
+        ],
+    )
     marks = {True: "= greedy", False: "≠ greedy", None: ""}
     for i, (label, t) in enumerate(pairs):
         z, text, hover = _row(t, label, line, lines, n, i, chars)
-        fig.add_trace(go.Heatmap(z=z, text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
-                                 colorscale=STEP_SCALE, zmin=0, zmax=max(1, last), showscale=False, xgap=1, ygap=1,
-                                 name=label, textfont=dict(size=CELL_FONT)), row=1, col=1)
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                text=text,
+                texttemplate="%{text}",
+                hovertext=hover,
+                hoverinfo="text",
+                colorscale=STEP_SCALE,
+                zmin=0,
+                zmax=max(1, last),
+                showscale=False,
+                xgap=1,
+                ygap=1,
+                name=label,
+                textfont=dict(size=CELL_FONT),
+            ),
+            row=1,
+            col=1,
+        )
     # every line's rows carry their decoder's label at the left
     tickvals = [k * (n + 1) + i for k in range(lines) for i in range(n)]
     ticktext = [esc(rows[i]["label"]) for _ in range(lines) for i in range(n)]
-    fig.update_yaxes(autorange="reversed", tickvals=tickvals, ticktext=ticktext, fixedrange=True,
-                     range=[grid_rows - 1.5, -0.5], row=1, col=1)
+    fig.update_yaxes(
+        autorange="reversed",
+        tickvals=tickvals,
+        ticktext=ticktext,
+        fixedrange=True,
+        range=[grid_rows - 1.5, -0.5],
+        row=1,
+        col=1,
+    )
     fig.update_xaxes(range=[-0.5, line - 0.5], fixedrange=True, showticklabels=False, row=1, col=1)
-    notes = [dict(x=-0.5, y=k * (n + 1) - 0.5, xref="x", yref="y", xanchor="left", yanchor="bottom",
-                  showarrow=False, text=f"tokens {k * line}–{min((k + 1) * line, longest) - 1}",
-                  font=dict(size=10, color="#666")) for k in range(1, lines)]
+    notes = [
+        dict(
+            x=-0.5,
+            y=k * (n + 1) - 0.5,
+            xref="x",
+            yref="y",
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"tokens {k * line}–{min((k + 1) * line, longest) - 1}",
+            font=dict(size=10, color="#666"),
+        )
+        for k in range(1, lines)
+    ]
     calls = max(r["calls"] for r in rows)
-    fig.add_trace(go.Bar(y=[r["label"] for r in rows], x=[r["calls"] for r in rows], orientation="h",
-                         text=[f"{r['calls']} calls · {r['tokens_per_call']:.2f} per call"
-                               + (f" · {marks[r['equals_greedy']]}" if marks[r["equals_greedy"]] else "")
-                               for r in rows], textposition="outside", cliponaxis=False,
-                         marker_color="#4C78A8", showlegend=False), row=2, col=1)
+    fig.add_trace(
+        go.Bar(
+            y=[r["label"] for r in rows],
+            x=[r["calls"] for r in rows],
+            orientation="h",
+            text=[
+                f"{r['calls']} calls · {r['tokens_per_call']:.2f} per call"
+                + (f" · {marks[r['equals_greedy']]}" if marks[r["equals_greedy"]] else "")
+                for r in rows
+            ],
+            textposition="outside",
+            cliponaxis=False,
+            marker_color="#4C78A8",
+            showlegend=False,
+        ),
+        row=2,
+        col=1,
+    )
     fig.update_yaxes(autorange="reversed", row=2, col=1)
     fig.update_xaxes(range=[0, calls * 1.7], row=2, col=1)  # room for the numbers right of the longest bar
     fig.add_trace(go.Scatter(_call_edges(pairs, line)), row=1, col=1)
     cell = 24  # pixels per grid row
-    fig.update_layout(**common_layout(
-        title=dict(text=f"one prompt, {n} decoders", font=dict(size=14)), width=FIT_WIDTH,
-        height=150 + cell * (grid_rows + n + 1), margin=dict(l=left, r=30, t=80, b=40),
-        meta=dict(rows=rows, line=line, calls={label: t.token_calls() for label, t in pairs})))
+    fig.update_layout(
+        **common_layout(
+            title=dict(text=f"one prompt, {n} decoders", font=dict(size=14)),
+            width=FIT_WIDTH,
+            height=150 + cell * (grid_rows + n + 1),
+            margin=dict(l=left, r=30, t=80, b=40),
+            meta=dict(rows=rows, line=line, calls={label: t.token_calls() for label, t in pairs}),
+        )
+    )
     for note in fig.layout.annotations:  # the subplot titles
         note.update(x=0, xanchor="left", font=dict(size=12))
     for note in notes:

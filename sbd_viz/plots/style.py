@@ -29,16 +29,26 @@ STATE_COLORS = {
 }
 VERIFIED_STATES = STATES + ("corrected", "dropped")  # the block-fill states of a verified trace
 CANVAS_STATES = STATES + ("renoised",)  # a canvas trace's: a renoised cell is grey again, outlined
-STATE_LABELS = {"done": "committed before", "now": "committed in this call", "masked": "still masked",
-                "future": "not started", "corrected": "NTP's token over a rejected draft",
-                "dropped": "draft dropped by a rollback", "renoised": "accepted, then renoised (outlined)"}
+STATE_LABELS = {
+    "done": "committed before",
+    "now": "committed in this call",
+    "masked": "still masked",
+    "future": "not started",
+    "corrected": "NTP's token over a rejected draft",
+    "dropped": "draft dropped by a rollback",
+    "renoised": "accepted, then renoised (outlined)",
+}
 ColorScale = list[list[Any]]  # Plotly's colour scale: [[position, colour], ...]
 ENTROPY_SCALE: ColorScale = [[0.0, "#E3E3E3"], [1.0, "#4A4A4A"]]  # masked slots: lighter = lower entropy
 CALL_SCALE: ColorScale = [[0.0, "#DCEBF7"], [1.0, "#0072B2"]]  # tokens committed by a token's call: 1 = lightest
 # calls in order, on one scale for every decoder of a comparison: the first call lightest (yellow), the last darkest
 # (purple); Viridis, perceptually even and readable without colour vision, never repeating a shade
-STEP_SCALE = [[i / 9, c] for i, c in enumerate(("#FDE725", "#B5DE2B", "#6ECE58", "#35B779", "#1F9E89", "#26828E",
-                                                 "#31688E", "#3E4989", "#482878", "#440154"))]
+STEP_SCALE = [
+    [i / 9, c]
+    for i, c in enumerate(
+        ("#FDE725", "#B5DE2B", "#6ECE58", "#35B779", "#1F9E89", "#26828E", "#31688E", "#3E4989", "#482878", "#440154")
+    )
+]
 RULE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#F0E442")
 VERIFIED_COLOR = "#000000"  # the verified line: black like NTP (its text is NTP's), dashed, diamond markers
 VERIFIED_DASHES = ("dash", "dot", "dashdot", "longdash")  # several verified lines (e.g. one per block size)
@@ -46,8 +56,10 @@ VERIFIED_LABEL = "verified (lossless)"
 MASK_GLYPH = "▒"
 ROLLBACK_MARK = "↺"  # verified decoding: a call that rejected a draft (frame titles, the slider's call labels)
 CHECK_ONLY_MARK = "✓"  # verified decoding: a call spent only on checking drafts
-MARK_LABELS = {ROLLBACK_MARK: "a call that rejected a draft (rollback)",
-               CHECK_ONLY_MARK: "a call that only checked drafts"}
+MARK_LABELS = {
+    ROLLBACK_MARK: "a call that rejected a draft (rollback)",
+    CHECK_ONLY_MARK: "a call that only checked drafts",
+}
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 FIT_WIDTH = 880  # the widest a figure is drawn (pixels): JupyterLab's output area is about 900 to 1000 px wide
 MIN_CELL = 30  # the narrowest a token cell is drawn (pixels); a row needing narrower cells wraps
@@ -57,20 +69,40 @@ def text_px(text: str, size: int = 12) -> float:
     """About how wide ``text`` is drawn in ``FONT`` at ``size`` px (a monospace glyph is 0.6 em wide)."""
     return 0.61 * size * len(text)
 
+
 # Block-fill cells encode their state as a band of z (one colour per band, entropy inside the masked band).
 Z = {"future": 0.5, "done": 1.5, "now": 2.5}
-STATE_SCALE: ColorScale = [[0.0, STATE_COLORS["future"]], [0.25, STATE_COLORS["future"]], [0.25, STATE_COLORS["done"]],
-               [0.5, STATE_COLORS["done"]], [0.5, STATE_COLORS["now"]], [0.75, STATE_COLORS["now"]],
-               [0.75, ENTROPY_SCALE[0][1]], [1.0, ENTROPY_SCALE[1][1]]]
+STATE_SCALE: ColorScale = [
+    [0.0, STATE_COLORS["future"]],
+    [0.25, STATE_COLORS["future"]],
+    [0.25, STATE_COLORS["done"]],
+    [0.5, STATE_COLORS["done"]],
+    [0.5, STATE_COLORS["now"]],
+    [0.75, STATE_COLORS["now"]],
+    [0.75, ENTROPY_SCALE[0][1]],
+    [1.0, ENTROPY_SCALE[1][1]],
+]
 
 
 # A verified trace adds two bands above the masked one; an unverified trace keeps the scale above unchanged.
 Z_VERIFIED = {**Z, "corrected": 4.5, "dropped": 5.5}
-VERIFIED_SCALE: ColorScale = [[round(z / 6, 6), color] for z, color in (
-    (0, STATE_COLORS["future"]), (1, STATE_COLORS["future"]), (1, STATE_COLORS["done"]), (2, STATE_COLORS["done"]),
-    (2, STATE_COLORS["now"]), (3, STATE_COLORS["now"]), (3, ENTROPY_SCALE[0][1]), (4, ENTROPY_SCALE[1][1]),
-    (4, STATE_COLORS["corrected"]), (5, STATE_COLORS["corrected"]), (5, STATE_COLORS["dropped"]),
-    (6, STATE_COLORS["dropped"]))]
+VERIFIED_SCALE: ColorScale = [
+    [round(z / 6, 6), color]
+    for z, color in (
+        (0, STATE_COLORS["future"]),
+        (1, STATE_COLORS["future"]),
+        (1, STATE_COLORS["done"]),
+        (2, STATE_COLORS["done"]),
+        (2, STATE_COLORS["now"]),
+        (3, STATE_COLORS["now"]),
+        (3, ENTROPY_SCALE[0][1]),
+        (4, ENTROPY_SCALE[1][1]),
+        (4, STATE_COLORS["corrected"]),
+        (5, STATE_COLORS["corrected"]),
+        (5, STATE_COLORS["dropped"]),
+        (6, STATE_COLORS["dropped"]),
+    )
+]
 
 
 def masked_z(entropy: float, emax: float) -> float:
@@ -116,7 +148,8 @@ def candidates_hover(step: Step | None, slot: int, n: int = 5, special=frozenset
         return ""
     return "<br>top candidates:" + "".join(
         f"<br>  {token_html(c.text, special)}{f' (id {c.token_id})' if REPLACEMENT in c.text else ''}  {c.prob:.3f}"
-        for c in view.top[:n])
+        for c in view.top[:n]
+    )
 
 
 def _outline(cells: list[tuple[float, float, Any]], inset: float = 0.1) -> dict[str, list]:
@@ -138,8 +171,14 @@ def outline_trace(cells: list, color: str, **kw: Any) -> go.Scatter:
 
 def outline_spec(cells: list, color: str, **kw: Any) -> dict:
     """The outline trace as plain data (``block_fill_spec`` builds no graph objects)."""
-    return dict(type="scatter", **_outline(cells, kw.pop("inset", 0.1)), mode="lines", hoverinfo="skip",
-                line=dict(color=color, width=3), **{"showlegend": False, **kw})
+    return dict(
+        type="scatter",
+        **_outline(cells, kw.pop("inset", 0.1)),
+        mode="lines",
+        hoverinfo="skip",
+        line=dict(color=color, width=3),
+        **{"showlegend": False, **kw},
+    )
 
 
 def open_slot_label(trace: Trace) -> str:
@@ -148,13 +187,18 @@ def open_slot_label(trace: Trace) -> str:
     return "not written yet" if drafts_checked(trace.config) else STATE_LABELS["masked"]
 
 
-def legend_html(states: tuple[str, ...] = STATES, masked: str = STATE_LABELS["masked"], marks: tuple[str, ...] = (),
-                width: int = FIT_WIDTH - 40) -> str:
+def legend_html(
+    states: tuple[str, ...] = STATES,
+    masked: str = STATE_LABELS["masked"],
+    marks: tuple[str, ...] = (),
+    width: int = FIT_WIDTH - 40,
+) -> str:
     """The state legend as lines of coloured squares: the committed states and gap fills, then the open ones, then
     the call marks the figure shows (``marks``: ``ROLLBACK_MARK``, ``CHECK_ONLY_MARK``), each group wrapped to lines
     of about ``width`` pixels. Drawn as text, not a plotly legend: heatmap cells have no legend entries, and a
     wrapping legend pushes the margins and squashes small grids. ``masked``: the open slots' label
     (``open_slot_label``)."""
+
     def item(state: str) -> str:
         glyph = "□" if state == "future" else "■"
         color = "#999999" if state == "future" else STATE_COLORS[state]
@@ -166,8 +210,9 @@ def legend_html(states: tuple[str, ...] = STATES, masked: str = STATE_LABELS["ma
     first = [item(s) for s in ("done", "now") if s in states] + [gap]
     second = [item(s) for s in ("masked", "future", "corrected", "dropped") if s in states]
     if "renoised" in states:  # a grey cell with a coloured outline
-        second.append(f"<span style='color:{STATE_COLORS['renoised']};font-size:17px'><b>□</b></span> "
-                      f"{STATE_LABELS['renoised']}")
+        second.append(
+            f"<span style='color:{STATE_COLORS['renoised']};font-size:17px'><b>□</b></span> {STATE_LABELS['renoised']}"
+        )
     groups = [first, second] + ([[f"<b>{mark}</b> {MARK_LABELS[mark]}" for mark in marks]] if marks else [])
     return "<br>".join(line for group in groups for line in _packed(group, width))
 
@@ -189,9 +234,24 @@ def _packed(items: list[str], width: int) -> list[str]:
 
 def entropy_bar(emax: float, length: int) -> dict:
     """The entropy colour scale as a colorbar (the cells' own heatmap encodes states, not entropy)."""
-    return dict(type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", marker=dict(
-        color=[0.0], colorscale=ENTROPY_SCALE, cmin=0.0, cmax=emax, showscale=True, colorbar=dict(
-            title=dict(text="entropy<br>(nats)"), thickness=12, lenmode="pixels", len=length, y=1, yanchor="top")))
+    return dict(
+        type="scatter",
+        x=[None],
+        y=[None],
+        mode="markers",
+        showlegend=False,
+        hoverinfo="skip",
+        marker=dict(
+            color=[0.0],
+            colorscale=ENTROPY_SCALE,
+            cmin=0.0,
+            cmax=emax,
+            showscale=True,
+            colorbar=dict(
+                title=dict(text="entropy<br>(nats)"), thickness=12, lenmode="pixels", len=length, y=1, yanchor="top"
+            ),
+        ),
+    )
 
 
 def max_entropy(trace: Trace) -> float:
@@ -199,13 +259,27 @@ def max_entropy(trace: Trace) -> float:
 
 
 def common_layout(**kw: Any) -> dict:
-    return dict(plot_bgcolor="white", font=dict(family=FONT, size=12),
-                hoverlabel=dict(font=dict(family=FONT, size=12), align="left"), **kw)
+    return dict(
+        plot_bgcolor="white",
+        font=dict(family=FONT, size=12),
+        hoverlabel=dict(font=dict(family=FONT, size=12), align="left"),
+        **kw,
+    )
 
 
 def top_note(text: str, pixels_above_plot: int, left: int) -> dict:
     """A line of text a fixed number of pixels above the grid, starting near the figure's left edge."""
-    return dict(text=text, xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom",
-                xshift=10 - left, yshift=pixels_above_plot, showarrow=False, align="left",
-                font=dict(size=12, color="#444"))
-
+    return dict(
+        text=text,
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=1,
+        xanchor="left",
+        yanchor="bottom",
+        xshift=10 - left,
+        yshift=pixels_above_plot,
+        showarrow=False,
+        align="left",
+        font=dict(size=12, color="#444"),
+    )

@@ -16,8 +16,12 @@ from .style import RULE_COLORS, VERIFIED_COLOR, VERIFIED_DASHES, VERIFIED_LABEL,
 
 # the x axes a sweep can be drawn on; tokens per call named as every view names the count (a sweep's rows count
 # every output token and every call)
-_X_AXES = {"tokens_per_call": COUNT_LABELS[(True, True)], "calls_per_token": "calls per token (its inverse)",
-           "speedup_calls": "speedup in calls vs NTP", "speedup_wall": "wall-clock speedup vs NTP"}
+_X_AXES = {
+    "tokens_per_call": COUNT_LABELS[(True, True)],
+    "calls_per_token": "calls per token (its inverse)",
+    "speedup_calls": "speedup in calls vs NTP",
+    "speedup_wall": "wall-clock speedup vs NTP",
+}
 _HOVER_COLUMNS = ("accuracy", "tokens_per_call", "calls_per_token", "speedup_calls", "speedup_wall", "same_as_ntp")
 
 
@@ -46,8 +50,11 @@ def _rule_colors(names) -> dict:
     reserved = used | {own[r] for r in rules if r in own}
     for name in names:
         if name not in colors:
-            free = [c for c in RULE_COLORS if c not in reserved] or [c for c in RULE_COLORS if c not in used] \
+            free = (
+                [c for c in RULE_COLORS if c not in reserved]
+                or [c for c in RULE_COLORS if c not in used]
                 or list(RULE_COLORS)
+            )
             colors[name] = free[0]
             used.add(free[0])
             reserved.add(free[0])
@@ -103,17 +110,26 @@ def _results_frame(results: Any, x: str):
 
 def _hover_rows(df) -> list[str]:
     cols = [c for c in _HOVER_COLUMNS if c in df.columns]
-    return ["<br>".join([f"<b>{r['line']}</b> γ = {r['gamma']}"]
-                        + [f"{c}: {r[c]:.3g}" for c in cols if r[c] is not None])  # None: not measured
-            for _, r in df.iterrows()]
+    return [
+        "<br>".join(
+            [f"<b>{r['line']}</b> γ = {r['gamma']}"] + [f"{c}: {r[c]:.3g}" for c in cols if r[c] is not None]
+        )  # None: not measured
+        for _, r in df.iterrows()
+    ]
 
 
 def _current_rows(df, current: Any):
     if not isinstance(current, dict) or "rule" not in current or "gamma" not in current:
         raise ValueError(f"current: must be a dict with 'rule' and 'gamma', got {current!r}")
     gamma = current["gamma"]
-    same_gamma = df["gamma"].map(lambda g: g == gamma or (isinstance(g, (int, float)) and isinstance(
-        gamma, (int, float)) and math.isclose(g, gamma, rel_tol=1e-9)))
+    same_gamma = df["gamma"].map(
+        lambda g: (
+            g == gamma
+            or (
+                isinstance(g, (int, float)) and isinstance(gamma, (int, float)) and math.isclose(g, gamma, rel_tol=1e-9)
+            )
+        )
+    )
     hit = (df["rule"].astype(str) == str(current["rule"])) & same_gamma
     if "gap_free" in current:
         hit &= df["gap_free"] == bool(current["gap_free"])
@@ -126,8 +142,7 @@ def _current_rows(df, current: Any):
     return df[hit]
 
 
-def _gamma_labels(rows, x: str, spans: tuple[float, float],
-                  min_gap: tuple[float, float] = (0.09, 0.05)) -> list[str]:
+def _gamma_labels(rows, x: str, spans: tuple[float, float], min_gap: tuple[float, float] = (0.09, 0.05)) -> list[str]:
     """A line's "γ=..." labels, left to right, with a label left blank where its point sits within ``min_gap``
     (fractions of the plotted x and y spans, about one label's width and height) of the last labelled point:
     bolder settings often bunch at one speed (a block caps a call's commits), and their labels would print over
@@ -135,8 +150,9 @@ def _gamma_labels(rows, x: str, spans: tuple[float, float],
     labels, last = [], None
     for g, px, py in zip(rows["gamma"], rows[x], rows["accuracy"]):
         # an axis with no span (every point at one accuracy, say) puts every pair of points level on it
-        near = last is not None and all(span == 0 or abs(v - w) < gap * span
-                                        for v, w, span, gap in zip((px, py), last, spans, min_gap))
+        near = last is not None and all(
+            span == 0 or abs(v - w) < gap * span for v, w, span, gap in zip((px, py), last, spans, min_gap)
+        )
         labels.append("" if near else f"γ={g:g}")
         last = last if near else (px, py)
     return labels
@@ -146,8 +162,16 @@ def _gamma_labels(rows, x: str, spans: tuple[float, float],
 WIDTH, HEIGHT = 760, 480
 MARGIN = dict(l=70, r=20, t=60, b=140)  # the legend sits below the plot, in a row
 LABEL_FONT = 10
-_SPOTS = ("top center", "bottom center", "middle right", "middle left", "top right", "top left", "bottom right",
-          "bottom left")
+_SPOTS = (
+    "top center",
+    "bottom center",
+    "middle right",
+    "middle left",
+    "top right",
+    "top left",
+    "bottom right",
+    "bottom left",
+)
 
 
 def _padded(values, share: float, floor: float | None = None) -> list[float]:
@@ -168,8 +192,9 @@ def _label_box(px: float, py: float, text: str, spot: str) -> tuple[float, float
 def _hits(box, others, circles=(), pad: float = 1.0) -> bool:
     """Whether ``box`` comes within ``pad`` pixels of one of ``others`` (boxes) or ``circles`` (x, y, radius)."""
     x0, y0, x1, y1 = box
-    return (any(x0 - pad < b[2] and b[0] < x1 + pad and y0 - pad < b[3] and b[1] < y1 + pad for b in others)
-            or any(math.hypot(cx - min(max(cx, x0), x1), cy - min(max(cy, y0), y1)) < r + pad for cx, cy, r in circles))
+    return any(x0 - pad < b[2] and b[0] < x1 + pad and y0 - pad < b[3] and b[1] < y1 + pad for b in others) or any(
+        math.hypot(cx - min(max(cx, x0), x1), cy - min(max(cy, y0), y1)) < r + pad for cx, cy, r in circles
+    )
 
 
 def _place_labels(lines: list[dict], marks: list[tuple[float, float, float]], xr, yr) -> None:
@@ -188,8 +213,15 @@ def _place_labels(lines: list[dict], marks: list[tuple[float, float, float]], xr
         points = [px(x, y) for x, y in zip(line["x"], line["y"])]
         for (ax, ay), (bx, by) in pairwise(points):
             n = max(1, int(math.hypot(bx - ax, by - ay) // 3))
-            taken += [(ax + (bx - ax) * i / n - 1, ay + (by - ay) * i / n - 1,
-                       ax + (bx - ax) * i / n + 1, ay + (by - ay) * i / n + 1) for i in range(n + 1)]
+            taken += [
+                (
+                    ax + (bx - ax) * i / n - 1,
+                    ay + (by - ay) * i / n - 1,
+                    ax + (bx - ax) * i / n + 1,
+                    ay + (by - ay) * i / n + 1,
+                )
+                for i in range(n + 1)
+            ]
     for line in lines:
         line["spots"] = []
         for i, (x, y) in enumerate(zip(line["x"], line["y"])):
@@ -229,14 +261,24 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
     lines = []
     for i, (rule, rows) in enumerate(lossy.items()):
         rows = rows.sort_values(x)
-        lines.append(dict(name=rule, rows=rows, role="rule", color=colors[rule],
-                          side=("top center", "bottom center")[i % 2]))
+        lines.append(
+            dict(name=rule, rows=rows, role="rule", color=colors[rule], side=("top center", "bottom center")[i % 2])
+        )
     for j, (rule, rows) in enumerate(df[~is_ntp & df["verify"]].groupby("line", sort=True)):
-        lines.append(dict(name=rule, rows=rows.sort_values(x), role="verified", color=VERIFIED_COLOR,
-                          dash=VERIFIED_DASHES[j % len(VERIFIED_DASHES)], side="bottom center"))
+        lines.append(
+            dict(
+                name=rule,
+                rows=rows.sort_values(x),
+                role="verified",
+                color=VERIFIED_COLOR,
+                dash=VERIFIED_DASHES[j % len(VERIFIED_DASHES)],
+                side="bottom center",
+            )
+        )
     for line in lines:
-        line.update(x=list(line["rows"][x]), y=list(line["rows"]["accuracy"]),
-                    text=_gamma_labels(line["rows"], x, spans))
+        line.update(
+            x=list(line["rows"][x]), y=list(line["rows"]["accuracy"]), text=_gamma_labels(line["rows"], x, spans)
+        )
     marks = [(px, py, 4.5) for line in lines for px, py in zip(line["x"], line["y"])]
     ntp = df[is_ntp]
     marks += [(px, py, 7.5) for px, py in zip(ntp[x], ntp["accuracy"])]
@@ -245,34 +287,75 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
     _place_labels(lines, marks, xr, yr)
     for line in lines:
         verified = line["role"] == "verified"
-        fig.add_trace(go.Scatter(
-            x=line["x"], y=line["y"], name=line["name"], mode="lines+markers+text", meta=dict(role=line["role"]),
-            text=line["text"], textposition=line["spots"], textfont=dict(size=LABEL_FONT, color=line["color"]),
-            line=dict(color=line["color"], width=2, **({"dash": line["dash"]} if verified else {})),
-            marker=dict(symbol="diamond", size=10, color=line["color"]) if verified else
-            dict(size=9, color=line["color"]),
-            hovertext=_hover_rows(line["rows"]), hovertemplate="%{hovertext}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=line["x"],
+                y=line["y"],
+                name=line["name"],
+                mode="lines+markers+text",
+                meta=dict(role=line["role"]),
+                text=line["text"],
+                textposition=line["spots"],
+                textfont=dict(size=LABEL_FONT, color=line["color"]),
+                line=dict(color=line["color"], width=2, **({"dash": line["dash"]} if verified else {})),
+                marker=dict(symbol="diamond", size=10, color=line["color"])
+                if verified
+                else dict(size=9, color=line["color"]),
+                hovertext=_hover_rows(line["rows"]),
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
     if is_ntp.any():
         spec = _reference_spec()
-        fig.add_trace(go.Scatter(x=ntp[x], y=ntp["accuracy"], name=spec.label, mode="markers",
-                                 meta=dict(role=_reference()),
-                                 marker=dict(symbol="star", size=15, color=spec.color or "#000000"),
-                                 hovertext=_hover_rows(ntp), hovertemplate="%{hovertext}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=ntp[x],
+                y=ntp["accuracy"],
+                name=spec.label,
+                mode="markers",
+                meta=dict(role=_reference()),
+                marker=dict(symbol="star", size=15, color=spec.color or "#000000"),
+                hovertext=_hover_rows(ntp),
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
         accuracy = float(ntp["accuracy"].mean())
         # the accuracy line is named in the legend, not by a note on the plot (a note covered points and labels)
         fig.add_hline(y=accuracy, line=dict(color="#777777", dash="dot", width=1))
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"{spec.label} accuracy",
-                                 meta=dict(role="ntp_accuracy"), line=dict(color="#777777", dash="dot", width=1)))
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                name=f"{spec.label} accuracy",
+                meta=dict(role="ntp_accuracy"),
+                line=dict(color="#777777", dash="dot", width=1),
+            )
+        )
     if hit is not None:
-        fig.add_trace(go.Scatter(x=hit[x], y=hit["accuracy"], name="current setting", mode="markers",
-                                 meta=dict(role="current"), hoverinfo="skip",
-                                 marker=dict(symbol="circle-open", size=24, color="#000000", line=dict(width=3))))
-    fig.update_layout(**common_layout(
-        title=dict(text="Speed vs quality", font=dict(size=14)), width=WIDTH, height=HEIGHT, margin=MARGIN,
-        legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
-        xaxis=dict(title=_X_AXES[x], gridcolor="#EEEEEE", range=xr),
-        # an accuracy is never negative
-        yaxis=dict(title="suite accuracy", gridcolor="#EEEEEE", range=yr)))
+        fig.add_trace(
+            go.Scatter(
+                x=hit[x],
+                y=hit["accuracy"],
+                name="current setting",
+                mode="markers",
+                meta=dict(role="current"),
+                hoverinfo="skip",
+                marker=dict(symbol="circle-open", size=24, color="#000000", line=dict(width=3)),
+            )
+        )
+    fig.update_layout(
+        **common_layout(
+            title=dict(text="Speed vs quality", font=dict(size=14)),
+            width=WIDTH,
+            height=HEIGHT,
+            margin=MARGIN,
+            legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
+            xaxis=dict(title=_X_AXES[x], gridcolor="#EEEEEE", range=xr),
+            # an accuracy is never negative
+            yaxis=dict(title="suite accuracy", gridcolor="#EEEEEE", range=yr),
+        )
+    )
     return fig
 
 
@@ -298,23 +381,41 @@ def decoder_tradeoff(frame, y: str = "accuracy") -> go.Figure:
     first: dict[str, str] = {}  # a decoder -> the label of its first line
     for i, (label, rows) in enumerate(frame.groupby("label", sort=False)):
         rows = rows.sort_values("speedup_calls")
-        lines[label] = [(float(r.speedup_calls), float(r[y]),
-                         None if math.isnan(r.knob_value) else float(r.knob_value)) for _, r in rows.iterrows()]
+        lines[label] = [
+            (float(r.speedup_calls), float(r[y]), None if math.isnan(r.knob_value) else float(r.knob_value))
+            for _, r in rows.iterrows()
+        ]
         decoder = str(rows["decoder"].iloc[0]) if "decoder" in rows else label
         color = _decoder_color(decoder, i)
         variant = decoder in first  # a second line of one decoder: its variant's
         first.setdefault(decoder, label)
         settings = rows["settings"] if "settings" in rows else [""] * len(rows)
-        fig.add_trace(go.Scatter(
-            x=rows["speedup_calls"], y=rows[y], mode="lines+markers" if len(rows) > 1 else "markers", name=label,
-            line=dict(color=color, dash="dash" if variant else "solid"), marker=dict(color=color),
-            text=[f"{label}" + ("" if math.isnan(r.knob_value) else f" · {r.knob} {r.knob_value:g}")
-                  + (f" · {extra}" if isinstance(extra, str) and extra else "")
-                  for (_, r), extra in zip(rows.iterrows(), settings)],
-            hovertemplate="%{text}<br>speedup in calls %{x:.2f}x<br>" + y.replace("_", " ") + " %{y:.3f}"
-                          "<extra></extra>"))
-    fig.update_layout(**common_layout(
-        title=dict(text="decoders: speed in calls against quality", font=dict(size=14)), width=720, height=440,
-        xaxis=dict(title="speedup in calls vs NTP", gridcolor="#EEE"),
-        yaxis=dict(title=y.replace("_", " "), gridcolor="#EEE"), meta=dict(lines=lines)))
+        fig.add_trace(
+            go.Scatter(
+                x=rows["speedup_calls"],
+                y=rows[y],
+                mode="lines+markers" if len(rows) > 1 else "markers",
+                name=label,
+                line=dict(color=color, dash="dash" if variant else "solid"),
+                marker=dict(color=color),
+                text=[
+                    f"{label}"
+                    + ("" if math.isnan(r.knob_value) else f" · {r.knob} {r.knob_value:g}")
+                    + (f" · {extra}" if isinstance(extra, str) and extra else "")
+                    for (_, r), extra in zip(rows.iterrows(), settings)
+                ],
+                hovertemplate="%{text}<br>speedup in calls %{x:.2f}x<br>" + y.replace("_", " ") + " %{y:.3f}"
+                "<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        **common_layout(
+            title=dict(text="decoders: speed in calls against quality", font=dict(size=14)),
+            width=720,
+            height=440,
+            xaxis=dict(title="speedup in calls vs NTP", gridcolor="#EEE"),
+            yaxis=dict(title=y.replace("_", " "), gridcolor="#EEE"),
+            meta=dict(lines=lines),
+        )
+    )
     return fig

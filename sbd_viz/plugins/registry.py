@@ -31,8 +31,15 @@ class Registry(Generic[Item]):
     calls one item ("decoder"); ``arg``: the argument a refusal names ("spec"); ``builtins()``: the built-in items,
     imported at the first look-up; ``same_name``: an entry point must be named as its item (else it is left out)."""
 
-    def __init__(self, group: str, cls: type[Item], noun: str, arg: str, builtins: Callable[[], Iterable[Item]],
-                 same_name: bool = False):
+    def __init__(
+        self,
+        group: str,
+        cls: type[Item],
+        noun: str,
+        arg: str,
+        builtins: Callable[[], Iterable[Item]],
+        same_name: bool = False,
+    ):
         self.group, self.cls, self.noun, self.arg, self._builtins = group, cls, noun, arg, builtins
         self.same_name = same_name
         self._items: dict[str, Item] = {}
@@ -48,8 +55,10 @@ class Registry(Generic[Item]):
             self._load()
             known = self._items.get(item.name)
             if known is not None and known is not item and not replace_existing:
-                raise ValueError(f"{self.arg}: a {self.noun} named {item.name!r} is already registered "
-                                 "(pass replace_existing=True to replace it)")
+                raise ValueError(
+                    f"{self.arg}: a {self.noun} named {item.name!r} is already registered "
+                    "(pass replace_existing=True to replace it)"
+                )
             self._items[item.name] = item
         return item
 
@@ -84,8 +93,10 @@ class Registry(Generic[Item]):
             loaded = {item.name: item for item in self._builtins()}  # filled aside: a failed import tries again
             for item in self._entry_point_items():
                 if item.name in loaded:
-                    self._warn(f"the plugin {self.noun} {item.name!r} has the name of one already registered; the "
-                               "plugin's is ignored")
+                    self._warn(
+                        f"the plugin {self.noun} {item.name!r} has the name of one already registered; the "
+                        "plugin's is ignored"
+                    )
                     continue
                 loaded[item.name] = item
             registered = dict(self._items)  # by a plugin's module while it loaded: after the loaded ones, and wins
@@ -110,8 +121,10 @@ class Registry(Generic[Item]):
                 self._warn(f"{named} is a {type(item).__name__}, not an sbd_viz.{self.cls.__name__}; left out")
                 continue
             if self.same_name and item.name != point.name:
-                self._warn(f"{named} is the {self.noun} {item.name!r}, not an sbd_viz.{self.cls.__name__} named "
-                           f"{point.name!r}; left out")
+                self._warn(
+                    f"{named} is the {self.noun} {item.name!r}, not an sbd_viz.{self.cls.__name__} named "
+                    f"{point.name!r}; left out"
+                )
                 continue
             found.append(item)
         return found

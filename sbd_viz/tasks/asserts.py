@@ -138,13 +138,41 @@ def _repeat(rng):
 
 def _join(rng):
     sep = rng.choice(["-", ", ", "", "_", " ", ".", "/"])
-    parts = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 3)))
-             for _ in range(rng.randint(2, 4))]
+    parts = [
+        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(2, 4))
+    ]
     return f'"{sep}".join({parts!r})'.replace("'", '"'), sep.join(parts)
 
 
-NAMES = ("a", "b", "n", "x", "y", "z", "k", "xs", "ys", "vals", "nums", "data", "items", "s", "t", "w", "word",
-          "name", "key", "total", "count", "start", "first", "last", "value", "low", "high")
+NAMES = (
+    "a",
+    "b",
+    "n",
+    "x",
+    "y",
+    "z",
+    "k",
+    "xs",
+    "ys",
+    "vals",
+    "nums",
+    "data",
+    "items",
+    "s",
+    "t",
+    "w",
+    "word",
+    "name",
+    "key",
+    "total",
+    "count",
+    "start",
+    "first",
+    "last",
+    "value",
+    "low",
+    "high",
+)
 
 
 def _names(rng: random.Random, n: int) -> list[str]:
@@ -206,9 +234,25 @@ def _table(*generators: FamilyGenerator, long: tuple[FamilyGenerator, ...]) -> d
     return {g.__name__.removeprefix("_"): (g, "long" if g in long else "short") for g in generators}
 
 
-FAMILIES = _table(_add, _sorted, _reverse, _upper, _len, _range, _max, _double, _repeat, _join,
-                  _ctx_add, _ctx_upper, _ctx_sorted, _ctx_range,
-                  long=(_sorted, _range, _double, _repeat, _join, _ctx_sorted, _ctx_range))
+FAMILIES = _table(
+    _add,
+    _sorted,
+    _reverse,
+    _upper,
+    _len,
+    _range,
+    _max,
+    _double,
+    _repeat,
+    _join,
+    _ctx_add,
+    _ctx_upper,
+    _ctx_sorted,
+    _ctx_range,
+    long=(_sorted, _range, _double, _repeat, _join, _ctx_sorted, _ctx_range),
+)
+
+
 # Training-only families, never in the suite, for a mix that names them (``training.data.training_document``): the
 # context families' parts taught one at a time, and their hard cases drawn on purpose.
 # "ctx_get" is the lookup alone (``assert xs == [4, 1, 7]``): a lookup that lands on the other name,
@@ -241,7 +285,7 @@ def _ctx_upper_overlap(rng):
     a, b = _names(rng, 2)
     wa = _word(rng)
     start = rng.randrange(len(wa))
-    piece = wa[start:start + rng.randint(1, 3)]
+    piece = wa[start : start + rng.randint(1, 3)]
     while True:
         rest = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 5)))
         cut = rng.randint(0, len(rest))
@@ -291,8 +335,15 @@ def _ctx_add_small(rng):
     return f"{a} + {lit}", va + lit, _shuffled_setup(rng, lines)
 
 
-TRAINING_FAMILIES = _table(_ctx_get, _range_sum, _ctx_upper_overlap, _ctx_add_carry, _ctx_range_small,
-                           _ctx_add_small, long=(_range_sum, _ctx_range_small))
+TRAINING_FAMILIES = _table(
+    _ctx_get,
+    _range_sum,
+    _ctx_upper_overlap,
+    _ctx_add_carry,
+    _ctx_range_small,
+    _ctx_add_small,
+    long=(_range_sum, _ctx_range_small),
+)
 # Every generator make_item accepts, suite families first (training.data.training_document draws in this order).
 GENERATORS = {**FAMILIES, **TRAINING_FAMILIES}
 LONG_FAMILIES = tuple(f for f, (_, kind) in FAMILIES.items() if kind == "long")
@@ -339,8 +390,13 @@ def sample_item(family: str, rng: random.Random, split: str) -> SuiteItem:
 SUITE_SEED = 1234  # the suite's own draw, the items the model card reports; another seed draws other items
 
 
-def load_suite(name: str = "pyasserts", split: str = "test", per_family: int = 40,
-               families: tuple[str, ...] | None = None, seed: int = SUITE_SEED) -> list[SuiteItem]:
+def load_suite(
+    name: str = "pyasserts",
+    split: str = "test",
+    per_family: int = 40,
+    families: tuple[str, ...] | None = None,
+    seed: int = SUITE_SEED,
+) -> list[SuiteItem]:
     """The verifiable suite: ``per_family`` distinct items of each family, in a fixed order."""
     if name != "pyasserts":
         raise ValueError(f"name: unknown suite {name!r}; the only suite is 'pyasserts'")
@@ -384,7 +440,7 @@ def item_in_prompt(prompt: str, items: dict[str, SuiteItem]) -> SuiteItem | None
         return items[prompt]
     at = prompt.find("\n")
     while at != -1:
-        found = items.get(prompt[at + 1:])
+        found = items.get(prompt[at + 1 :])
         if found is not None:
             return found
         at = prompt.find("\n", at + 1)
@@ -396,8 +452,9 @@ def item_in_prompt(prompt: str, items: dict[str, SuiteItem]) -> SuiteItem | None
 LENGTH_BUCKETS = ((0, 128), (128, 256), (256, 512))
 
 
-def in_document(items: list[SuiteItem], length: tuple[int, int], seed: int = 0,
-                max_chars: int | None = None) -> list[SuiteItem]:
+def in_document(
+    items: list[SuiteItem], length: tuple[int, int], seed: int = 0, max_chars: int | None = None
+) -> list[SuiteItem]:
     """Each item placed after train-split lines, so that its whole prompt is ``length`` characters long.
 
     ``length`` is a (lo, hi) range: the prompt gets ``lo < len(prompt) <= hi`` characters
@@ -432,8 +489,9 @@ def in_document(items: list[SuiteItem], length: tuple[int, int], seed: int = 0,
     return out
 
 
-def document_buckets(suite: list[SuiteItem], context_length: int,
-                     room: int) -> list[tuple[tuple[int, int], list[SuiteItem]]]:
+def document_buckets(
+    suite: list[SuiteItem], context_length: int, room: int
+) -> list[tuple[tuple[int, int], list[SuiteItem]]]:
     """The suite placed inside documents, per ``LENGTH_BUCKETS``: ``[((lo, hi), items), ...]``.
 
     Prompts end where the prompt, a BOS and ``room`` answer tokens still fit ``context_length``
@@ -452,5 +510,6 @@ def document_buckets(suite: list[SuiteItem], context_length: int,
 def places(suite: list[SuiteItem], context_length: int, room: int) -> list[tuple[str, list[SuiteItem]]]:
     """Where the model card asks the suite: ``[("standalone", suite), ("0-128", items), ...]``, the suite as it is
     and then inside documents per ``document_buckets`` (each bucket named ``"lo-hi"``)."""
-    return [("standalone", suite)] + [(f"{lo}-{hi}", placed)
-                                      for (lo, hi), placed in document_buckets(suite, context_length, room)]
+    return [("standalone", suite)] + [
+        (f"{lo}-{hi}", placed) for (lo, hi), placed in document_buckets(suite, context_length, room)
+    ]

@@ -50,14 +50,29 @@ def _item(task: str, length: int, rng: random.Random) -> ListItem:
     xs = [rng.randint(0, 99) for _ in range(length)]
     shown = render_list(xs)
     if task == "copy":
-        return ListItem(task, length, f"assert list({shown}) == ",
-                        f"Repeat {shown} exactly, preserving every character. {_ONLY}", shown)
+        return ListItem(
+            task,
+            length,
+            f"assert list({shown}) == ",
+            f"Repeat {shown} exactly, preserving every character. {_ONLY}",
+            shown,
+        )
     if task == "reverse":
-        return ListItem(task, length, f"assert {shown}[::-1] == ",
-                        f"Reverse the order of the following list: {shown}. {_ONLY}", render_list(xs[::-1]))
+        return ListItem(
+            task,
+            length,
+            f"assert {shown}[::-1] == ",
+            f"Reverse the order of the following list: {shown}. {_ONLY}",
+            render_list(xs[::-1]),
+        )
     if task == "sort":
-        return ListItem(task, length, f"assert sorted({shown}) == ",
-                        f"Sort the following numbers in ascending order: {shown}. {_ONLY}", render_list(sorted(xs)))
+        return ListItem(
+            task,
+            length,
+            f"assert sorted({shown}) == ",
+            f"Sort the following numbers in ascending order: {shown}. {_ONLY}",
+            render_list(sorted(xs)),
+        )
     if task == "shuffle":
         order = list(range(length))
         while order == sorted(order) and length > 1:  # a shuffle that moves something
@@ -65,25 +80,43 @@ def _item(task: str, length: int, rng: random.Random) -> ListItem:
         ys: list[int | None] = [None] * length
         for pos, i in enumerate(order):  # ys[order[pos]] = xs[pos], so [ys[i] for i in order] == xs
             ys[i] = xs[pos]
-        return ListItem(task, length, f"ys = {render_list(ys)}\nassert [ys[i] for i in {render_list(order)}] == ",
-                        f"Take the items of {render_list(ys)} at the positions {render_list(order)} (counting from "
-                        f"0), in that order. {_ONLY}", shown)
+        return ListItem(
+            task,
+            length,
+            f"ys = {render_list(ys)}\nassert [ys[i] for i in {render_list(order)}] == ",
+            f"Take the items of {render_list(ys)} at the positions {render_list(order)} (counting from "
+            f"0), in that order. {_ONLY}",
+            shown,
+        )
     if task in ("insert", "replace"):
         at, value = rng.randrange(length), rng.randint(0, 99)
         if task == "insert":
             out = xs[:at] + [value] + xs[at:]
-            return ListItem(task, length, f"xs = {shown}\nassert xs[:{at}] + [{value}] + xs[{at}:] == ",
-                            f"Insert {value} into the list {shown} at position {at} (counting from 0). {_ONLY}",
-                            render_list(out))
-        out = xs[:at] + [value] + xs[at + 1:]
-        return ListItem(task, length, f"xs = {shown}\nassert xs[:{at}] + [{value}] + xs[{at + 1}:] == ",
-                        f"Replace the item at position {at} (counting from 0) of the list {shown} with {value}. "
-                        f"{_ONLY}", render_list(out))
+            return ListItem(
+                task,
+                length,
+                f"xs = {shown}\nassert xs[:{at}] + [{value}] + xs[{at}:] == ",
+                f"Insert {value} into the list {shown} at position {at} (counting from 0). {_ONLY}",
+                render_list(out),
+            )
+        out = xs[:at] + [value] + xs[at + 1 :]
+        return ListItem(
+            task,
+            length,
+            f"xs = {shown}\nassert xs[:{at}] + [{value}] + xs[{at + 1}:] == ",
+            f"Replace the item at position {at} (counting from 0) of the list {shown} with {value}. {_ONLY}",
+            render_list(out),
+        )
     if task == "repeat":
         word = rng.choice(WORDS)
-        return ListItem(task, length, f'assert "{word}" * {length} == ',
-                        f'Write the word "{word}" {length} times in a row, with nothing between, as one string. Only '
-                        f"provide the final answer, in double quotes.", f'"{word * length}"')
+        return ListItem(
+            task,
+            length,
+            f'assert "{word}" * {length} == ',
+            f'Write the word "{word}" {length} times in a row, with nothing between, as one string. Only '
+            f"provide the final answer, in double quotes.",
+            f'"{word * length}"',
+        )
     raise ValueError(f"tasks: unknown task {task!r}; choose from {', '.join(LIST_TASKS)}")
 
 
@@ -111,8 +144,9 @@ def model_prompt(model, item: ListItem, style: str) -> str:
     template (with the assistant's turn opened)."""
     text = item.prompt(style)
     if style == "chat":
-        return model.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                   add_generation_prompt=True)
+        return model.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
     return text
 
 

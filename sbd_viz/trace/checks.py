@@ -23,19 +23,29 @@ def _bounds(lo, hi, unit: str = "") -> str:
 def check_whole(value, name: str, lo: int | None = None, hi: int | None = None, unit: str = "", note: str = "") -> int:
     """A whole number (an ``int``, not a ``bool``) in [``lo``, ``hi``] (a bound of None is open). ``unit`` names
     what it counts ("pixels"); ``note`` ends the error (" (model 'x')")."""
-    if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo) \
-            or (hi is not None and value > hi):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (lo is not None and value < lo)
+        or (hi is not None and value > hi)
+    ):
         of = f" of {unit}" if unit else ""
         raise ValueError(f"{name}: must be a whole number{of}{_bounds(lo, hi)}, got {value!r}{note}")
     return value
 
 
-def check_number(value, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-                 note: str = "") -> float:
+def check_number(
+    value, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False, note: str = ""
+) -> float:
     """A finite real number (not a ``bool``) in [``lo``, ``hi``] (``lo_open``: > ``lo``); returned as a float.
     ``note`` ends the error."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or (lo is not None and (value <= lo if lo_open else value < lo)) or (hi is not None and value > hi):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or (lo is not None and (value <= lo if lo_open else value < lo))
+        or (hi is not None and value > hi)
+    ):
         bounds = f" > {lo}" if lo_open and hi is None else _bounds(lo, hi)
         raise ValueError(f"{name}: must be a finite number{bounds}, got {value!r}{note}")
     return float(value)
@@ -43,8 +53,12 @@ def check_number(value, name: str, lo: float | None = None, hi: float | None = N
 
 def check_probability(value, name: str) -> float:
     """A probability: a finite number in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= 1
+    ):
         raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
     return float(value)
 

@@ -21,7 +21,9 @@ from .labels import render_state
 
 SCHEMA = "sbd_viz.trace"
 SCHEMA_VERSION = 3  # the one version this sbd_viz writes and reads
-DRAFTS_CHECKED = {"drafts": "checked"}  # in a config: each call fed drafts causally and NTP checked them (greedy's text)
+DRAFTS_CHECKED = {
+    "drafts": "checked"
+}  # in a config: each call fed drafts causally and NTP checked them (greedy's text)
 
 
 def drafts_checked(config: dict) -> bool:
@@ -396,7 +398,7 @@ class Trace:
     def text_before(self, step: Step) -> str:
         """The prompt and generated text before ``step``'s block."""
         n = step.block_start - len(self.prompt_ids)
-        return self.prompt + "".join(self.output_texts[:max(0, n)])
+        return self.prompt + "".join(self.output_texts[: max(0, n)])
 
     def kept(self, step: Step, slot: int) -> bool:
         """Whether ``step``'s commit to ``slot`` is in the output: a stop cuts the output (commits past it are
@@ -425,10 +427,21 @@ class Trace:
             prefix = self.text_before(s)
             for c in s.commits:
                 if c.gap:
-                    events.append(GapFill(
-                        call=s.call, block=s.block, step=s.step, slot=c.slot, gap=c.gap,
-                        token_id=c.token_id, text=c.text, entropy=c.entropy, prob=c.prob,
-                        state=render_state(state[: c.slot + 1], prefix), kept=self.kept(s, c.slot)))
+                    events.append(
+                        GapFill(
+                            call=s.call,
+                            block=s.block,
+                            step=s.step,
+                            slot=c.slot,
+                            gap=c.gap,
+                            token_id=c.token_id,
+                            text=c.text,
+                            entropy=c.entropy,
+                            prob=c.prob,
+                            state=render_state(state[: c.slot + 1], prefix),
+                            kept=self.kept(s, c.slot),
+                        )
+                    )
         return events
 
     def kept_gap_fills(self) -> list[GapFill]:
@@ -447,8 +460,9 @@ class Trace:
             if not step["alternatives"]:
                 del step["alternatives"]
         if self.gamma_range is not None:
-            d["gamma_range"] = {k: (None if isinstance(v, float) and abs(v) == float("inf") else v)
-                                for k, v in d["gamma_range"].items()}
+            d["gamma_range"] = {
+                k: (None if isinstance(v, float) and abs(v) == float("inf") else v) for k, v in d["gamma_range"].items()
+            }
         return {"schema": SCHEMA, "version": SCHEMA_VERSION, **d}
 
     def to_json(self, indent: int | None = None) -> str:

@@ -58,11 +58,17 @@ def _int(v, where, lo: int = 0):
 
 def _num(v, where, lo: float | None = 0.0, hi: float | None = None):
     """A finite number in [lo, hi] (``None``: unbounded on that side)."""
-    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), where,
-          f"must be a finite number, got {v!r}")
+    _need(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+        where,
+        f"must be a finite number, got {v!r}",
+    )
     if not ((lo is None or v >= lo) and (hi is None or v <= hi)):
-        _need(False, where, f"must be in [{-math.inf if lo is None else lo:g}, {math.inf if hi is None else hi:g}], "
-                            f"got {v!r}")
+        _need(
+            False,
+            where,
+            f"must be in [{-math.inf if lo is None else lo:g}, {math.inf if hi is None else hi:g}], got {v!r}",
+        )
     return float(v)
 
 
@@ -107,15 +113,19 @@ def _plain(v, where):
         for i, value in enumerate(v):
             _plain(value, f"{where}[{i}]")
     else:
-        _need(v is None or isinstance(v, (str, bool, int)) or (isinstance(v, float) and math.isfinite(v)), where,
-              f"must be plain JSON data with finite numbers, got {v!r}")
+        _need(
+            v is None or isinstance(v, (str, bool, int)) or (isinstance(v, float) and math.isfinite(v)),
+            where,
+            f"must be plain JSON data with finite numbers, got {v!r}",
+        )
     return v
 
 
 def _candidate(d, where):
     _keys(d, where, ("token_id", "text", "prob"))
-    return Candidate(_int(d["token_id"], where + ".token_id"), _str(d["text"], where + ".text"),
-                     _prob(d["prob"], where + ".prob"))
+    return Candidate(
+        _int(d["token_id"], where + ".token_id"), _str(d["text"], where + ".text"), _prob(d["prob"], where + ".prob")
+    )
 
 
 def _top(v, where):
@@ -125,44 +135,84 @@ def _top(v, where):
 def _draft(d, where):
     _keys(d, where, ("slot", "token_id", "text", "prob", "entropy", "top", "accepted"))
     held = d.get("held_id")
-    draft = Draft(_int(d["slot"], where + ".slot"), _int(d["token_id"], where + ".token_id"),
-                  _str(d["text"], where + ".text"), _prob(d["prob"], where + ".prob"),
-                  _num(d["entropy"], where + ".entropy"), _top(d["top"], where + ".top"),
-                  _bool(d["accepted"], where + ".accepted"), None if held is None else _int(held, where + ".held_id"),
-                  None if d.get("held_text") is None else _str(d["held_text"], where + ".held_text"))
+    draft = Draft(
+        _int(d["slot"], where + ".slot"),
+        _int(d["token_id"], where + ".token_id"),
+        _str(d["text"], where + ".text"),
+        _prob(d["prob"], where + ".prob"),
+        _num(d["entropy"], where + ".entropy"),
+        _top(d["top"], where + ".top"),
+        _bool(d["accepted"], where + ".accepted"),
+        None if held is None else _int(held, where + ".held_id"),
+        None if d.get("held_text") is None else _str(d["held_text"], where + ".held_text"),
+    )
     _need(draft.accepted == (draft.held_id is not None), where, "must hold a token (held_id) exactly when accepted")
     return draft
 
 
 def _commit(c, w):
     _keys(c, w, ("slot", "token_id", "text", "prob", "entropy", "gap"))
-    return Commit(_int(c["slot"], w + ".slot"), _int(c["token_id"], w + ".token_id"), _str(c["text"], w + ".text"),
-                  _prob(c["prob"], w + ".prob"), _num(c["entropy"], w + ".entropy"), _int(c["gap"], w + ".gap"),
-                  ntp=_bool(c.get("ntp", False), w + ".ntp"))
+    return Commit(
+        _int(c["slot"], w + ".slot"),
+        _int(c["token_id"], w + ".token_id"),
+        _str(c["text"], w + ".text"),
+        _prob(c["prob"], w + ".prob"),
+        _num(c["entropy"], w + ".entropy"),
+        _int(c["gap"], w + ".gap"),
+        ntp=_bool(c.get("ntp", False), w + ".ntp"),
+    )
 
 
 def _check(c, w):
-    _keys(c, w, ("block", "slot", "position", "token_id", "text", "ntp_token_id", "ntp_text", "ntp_prob",
-                 "draft_prob", "accepted"))
-    return Check(_int(c["block"], w + ".block"), _int(c["slot"], w + ".slot"), _int(c["position"], w + ".position"),
-                 _int(c["token_id"], w + ".token_id"), _str(c["text"], w + ".text"),
-                 _int(c["ntp_token_id"], w + ".ntp_token_id"), _str(c["ntp_text"], w + ".ntp_text"),
-                 _prob(c["ntp_prob"], w + ".ntp_prob"), _prob(c["draft_prob"], w + ".draft_prob"),
-                 _bool(c["accepted"], w + ".accepted"))
+    _keys(
+        c,
+        w,
+        (
+            "block",
+            "slot",
+            "position",
+            "token_id",
+            "text",
+            "ntp_token_id",
+            "ntp_text",
+            "ntp_prob",
+            "draft_prob",
+            "accepted",
+        ),
+    )
+    return Check(
+        _int(c["block"], w + ".block"),
+        _int(c["slot"], w + ".slot"),
+        _int(c["position"], w + ".position"),
+        _int(c["token_id"], w + ".token_id"),
+        _str(c["text"], w + ".text"),
+        _int(c["ntp_token_id"], w + ".ntp_token_id"),
+        _str(c["ntp_text"], w + ".ntp_text"),
+        _prob(c["ntp_prob"], w + ".ntp_prob"),
+        _prob(c["draft_prob"], w + ".draft_prob"),
+        _bool(c["accepted"], w + ".accepted"),
+    )
 
 
 def _rollback(d, w):
     _keys(d, w, ("slot", "position", "dropped", "n_discarded"))
-    return Rollback(_int(d["slot"], w + ".slot"), _int(d["position"], w + ".position"),
-                    tuple(_int(x, w + ".dropped") for x in _list(d["dropped"], w + ".dropped")),
-                    _int(d["n_discarded"], w + ".n_discarded"))
+    return Rollback(
+        _int(d["slot"], w + ".slot"),
+        _int(d["position"], w + ".position"),
+        tuple(_int(x, w + ".dropped") for x in _list(d["dropped"], w + ".dropped")),
+        _int(d["n_discarded"], w + ".n_discarded"),
+    )
 
 
 def _alternative(d, w):
     _keys(d, w, ("slot", "token_id", "text", "prob", "parent"))
-    return Alternative(_int(d["slot"], w + ".slot", lo=1), _int(d["token_id"], w + ".token_id"),
-                       _str(d["text"], w + ".text"), _prob(d["prob"], w + ".prob"),
-                       _int(d["parent"], w + ".parent", lo=-1))
+    return Alternative(
+        _int(d["slot"], w + ".slot", lo=1),
+        _int(d["token_id"], w + ".token_id"),
+        _str(d["text"], w + ".text"),
+        _prob(d["prob"], w + ".prob"),
+        _int(d["parent"], w + ".parent", lo=-1),
+    )
 
 
 def _slot_view(v, w):
@@ -172,33 +222,44 @@ def _slot_view(v, w):
 
 def _pass(p, w):
     _keys(p, w, ("kind", "n_input", "wall_time"))
-    return Pass(_str(p["kind"], w + ".kind"), _int(p["n_input"], w + ".n_input"), _num(p["wall_time"], w + ".wall_time"))
+    return Pass(
+        _str(p["kind"], w + ".kind"), _int(p["n_input"], w + ".n_input"), _num(p["wall_time"], w + ".wall_time")
+    )
 
 
 def _step(d, where):
-    _keys(d, where, ("call", "block", "block_start", "block_size", "step", "masked", "slots", "commits",
-                     "wall_time"))
+    _keys(d, where, ("call", "block", "block_start", "block_size", "step", "masked", "slots", "commits", "wall_time"))
     rollback = d.get("rollback")
-    step = Step(call=_int(d["call"], where + ".call"), block=_int(d["block"], where + ".block"),
-                block_start=_int(d["block_start"], where + ".block_start"),
-                block_size=_int(d["block_size"], where + ".block_size", lo=1), step=_int(d["step"], where + ".step"),
-                masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
-                slots=tuple(_slot_view(v, f"{where}.slots[{i}]") for i, v in enumerate(_list(d["slots"], where + ".slots"))),
-                commits=tuple(_commit(c, f"{where}.commits[{i}]") for i, c in
-                              enumerate(_list(d["commits"], where + ".commits"))),
-                wall_time=_num(d["wall_time"], where + ".wall_time"),
-                n_input=_int(d.get("n_input", 0), where + ".n_input"),
-                checks=tuple(_check(c, f"{where}.checks[{i}]") for i, c in
-                             enumerate(_list(d.get("checks", []), where + ".checks"))),
-                rollback=None if rollback is None else _rollback(rollback, where + ".rollback"),
-                check_only=_bool(d.get("check_only", False), where + ".check_only"),
-                canvas=tuple(_draft(v, f"{where}.canvas[{i}]") for i, v in
-                             enumerate(_list(d.get("canvas", []), where + ".canvas"))),
-                renoised=tuple(_int(s, where + ".renoised") for s in _list(d.get("renoised", []), where + ".renoised")),
-                passes=tuple(_pass(p, f"{where}.passes[{i}]") for i, p in
-                             enumerate(_list(d.get("passes", []), where + ".passes"))),
-                alternatives=tuple(_alternative(a, f"{where}.alternatives[{i}]") for i, a in
-                                   enumerate(_list(d.get("alternatives", []), where + ".alternatives"))))
+    step = Step(
+        call=_int(d["call"], where + ".call"),
+        block=_int(d["block"], where + ".block"),
+        block_start=_int(d["block_start"], where + ".block_start"),
+        block_size=_int(d["block_size"], where + ".block_size", lo=1),
+        step=_int(d["step"], where + ".step"),
+        masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
+        slots=tuple(_slot_view(v, f"{where}.slots[{i}]") for i, v in enumerate(_list(d["slots"], where + ".slots"))),
+        commits=tuple(
+            _commit(c, f"{where}.commits[{i}]") for i, c in enumerate(_list(d["commits"], where + ".commits"))
+        ),
+        wall_time=_num(d["wall_time"], where + ".wall_time"),
+        n_input=_int(d.get("n_input", 0), where + ".n_input"),
+        checks=tuple(
+            _check(c, f"{where}.checks[{i}]") for i, c in enumerate(_list(d.get("checks", []), where + ".checks"))
+        ),
+        rollback=None if rollback is None else _rollback(rollback, where + ".rollback"),
+        check_only=_bool(d.get("check_only", False), where + ".check_only"),
+        canvas=tuple(
+            _draft(v, f"{where}.canvas[{i}]") for i, v in enumerate(_list(d.get("canvas", []), where + ".canvas"))
+        ),
+        renoised=tuple(_int(s, where + ".renoised") for s in _list(d.get("renoised", []), where + ".renoised")),
+        passes=tuple(
+            _pass(p, f"{where}.passes[{i}]") for i, p in enumerate(_list(d.get("passes", []), where + ".passes"))
+        ),
+        alternatives=tuple(
+            _alternative(a, f"{where}.alternatives[{i}]")
+            for i, a in enumerate(_list(d.get("alternatives", []), where + ".alternatives"))
+        ),
+    )
     _step_facts(step, where)
     return step
 
@@ -210,15 +271,24 @@ def _step_facts(step: Step, where: str) -> None:
     inside = range(k)
     # a checking-only call that accepts every draft commits nothing, and a canvas step may accept no new slot;
     # any other call commits at least one slot
-    _need(bool(step.commits) or (step.check_only and not rollback) or bool(step.canvas), where,
-          "commits nothing (every step commits at least one slot)")
+    _need(
+        bool(step.commits) or (step.check_only and not rollback) or bool(step.canvas),
+        where,
+        "commits nothing (every step commits at least one slot)",
+    )
     _need(all(s in inside for s in step.masked), where, f"has a slot outside the block of {k}")
     _ascending(step.masked, where + ".masked", "slots")
     views = [v.slot for v in step.slots]
-    _need([s for s in step.masked if s in set(views)] == views, where + ".slots",
-          "must be predictions for masked slots, in the order of masked")
-    _need(not step.canvas or (len(step.canvas) == k and all(v.slot == i for i, v in enumerate(step.canvas))), where,
-          "has a canvas that is not one draft per slot, in order")
+    _need(
+        [s for s in step.masked if s in set(views)] == views,
+        where + ".slots",
+        "must be predictions for masked slots, in the order of masked",
+    )
+    _need(
+        not step.canvas or (len(step.canvas) == k and all(v.slot == i for i, v in enumerate(step.canvas))),
+        where,
+        "has a canvas that is not one draft per slot, in order",
+    )
     _need(all(s in inside for s in step.renoised), where, "renoises a slot outside the block")
     _ascending(step.renoised, where + ".renoised", "slots")
     # NTP's correction overwrites the rejected draft's slot; every other commit fills a masked slot
@@ -231,22 +301,40 @@ def _step_facts(step: Step, where: str) -> None:
     for i, c in enumerate(step.commits):
         _need(c.gap <= c.slot, f"{where}.commits[{i}].gap", f"must be at most its slot ({c.slot}), got {c.gap}")
         # a canvas can renoise or hold slots to the left, so there the recorder's gap is only bounded
-        _need(bool(step.canvas) or c.gap == sum(1 for s in after if s < c.slot), f"{where}.commits[{i}].gap",
-              f"must count the slots left of slot {c.slot} still masked after the step, got {c.gap}")
+        _need(
+            bool(step.canvas) or c.gap == sum(1 for s in after if s < c.slot),
+            f"{where}.commits[{i}].gap",
+            f"must count the slots left of slot {c.slot} still masked after the step, got {c.gap}",
+        )
     if rollback is not None:
-        _need(rollback.position == step.block_start + rollback.slot, where + ".rollback",
-              "position must be the block's start plus its slot")
-        _need(all(rollback.slot < s < k for s in rollback.dropped), where,
-              "drops a slot outside the block (or not right of the rejected one)")
+        _need(
+            rollback.position == step.block_start + rollback.slot,
+            where + ".rollback",
+            "position must be the block's start plus its slot",
+        )
+        _need(
+            all(rollback.slot < s < k for s in rollback.dropped),
+            where,
+            "drops a slot outside the block (or not right of the rejected one)",
+        )
     for i, alt in enumerate(step.alternatives):
         placed = alt.parent < 0 or (alt.parent < i and step.alternatives[alt.parent].slot == alt.slot - 1)
-        _need(alt.slot < k and placed, f"{where}.alternatives[{i}]",
-              "must sit in the block after an earlier alternative one slot before it")
+        _need(
+            alt.slot < k and placed,
+            f"{where}.alternatives[{i}]",
+            "must sit in the block after an earlier alternative one slot before it",
+        )
     for i, check in enumerate(step.checks):
-        _need(check.block <= step.block and check.position < step.block_start + k, f"{where}.checks[{i}]",
-              "checks a draft the decode has not written yet")
-    _need(sum(not c.accepted for c in step.checks) == (rollback is not None), where,
-          "must have a rollback exactly when a check rejected a draft")
+        _need(
+            check.block <= step.block and check.position < step.block_start + k,
+            f"{where}.checks[{i}]",
+            "checks a draft the decode has not written yet",
+        )
+    _need(
+        sum(not c.accepted for c in step.checks) == (rollback is not None),
+        where,
+        "must have a rollback exactly when a check rejected a draft",
+    )
 
 
 def _steps_facts(steps: tuple[Step, ...], n_prompt: int) -> None:
@@ -256,10 +344,15 @@ def _steps_facts(steps: tuple[Step, ...], n_prompt: int) -> None:
     previous = None
     for i, s in enumerate(steps):
         where = f"steps[{i}]"
-        _need(s.block_start >= n_prompt, where, f"block_start must be past the prompt ({n_prompt}), got {s.block_start}")
+        _need(
+            s.block_start >= n_prompt, where, f"block_start must be past the prompt ({n_prompt}), got {s.block_start}"
+        )
         if previous is not None and s.block == previous.block:
-            _need((s.block_start, s.block_size) == (previous.block_start, previous.block_size), where,
-                  "must keep its block's block_start and block_size")
+            _need(
+                (s.block_start, s.block_size) == (previous.block_start, previous.block_size),
+                where,
+                "must keep its block's block_start and block_size",
+            )
             _need(s.step == previous.step + 1, where, f"step must be {previous.step + 1}, got {s.step}")
         else:
             first = 0 if previous is None else previous.block + 1
@@ -286,8 +379,11 @@ def _config(config: Any, where: str = "trace.config", canvas: bool = False) -> d
     _keys(config, where, ("decoder",))
     _plain(config, where)
     decoder = config["decoder"]
-    _need(isinstance(decoder, str) and bool(DECODER_NAME.match(decoder)), where + ".decoder",
-          f"must be a decoder's name, got {decoder!r}")
+    _need(
+        isinstance(decoder, str) and bool(DECODER_NAME.match(decoder)),
+        where + ".decoder",
+        f"must be a decoder's name, got {decoder!r}",
+    )
     for key, value in config.items():  # the door's settings, by what they are
         w = f"{where}.{key}"
         if key in ("rule", "drafts"):  # drafts: the trace's own mark (DRAFTS_CHECKED)
@@ -295,8 +391,11 @@ def _config(config: Any, where: str = "trace.config", canvas: bool = False) -> d
         elif key in ("gap_free", "verify"):
             _bool(value, w)
         elif key == "stop":
-            _need(isinstance(value, list) and all(isinstance(s, str) and s for s in value), w,
-                  f"must be a list of non-empty strings, got {value!r}")
+            _need(
+                isinstance(value, list) and all(isinstance(s, str) and s for s in value),
+                w,
+                f"must be a list of non-empty strings, got {value!r}",
+            )
         elif key == "seed":
             _int(value, w)
         elif key in ("block_size", "max_new_tokens", "top_n"):
@@ -332,21 +431,31 @@ def _trace_facts(trace: Trace) -> None:
     """What ties the steps to the settings and the output."""
     config = trace.config
     if isinstance(config.get("max_new_tokens"), int):
-        _need(trace.n_tokens <= config["max_new_tokens"], "trace.output_ids",
-              f"holds {trace.n_tokens} tokens, more than max_new_tokens={config['max_new_tokens']}")
+        _need(
+            trace.n_tokens <= config["max_new_tokens"],
+            "trace.output_ids",
+            f"holds {trace.n_tokens} tokens, more than max_new_tokens={config['max_new_tokens']}",
+        )
     if isinstance(config.get("block_size"), int):
         # a token tree's block also holds the alternatives it took before its exact token (``alternatives_taken``)
         took: dict[int, int] = {}
         for s in trace.steps:
             took[s.block] = max(took.get(s.block, 0), s.alternatives_taken)
         big = [s.call for s in trace.steps if s.block_size - took[s.block] > config["block_size"]]
-        _need(not big, f"steps[{big[0] if big else 0}]", f"has a block larger than block_size={config['block_size']} "
-              "(with the alternatives a token tree took before its exact token)")
+        _need(
+            not big,
+            f"steps[{big[0] if big else 0}]",
+            f"has a block larger than block_size={config['block_size']} "
+            "(with the alternatives a token tree took before its exact token)",
+        )
     if isinstance(config.get("top_n"), int):
         for s in trace.steps:
             for v in s.slots + s.canvas:
-                _need(len(v.top) <= config["top_n"], f"steps[{s.call}]",
-                      f"records more candidates for slot {v.slot} than top_n={config['top_n']}")
+                _need(
+                    len(v.top) <= config["top_n"],
+                    f"steps[{s.call}]",
+                    f"records more candidates for slot {v.slot} than top_n={config['top_n']}",
+                )
 
 
 def _gamma_range(v: Any, config: dict):
@@ -356,6 +465,7 @@ def _gamma_range(v: Any, config: dict):
         return None
     w = "trace.gamma_range"
     _keys(v, w, ("lo", "hi", "lo_closed", "hi_closed"))
+
     def end(x, where, unbounded):  # null: unbounded; a whole number stays one (top_k's ends), so it saves again alike
         if x is None:
             return unbounded
@@ -363,12 +473,20 @@ def _gamma_range(v: Any, config: dict):
         return x if isinstance(x, int) else number
 
     lo, hi = end(v["lo"], w + ".lo", -math.inf), end(v["hi"], w + ".hi", math.inf)
-    found = Interval(lo, hi, _bool(v["lo_closed"], w + ".lo_closed"), _bool(v["hi_closed"], w + ".hi_closed"),
-                     _bool(v.get("whole", False), w + ".whole"))
+    found = Interval(
+        lo,
+        hi,
+        _bool(v["lo_closed"], w + ".lo_closed"),
+        _bool(v["hi_closed"], w + ".hi_closed"),
+        _bool(v.get("whole", False), w + ".whole"),
+    )
     _need(config.get("temperature", 0) == 0, w, "belongs to a greedy decode (temperature 0); a sampled one has none")
     gamma = config.get("gamma")
-    _need(isinstance(gamma, (int, float)) and gamma in found, w, f"is {found}, which does not hold the trace's "
-          f"gamma {gamma!r}")
+    _need(
+        isinstance(gamma, (int, float)) and gamma in found,
+        w,
+        f"is {found}, which does not hold the trace's gamma {gamma!r}",
+    )
     return found
 
 
@@ -410,10 +528,16 @@ def _trace_from_dict(d: Any) -> Trace:
     _need(isinstance(d, dict), "file", f"must hold a JSON object, got {type(d).__name__}")
     _need(d.get("schema") == SCHEMA, "file", f"has schema {d.get('schema')!r}, expected {SCHEMA!r}")
     version = d.get("version")
-    _need(version == SCHEMA_VERSION and not isinstance(version, bool), "file",
-          f"has version {version!r}; this sbd_viz reads version {SCHEMA_VERSION}")
-    _keys(d, "trace", ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts",
-                       "text", "stop_reason"))
+    _need(
+        version == SCHEMA_VERSION and not isinstance(version, bool),
+        "file",
+        f"has version {version!r}; this sbd_viz reads version {SCHEMA_VERSION}",
+    )
+    _keys(
+        d,
+        "trace",
+        ("prompt", "prompt_ids", "config", "model_id", "steps", "output_ids", "output_texts", "text", "stop_reason"),
+    )
     raw_steps = d["steps"] if isinstance(d["steps"], list) else []
     config = _config(d["config"], canvas=any(isinstance(s, dict) and s.get("canvas") for s in raw_steps))
     meta = d.get("meta", {})
@@ -427,9 +551,18 @@ def _trace_from_dict(d: Any) -> Trace:
     _need(len(out_ids) == len(out_texts), "trace", "output_ids and output_texts differ in length")
     stop_reason = _str(d["stop_reason"], "trace.stop_reason")
     _need(stop_reason in STOP_REASONS, "trace.stop_reason", f"must be one of {STOP_REASONS}, got {stop_reason!r}")
-    trace = Trace(prompt=_str(d["prompt"], "trace.prompt"), prompt_ids=prompt_ids, config=config,
-                  model_id=_str(d["model_id"], "trace.model_id"), steps=steps, output_ids=out_ids,
-                  output_texts=out_texts, text=_str(d["text"], "trace.text"), stop_reason=stop_reason, meta=meta,
-                  gamma_range=_gamma_range(d.get("gamma_range"), config))
+    trace = Trace(
+        prompt=_str(d["prompt"], "trace.prompt"),
+        prompt_ids=prompt_ids,
+        config=config,
+        model_id=_str(d["model_id"], "trace.model_id"),
+        steps=steps,
+        output_ids=out_ids,
+        output_texts=out_texts,
+        text=_str(d["text"], "trace.text"),
+        stop_reason=stop_reason,
+        meta=meta,
+        gamma_range=_gamma_range(d.get("gamma_range"), config),
+    )
     _trace_facts(trace)
     return trace

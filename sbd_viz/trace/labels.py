@@ -36,8 +36,10 @@ def visible(text: str, spaces: bool = False) -> str:
 
 # The Unicode control pictures (␀ .. ␡) are missing from the fonts the pictures use (DejaVu Sans Mono and the
 # browsers' defaults draw a box): a label holding one is drawn with the control's name, marked as a special token is
-_CONTROLS = ("NUL SOH start end EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB "
-             "ESC FS GS RS US SP DEL").split()
+_CONTROLS = (
+    "NUL SOH start end EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB "
+    "ESC FS GS RS US SP DEL"
+).split()
 CONTROL_PICTURES = {chr(0x2400 + i): f"⟨{name}⟩" for i, name in enumerate(_CONTROLS)}  # ␂ -> ⟨start⟩
 
 
@@ -89,13 +91,22 @@ def output_labels(trace) -> list[tuple[str, str]]:
             out.append((special_label(piece), f"special token {piece}"))
         elif REPLACEMENT in own and REPLACEMENT not in piece and piece != own:  # a byte piece read in context
             if piece.strip():
-                out.append((visible(piece, spaces=True), f"completes {piece.strip()!r}, a character whose bytes "
-                            f"span tokens (alone this token decodes to {own!r})"))
+                out.append(
+                    (
+                        visible(piece, spaces=True),
+                        f"completes {piece.strip()!r}, a character whose bytes "
+                        f"span tokens (alone this token decodes to {own!r})",
+                    )
+                )
             else:
                 j = next((j for j in range(i + 1, len(texts)) if texts[j].strip()), None)
                 where = "" if j is None else f" {texts[j].strip()[:1]!r}, which shows whole at output token {j}"
-                out.append(((visible(piece, spaces=True) if piece else "") + BYTE_PIECE,
-                            f"the first bytes of a character{where} (alone this token decodes to {own!r})"))
+                out.append(
+                    (
+                        (visible(piece, spaces=True) if piece else "") + BYTE_PIECE,
+                        f"the first bytes of a character{where} (alone this token decodes to {own!r})",
+                    )
+                )
         else:
             out.append((visible(piece, spaces=True), ""))
     return out

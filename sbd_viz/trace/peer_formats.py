@@ -24,17 +24,26 @@ TRAJECTORY_FORMAT = "d3LLM trajectory"
 def _exportable(trace: Trace) -> Trace:
     trace = check_trace(trace)
     if trace.has_canvas:
-        raise ValueError("trace: a canvas decoder's trace (slots renoised after a commit) has no single commit per "
-                         "position; these formats cannot hold it")
+        raise ValueError(
+            "trace: a canvas decoder's trace (slots renoised after a commit) has no single commit per "
+            "position; these formats cannot hold it"
+        )
     return trace
 
 
 def _common(trace: Trace) -> dict:
     n0 = len(trace.prompt_ids)
-    return {"prompt": trace.prompt, "prompt_ids": list(trace.prompt_ids), "output_texts": list(trace.output_texts),
-            "block_size": trace.config.get("block_size", max((s.block_size for s in trace.steps), default=1)),
-            "stop_reason": trace.stop_reason, "model_id": trace.model_id, "config": trace.config, "nfe": trace.nfe,
-            "_n0": n0}
+    return {
+        "prompt": trace.prompt,
+        "prompt_ids": list(trace.prompt_ids),
+        "output_texts": list(trace.output_texts),
+        "block_size": trace.config.get("block_size", max((s.block_size for s in trace.steps), default=1)),
+        "stop_reason": trace.stop_reason,
+        "model_id": trace.model_id,
+        "config": trace.config,
+        "nfe": trace.nfe,
+        "_n0": n0,
+    }
 
 
 def to_step_map(trace: Trace) -> dict:
@@ -48,11 +57,17 @@ def to_step_map(trace: Trace) -> dict:
     rank = {call: i + 1 for i, call in enumerate(calls)}
     common = _common(trace)
     n0 = common.pop("_n0")
-    return {"token_ids": list(trace.output_ids), "step_map": [rank[k.step.call] for k in kept], "text": trace.text,
-            "finish_reason": "length" if trace.stop_reason == "length" else "stop",
-            **common, "token_texts": [k.commit.text for k in kept],
-            "probs": [k.commit.prob for k in kept], "entropies": [k.commit.entropy for k in kept],
-            "step_blocks": [[trace.steps[c].block_start - n0, trace.steps[c].block_size] for c in calls]}
+    return {
+        "token_ids": list(trace.output_ids),
+        "step_map": [rank[k.step.call] for k in kept],
+        "text": trace.text,
+        "finish_reason": "length" if trace.stop_reason == "length" else "stop",
+        **common,
+        "token_texts": [k.commit.text for k in kept],
+        "probs": [k.commit.prob for k in kept],
+        "entropies": [k.commit.entropy for k in kept],
+        "step_blocks": [[trace.steps[c].block_start - n0, trace.steps[c].block_size] for c in calls],
+    }
 
 
 def to_trajectory(trace: Trace, mask_token_id: int, idx: int = 0) -> dict:
@@ -75,10 +90,20 @@ def to_trajectory(trace: Trace, mask_token_id: int, idx: int = 0) -> dict:
                 state[s.block_start + slot] = mask_token_id
         trajectory.append(list(state))
         scores.append([[s.block_start + c.slot - n0, c.prob, c.entropy] for c in s.commits])
-    return {"idx": idx, "question": trace.prompt, "prompt_ids": list(trace.prompt_ids), "trajectory": trajectory,
-            "final_output": list(trace.prompt_ids) + list(trace.output_ids), "generated_text": trace.text,
-            **common, "mask_token_id": mask_token_id, "block_length": common["block_size"], "token_texts": texts,
-            "commit_scores": scores, "step_blocks": [[s.block_start - n0, s.block_size] for s in trace.steps]}
+    return {
+        "idx": idx,
+        "question": trace.prompt,
+        "prompt_ids": list(trace.prompt_ids),
+        "trajectory": trajectory,
+        "final_output": list(trace.prompt_ids) + list(trace.output_ids),
+        "generated_text": trace.text,
+        **common,
+        "mask_token_id": mask_token_id,
+        "block_length": common["block_size"],
+        "token_texts": texts,
+        "commit_scores": scores,
+        "step_blocks": [[s.block_start - n0, s.block_size] for s in trace.steps],
+    }
 
 
 def _write_lines(records: list[dict], path: str | Path) -> Path:
@@ -128,8 +153,9 @@ def load_step_maps(path: str | Path, tokenizer=None, block_size: int | None = No
     return [from_step_map(r, tokenizer, block_size) for r in _read_records(path)]
 
 
-def load_trajectories(path: str | Path, tokenizer=None, mask_token_id: int | None = None,
-                      block_size: int | None = None) -> list[Trace]:
+def load_trajectories(
+    path: str | Path, tokenizer=None, mask_token_id: int | None = None, block_size: int | None = None
+) -> list[Trace]:
     """The traces of a trajectory file (JSON lines, or d3LLM's JSON list), each read by ``from_trajectory``."""
     return [from_trajectory(r, tokenizer, mask_token_id, block_size) for r in _read_records(path)]
 
@@ -168,8 +194,11 @@ def _blocks(step_positions: list[list[int]], record: dict, n0: int, block_size, 
     size from the first generated position."""
     given = record.get("step_blocks")
     if given is not None:
-        if (not isinstance(given, list) or len(given) != len(step_positions)
-                or not all(isinstance(b, list) and len(b) == 2 for b in given)):
+        if (
+            not isinstance(given, list)
+            or len(given) != len(step_positions)
+            or not all(isinstance(b, list) and len(b) == 2 for b in given)
+        ):
             raise ValueError(f"step_blocks: must be one [start, size] per step ({len(step_positions)})")
         return [(n0 + b[0], b[1]) for b in given]
     k = _block_size(record, block_size, key)
@@ -182,8 +211,17 @@ def _blocks(step_positions: list[list[int]], record: dict, n0: int, block_size, 
     return blocks
 
 
-def _build(record: dict, *, prompt_ids: list[int], step_commits: list[list[tuple[int, int]]],
-           blocks: list[tuple[int, int]], text_of, scores, output_ids: list[int], fmt: str) -> Trace:
+def _build(
+    record: dict,
+    *,
+    prompt_ids: list[int],
+    step_commits: list[list[tuple[int, int]]],
+    blocks: list[tuple[int, int]],
+    text_of,
+    scores,
+    output_ids: list[int],
+    fmt: str,
+) -> Trace:
     """A trace from each step's commits ``(absolute position, token id)`` and blocks, checked by
     ``sv.trace_from_json``."""
     n0, unmeasured = len(prompt_ids), ["wall_time", "slot predictions"] + ([] if scores else ["prob", "entropy"])
@@ -200,13 +238,34 @@ def _build(record: dict, *, prompt_ids: list[int], step_commits: list[list[tuple
         for position, token_id in sorted(commits):
             slot = position - start
             if not 0 <= slot < size:
-                raise ValueError(f"step {call + 1}: position {position - n0} lies outside its block "
-                                 f"[{start - n0}, {start - n0 + size})")
+                raise ValueError(
+                    f"step {call + 1}: position {position - n0} lies outside its block "
+                    f"[{start - n0}, {start - n0 + size})"
+                )
             prob, entropy = scores[call][position] if scores else (0.0, 0.0)
-            rows.append(Commit(slot=slot, token_id=token_id, text=text_of(token_id), prob=prob, entropy=entropy,
-                               gap=sum(1 for m in after if m < slot)))
-        steps.append(Step(call=call, block=block, block_start=start, block_size=size, step=step,
-                          masked=tuple(masked), slots=(), commits=tuple(rows), wall_time=0.0))
+            rows.append(
+                Commit(
+                    slot=slot,
+                    token_id=token_id,
+                    text=text_of(token_id),
+                    prob=prob,
+                    entropy=entropy,
+                    gap=sum(1 for m in after if m < slot),
+                )
+            )
+        steps.append(
+            Step(
+                call=call,
+                block=block,
+                block_start=start,
+                block_size=size,
+                step=step,
+                masked=tuple(masked),
+                slots=(),
+                commits=tuple(rows),
+                wall_time=0.0,
+            )
+        )
         done.update(p for p, _ in commits)
     output_texts = record.get("output_texts")
     if not (isinstance(output_texts, list) and len(output_texts) == len(output_ids)):
@@ -218,18 +277,27 @@ def _build(record: dict, *, prompt_ids: list[int], step_commits: list[list[tuple
     stop_reason = record.get("stop_reason")
     if stop_reason is None:
         stop_reason = "length" if record.get("finish_reason", "length") == "length" else "stop"
-    trace = Trace(prompt=record.get("prompt", record.get("question", "")), prompt_ids=tuple(prompt_ids),
-                  config=config, model_id=record.get("model_id", "imported"), steps=tuple(steps),
-                  output_ids=tuple(output_ids), output_texts=tuple(output_texts),
-                  text=text if isinstance(text, str) else "".join(output_texts), stop_reason=stop_reason,
-                  meta={"imported_from": fmt, "unmeasured": unmeasured})
+    trace = Trace(
+        prompt=record.get("prompt", record.get("question", "")),
+        prompt_ids=tuple(prompt_ids),
+        config=config,
+        model_id=record.get("model_id", "imported"),
+        steps=tuple(steps),
+        output_ids=tuple(output_ids),
+        output_texts=tuple(output_texts),
+        text=text if isinstance(text, str) else "".join(output_texts),
+        stop_reason=stop_reason,
+        meta={"imported_from": fmt, "unmeasured": unmeasured},
+    )
     return trace_from_json(trace.to_json())  # a trace file's checks: what every view may assume
 
 
 def _need_texts(text_of, name: str):
     if text_of is None:
-        raise ValueError(f"tokenizer: the {name} record has no token_texts, so a tokenizer (or an sbd_viz model) must "
-                         "give each token's text")
+        raise ValueError(
+            f"tokenizer: the {name} record has no token_texts, so a tokenizer (or an sbd_viz model) must "
+            "give each token's text"
+        )
     return text_of
 
 
@@ -241,8 +309,11 @@ def from_step_map(record: dict, tokenizer=None, block_size: int | None = None) -
         raise ValueError(f"record: must be a dict (a step-map record), got {type(record).__name__}")
     token_ids = _ids(record.get("token_ids"), "token_ids")
     step_map = record.get("step_map")
-    if (not isinstance(step_map, list) or len(step_map) != len(token_ids)
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in step_map)):
+    if (
+        not isinstance(step_map, list)
+        or len(step_map) != len(token_ids)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in step_map)
+    ):
         raise ValueError("step_map: must be one step number (an int >= 1) per token of token_ids")
     prompt_ids = _ids(record.get("prompt_ids", []), "prompt_ids")
     n0 = len(prompt_ids)
@@ -260,12 +331,21 @@ def from_step_map(record: dict, tokenizer=None, block_size: int | None = None) -
     if isinstance(probs, list) and isinstance(entropies, list) and len(probs) == len(entropies) == len(token_ids):
         scores = [{p: (probs[p - n0], entropies[p - n0]) for p in position_of[s]} for s in numbers]
     blocks = _blocks([position_of[s] for s in numbers], record, n0, block_size, "block_size")
-    return _build(record, prompt_ids=prompt_ids, step_commits=step_commits, blocks=blocks, text_of=text_of,
-                  scores=scores, output_ids=token_ids, fmt=STEP_MAP_FORMAT)
+    return _build(
+        record,
+        prompt_ids=prompt_ids,
+        step_commits=step_commits,
+        blocks=blocks,
+        text_of=text_of,
+        scores=scores,
+        output_ids=token_ids,
+        fmt=STEP_MAP_FORMAT,
+    )
 
 
-def from_trajectory(record: dict, tokenizer=None, mask_token_id: int | None = None,
-                    block_size: int | None = None) -> Trace:
+def from_trajectory(
+    record: dict, tokenizer=None, mask_token_id: int | None = None, block_size: int | None = None
+) -> Trace:
     """The ``Trace`` a d3LLM-style trajectory record describes (docs/trace.md): one call per trajectory entry,
     committing every position whose mask became a token. ``mask_token_id`` defaults to the record's; ``tokenizer``
     gives token texts when the record has none; ``block_size`` cuts the blocks when the record has neither
@@ -286,15 +366,18 @@ def from_trajectory(record: dict, tokenizer=None, mask_token_id: int | None = No
     for i, state in enumerate(states):
         state = _ids(state, f"trajectory[{i}]")
         if len(state) != length or state[:n0] != prompt_ids:
-            raise ValueError(f"trajectory[{i}]: must be the prompt's ids then the generated positions, as long as "
-                             "every other entry")
+            raise ValueError(
+                f"trajectory[{i}]: must be the prompt's ids then the generated positions, as long as every other entry"
+            )
         commits = []
         for p in range(n0, length):
             if state[p] == before[p]:
                 continue
             if before[p] != mask or state[p] == mask:
-                raise ValueError(f"trajectory[{i}]: position {p - n0} changes after it was written (a correction, a "
-                                 "rollback or a slot masked again), which this import does not read")
+                raise ValueError(
+                    f"trajectory[{i}]: position {p - n0} changes after it was written (a correction, a "
+                    "rollback or a slot masked again), which this import does not read"
+                )
             commits.append((p, state[p]))
         if not commits:
             raise ValueError(f"trajectory[{i}]: commits nothing (every call of a trace commits a token)")
@@ -310,8 +393,16 @@ def from_trajectory(record: dict, tokenizer=None, mask_token_id: int | None = No
     if isinstance(raw, list) and len(raw) == len(states):
         scores = [{n0 + p: (prob, entropy) for p, prob, entropy in step} for step in raw]
     blocks = _blocks([[p for p, _ in c] for c in step_commits], record, n0, block_size, "block_length")
-    return _build(record, prompt_ids=prompt_ids, step_commits=step_commits, blocks=blocks, text_of=text_of,
-                  scores=scores, output_ids=output_ids, fmt=TRAJECTORY_FORMAT)
+    return _build(
+        record,
+        prompt_ids=prompt_ids,
+        step_commits=step_commits,
+        blocks=blocks,
+        text_of=text_of,
+        scores=scores,
+        output_ids=output_ids,
+        fmt=TRAJECTORY_FORMAT,
+    )
 
 
 def same_commits(a: Trace, b: Trace, kept_only: bool = False) -> bool:
@@ -319,13 +410,16 @@ def same_commits(a: Trace, b: Trace, kept_only: bool = False) -> bool:
     one, so a record without the prompt's ids compares too) in the same order of calls, with the same gaps;
     ``kept_only`` compares only the commits the outputs hold (what a step map carries), their calls numbered as a
     step map numbers them."""
+
     def commits(trace: Trace) -> list[Any]:
         n0 = len(trace.prompt_ids)
         if kept_only:
             kept = kept_commits(trace)
             rank = {c: i for i, c in enumerate(sorted({k.step.call for k in kept}))}
-            return [(rank[k.step.call], k.step.block_start + k.commit.slot - n0, k.commit.token_id, k.commit.gap)
-                    for k in kept]
+            return [
+                (rank[k.step.call], k.step.block_start + k.commit.slot - n0, k.commit.token_id, k.commit.gap)
+                for k in kept
+            ]
         return [(s.call, s.block_start + c.slot - n0, c.token_id, c.gap) for s in trace.steps for c in s.commits]
 
     return commits(check_trace(a, "a")) == commits(check_trace(b, "b"))

@@ -41,9 +41,15 @@ def _quoted(text: str) -> str:
     return f"'{visible(text, spaces=True)}'"
 
 
-def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = None,
-             ntp_seconds: float | None = None, pending: bool = False, label: str = "SBD",
-             timing=None) -> list[Measure]:
+def measures(
+    trace: Trace,
+    ntp: Trace | None = None,
+    seconds: float | None = None,
+    ntp_seconds: float | None = None,
+    pending: bool = False,
+    label: str = "SBD",
+    timing=None,
+) -> list[Measure]:
     """The headline numbers of ``trace``, beside ``ntp`` (NTP's decode of the same prompt) when given.
 
     ``pending``: NTP is still running, so its numbers show as "…". ``seconds`` / ``ntp_seconds``: measured
@@ -57,49 +63,71 @@ def measures(trace: Trace, ntp: Trace | None = None, seconds: float | None = Non
         ntp_seconds = ntp.wall_time if ntp_seconds is None else ntp_seconds
         calls_note = f"NTP: {ntp.nfe} for {ntp.n_tokens} tokens"
         in_calls = f"{trace.tokens_per_call / ntp.tokens_per_call:.2f}×" if ntp.n_tokens and trace.n_tokens else "—"
-        speed = [Measure("speedup · calls", in_calls, "vs NTP, per generated token"),
-                 _wall_clock(trace, ntp, seconds, ntp_seconds, label, timing)]
+        speed = [
+            Measure("speedup · calls", in_calls, "vs NTP, per generated token"),
+            _wall_clock(trace, ntp, seconds, ntp_seconds, label, timing),
+        ]
     elif pending:
         calls_note = "NTP: running…"
-        speed = [Measure("speedup · calls", PENDING, "vs NTP, per generated token"),
-                 Measure("wall clock", f"{1000 * seconds:.0f} ms", f"{label} decode, one run · NTP: running…")]
+        speed = [
+            Measure("speedup · calls", PENDING, "vs NTP, per generated token"),
+            Measure("wall clock", f"{1000 * seconds:.0f} ms", f"{label} decode, one run · NTP: running…"),
+        ]
     else:
         calls_note = f"over {_count(trace.n_blocks, 'block')}"
         speed = [Measure("wall clock", f"{1000 * seconds:.0f} ms", "the model calls, summed")]
     # the card's short title; its note names the count as every view names it (COUNT_LABELS)
     counted = COUNT_LABELS[(True, True)].removeprefix("tokens per call ").strip("()")
-    out = [Measure("model calls", f"{trace.nfe}", calls_note),
-           Measure("tokens per call", f"{trace.tokens_per_call:.2f}",
-                   f"{trace.n_tokens} tokens, {counted} · {STOP_WORDS.get(trace.stop_reason, trace.stop_reason)}"),
-           *speed]
+    out = [
+        Measure("model calls", f"{trace.nfe}", calls_note),
+        Measure(
+            "tokens per call",
+            f"{trace.tokens_per_call:.2f}",
+            f"{trace.n_tokens} tokens, {counted} · {STOP_WORDS.get(trace.stop_reason, trace.stop_reason)}",
+        ),
+        *speed,
+    ]
     if trace.verified:
         out.append(_verified(trace, ntp, pending))
-    out.append(Measure("gap fills", f"{len(trace.kept_gap_fills())}",
-                       "commits with masked slots to their left, kept in the output"))
+    out.append(
+        Measure(
+            "gap fills", f"{len(trace.kept_gap_fills())}", "commits with masked slots to their left, kept in the output"
+        )
+    )
     return out
 
 
 def _wall_clock(trace: Trace, ntp: Trace, seconds: float, ntp_seconds: float, label: str, timing) -> Measure:
     """The speedup in seconds from side-by-side rounds; without them, the two decodes' seconds and no ratio."""
     if timing is None:
-        return Measure("wall clock", f"{1000 * seconds:.0f} ms",
-                       f"{label} decode, one run · NTP {1000 * ntp_seconds:.0f} ms, timed apart: no speedup in seconds "
-                       "without side-by-side runs")
+        return Measure(
+            "wall clock",
+            f"{1000 * seconds:.0f} ms",
+            f"{label} decode, one run · NTP {1000 * ntp_seconds:.0f} ms, timed apart: no speedup in seconds "
+            "without side-by-side runs",
+        )
     mid, lo, hi = timing.speedup(trace.n_tokens, ntp.n_tokens)
     ms, ntp_ms = (1000 * x for x in timing.median_seconds())
-    return Measure("speedup · wall clock", f"{mid:.2f}×",
-                   f"median of {timing.rounds} side-by-side runs, {lo:.2f}–{hi:.2f}× · {label} {ms:.0f} ms · "
-                   f"NTP {ntp_ms:.0f} ms")
+    return Measure(
+        "speedup · wall clock",
+        f"{mid:.2f}×",
+        f"median of {timing.rounds} side-by-side runs, {lo:.2f}–{hi:.2f}× · {label} {ms:.0f} ms · NTP {ntp_ms:.0f} ms",
+    )
 
 
 def _verified(trace: Trace, ntp: Trace | None, pending: bool) -> Measure:
     """A verified decode: does its text equal NTP's, and what checking cost."""
     checks = trace.checks()
     accepted = trace.accepted_fraction
-    note = " · ".join([_count(len(trace.rollbacks()), "rollback"),
-                       "no drafts checked" if math.isnan(accepted) else
-                       f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP ({accepted:.0%})",
-                       _count(trace.n_check_only, "checking-only call")])
+    note = " · ".join(
+        [
+            _count(len(trace.rollbacks()), "rollback"),
+            "no drafts checked"
+            if math.isnan(accepted)
+            else f"{sum(c.accepted for c in checks)}/{len(checks)} drafts accepted by NTP ({accepted:.0%})",
+            _count(trace.n_check_only, "checking-only call"),
+        ]
+    )
     if ntp is None:  # without NTP beside it, say what verification promises
         return Measure("verified", PENDING if pending else "NTP's text", note)
     same = trace.output_ids == ntp.output_ids
@@ -109,8 +137,11 @@ def _verified(trace: Trace, ntp: Trace | None, pending: bool) -> Measure:
 # -- one call in words --------------------------------------------------------------------------
 def commit_text(commit: Commit) -> str:
     """One commit: its slot, its token, how sure the call was, and its gap if it filled one."""
-    return (f"slot {commit.slot} ← {_quoted(commit.text)} (p {commit.prob:.2f}, H {commit.entropy:.2f}"
-            + (f", gap {commit.gap}" if commit.gap else "") + ")")
+    return (
+        f"slot {commit.slot} ← {_quoted(commit.text)} (p {commit.prob:.2f}, H {commit.entropy:.2f}"
+        + (f", gap {commit.gap}" if commit.gap else "")
+        + ")"
+    )
 
 
 def rollback_text(step: Step, tree: bool = False, capped: bool = False) -> str:
@@ -120,15 +151,23 @@ def rollback_text(step: Step, tree: bool = False, capped: bool = False) -> str:
     rollback = step.rollback
     assert rollback is not None, "a call with a rollback"
     check = step.rejected[0] if step.rejected else None
-    draft, wanted = ("", "") if check is None else \
-        (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
-    dropped = ("the drafts after it are replaced by this call's own (tree drafting)" if tree
-               else f"{_count(len(rollback.dropped), 'draft')} after it dropped")
+    draft, wanted = (
+        ("", "")
+        if check is None
+        else (f" {_quoted(check.text)}", f", NTP wanted {_quoted(check.ntp_text)} (p {check.ntp_prob:.2f})")
+    )
+    dropped = (
+        "the drafts after it are replaced by this call's own (tree drafting)"
+        if tree
+        else f"{_count(len(rollback.dropped), 'draft')} after it dropped"
+    )
     if capped and len(step.commits) == step.block_size and all(c.ntp for c in step.commits):
         dropped = "no block followed NTP's token in this call, so it drafted nothing after it (fewer blocks a call)"
     if tree and step.alternatives_taken:
-        dropped = (f"NTP's token was the tree's alternative there, so the call went on along it: "
-                   f"{_count(step.alternatives_taken, 'alternative')} taken, then NTP's next token; {dropped}")
+        dropped = (
+            f"NTP's token was the tree's alternative there, so the call went on along it: "
+            f"{_count(step.alternatives_taken, 'alternative')} taken, then NTP's next token; {dropped}"
+        )
     return f"the draft{draft} in slot {rollback.slot} was rejected{wanted}; {dropped}"
 
 
@@ -139,8 +178,10 @@ def fed_text(trace: Trace, step: Step) -> str:
         return _fed_verified(trace, step)
     if drafts_checked(trace.config):  # the text so far's tail, then the drafts, all causal; no masked slot
         before = f"the prompt's {step.n_input - k + 1} tokens" if step.call == 0 else "the last accepted token"
-        return (f"{before} and {k - 1} draft(s) causally, each checked against NTP "
-                f"({len(step.accepted)}/{len(step.checks)} accepted)")
+        return (
+            f"{before} and {k - 1} draft(s) causally, each checked against NTP "
+            f"({len(step.accepted)}/{len(step.checks)} accepted)"
+        )
     if step.step > 0:
         return f"{k} block slots (the prefix is in the KV cache)"
     if step.call == 0:
@@ -157,26 +198,40 @@ def _fed_verified(trace: Trace, step: Step) -> str:
     if previous is not None and previous.alternatives and not step.check_only:  # a token tree's
         drafts = sum(not c.ntp for c in previous.commits)
         cap = trace.tree_block_cap
-        blocks = ("a block of masked slots after each" if cap is None else
-                  f"at most {_count(cap, 'block')} of masked slots, where its path was likeliest to end")
-        return (f"the last accepted token and a token tree of {_count(drafts, 'draft')} and "
-                f"{_count(len(previous.alternatives), 'alternative')}, each seeing its own path, checked against "
-                f"NTP ({checked}), + {blocks}")
+        blocks = (
+            "a block of masked slots after each"
+            if cap is None
+            else f"at most {_count(cap, 'block')} of masked slots, where its path was likeliest to end"
+        )
+        return (
+            f"the last accepted token and a token tree of {_count(drafts, 'draft')} and "
+            f"{_count(len(previous.alternatives), 'alternative')}, each seeing its own path, checked against "
+            f"NTP ({checked}), + {blocks}"
+        )
     if trace.tree_drafted and previous is not None and not step.check_only:
         k = int(trace.config["block_size"])
         n_causal = 1 + sum(not c.ntp for c in previous.commits)
         n_blocks = -(-(step.n_input - n_causal) // k)  # the blocks near the length limit are cut short
         if n_causal == 1:
-            return (f"the last accepted token and a block of {k} masked slots after it (no drafts to check: the call "
-                    "before drafted none)")
+            return (
+                f"the last accepted token and a block of {k} masked slots after it (no drafts to check: the call "
+                "before drafted none)"
+            )
         cap = trace.tree_block_cap
-        where = ("one after each possible accepted length" if cap is None else
-                 f"after the accepted lengths the drafts made likeliest (at most {cap} a call)")
-        return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
-                f"+ {n_blocks} block(s) of {k} masked slots, {where} (tree drafting)")
+        where = (
+            "one after each possible accepted length"
+            if cap is None
+            else f"after the accepted lengths the drafts made likeliest (at most {cap} a call)"
+        )
+        return (
+            f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
+            f"+ {n_blocks} block(s) of {k} masked slots, {where} (tree drafting)"
+        )
     if step.check_only:
-        return (f"the last accepted token and {step.n_input - 1} draft(s) causally, each checked against NTP "
-                f"({checked}), and no block (the final check)")
+        return (
+            f"the last accepted token and {step.n_input - 1} draft(s) causally, each checked against NTP "
+            f"({checked}), and no block (the final check)"
+        )
     if step.masked:  # the block from its first open slot
         n_block = step.block_size - step.masked[0]
     else:  # the next block's first call, which found a rejected draft in this block's tail: that block was whole
@@ -185,28 +240,37 @@ def _fed_verified(trace: Trace, step: Step) -> str:
     n_causal = step.n_input - n_block
     if step.call == 0:
         return f"the prompt's {n_causal} tokens causally + {n_block} masked slots (prefill fused with block 0)"
-    return (f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
-            f"+ {n_block} masked slot(s) (the fused call)")
+    return (
+        f"the last accepted token and {n_causal - 1} draft(s) causally, checked against NTP ({checked}), "
+        f"+ {n_block} masked slot(s) (the fused call)"
+    )
 
 
 def step_text(trace: Trace, step: Step) -> str:
     """One call in words, as lines: a head line (the call, its block and step, what it fed), what it committed,
     its rollback if it made one, and its block before and after it (``render_state``)."""
     prefix = trace.text_before(step)
-    head = (f"call {step.call} · block {step.block}, step {step.step} · fed {step.n_input} tokens: "
-            f"{fed_text(trace, step)}")
+    head = (
+        f"call {step.call} · block {step.block}, step {step.step} · fed {step.n_input} tokens: {fed_text(trace, step)}"
+    )
     if drafts_checked(trace.config) and not trace.verified:
         return _drafts_step_text(trace, step, head, prefix)
-    lines = [head,
-             f"{_count(len(step.masked), 'slot')} masked before the call; committed "
-             + (", ".join(commit_text(c) for c in step.commits) or "nothing")]
+    lines = [
+        head,
+        f"{_count(len(step.masked), 'slot')} masked before the call; committed "
+        + (", ".join(commit_text(c) for c in step.commits) or "nothing"),
+    ]
     if step.rollback is not None:
         lines.append(f"rollback: {_rollback_words(trace, step)}")
     if step.renoised:  # a canvas decoder took back slots it had accepted
-        lines.append(f"renoised (accepted before, taken back): slot{'s' if len(step.renoised) > 1 else ''} "
-                     + ", ".join(map(str, step.renoised)))
-    lines += [f"before: {render_state(trace.block_state(step, after=False), prefix)}",
-              f"after:  {render_state(trace.block_state(step, after=True), prefix)}"]
+        lines.append(
+            f"renoised (accepted before, taken back): slot{'s' if len(step.renoised) > 1 else ''} "
+            + ", ".join(map(str, step.renoised))
+        )
+    lines += [
+        f"before: {render_state(trace.block_state(step, after=False), prefix)}",
+        f"after:  {render_state(trace.block_state(step, after=True), prefix)}",
+    ]
     return "\n".join(lines)
 
 
@@ -216,16 +280,19 @@ def _drafts_step_text(trace: Trace, step: Step, head: str, prefix: str) -> str:
     checks = step.checks
     drafts = " ".join(f"{_quoted(c.text)} {'✓' if c.accepted else '✗'}" for c in checks)
     kept = "".join(c.text for c in step.commits)
-    lines = [head,
-             (f"drafts against NTP's choice, left to right to the first it rejects: {drafts}"
-              if checks else "no draft to check: the call wrote NTP's next token"),
-             f"kept {_count(len(step.commits), 'token')}: " + (", ".join(commit_text(c) for c in step.commits)
-                                                               or "nothing")]
+    lines = [
+        head,
+        (
+            f"drafts against NTP's choice, left to right to the first it rejects: {drafts}"
+            if checks
+            else "no draft to check: the call wrote NTP's next token"
+        ),
+        f"kept {_count(len(step.commits), 'token')}: " + (", ".join(commit_text(c) for c in step.commits) or "nothing"),
+    ]
     if step.rollback is not None:
         lines.append(f"rollback: {_rollback_words(trace, step)}")
     before = "".join(t for t in trace.block_state(step, after=False) if t is not None)
-    lines += [f"text before: {visible(prefix[-24:] + before)}",
-              f"text after:  {visible(prefix[-24:] + before + kept)}"]
+    lines += [f"text before: {visible(prefix[-24:] + before)}", f"text after:  {visible(prefix[-24:] + before + kept)}"]
     return "\n".join(lines)
 
 
@@ -250,16 +317,24 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
     elif drafts_checked(cfg):
         head = f"{cfg.get('decoder')} (drafts checked by NTP: greedy's text) block_size={cfg.get('block_size')}"
     elif trace.has_canvas:  # a block decoder whose accepted slots can be renoised (e.g. DiffusionGemma)
-        head = (f"{cfg.get('decoder')} {cfg.get('rule')} gamma={cfg.get('gamma')} canvas={cfg.get('block_size')}, "
-                f"{sum(len(s.renoised) for s in trace.steps)} slots renoised")
+        head = (
+            f"{cfg.get('decoder')} {cfg.get('rule')} gamma={cfg.get('gamma')} canvas={cfg.get('block_size')}, "
+            f"{sum(len(s.renoised) for s in trace.steps)} slots renoised"
+        )
     else:
-        head = (f"SBD {'verified ' if trace.verified else ''}{cfg.get('rule')}"
-                f"{' gap_free' if cfg.get('gap_free') else ''} gamma={cfg.get('gamma')} "
-                f"block_size={cfg.get('block_size')}")
+        head = (
+            f"SBD {'verified ' if trace.verified else ''}{cfg.get('rule')}"
+            f"{' gap_free' if cfg.get('gap_free') else ''} gamma={cfg.get('gamma')} "
+            f"block_size={cfg.get('block_size')}"
+        )
     kind = f" ({trace.model_kind})" if trace.model_kind else ""
     prompt = visible(mark_special(trace.prompt, trace.special_tokens))
-    lines = [f"{head}  model={trace.model_id}{kind}", f"prompt: {prompt}", "",
-             "output, with the call that committed each token (a space shows as ␣):"]
+    lines = [
+        f"{head}  model={trace.model_id}{kind}",
+        f"prompt: {prompt}",
+        "",
+        "output, with the call that committed each token (a space shows as ␣):",
+    ]
     # each token as the pictures show it: its leading space visible, special tokens marked, a character split
     # across tokens whole where it completes
     texts, calls = [label for label, _ in output_labels(trace)], trace.token_calls()
@@ -273,12 +348,13 @@ def trace_summary(trace: Trace, width: int = 100) -> str:
         row_c += str(call).ljust(cell)
     lines += [row_t, row_c, "", measures_text(measures(trace))]
     for s in trace.rollbacks()[:10]:
-        lines.append(f"  rollback: call {s.call}, block {s.block}: "
-                     f"{_rollback_words(trace, s)}")
+        lines.append(f"  rollback: call {s.call}, block {s.block}: {_rollback_words(trace, s)}")
     gaps = trace.gap_fills()
     for g in gaps[:10]:
-        lines.append(f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"
-                     + ("" if g.kept else f"  ({_not_kept(trace, g)})"))
+        lines.append(
+            f"  gap fill: call {g.call} block {g.block} slot {g.slot} gap {g.gap}: {g.state}"
+            + ("" if g.kept else f"  ({_not_kept(trace, g)})")
+        )
     if len(gaps) > 10:
         lines.append(f"  ... and {len(gaps) - 10} more")
     return "\n".join(lines)
@@ -293,8 +369,14 @@ def _not_kept(trace: Trace, g) -> str:
     verdict = trace.verdicts().get((g.call, position))
     if verdict is not None and not verdict[1].accepted:
         return f"rejected by NTP's check in call {verdict[0]}"
-    dropped = next((s.call for s in trace.steps[g.call + 1:]
-                    if s.rollback is not None and s.block == g.block and g.slot in s.rollback.dropped), None)
+    dropped = next(
+        (
+            s.call
+            for s in trace.steps[g.call + 1 :]
+            if s.rollback is not None and s.block == g.block and g.slot in s.rollback.dropped
+        ),
+        None,
+    )
     if dropped is not None:
         return f"dropped in call {dropped}, with a rejected draft to its left"
     return f"replaced by call {trace._last_commit_call.get(position)}'s commit"

@@ -29,21 +29,28 @@ LOSSES = ("ce", "kl")
 class AdapterTrainConfig:
     # the base and where the run lives
     base: str = option("smollm2-135m", "the frozen base: a named model (smollm2-135m) or a causal LM folder")
-    out: str = option("runs/sbd-adapter", "run folder: data/ (cached continuations), checkpoint/ (resumed from), "
-                                          "final/ (the adapter), log.jsonl")
+    out: str = option(
+        "runs/sbd-adapter",
+        "run folder: data/ (cached continuations), checkpoint/ (resumed from), final/ (the adapter), log.jsonl",
+    )
     # the adapter
     rank: int = option(16, "LoRA rank of every adapted layer")
     alpha: float = option(32.0, "LoRA scale numerator (the update is multiplied by alpha / rank)")
-    targets: str = option(",".join(gated_adapter.TARGETS),
-                          "comma-separated linear layers to adapt (last part of their names)")
+    targets: str = option(
+        ",".join(gated_adapter.TARGETS), "comma-separated linear layers to adapt (last part of their names)"
+    )
     block_sizes: str = option("4,8", "comma-separated block sizes to train on; each sequence draws one")
-    decode_block_size: int = option(4, "the block size the adapter's model decodes with by default "
-                                       "(recorded in its settings)")
+    decode_block_size: int = option(
+        4, "the block size the adapter's model decodes with by default (recorded in its settings)"
+    )
     # the data: prompts and the base's greedy continuations
     chat_prompts: int = option(1500, "chat questions in the data (templates x topics, through the chat template)")
     code_prompts: int = option(2500, "standard-library signatures + docstrings in the data")
-    proposed_prompts: int = option(0, "questions the base proposes itself (sampled as a numbered list, none on a "
-                                      "held-out subject), through the chat template")
+    proposed_prompts: int = option(
+        0,
+        "questions the base proposes itself (sampled as a numbered list, none on a "
+        "held-out subject), through the chat template",
+    )
     probe_prompts: int = option(24, "held-out prompts of each kind for the probe (never trained on)")
     new_tokens: int = option(64, "greedy tokens generated per prompt (the training targets)", least=1)
     max_prompt_tokens: int = option(256, "prompts longer than this are cut from the left for training")
@@ -52,12 +59,18 @@ class AdapterTrainConfig:
     batch_size: int = option(8, "sequences per step", least=1)
     lr: float = option(1e-3, "AdamW learning rate (after warm-up; constant)")
     warmup: int = option(20, "steps of linear warm-up (also after a resume: the optimizer's moments restart warm)")
-    loss: str = option("ce", "the masked slots' loss: ce (cross-entropy on the base's greedy ids) or kl (KL "
-                             "divergence from the base's next-token distribution at that position)", choices=LOSSES)
-    decode_like: float = option(0.5, "share of blocks masked as a decode leaves them (a written prefix), "
-                                     "the rest as the paper trains")
-    bf16: bool = option(False, "run the forwards in bfloat16 autocast "
-                               "(measured slower than float32 on this CPU: 12.5 s vs 5 s a step)")
+    loss: str = option(
+        "ce",
+        "the masked slots' loss: ce (cross-entropy on the base's greedy ids) or kl (KL "
+        "divergence from the base's next-token distribution at that position)",
+        choices=LOSSES,
+    )
+    decode_like: float = option(
+        0.5, "share of blocks masked as a decode leaves them (a written prefix), the rest as the paper trains"
+    )
+    bf16: bool = option(
+        False, "run the forwards in bfloat16 autocast (measured slower than float32 on this CPU: 12.5 s vs 5 s a step)"
+    )
     # how long, how often
     max_steps: int = option(100000, "stop after this many steps in all (resumed runs count from the checkpoint)")
     time_budget_min: float = option(0.0, "stop after this many minutes of this run (0: no limit)")
@@ -66,8 +79,9 @@ class AdapterTrainConfig:
     # the machine
     threads: int = option(0, "torch threads (0: OMP_NUM_THREADS if it is set, else every core)")
     seed: int = option(0, "seed of the data order and the masks")
-    device: str = option("cpu", "where the base and the adapter run: cpu, cuda, cuda:1, ... "
-                                "(the data is generated there too)")
+    device: str = option(
+        "cpu", "where the base and the adapter run: cpu, cuda, cuda:1, ... (the data is generated there too)"
+    )
 
     def validate(self):
         if not self.ks():
@@ -88,14 +102,21 @@ class AdapterTrainConfig:
 # -- data ---------------------------------------------------------------------------------------------
 def prompt_sets(cfg: AdapterTrainConfig, tokenizer) -> dict[str, list[str]]:
     """Training and probe prompts of each kind, templated; the probe's are drawn past the training ones."""
-    chat = [distill.as_chat(tokenizer, q) for q in distill.chat_prompts(cfg.chat_prompts + cfg.probe_prompts,
-                                                                         cfg.data_seed)]
+    chat = [
+        distill.as_chat(tokenizer, q) for q in distill.chat_prompts(cfg.chat_prompts + cfg.probe_prompts, cfg.data_seed)
+    ]
     code = distill.code_prompts(cfg.code_prompts + cfg.probe_prompts, cfg.data_seed)
     if len(code) < cfg.code_prompts + cfg.probe_prompts:
-        raise ValueError(f"code_prompts: this interpreter's standard library has {len(code)} documented functions, "
-                         f"fewer than {cfg.code_prompts} + {cfg.probe_prompts}")
-    sets = {"chat": chat[:cfg.chat_prompts], "code": code[:cfg.code_prompts],
-            "probe_chat": chat[cfg.chat_prompts:], "probe_code": code[cfg.code_prompts:]}
+        raise ValueError(
+            f"code_prompts: this interpreter's standard library has {len(code)} documented functions, "
+            f"fewer than {cfg.code_prompts} + {cfg.probe_prompts}"
+        )
+    sets = {
+        "chat": chat[: cfg.chat_prompts],
+        "code": code[: cfg.code_prompts],
+        "probe_chat": chat[cfg.chat_prompts :],
+        "probe_code": code[cfg.code_prompts :],
+    }
     distill.check_held_out(sets["chat"], [distill.as_chat(tokenizer, q) for q in distill.HELDOUT_CHAT])
     distill.check_held_out(sets["chat"] + sets["code"], sets["probe_chat"] + sets["probe_code"], topics=False)
     return sets
@@ -110,14 +131,27 @@ def load_data(cfg: AdapterTrainConfig, model, tokenizer, log) -> dict[str, list[
     if cfg.proposed_prompts:
         # none that the templates also ask, none of the held-out or probe questions
         known = distill.chat_prompts(cfg.chat_prompts + cfg.probe_prompts, cfg.data_seed) + distill.HELDOUT_CHAT
-        questions = distill.proposed_questions(model, tokenizer, cfg.proposed_prompts,
-                                               folder / "proposed_questions.jsonl", seed=cfg.data_seed, exclude=known,
-                                               log=lambda s: log(f"proposed: {s}"))
+        questions = distill.proposed_questions(
+            model,
+            tokenizer,
+            cfg.proposed_prompts,
+            folder / "proposed_questions.jsonl",
+            seed=cfg.data_seed,
+            exclude=known,
+            log=lambda s: log(f"proposed: {s}"),
+        )
         sets["proposed"] = [distill.as_chat(tokenizer, q) for q in questions]
         distill.check_held_out(sets["proposed"], sets["probe_chat"], topics=False)
     for name, prompts in sets.items():
-        data[name] = distill.generate_continuations(model, tokenizer, prompts, folder / f"{name}.jsonl",
-                                                    cfg.new_tokens, 32, log=lambda s, n=name: log(f"{n}: {s}"))
+        data[name] = distill.generate_continuations(
+            model,
+            tokenizer,
+            prompts,
+            folder / f"{name}.jsonl",
+            cfg.new_tokens,
+            32,
+            log=lambda s, n=name: log(f"{n}: {s}"),
+        )
     return data
 
 
@@ -147,8 +181,15 @@ def block_masks(k: int, rng: random.Random, decode_like: float) -> list[bool]:
     return masked
 
 
-def make_batch(rows: list[dict], k_choices: list[int], mask_id: int, rng: random.Random, decode_like: float,
-               max_prompt_tokens: int, full_blocks: int | None = None) -> Batch:
+def make_batch(
+    rows: list[dict],
+    k_choices: list[int],
+    mask_id: int,
+    rng: random.Random,
+    decode_like: float,
+    max_prompt_tokens: int,
+    full_blocks: int | None = None,
+) -> Batch:
     """Tile each row's continuation with blocks (a random offset, so blocks start anywhere) and mask them.
     ``full_blocks``: every block of that size fully masked (the probe)."""
     seqs, starts_of, masks_of, ks = [], [], [], []
@@ -175,7 +216,7 @@ def make_batch(rows: list[dict], k_choices: list[int], mask_id: int, rng: random
     targets = torch.full((B, Q), -100, dtype=torch.long)
     slot = torch.full((B, Q), -1, dtype=torch.long)
     for b, (seq, starts, masks, k) in enumerate(zip(seqs, starts_of, masks_of, ks)):
-        ids[b, :len(seq)] = torch.tensor(seq)
+        ids[b, : len(seq)] = torch.tensor(seq)
         P = len(seq) - len(rows[b]["ids"])
         for j, (s, masked) in enumerate(zip(starts, masks)):
             r0 = j * k
@@ -184,10 +225,12 @@ def make_batch(rows: list[dict], k_choices: list[int], mask_id: int, rng: random
                 positions[b, r] = pos
                 gate[b, r] = True
                 slot[b, r] = i
-                mask[b, 0, r, :max(0, min(s, len(seq)))] = True  # the clean prefix before the block
-                mask[b, 0, r, L + r0:L + r0 + k] = True  # the block's own slots
+                mask[b, 0, r, : max(0, min(s, len(seq)))] = True  # the clean prefix before the block
+                mask[b, 0, r, L + r0 : L + r0 + k] = True  # the block's own slots
                 in_text = 0 <= pos < len(seq)
-                if pos < P or (in_text and not masked[i]):  # a prompt position inside the first block: written, never a target
+                if pos < P or (
+                    in_text and not masked[i]
+                ):  # a prompt position inside the first block: written, never a target
                     block_ids[b, r] = seq[pos]
                 elif in_text:
                     targets[b, r] = seq[pos]
@@ -215,8 +258,13 @@ def block_logits(model, gate: gated_adapter.Gate, batch: Batch, bf16: bool, teac
         else:
             model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
     with autocast, gate.on(rows=batch.gate.to(device)):
-        out = model(input_ids=batch.block_ids.to(device), attention_mask=batch.mask.to(device),
-                    position_ids=batch.positions.to(device), past_key_values=cache, use_cache=True)
+        out = model(
+            input_ids=batch.block_ids.to(device),
+            attention_mask=batch.mask.to(device),
+            position_ids=batch.positions.to(device),
+            past_key_values=cache,
+            use_cache=True,
+        )
     logits = out.logits.float()  # (B, Q, V), on the model's device
     return (logits, base_logits) if teacher else logits
 
@@ -229,8 +277,12 @@ def slot_loss(logits: torch.Tensor, batch: Batch, loss: str, base_logits: torch.
         return torch.nn.functional.cross_entropy(logits[scored], batch.targets.to(logits.device)[scored])
     if loss == "kl":
         assert base_logits is not None, "kl: needs the base's logits (block_logits(..., teacher=True))"
-        return torch.nn.functional.kl_div(torch.log_softmax(logits[scored], -1), torch.log_softmax(base_logits, -1),
-                                          log_target=True, reduction="batchmean")
+        return torch.nn.functional.kl_div(
+            torch.log_softmax(logits[scored], -1),
+            torch.log_softmax(base_logits, -1),
+            log_target=True,
+            reduction="batchmean",
+        )
     raise ValueError(f"loss: must be one of {', '.join(LOSSES)}, got {loss!r}")
 
 
@@ -245,7 +297,7 @@ def probe(model, gate, rows: list[dict], k: int, mask_id: int, bf16: bool, batch
     runs = []
     rng = random.Random(0)
     for i in range(0, len(rows), batch_size):
-        batch = make_batch(rows[i:i + batch_size], [k], mask_id, rng, 1.0, 10 ** 9, full_blocks=k)
+        batch = make_batch(rows[i : i + batch_size], [k], mask_id, rng, 1.0, 10**9, full_blocks=k)
         logits = block_logits(model, gate, batch, bf16).cpu()
         right = (logits.argmax(-1) == batch.targets) & (batch.targets >= 0)
         valid = batch.targets >= 0
@@ -255,7 +307,7 @@ def probe(model, gate, rows: list[dict], k: int, mask_id: int, bf16: bool, batch
         B, Q = right.shape
         for b in range(B):
             for r0 in range(0, Q, k):
-                if not bool(valid[b, r0:r0 + k].all()):
+                if not bool(valid[b, r0 : r0 + k].all()):
                     continue
                 run = 1
                 for s in range(1, k):
@@ -264,8 +316,11 @@ def probe(model, gate, rows: list[dict], k: int, mask_id: int, bf16: bool, batch
                     run += 1
                 runs.append(run)
     acc = (hits / seen.clamp(min=1)).tolist()
-    return {"slot_accuracy": [round(a, 4) for a in acc], "single_tpc": round(sum(runs) / max(1, len(runs)), 4),
-            "blocks": len(runs)}
+    return {
+        "slot_accuracy": [round(a, 4) for a in acc],
+        "single_tpc": round(sum(runs) / max(1, len(runs)), 4),
+        "blocks": len(runs),
+    }
 
 
 # -- checkpoints -----------------------------------------------------------------------------------------
@@ -293,10 +348,15 @@ def restore(folder: Path, model, optimizer) -> dict:
         state = json.loads((folder / "state.json").read_text())
     else:  # a resume point (e.g. the shipped adapter): its settings record how far it was trained
         extra = gated_adapter.read_config(folder).extra
-        state = {"step": int(extra.get("steps", 0)), "tokens": int(extra.get("scored_tokens", 0)),
-                 "seconds": float(extra.get("train_seconds", 0.0)),
-                 "epoch": int(extra.get("epoch", 0)), "position": int(extra.get("position", 0)),
-                 "data": extra.get("data"), "seed": extra.get("seed")}
+        state = {
+            "step": int(extra.get("steps", 0)),
+            "tokens": int(extra.get("scored_tokens", 0)),
+            "seconds": float(extra.get("train_seconds", 0.0)),
+            "epoch": int(extra.get("epoch", 0)),
+            "position": int(extra.get("position", 0)),
+            "data": extra.get("data"),
+            "seed": extra.get("seed"),
+        }
     moments_file = folder / "optimizer.safetensors"
     if moments_file.exists() and "adam_step" in state:
         load_moments(moments_file, own, optimizer, state["adam_step"])
@@ -323,8 +383,9 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
     train_rows = data["chat"] + data["code"] + data.get("proposed", [])
     probe_rows = {"chat": data["probe_chat"], "code": data["probe_code"]}
 
-    config = gated_adapter.AdapterConfig(rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets.split(",")),
-                                         base=cfg.base)
+    config = gated_adapter.AdapterConfig(
+        rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets.split(",")), base=cfg.base
+    )
     gate = gated_adapter.attach(model, config)
     mask_id = model.config.mask_token_id
     params = list(gated_adapter.adapter_state(model).values())
@@ -356,7 +417,7 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
             state["epoch"] += 1
             state["position"] = 0
             idx = order(state["epoch"])
-        rows = [train_rows[i] for i in idx[state["position"]:state["position"] + cfg.batch_size]]
+        rows = [train_rows[i] for i in idx[state["position"] : state["position"] + cfg.batch_size]]
         state["position"] += cfg.batch_size
         batch = make_batch(rows, cfg.ks(), mask_id, rng, cfg.decode_like, cfg.max_prompt_tokens)
         if cfg.loss == "kl":
@@ -377,12 +438,20 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
         state["step"] += 1
         state["tokens"] += int(scored.sum())
         state["seconds"] += time.perf_counter() - t0
-        entry: dict[str, Any] = {"step": state["step"], "loss": round(float(loss.detach()), 4), "acc": round(acc, 4),
-                 **({"ce": round(float(slot_loss(logits.detach(), batch, "ce")), 4)} if cfg.loss != "ce" else {}),
-                 "scored": state["tokens"], "step_s": round(time.perf_counter() - t0, 2), "lr": cfg.lr * factor}
+        entry: dict[str, Any] = {
+            "step": state["step"],
+            "loss": round(float(loss.detach()), 4),
+            "acc": round(acc, 4),
+            **({"ce": round(float(slot_loss(logits.detach(), batch, "ce")), 4)} if cfg.loss != "ce" else {}),
+            "scored": state["tokens"],
+            "step_s": round(time.perf_counter() - t0, 2),
+            "lr": cfg.lr * factor,
+        }
         if state["step"] % cfg.probe_every == 0:
-            entry["probe"] = {name: probe(model, gate, rows_, cfg.decode_block_size, mask_id, cfg.bf16)
-                              for name, rows_ in probe_rows.items()}
+            entry["probe"] = {
+                name: probe(model, gate, rows_, cfg.decode_block_size, mask_id, cfg.bf16)
+                for name, rows_ in probe_rows.items()
+            }
         with log_path.open("a") as f:
             f.write(json.dumps(entry) + "\n")
         log(json.dumps(entry))
@@ -396,8 +465,13 @@ def train(cfg: AdapterTrainConfig, resume_from: str | None = None) -> Path:
 
 def data_settings(cfg: AdapterTrainConfig) -> dict:
     """What fixes the training rows (their order in an epoch: these and ``seed``)."""
-    return {"chat_prompts": cfg.chat_prompts, "code_prompts": cfg.code_prompts,
-            "proposed_prompts": cfg.proposed_prompts, "new_tokens": cfg.new_tokens, "data_seed": cfg.data_seed}
+    return {
+        "chat_prompts": cfg.chat_prompts,
+        "code_prompts": cfg.code_prompts,
+        "proposed_prompts": cfg.proposed_prompts,
+        "new_tokens": cfg.new_tokens,
+        "data_seed": cfg.data_seed,
+    }
 
 
 def keep_order(state: dict, cfg: AdapterTrainConfig) -> dict:
@@ -410,21 +484,35 @@ def keep_order(state: dict, cfg: AdapterTrainConfig) -> dict:
 
 
 def _final_config(config, cfg: AdapterTrainConfig, state: dict) -> gated_adapter.AdapterConfig:
-    extra = {"block_size": cfg.decode_block_size, "trained_block_sizes": cfg.ks(), "steps": state["step"],
-             "scored_tokens": state["tokens"], "train_seconds": round(state["seconds"], 1),
-             "epoch": state["epoch"], "position": state["position"], "data": data_settings(cfg), "seed": cfg.seed,
-             "command": "sbd-viz train --adapter " + " ".join(
-                 f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}" for f in fields(cfg)
-                 if getattr(cfg, f.name) != f.default
-                 and f.name not in ("out", "time_budget_min", "threads", "device"))}
-    return gated_adapter.AdapterConfig(rank=config.rank, alpha=config.alpha, targets=config.targets,
-                                       base=config.base, extra=extra)
+    extra = {
+        "block_size": cfg.decode_block_size,
+        "trained_block_sizes": cfg.ks(),
+        "steps": state["step"],
+        "scored_tokens": state["tokens"],
+        "train_seconds": round(state["seconds"], 1),
+        "epoch": state["epoch"],
+        "position": state["position"],
+        "data": data_settings(cfg),
+        "seed": cfg.seed,
+        "command": "sbd-viz train --adapter "
+        + " ".join(
+            f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}"
+            for f in fields(cfg)
+            if getattr(cfg, f.name) != f.default and f.name not in ("out", "time_budget_min", "threads", "device")
+        ),
+    }
+    return gated_adapter.AdapterConfig(
+        rank=config.rank, alpha=config.alpha, targets=config.targets, base=config.base, extra=extra
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p, AdapterTrainConfig)
-    p.add_argument("--resume-from", default=None,
-                   help="an adapter folder to start from when OUT has no checkpoint (e.g. a committed resume point)")
+    p.add_argument(
+        "--resume-from",
+        default=None,
+        help="an adapter folder to start from when OUT has no checkpoint (e.g. a committed resume point)",
+    )
 
 
 def main(argv=None) -> None:

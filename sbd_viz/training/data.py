@@ -30,29 +30,90 @@ UNK = "<|unk|>"
 # shipped model or is the default; the model card's training procedure uses them in order.
 MIXES = {
     # From scratch, the ten families without earlier lines: the shipped model's first run.
-    "v2": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
-           "reverse": 0.75, "len": 0.75, "ctx_add": 0.0, "ctx_upper": 0.0, "ctx_sorted": 0.0, "ctx_range": 0.0},
+    "v2": {
+        "add": 4.0,
+        "sorted": 4.0,
+        "range": 2.0,
+        "max": 1.5,
+        "repeat": 0.75,
+        "upper": 0.75,
+        "reverse": 0.75,
+        "len": 0.75,
+        "ctx_add": 0.0,
+        "ctx_upper": 0.0,
+        "ctx_sorted": 0.0,
+        "ctx_range": 0.0,
+    },
     # The default: all fourteen suite families, the ten as in "v2" and the four context families beside them.
-    "v3": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
-           "reverse": 0.75, "len": 0.75, "ctx_add": 3.0, "ctx_upper": 1.5, "ctx_sorted": 3.0, "ctx_range": 2.0},
+    "v3": {
+        "add": 4.0,
+        "sorted": 4.0,
+        "range": 2.0,
+        "max": 1.5,
+        "repeat": 0.75,
+        "upper": 0.75,
+        "reverse": 0.75,
+        "len": 0.75,
+        "ctx_add": 3.0,
+        "ctx_upper": 1.5,
+        "ctx_sorted": 3.0,
+        "ctx_range": 2.0,
+    },
     # Teaching the context families to a model that knows the other ten: "v3" with the four drawn about
     # twice as often.
-    "v3-ctx": {"add": 4.0, "sorted": 4.0, "range": 2.0, "max": 1.5, "repeat": 0.75, "upper": 0.75,
-               "reverse": 0.75, "len": 0.75, "ctx_add": 6.0, "ctx_upper": 3.0, "ctx_sorted": 6.0, "ctx_range": 5.0},
+    "v3-ctx": {
+        "add": 4.0,
+        "sorted": 4.0,
+        "range": 2.0,
+        "max": 1.5,
+        "repeat": 0.75,
+        "upper": 0.75,
+        "reverse": 0.75,
+        "len": 0.75,
+        "ctx_add": 6.0,
+        "ctx_upper": 3.0,
+        "ctx_sorted": 6.0,
+        "ctx_range": 5.0,
+    },
     # Lookup-heavy, for a model that has started on the context families: they are about two lines in three,
     # so each step holds many lookups by name; the families already learned are drawn less. The recipe of
     # most of the shipped model's fine-tunes.
-    "v3-lookup": {"add": 3.0, "sorted": 3.0, "range": 1.5, "max": 1.0, "repeat": 0.5, "upper": 0.5,
-                  "reverse": 0.5, "len": 0.5, "ctx_add": 8.0, "ctx_upper": 6.0, "ctx_sorted": 3.0, "ctx_range": 6.0},
+    "v3-lookup": {
+        "add": 3.0,
+        "sorted": 3.0,
+        "range": 1.5,
+        "max": 1.0,
+        "repeat": 0.5,
+        "upper": 0.5,
+        "reverse": 0.5,
+        "len": 0.5,
+        "ctx_add": 8.0,
+        "ctx_upper": 6.0,
+        "ctx_sorted": 3.0,
+        "ctx_range": 6.0,
+    },
 }
 # ctx_add and nothing else (every family named, so none is drawn at 1.0). The 6-layer model learns ctx_add
 # on its own better than inside a mix, and forgets the other families meanwhile: "ctx-heavy" brings them back.
 MIXES["ctx-add-alone"] = {**dict.fromkeys(tasks.FAMILIES, 0.0), "ctx_add": 1.0}
 # After "ctx-add-alone": ctx_add 46% of the items, the other three context families 30%, the ten others
 # 2-4% each (24% in all), enough for the forgotten families to come back while ctx_add stays.
-MIXES["ctx-heavy"] = {"add": 1.0, "sorted": 1.0, "range": 0.75, "max": 0.5, "repeat": 0.5, "upper": 0.5,
-                      "reverse": 0.5, "len": 0.5, "double": 0.5, "join": 0.5,
-                      "ctx_add": 12.0, "ctx_upper": 3.0, "ctx_sorted": 2.0, "ctx_range": 3.0}
+MIXES["ctx-heavy"] = {
+    "add": 1.0,
+    "sorted": 1.0,
+    "range": 0.75,
+    "max": 0.5,
+    "repeat": 0.5,
+    "upper": 0.5,
+    "reverse": 0.5,
+    "len": 0.5,
+    "double": 0.5,
+    "join": 0.5,
+    "ctx_add": 12.0,
+    "ctx_upper": 3.0,
+    "ctx_sorted": 2.0,
+    "ctx_range": 3.0,
+}
 DEFAULT_WEIGHTS = MIXES["v3"]
 # Special tokens first, then newline, tab and printable ASCII: 100 ids in all.
 CHARS = ["\n", "\t"] + [chr(c) for c in range(32, 127)]
@@ -73,10 +134,18 @@ def build_char_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{EOS} $A", pair=f"{EOS} $A {EOS} $B", special_tokens=[(EOS, vocab[EOS])])
+        single=f"{EOS} $A", pair=f"{EOS} $A {EOS} $B", special_tokens=[(EOS, vocab[EOS])]
+    )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=EOS, eos_token=EOS, unk_token=UNK, mask_token=MASK,
-        pad_token=EOS, model_max_length=4096, clean_up_tokenization_spaces=False)
+        tokenizer_object=tok,
+        bos_token=EOS,
+        eos_token=EOS,
+        unk_token=UNK,
+        mask_token=MASK,
+        pad_token=EOS,
+        model_max_length=4096,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 _OUTSIDE_VOCAB = re.compile("[^" + "".join(re.escape(ch) for ch in CHARS) + "]")  # one pass over a file, not a
@@ -108,10 +177,19 @@ class TrainingStream:
     starting at a random offset inside the first document.
     """
 
-    def __init__(self, tokenizer, seq_len: int = 128, seed: int = 0, rank: int = 0,
-                 weights: dict[str, float] | None = None, code_docs: list[str] | None = None,
-                 code_frac: float = 0.0, doc_lines: tuple[int, int] = (3, 8), distractors: int = 0,
-                 follow_ups: int = 0):
+    def __init__(
+        self,
+        tokenizer,
+        seq_len: int = 128,
+        seed: int = 0,
+        rank: int = 0,
+        weights: dict[str, float] | None = None,
+        code_docs: list[str] | None = None,
+        code_frac: float = 0.0,
+        doc_lines: tuple[int, int] = (3, 8),
+        distractors: int = 0,
+        follow_ups: int = 0,
+    ):
         if not 0.0 <= code_frac <= 1.0:
             raise ValueError(f"code_frac: must be in [0, 1], got {code_frac}")
         if code_frac > 0 and not code_docs:
@@ -138,7 +216,7 @@ class TrainingStream:
         if self.code_frac and rng.random() < self.code_frac:
             text = rng.choice(self.code_docs)
             start = rng.randrange(max(1, len(text) - 4 * self.seq_len))
-            text = text[start:start + 4 * self.seq_len]
+            text = text[start : start + 4 * self.seq_len]
         else:
             text = training_document(rng, self.weights, self.doc_lines, self.distractors, self.follow_ups)
         return [self.eos_id] + (self._encode(text) if self._encode else [self._ids[ch] for ch in text])
@@ -150,7 +228,7 @@ class TrainingStream:
         while len(ids) < len(first) + self.seq_len + 1:
             ids += self._document(rng)
         start = rng.randrange(len(first))
-        return ids[start:start + self.seq_len + 1]
+        return ids[start : start + self.seq_len + 1]
 
     def batch(self, step: int, batch_size: int) -> torch.Tensor:
         return torch.tensor([self.row(step, r) for r in range(batch_size)], dtype=torch.long)
@@ -172,14 +250,19 @@ class TrainingStream:
                 if inside:  # the answer runs to its newline, which is scored too: it is where the answer stops
                     out[r, i] = tok != self.eos_id
                     inside = tok not in ends
-                elif tok not in ends and row[max(0, i - len(marker)):i] == marker:
+                elif tok not in ends and row[max(0, i - len(marker)) : i] == marker:
                     out[r, i] = inside = True
         return out
 
 
 # -- training documents: the suite's train split as a corpus ------------------------------------
-def training_document(rng: random.Random, weights: dict[str, float] | None = None,
-                      lines: tuple[int, int] = (3, 8), distractors: int = 0, follow_ups: int = 0) -> str:
+def training_document(
+    rng: random.Random,
+    weights: dict[str, float] | None = None,
+    lines: tuple[int, int] = (3, 8),
+    distractors: int = 0,
+    follow_ups: int = 0,
+) -> str:
     """A few newline-terminated items from the train split (the training corpus unit).
 
     ``lines`` is the (min, max) number of items; a context item brings its tasks.asserts.assignment lines.

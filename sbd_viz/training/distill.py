@@ -20,68 +20,220 @@ from ..models.causal_lm import user_turn
 as_chat = user_turn  # a training prompt is a user's turn of the base's chat template, as the app sends it
 
 TEMPLATES = [
-    "What is {t}?", "Explain {t} in simple terms.", "Give me three facts about {t}.",
-    "Why does {t} matter?", "Write a short paragraph about {t}.", "How would you describe {t} to a child?",
-    "What are the main ideas behind {t}?", "List the pros and cons of {t}.", "Summarize the history of {t}.",
-    "What is a common misconception about {t}?", "How do people use {t} in everyday life?",
-    "Write a haiku about {t}.", "Give me a tip for learning about {t}.", "What questions should I ask about {t}?",
-    "Compare {t} with something similar.", "Write two sentences that define {t}.",
-    "What would happen without {t}?", "Tell me something surprising about {t}.",
-    "How can I get started with {t}?", "Write a short story that involves {t}.",
+    "What is {t}?",
+    "Explain {t} in simple terms.",
+    "Give me three facts about {t}.",
+    "Why does {t} matter?",
+    "Write a short paragraph about {t}.",
+    "How would you describe {t} to a child?",
+    "What are the main ideas behind {t}?",
+    "List the pros and cons of {t}.",
+    "Summarize the history of {t}.",
+    "What is a common misconception about {t}?",
+    "How do people use {t} in everyday life?",
+    "Write a haiku about {t}.",
+    "Give me a tip for learning about {t}.",
+    "What questions should I ask about {t}?",
+    "Compare {t} with something similar.",
+    "Write two sentences that define {t}.",
+    "What would happen without {t}?",
+    "Tell me something surprising about {t}.",
+    "How can I get started with {t}?",
+    "Write a short story that involves {t}.",
 ]
 TOPICS = [
-    "photosynthesis", "the water cycle", "gravity", "volcanoes", "the moon", "electricity", "magnets",
-    "the human heart", "vaccines", "climate", "recycling", "bees", "rainbows", "earthquakes", "the ocean tides",
-    "the internet", "a database", "a compiler", "recursion", "sorting algorithms", "binary numbers",
-    "encryption", "open source software", "version control", "unit tests", "a hash table", "machine learning",
-    "neural networks", "probability", "prime numbers", "fractions", "the Pythagorean theorem", "statistics",
-    "budgeting", "saving money", "inflation", "a job interview", "public speaking", "time management",
-    "healthy sleep", "drinking water", "running", "yoga", "cooking pasta", "baking bread", "coffee", "tea",
-    "gardening", "houseplants", "dogs", "cats", "birds", "the Roman Empire", "ancient Egypt", "the printing press",
-    "democracy", "libraries", "museums", "poetry", "jazz music", "the piano", "painting", "photography",
-    "chess", "football", "the Olympic Games", "mountains", "deserts", "rivers", "rain forests", "friendship",
-    "kindness", "learning a language", "writing an essay", "reading books", "maps", "trains", "bicycles",
-    "airplanes", "electric cars", "solar panels", "wind power", "batteries", "smartphones", "email",
+    "photosynthesis",
+    "the water cycle",
+    "gravity",
+    "volcanoes",
+    "the moon",
+    "electricity",
+    "magnets",
+    "the human heart",
+    "vaccines",
+    "climate",
+    "recycling",
+    "bees",
+    "rainbows",
+    "earthquakes",
+    "the ocean tides",
+    "the internet",
+    "a database",
+    "a compiler",
+    "recursion",
+    "sorting algorithms",
+    "binary numbers",
+    "encryption",
+    "open source software",
+    "version control",
+    "unit tests",
+    "a hash table",
+    "machine learning",
+    "neural networks",
+    "probability",
+    "prime numbers",
+    "fractions",
+    "the Pythagorean theorem",
+    "statistics",
+    "budgeting",
+    "saving money",
+    "inflation",
+    "a job interview",
+    "public speaking",
+    "time management",
+    "healthy sleep",
+    "drinking water",
+    "running",
+    "yoga",
+    "cooking pasta",
+    "baking bread",
+    "coffee",
+    "tea",
+    "gardening",
+    "houseplants",
+    "dogs",
+    "cats",
+    "birds",
+    "the Roman Empire",
+    "ancient Egypt",
+    "the printing press",
+    "democracy",
+    "libraries",
+    "museums",
+    "poetry",
+    "jazz music",
+    "the piano",
+    "painting",
+    "photography",
+    "chess",
+    "football",
+    "the Olympic Games",
+    "mountains",
+    "deserts",
+    "rivers",
+    "rain forests",
+    "friendship",
+    "kindness",
+    "learning a language",
+    "writing an essay",
+    "reading books",
+    "maps",
+    "trains",
+    "bicycles",
+    "airplanes",
+    "electric cars",
+    "solar panels",
+    "wind power",
+    "batteries",
+    "smartphones",
+    "email",
 ]
 # Held out: questions on topics absent from TOPICS, in wording absent from TEMPLATES (check_held_out).
 HELDOUT_CHAT = [
-    "Can you tell me how glaciers form?", "Describe the life cycle of a butterfly.",
-    "What makes the sky look blue during the day?", "How do submarines dive and surface?",
-    "Suggest a name for a small bakery and explain it.", "What should I pack for a weekend camping trip?",
-    "How does a refrigerator keep food cold?", "Describe a calm morning by a lake.",
-    "What is the difference between weather and a season?", "How do I politely decline an invitation?",
-    "Why do hedgehogs roll into a ball?", "Write a thank-you note to a teacher.", "How does a thermometer work?",
-    "What are good habits for studying math?", "Describe how a bill becomes a law.",
-    "How do owls hunt at night?", "What is a good way to start a conversation with a stranger?",
-    "Why is the Dead Sea so salty?", "Give advice to someone moving to a new city.",
-    "How does a lighthouse help ships?", "Explain how a bicycle gear system changes effort.",
-    "What does a linked list do that an array cannot?", "How would you plan a birthday party for ten kids?",
-    "Why do leaves change colour in autumn?", "Describe the taste of a lemon to someone who never had one.",
-    "How does a microwave oven heat food?", "What are the rules of tic-tac-toe?",
-    "How can a small team keep meetings short?", "Why do we have leap years?", "How do penguins stay warm in winter?",
-    "What is a stack in programming, and when is it useful?", "Write a limerick about a forgetful robot.",
+    "Can you tell me how glaciers form?",
+    "Describe the life cycle of a butterfly.",
+    "What makes the sky look blue during the day?",
+    "How do submarines dive and surface?",
+    "Suggest a name for a small bakery and explain it.",
+    "What should I pack for a weekend camping trip?",
+    "How does a refrigerator keep food cold?",
+    "Describe a calm morning by a lake.",
+    "What is the difference between weather and a season?",
+    "How do I politely decline an invitation?",
+    "Why do hedgehogs roll into a ball?",
+    "Write a thank-you note to a teacher.",
+    "How does a thermometer work?",
+    "What are good habits for studying math?",
+    "Describe how a bill becomes a law.",
+    "How do owls hunt at night?",
+    "What is a good way to start a conversation with a stranger?",
+    "Why is the Dead Sea so salty?",
+    "Give advice to someone moving to a new city.",
+    "How does a lighthouse help ships?",
+    "Explain how a bicycle gear system changes effort.",
+    "What does a linked list do that an array cannot?",
+    "How would you plan a birthday party for ten kids?",
+    "Why do leaves change colour in autumn?",
+    "Describe the taste of a lemon to someone who never had one.",
+    "How does a microwave oven heat food?",
+    "What are the rules of tic-tac-toe?",
+    "How can a small team keep meetings short?",
+    "Why do we have leap years?",
+    "How do penguins stay warm in winter?",
+    "What is a stack in programming, and when is it useful?",
+    "Write a limerick about a forgetful robot.",
 ]
 
 
 # What the held-out questions are about, as whole words (a plural "s" allowed): a proposed question that names one is
 # dropped, so the held-out set stays unseen in subject as well as in wording.
 HELDOUT_SUBJECTS = (
-    "glacier", "butterfly", "butterflies", "sky", "submarine", "bakery", "bakeries", "camping", "refrigerator",
-    "fridge", "lake", "weather", "season", "invitation", "hedgehog", "thank-you", "teacher", "thermometer", "bill",
-    "law", "owl", "stranger", "dead sea", "salty", "new city", "lighthouse", "gear", "linked list", "array",
-    "birthday", "leaves", "autumn", "lemon", "microwave", "tic-tac-toe", "meeting", "leap year", "penguin", "stack",
-    "limerick", "robot", "studying",
+    "glacier",
+    "butterfly",
+    "butterflies",
+    "sky",
+    "submarine",
+    "bakery",
+    "bakeries",
+    "camping",
+    "refrigerator",
+    "fridge",
+    "lake",
+    "weather",
+    "season",
+    "invitation",
+    "hedgehog",
+    "thank-you",
+    "teacher",
+    "thermometer",
+    "bill",
+    "law",
+    "owl",
+    "stranger",
+    "dead sea",
+    "salty",
+    "new city",
+    "lighthouse",
+    "gear",
+    "linked list",
+    "array",
+    "birthday",
+    "leaves",
+    "autumn",
+    "lemon",
+    "microwave",
+    "tic-tac-toe",
+    "meeting",
+    "leap year",
+    "penguin",
+    "stack",
+    "limerick",
+    "robot",
+    "studying",
 )
 _HELDOUT_WORDS = re.compile(r"\b(" + "|".join(re.escape(w) for w in HELDOUT_SUBJECTS) + r")s?\b", re.IGNORECASE)
 # The list the base continues in ``proposed_questions``: each batch shows four of these, drawn with its seed.
 PROPOSE_EXAMPLES = [
-    "How do volcanoes form?", "What is a good way to learn the guitar?", "Can you explain what inflation means?",
-    "Write a short poem about the sea.", "What should I cook for a quick dinner?", "How does a vaccine work?",
-    "Give me three tips for a job interview.", "Why do cats purr?", "What is the capital of Australia?",
-    "How can I save money on groceries?", "Explain recursion with an example.", "What was the Renaissance?",
-    "Suggest a name for a pet goldfish.", "How far away is the moon?", "What are some fun things to do in the rain?",
-    "How do I write a good cover letter?", "What is the difference between a virus and bacteria?",
-    "Tell me a joke about computers.", "How do plants drink water?", "What is a healthy breakfast?",
+    "How do volcanoes form?",
+    "What is a good way to learn the guitar?",
+    "Can you explain what inflation means?",
+    "Write a short poem about the sea.",
+    "What should I cook for a quick dinner?",
+    "How does a vaccine work?",
+    "Give me three tips for a job interview.",
+    "Why do cats purr?",
+    "What is the capital of Australia?",
+    "How can I save money on groceries?",
+    "Explain recursion with an example.",
+    "What was the Renaissance?",
+    "Suggest a name for a pet goldfish.",
+    "How far away is the moon?",
+    "What are some fun things to do in the rain?",
+    "How do I write a good cover letter?",
+    "What is the difference between a virus and bacteria?",
+    "Tell me a joke about computers.",
+    "How do plants drink water?",
+    "What is a healthy breakfast?",
 ]
 _LIST_ITEM = re.compile(r"^\s*(\d+)[.)]\s+(.*\S)\s*$")
 
@@ -122,8 +274,17 @@ def parse_questions(continuation: str) -> list[str]:
     return [q for q in items if 12 <= len(q) <= 160]
 
 
-def proposed_questions(model, tokenizer, n: int, out: Path, seed: int = 0, exclude=(), batch_size: int = 8,
-                       max_new_tokens: int = 120, log=print) -> list[str]:
+def proposed_questions(
+    model,
+    tokenizer,
+    n: int,
+    out: Path,
+    seed: int = 0,
+    exclude=(),
+    batch_size: int = 8,
+    max_new_tokens: int = 120,
+    log=print,
+) -> list[str]:
     """``n`` distinct questions sampled from the base (temperature 1, top-p 0.95) as the next items of a numbered
     list of questions people asked an assistant, each batch's list head drawn with ``seed`` and the batch's number.
     A question that names a held-out subject (``held_out_subject``), repeats one kept (case aside) or is in
@@ -145,15 +306,19 @@ def proposed_questions(model, tokenizer, n: int, out: Path, seed: int = 0, exclu
             heads = []
             for _ in range(batch_size):
                 shown = rng.sample(PROPOSE_EXAMPLES, 4)
-                heads.append("A list of questions people asked an assistant:\n"
-                             + "".join(f"{i}. {q}\n" for i, q in enumerate(shown, 1)) + "5.")
+                heads.append(
+                    "A list of questions people asked an assistant:\n"
+                    + "".join(f"{i}. {q}\n" for i, q in enumerate(shown, 1))
+                    + "5."
+                )
             enc = tokenizer(heads, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
             torch.manual_seed(seed * 1_000_003 + next_batch)
             with torch.inference_mode():
-                gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
-                                     top_p=0.95, pad_token_id=pad).cpu()
+                gen = model.generate(
+                    **enc, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0, top_p=0.95, pad_token_id=pad
+                ).cpu()
             for row in gen:
-                text = tokenizer.decode(row[enc.input_ids.shape[1]:], skip_special_tokens=True)
+                text = tokenizer.decode(row[enc.input_ids.shape[1] :], skip_special_tokens=True)
                 for question in parse_questions(text):
                     if len(kept) >= n or question.lower() in seen or held_out_subject(question):
                         continue
@@ -229,8 +394,9 @@ def check_held_out(train: list[str], held_out: list[str], topics: bool = True) -
             raise ValueError(f"held_out: {hits[0]!r} names the training topic {topic!r}")
 
 
-def generate_continuations(model, tokenizer, prompts: list[str], out: Path, max_new_tokens: int = 64,
-                           batch_size: int = 16, log=print) -> list[dict]:
+def generate_continuations(
+    model, tokenizer, prompts: list[str], out: Path, max_new_tokens: int = 64, batch_size: int = 16, log=print
+) -> list[dict]:
     """Greedy continuations of ``prompts`` (already templated text), cached in ``out`` (JSON lines of
     ``{"prompt", "prompt_ids", "ids"}``). Prompts already in the file are skipped, so a stopped run resumes."""
     import torch
@@ -247,11 +413,15 @@ def generate_continuations(model, tokenizer, prompts: list[str], out: Path, max_
     todo.sort(key=lambda p: -len(p))
     with out.open("a") as f:
         for i in range(0, len(todo), batch_size):
-            chunk = todo[i:i + batch_size]
+            chunk = todo[i : i + batch_size]
             enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
             with torch.inference_mode():
-                gen = model.generate(**enc.to(model.device), max_new_tokens=max_new_tokens, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id).cpu()
+                gen = model.generate(
+                    **enc.to(model.device),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                ).cpu()
             enc = enc.to("cpu")
             width = enc.input_ids.shape[1]
             for j, prompt in enumerate(chunk):

@@ -25,10 +25,15 @@ from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 @dataclass
 class HeadTrainConfig:
     adapter: str = option("smollm2-135m-sbd", "the frozen adapter: a shipped adapter's name or an adapter folder")
-    data_from: str = option("runs/sbd-adapter", "the adapter run's folder: its data/ holds the base's continuations "
-                                                "(generated there if missing)")
-    out: str = option("runs/sampler-head", "run folder: hidden.safetensors (the collected slots), checkpoint/, "
-                                           "final/ (the adapter with its head), log.jsonl")
+    data_from: str = option(
+        "runs/sbd-adapter",
+        "the adapter run's folder: its data/ holds the base's continuations (generated there if missing)",
+    )
+    out: str = option(
+        "runs/sampler-head",
+        "run folder: hidden.safetensors (the collected slots), checkpoint/, "
+        "final/ (the adapter with its head), log.jsonl",
+    )
     width: int = option(1152, "the head's hidden width", least=1)
     block_size: int = option(4, "size of the fully masked blocks that tile each continuation", least=2)
     rows: int = option(0, "continuations to collect from, in a shuffled order (0: all)", least=0)
@@ -48,7 +53,7 @@ def collect(model, gate, rows: list[dict], k: int, mask_id: int, batch_size: int
     rng, n_blocks = random.Random(0), 0
     head_in = model.get_output_embeddings()
     for i in range(0, len(rows), batch_size):
-        batch = adapter_train.make_batch(rows[i:i + batch_size], [k], mask_id, rng, 1.0, 10 ** 9, full_blocks=k)
+        batch = adapter_train.make_batch(rows[i : i + batch_size], [k], mask_id, rng, 1.0, 10**9, full_blocks=k)
         kept: dict[str, torch.Tensor] = {}
         hook = head_in.register_forward_pre_hook(lambda module, args, kept=kept: kept.update(hidden=args[0]))
         try:
@@ -96,9 +101,10 @@ def probe(head, slots: dict, embed, out_head, k: int) -> dict:
         if chained:
             hidden = head(hidden, embed(slots["previous"]))
         right = out_head(hidden).argmax(-1) == slots["targets"]
-        result[name] = {"slot_accuracy": [round(float(right[slots["slot"] == s].float().mean()), 4)
-                                          for s in range(1, k)],
-                        "single_tpc": round(chain_tpc(right, slots["slot"], slots["block"], k), 4)}
+        result[name] = {
+            "slot_accuracy": [round(float(right[slots["slot"] == s].float().mean()), 4) for s in range(1, k)],
+            "single_tpc": round(chain_tpc(right, slots["slot"], slots["block"], k), 4),
+        }
     return result
 
 
@@ -108,7 +114,7 @@ def train_epoch(head, optimizer, slots: dict, embed, out_head, batch_size: int, 
     n, total = len(slots["targets"]), 0.0
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     for i in range(0, n, batch_size):
-        j = order[i:i + batch_size]
+        j = order[i : i + batch_size]
         logits = out_head(head(slots["hidden"][j].float(), embed(slots["previous"][j])))
         loss = torch.nn.functional.cross_entropy(logits, slots["targets"][j])
         optimizer.zero_grad(set_to_none=True)
@@ -172,15 +178,16 @@ def train(cfg: HeadTrainConfig) -> Path:
     mask_id, k = model.config.mask_token_id, cfg.block_size
     rows = data["chat"] + data["code"] + data.get("proposed", [])
     random.Random(cfg.seed).shuffle(rows)
-    rows = rows[:cfg.rows or len(rows)]
+    rows = rows[: cfg.rows or len(rows)]
     key = slots_key(folder, rows, k)
     trained_on = {**key, "width": cfg.width}  # what a checkpoint's head was trained on
     ckpt = out / "checkpoint"
     restore_interrupted_save(ckpt)
     state = resumed_state(ckpt, trained_on)  # before collecting: a refusal costs nothing
     slots = collected(out / "hidden.safetensors", lambda: collect(model, gate, rows, k, mask_id, log=log), key, log)
-    probes = {name: collect(model, gate, data[f"probe_{name}"], k, mask_id, log=lambda s: None)
-              for name in ("chat", "code")}
+    probes = {
+        name: collect(model, gate, data[f"probe_{name}"], k, mask_id, log=lambda s: None) for name in ("chat", "code")
+    }
     embed, out_head = model.get_input_embeddings(), model.get_output_embeddings()
     resumed = state is not None
     if state is None:
@@ -201,9 +208,13 @@ def train(cfg: HeadTrainConfig) -> Path:
         loss = train_epoch(head, optimizer, slots, embed, out_head, cfg.batch_size, cfg.seed * 1000 + state["epoch"])
         state["epoch"] += 1
         state["seconds"] += time.perf_counter() - t0
-        entry = {"epoch": state["epoch"], "loss": round(loss, 4), "slots": n,
-                 "epoch_s": round(time.perf_counter() - t0, 1),
-                 "probe": {name: probe(head, s, embed, out_head, k) for name, s in probes.items()}}
+        entry = {
+            "epoch": state["epoch"],
+            "loss": round(loss, 4),
+            "slots": n,
+            "epoch_s": round(time.perf_counter() - t0, 1),
+            "probe": {name: probe(head, s, embed, out_head, k) for name, s in probes.items()},
+        }
         with (out / "log.jsonl").open("a") as f:
             f.write(json.dumps(entry) + "\n")
         log(json.dumps(entry))
@@ -220,11 +231,17 @@ def resumed_state(ckpt: Path, trained_on: dict) -> dict | None:
     state = json.loads((ckpt / "state.json").read_text())
     had = state.get("trained_on")
     if had != trained_on:
-        differ = ("none recorded" if had is None else
-                  "; ".join(f"{name} {had.get(name)}, not {value}" for name, value in trained_on.items()
-                            if had.get(name) != value))
-        raise ValueError(f"out: {ckpt} holds a head trained on other settings ({differ}): give another --out, or "
-                         f"remove {ckpt} to start over")
+        differ = (
+            "none recorded"
+            if had is None
+            else "; ".join(
+                f"{name} {had.get(name)}, not {value}" for name, value in trained_on.items() if had.get(name) != value
+            )
+        )
+        raise ValueError(
+            f"out: {ckpt} holds a head trained on other settings ({differ}): give another --out, or "
+            f"remove {ckpt} to start over"
+        )
     return state
 
 
@@ -238,19 +255,29 @@ def _save_checkpoint(folder: Path, head, optimizer, state: dict) -> None:
     swap_in(tmp, folder)
 
 
-def save_final(final: Path, adapter_folder: Path, config, head, cfg: HeadTrainConfig, state: dict,
-               n_slots: int) -> Path:
+def save_final(
+    final: Path, adapter_folder: Path, config, head, cfg: HeadTrainConfig, state: dict, n_slots: int
+) -> Path:
     """The adapter's weights, its settings with the head recorded, and the head in bf16, in ``final``."""
     final.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(Path(adapter_folder) / gated_adapter.WEIGHTS, final / gated_adapter.WEIGHTS)
     command = "sbd-viz train --sampler-head " + " ".join(
-        f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}" for f in fields(cfg)
-        if getattr(cfg, f.name) != f.default and f.name not in ("out", "threads", "data_from"))
-    recorded = {**sampler_head.settings(head), "epochs": state["epoch"], "slots": n_slots,
-                "block_size": cfg.block_size, "train_seconds": round(state["seconds"], 1), "command": command.strip()}
+        f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)}"
+        for f in fields(cfg)
+        if getattr(cfg, f.name) != f.default and f.name not in ("out", "threads", "data_from")
+    )
+    recorded = {
+        **sampler_head.settings(head),
+        "epochs": state["epoch"],
+        "slots": n_slots,
+        "block_size": cfg.block_size,
+        "train_seconds": round(state["seconds"], 1),
+        "command": command.strip(),
+    }
     extra = {**config.extra, "sampler_head": recorded}
-    config = gated_adapter.AdapterConfig(rank=config.rank, alpha=config.alpha, targets=config.targets,
-                                         base=config.base, extra=extra)
+    config = gated_adapter.AdapterConfig(
+        rank=config.rank, alpha=config.alpha, targets=config.targets, base=config.base, extra=extra
+    )
     gated_adapter.write_config(config, final)
     sampler_head.save(head, final)
     return final

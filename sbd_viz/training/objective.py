@@ -31,8 +31,9 @@ def sbd_attention_mask(n: int, block_size: int, device=None) -> torch.Tensor:
     return causal | same_block | earlier
 
 
-def mask_copy(ids: torch.Tensor, generator: torch.Generator, block_size: int = 16,
-              prefix_frac: float = 0.0) -> torch.Tensor:
+def mask_copy(
+    ids: torch.Tensor, generator: torch.Generator, block_size: int = 16, prefix_frac: float = 0.0
+) -> torch.Tensor:
     """(B, n) ids -> (B, n) bool, True where masked: one rate ~ U(0,1) per row, i.i.d. tokens (eq. 13).
 
     ``prefix_frac`` > 0 (not the paper's): that share of the rows, drawn per row, is masked as a block
@@ -52,8 +53,7 @@ def mask_copy(ids: torch.Tensor, generator: torch.Generator, block_size: int = 1
     return torch.where(prefix_rows, slot[None] >= cut[:, block], masked)
 
 
-def sbd_inputs(ids: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator,
-               prefix_frac: float = 0.0):
+def sbd_inputs(ids: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator, prefix_frac: float = 0.0):
     """The paper's input for (B, n) ids: ``[clean ; masked]`` with its attention mask and position ids.
 
     Returns ``(input_ids (B, 2n), attention_mask (B, 1, 2n, 2n), position_ids (B, 2n), scored (B, n))``;
@@ -69,8 +69,15 @@ def sbd_inputs(ids: torch.Tensor, mask_id: int, block_size: int, generator: torc
     return torch.cat([ids, noisy], 1), attn, positions, masked & in_full_block
 
 
-def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator: torch.Generator,
-             loss_on: torch.Tensor | None = None, prefix_frac: float = 0.0):
+def sbd_loss(
+    model,
+    seq: torch.Tensor,
+    mask_id: int,
+    block_size: int,
+    generator: torch.Generator,
+    loss_on: torch.Tensor | None = None,
+    prefix_frac: float = 0.0,
+):
     """Loss on one batch ``seq`` (B, n+1): returns (ntp + matp, ntp, matp), each a token mean.
 
     ``loss_on`` (B, n+1) bool, optional: only these tokens are scored, as NTP targets and as masked
@@ -84,8 +91,9 @@ def sbd_loss(model, seq: torch.Tensor, mask_id: int, block_size: int, generator:
         ntp_labels = torch.where(loss_on[:, 1:], ntp_labels, torch.full_like(ntp_labels, -100))
         scored = scored & loss_on[:, :-1]
     matp_labels = torch.where(scored, ids, torch.full_like(ids, -100))
-    logits = model(input_ids=inputs.to(model.device), attention_mask=attn.to(model.device),
-                   position_ids=positions.to(model.device)).logits.float()  # (B, 2n, V)
+    logits = model(
+        input_ids=inputs.to(model.device), attention_mask=attn.to(model.device), position_ids=positions.to(model.device)
+    ).logits.float()  # (B, 2n, V)
     ntp, matp = _token_mean(logits[:, :n], ntp_labels), _token_mean(logits[:, n:], matp_labels)
     return ntp + matp, ntp, matp
 
@@ -98,8 +106,9 @@ def _token_mean(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return logits.sum() * 0.0  # e.g. no masked slot in a full block (tiny n): contributes nothing
 
 
-def masked_slot_accuracy(model: SBDModel, n_windows: int = 96, seq_len: int = 128, block_size: int = 16,
-                         seed: int = 0) -> dict:
+def masked_slot_accuracy(
+    model: SBDModel, n_windows: int = 96, seq_len: int = 128, block_size: int = 16, seed: int = 0
+) -> dict:
     """Did the MATP head learn? Its accuracy on held-out text, masked exactly as in training, vs a unigram guess.
 
     The text is test-split suite lines (never seen in training) cut into ``n_windows`` windows of
@@ -119,9 +128,15 @@ def masked_slot_accuracy(model: SBDModel, n_windows: int = 96, seq_len: int = 12
     hits = masked_slot_hits(model, x, block_size, seed)
     uni_hits = int((x[hits.pop("scored")] == top_token).sum())
     total = hits["n_slots"]
-    return {"matp_accuracy": hits["matp_hits"] / max(1, total), "unigram_accuracy": uni_hits / max(1, total),
-            "ntp_accuracy": hits["ntp_hits"] / max(1, hits["ntp_slots"]), "n_slots": total,
-            "unigram_token": model.token_text(top_token), "block_size": block_size, "n_windows": n_windows}
+    return {
+        "matp_accuracy": hits["matp_hits"] / max(1, total),
+        "unigram_accuracy": uni_hits / max(1, total),
+        "ntp_accuracy": hits["ntp_hits"] / max(1, hits["ntp_slots"]),
+        "n_slots": total,
+        "unigram_token": model.token_text(top_token),
+        "block_size": block_size,
+        "n_windows": n_windows,
+    }
 
 
 def masked_slot_hits(model: SBDModel, x: torch.Tensor, block_size: int = 16, seed: int = 0) -> dict:
@@ -134,9 +149,16 @@ def masked_slot_hits(model: SBDModel, x: torch.Tensor, block_size: int = 16, see
     hits = ntp_hits = ntp_total = total = 0
     with torch.inference_mode():
         for w in range(x.shape[0]):
-            logits = model.model(input_ids=inputs[w:w + 1].to(model.device),
-                                 attention_mask=attn[w:w + 1].to(model.device),
-                                 position_ids=pos[w:w + 1].to(model.device)).logits[0].float().cpu()  # (2n, V)
+            logits = (
+                model.model(
+                    input_ids=inputs[w : w + 1].to(model.device),
+                    attention_mask=attn[w : w + 1].to(model.device),
+                    position_ids=pos[w : w + 1].to(model.device),
+                )
+                .logits[0]
+                .float()
+                .cpu()
+            )  # (2n, V)
             m = scored[w]
             hits += (logits[n:][m].argmax(-1) == x[w][m]).sum().item()
             total += int(m.sum())
@@ -150,12 +172,15 @@ def masked_slot_hits(model: SBDModel, x: torch.Tensor, block_size: int = 16, see
 
 def _check_windows(n_windows: int, seq_len: int, block_size: int) -> None:
     if n_windows < 1 or seq_len < block_size or block_size < 1:
-        raise ValueError(f"n_windows/seq_len/block_size: need n_windows >= 1 and seq_len >= block_size >= 1, "
-                         f"got {n_windows}, {seq_len}, {block_size}")
+        raise ValueError(
+            f"n_windows/seq_len/block_size: need n_windows >= 1 and seq_len >= block_size >= 1, "
+            f"got {n_windows}, {seq_len}, {block_size}"
+        )
 
 
-def held_out_windows(model: SBDModel, n_windows: int, seq_len: int, seed: int = 0,
-                     lines_per_doc: tuple[int, int] = (3, 8)) -> tuple[torch.Tensor, torch.Tensor | None]:
+def held_out_windows(
+    model: SBDModel, n_windows: int, seq_len: int, seed: int = 0, lines_per_doc: tuple[int, int] = (3, 8)
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Held-out text for the probes: ``(ids (W, n), answer (W, n) bool)``.
 
     Documents of ``lines_per_doc`` test-split suite lines (never seen in training), each after an
@@ -180,8 +205,9 @@ def held_out_windows(model: SBDModel, n_windows: int, seq_len: int, seed: int = 
     return torch.tensor(stream[:size]).view(shape), marks
 
 
-def decoder_state_accuracy(model: SBDModel, n_windows: int = 120, seq_len: int = 512, block_size: int = 16,
-                           seed: int = 0) -> dict:
+def decoder_state_accuracy(
+    model: SBDModel, n_windows: int = 120, seq_len: int = 512, block_size: int = 16, seed: int = 0
+) -> dict:
     """The masked side in the states the decoder leaves a block in, slot by slot, on the suite's answers.
 
     Training masks i.i.d. (eq. 13), so a slot rarely sees every earlier slot of its block committed; a
@@ -217,8 +243,11 @@ def decoder_state_accuracy(model: SBDModel, n_windows: int = 120, seq_len: int =
             ids = x[w]
             noisy = torch.where(committed, ids[None], torch.full_like(ids, model.mask_token_id)[None])  # (k, n)
             inputs = torch.cat([ids[None].expand(k, -1), noisy], 1).to(model.device)
-            logits = model.model(input_ids=inputs, attention_mask=attn.expand(k, 1, -1, -1),
-                                 position_ids=positions).logits.float().cpu()  # (k, 2n, V)
+            logits = (
+                model.model(input_ids=inputs, attention_mask=attn.expand(k, 1, -1, -1), position_ids=positions)
+                .logits.float()
+                .cpu()
+            )  # (k, 2n, V)
             at = torch.nonzero(answer[w] & in_full_block & (torch.arange(n) >= k)).flatten()
             truth, s = ids[at], slot[at]
             ntp_ok = logits[0, at - 1].argmax(-1) == truth  # the clean half is the same in every row
@@ -230,5 +259,12 @@ def decoder_state_accuracy(model: SBDModel, n_windows: int = 120, seq_len: int =
             ntp_only += int((ntp_ok & ~prefix_ok).sum())
             prefix_only += int((prefix_ok & ~ntp_ok).sum())
     per_slot = {name: (h / chars.clamp(min=1)).tolist() for name, h in hits.items()}
-    return {**per_slot, "n_chars": chars.int().tolist(), "ntp_right_prefix_wrong": ntp_only,
-            "prefix_right_ntp_wrong": prefix_only, "block_size": k, "n_windows": n_windows, "seq_len": n}
+    return {
+        **per_slot,
+        "n_chars": chars.int().tolist(),
+        "ntp_right_prefix_wrong": ntp_only,
+        "prefix_right_ntp_wrong": prefix_only,
+        "block_size": k,
+        "n_windows": n_windows,
+        "seq_len": n,
+    }

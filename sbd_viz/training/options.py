@@ -49,5 +49,10 @@ def add_config_arguments(p: argparse.ArgumentParser, config_class, help_of=None)
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
         else:
             kind = type(f.default) if f.default is not None else str
-            p.add_argument(flag, type=kind, default=f.default, choices=f.metadata.get("choices"),
-                           help=f"{text} (default: %(default)s)")
+            p.add_argument(
+                flag,
+                type=kind,
+                default=f.default,
+                choices=f.metadata.get("choices"),
+                help=f"{text} (default: %(default)s)",
+            )

@@ -78,12 +78,15 @@ class TrainConfig:
         if self.preset not in PRESETS and not self.base:
             raise ValueError(f"preset: unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
         if not 1 <= self.min_block <= self.max_block:
-            raise ValueError(f"min_block/max_block: need 1 <= min_block <= max_block, got {self.min_block}, {self.max_block}")
+            raise ValueError(
+                f"min_block/max_block: need 1 <= min_block <= max_block, got {self.min_block}, {self.max_block}"
+            )
         if self.mix not in MIXES:
             raise ValueError(f"mix: unknown family mix {self.mix!r}; choose from {sorted(MIXES)}")
         if not 1 <= self.doc_min_lines <= self.doc_max_lines:
-            raise ValueError(f"doc_min_lines/doc_max_lines: need 1 <= min <= max, "
-                             f"got {self.doc_min_lines}, {self.doc_max_lines}")
+            raise ValueError(
+                f"doc_min_lines/doc_max_lines: need 1 <= min <= max, got {self.doc_min_lines}, {self.doc_max_lines}"
+            )
         if self.deepen > 1 and not self.base:
             raise ValueError("deepen: only a --base model can be deepened (a preset sets its own depth)")
         if self.widen and not self.base:
@@ -93,12 +96,15 @@ class TrainConfig:
         if self.optimizer_from and (not self.base or self.deepen > 1 or self.widen):
             raise ValueError("optimizer_from: needs --base with the checkpoint's own shape (no deepen or widen)")
         if self.optimizer_from and not (Path(self.optimizer_from) / "optimizer.safetensors").exists():
-            raise ValueError(f"optimizer_from: no optimizer.safetensors in {self.optimizer_from!r} "
-                             "(give a run's checkpoint folder)")
+            raise ValueError(
+                f"optimizer_from: no optimizer.safetensors in {self.optimizer_from!r} (give a run's checkpoint folder)"
+            )
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay: need 0 <= ema_decay < 1 (0 keeps no average), got {self.ema_decay}")
         if not 0.0 <= self.prefix_frac <= 1.0:
-            raise ValueError(f"prefix_frac: need 0 <= prefix_frac <= 1 (0 is the paper's masking), got {self.prefix_frac}")
+            raise ValueError(
+                f"prefix_frac: need 0 <= prefix_frac <= 1 (0 is the paper's masking), got {self.prefix_frac}"
+            )
         if self.answers_only and self.code_frac > 0:
             raise ValueError("answers_only: code documents hold no asserts to score; use code_frac 0 with it")
         for name in ("distractors", "follow_ups"):
@@ -130,9 +136,17 @@ def _new_model(cfg: TrainConfig):
     tok = build_char_tokenizer()
     # LlamaConfig takes rope_theta and attn_implementation through PreTrainedConfig's **kwargs, which its dataclass
     # __init__ (as transformers declares it) does not show
-    config = LlamaConfig(vocab_size=len(tok), max_position_embeddings=max(512, cfg.seq_len), tie_word_embeddings=True,  # type: ignore[call-arg]
-                         rope_theta=10000.0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id, attn_implementation="sdpa", **PRESETS[cfg.preset])
+    config = LlamaConfig(  # type: ignore[call-arg]
+        vocab_size=len(tok),
+        max_position_embeddings=max(512, cfg.seq_len),
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        attn_implementation="sdpa",
+        **PRESETS[cfg.preset],
+    )
     torch.manual_seed(cfg.seed)
     model = LlamaForCausalLM(config)
     model.config.mask_token_id = tok.mask_token_id
@@ -264,11 +278,14 @@ def load_moments(file: Path, named: dict, optimizer, adam_step: float) -> None:
     for name, p in named.items():
         if name + ".exp_avg" in moments:
             if moments[name + ".exp_avg"].shape != p.shape:
-                raise ValueError(f"checkpoint {file.parent}: its optimizer moments for {name} do not fit the "
-                                 "model's shape")
-            optimizer.state[p] = {"step": torch.tensor(adam_step),
-                                  "exp_avg": moments[name + ".exp_avg"],
-                                  "exp_avg_sq": moments[name + ".exp_avg_sq"]}
+                raise ValueError(
+                    f"checkpoint {file.parent}: its optimizer moments for {name} do not fit the model's shape"
+                )
+            optimizer.state[p] = {
+                "step": torch.tensor(adam_step),
+                "exp_avg": moments[name + ".exp_avg"],
+                "exp_avg_sq": moments[name + ".exp_avg_sq"],
+            }
 
 
 def _load_moments(path: Path, model, optimizer) -> float:
@@ -337,8 +354,11 @@ def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None
     mask_id = model.config.mask_token_id
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                               {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    adamw = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
     state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "tokens": 0, "config": asdict(cfg)}
     if acc.is_main_process:  # one rank renames, before any rank looks for the checkpoint
         restore_interrupted_save(ckpt)
@@ -359,8 +379,18 @@ def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None
         else:
             acc.print(f"no weight average in {ckpt}: it starts from the weights at step {state['step']}")
     code = code_documents(cfg.code_dir) if cfg.code_frac > 0 else None
-    stream = TrainingStream(tok, cfg.seq_len, cfg.seed, acc.process_index, MIXES[cfg.mix], code, cfg.code_frac,
-                            (cfg.doc_min_lines, cfg.doc_max_lines), cfg.distractors, cfg.follow_ups)
+    stream = TrainingStream(
+        tok,
+        cfg.seq_len,
+        cfg.seed,
+        acc.process_index,
+        MIXES[cfg.mix],
+        code,
+        cfg.code_frac,
+        (cfg.doc_min_lines, cfg.doc_max_lines),
+        cfg.distractors,
+        cfg.follow_ups,
+    )
     log_path = out / "train_log.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     acc.print(f"params {sum(p.numel() for p in raw.parameters()):,}; config {json.dumps(asdict(cfg))}")
@@ -417,16 +447,35 @@ def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None
 def _log(bar, log_path, cfg, step, t0, factor, ntp_hist, matp_hist, state, logged) -> int:
     """One log line: the mean losses of the steps since the last line; returns ``step``."""
     n = min(step - logged, len(ntp_hist))  # fewer right after a resume
-    rec = {"step": step, "min": round((time.time() - t0) / 60, 2), "lr": cfg.lr * factor,
-           "ntp": sum(ntp_hist[-n:]) / n, "matp": sum(matp_hist[-n:]) / n, "tokens": state["tokens"]}
+    rec = {
+        "step": step,
+        "min": round((time.time() - t0) / 60, 2),
+        "lr": cfg.lr * factor,
+        "ntp": sum(ntp_hist[-n:]) / n,
+        "matp": sum(matp_hist[-n:]) / n,
+        "tokens": state["tokens"],
+    }
     bar.write(json.dumps(rec))
     with log_path.open("a") as f:
         f.write(json.dumps(rec) + "\n")
     return step
 
 
-def _checkpoint(acc, cfg, ckpt, raw, tok, optimizer, ema, state, step, t0, log_path, model,
-                probe: Callable[[Any, Any, int], dict] | None) -> float:
+def _checkpoint(
+    acc,
+    cfg,
+    ckpt,
+    raw,
+    tok,
+    optimizer,
+    ema,
+    state,
+    step,
+    t0,
+    log_path,
+    model,
+    probe: Callable[[Any, Any, int], dict] | None,
+) -> float:
     state.update(step=step, elapsed=time.time() - t0)
     if acc.is_main_process:
         _save_checkpoint(ckpt, raw, tok, optimizer, state, ema)
@@ -470,14 +519,14 @@ HELP = {
     "log_every": "steps between log lines",
     "probe_per_family": "held-out items per task family in the accuracy probe at each checkpoint",
     "threads": "torch threads per process (0: OMP_NUM_THREADS if it is set, else the cores divided among the "
-               "processes)",
+    "processes)",
     "deepen": "with --base: repeat each layer this many times (a depth-upscaled copy)",
     "widen": "with --base: widen the hidden size to this (0 keeps the width)",
     "bf16": "bfloat16 autocast (left out: only where the hardware runs it natively)",
     "optimizer_from": "a run's checkpoint folder whose AdamW moments this run starts from",
     "ema_decay": "> 0: also keep and save (final_ema) a moving average of the weights with this decay per step",
     "prefix_frac": "share of rows masked as a decode leaves a block (a written prefix) instead of the paper's i.i.d. "
-                   "masks",
+    "masks",
 }
 
 

@@ -23,8 +23,10 @@ _WRITERS = ("self_attn.o_proj.weight", "mlp.down_proj.weight", "embed_tokens.wei
 def _check_llama(model, what: str) -> None:
     first = next(iter(getattr(getattr(model, "model", None), "layers", None) or []), None)
     if not (hasattr(getattr(first, "self_attn", None), "o_proj") and hasattr(getattr(first, "mlp", None), "down_proj")):
-        raise ValueError(f"{what}: needs Llama-style layers (model.layers[i].self_attn.o_proj, .mlp.down_proj); "
-                         f"{type(model).__name__} has none")
+        raise ValueError(
+            f"{what}: needs Llama-style layers (model.layers[i].self_attn.o_proj, .mlp.down_proj); "
+            f"{type(model).__name__} has none"
+        )
 
 
 def deepen_layers(model, times: int):
@@ -71,14 +73,17 @@ def widen_model(model, hidden_size: int):
     cfg = model.config
     old, head = cfg.hidden_size, getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     if hidden_size <= old or hidden_size % head:
-        raise ValueError(f"hidden_size: must be a multiple of the head size {head} above the model's {old}, "
-                         f"got {hidden_size}")
+        raise ValueError(
+            f"hidden_size: must be a multiple of the head size {head} above the model's {old}, got {hidden_size}"
+        )
     if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
         raise ValueError("widen: biases are not supported (a writer's bias would need zero padding)")
     if cfg.num_key_value_heads != cfg.num_attention_heads or not cfg.tie_word_embeddings:
-        raise ValueError("widen: needs one key/value head per attention head and tied embeddings "
-                         f"(got {cfg.num_key_value_heads} kv heads for {cfg.num_attention_heads}, "
-                         f"tie_word_embeddings={cfg.tie_word_embeddings})")
+        raise ValueError(
+            "widen: needs one key/value head per attention head and tied embeddings "
+            f"(got {cfg.num_key_value_heads} kv heads for {cfg.num_attention_heads}, "
+            f"tie_word_embeddings={cfg.tie_word_embeddings})"
+        )
     wide_cfg = copy.deepcopy(cfg)
     wide_cfg.hidden_size, wide_cfg.head_dim = hidden_size, head
     wide_cfg.num_attention_heads = wide_cfg.num_key_value_heads = hidden_size // head
