@@ -9,7 +9,7 @@ PYTHON ?= python3
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 
-.PHONY: run test test-quick test-unit lint docs setup setup-dev
+.PHONY: run test test-quick test-unit lint docs bench-pages setup setup-dev
 
 run: setup
 	$(PY) app.py
@@ -48,6 +48,11 @@ lint: setup-dev
 # the walkthroughs rendered with their outputs into docs/notebooks (tests/unit/test_docs.py checks they are current)
 docs: setup-dev
 	$(PY) docs/render_notebooks.py
+
+# every page of bench/ rendered again from its JSON in bench/results/ (nothing decoded or timed; seconds): the
+# committed pages are these (tests/unit/test_bench_pages.py); bench/README.md says how a page's script is run
+bench-pages: setup
+	$(PY) bench/scripts/render_pages.py
 
 setup: $(VENV)/.setup-stamp
 setup-dev: $(VENV)/.dev-stamp

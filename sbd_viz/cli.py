@@ -320,19 +320,20 @@ def roofline_report(args) -> str:
 
 
 def _bench(args) -> int:
-    """The speed benchmark is a script of the repository (``bench/bench_speed.py``), not of the installed package."""
+    """The speed benchmark is a script of the repository (``bench/scripts/bench_speed.py``), not of the installed
+    package."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "bench_speed.py"
+    path = Path(__file__).resolve().parent.parent / "bench" / "scripts" / "bench_speed.py"
     if not path.is_file():
         print(
             "sbd-viz bench: the benchmarks live in the sbd_viz repository's bench/ folder, which an installed "
-            "package does not include; clone the repository and run `python bench/bench_speed.py` there",
+            "package does not include; clone the repository and run `python bench/scripts/bench_speed.py` there",
             file=sys.stderr,
         )
         return 2
-    sys.path.insert(0, str(path.parent))  # the script imports its neighbours (bench/run_info.py)
+    sys.path.insert(0, str(path.parent))  # the script imports its neighbours (bench/scripts/run_info.py)
     spec = importlib.util.spec_from_file_location("sbd_viz_bench_speed", path)
     assert spec is not None and spec.loader is not None  # a .py file has a loader
     module = importlib.util.module_from_spec(spec)
@@ -558,7 +559,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_roofline_args(p)
     p.set_defaults(func=_roofline)
 
-    p = sub.add_parser("bench", help="SBD vs HF generate speed benchmark (bench/bench_speed.py)", add_help=False)
+    p = sub.add_parser(
+        "bench", help="SBD vs HF generate speed benchmark (bench/scripts/bench_speed.py)", add_help=False
+    )
     p.set_defaults(func=_bench)
     p.add_argument(
         "rest", nargs=argparse.REMAINDER, help="the benchmark's own options (sbd-viz bench --help lists them)"

@@ -122,8 +122,8 @@ def hand_trace(blocks=HAND, stop_at=None) -> Trace:
                  stop_reason="stop" if stop_at else "length")
 
 
-def bench_script(name: str, folder: str = "bench"):
-    """A script of the repository (``bench/x.py``, ``tools/x.py``) loaded as a module: those folders are not
+def bench_script(name: str, folder: str = "bench/scripts"):
+    """A script of the repository (``bench/scripts/x.py``, ``tools/x.py``) loaded as a module: those folders are not
     packages, and their scripts import their neighbours, so the folder goes on the path as when run."""
     import importlib.util
     import sys
@@ -132,7 +132,7 @@ def bench_script(name: str, folder: str = "bench"):
     assert path.is_file(), f"{folder}/{name}.py is missing"
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(f"sbd_viz_{folder}_{name}", path)
+    spec = importlib.util.spec_from_file_location(f"sbd_viz_{folder.replace('/', '_')}_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

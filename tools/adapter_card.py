@@ -2,9 +2,10 @@
 
     python tools/adapter_card.py      # writes sbd_viz/weights/smollm2-135m-sbd/README.md
 
-Every number in the card is read from ``adapter.json`` (what training recorded), ``bench/adapter_training.json``
-(the held-out probe over training), ``bench/adapter.json`` (the held-out measurements) or ``bench/tree_blocks.json``
-(wall clock against ``generate`` by how verified SBD drafts), and stands in a table of the card. tests/unit/test_adapter_card.py checks the card is this script's output.
+Every number in the card is read from ``adapter.json`` (what training recorded),
+``bench/results/adapter_training.json`` (the held-out probe over training), ``bench/results/adapter.json`` (the
+held-out measurements) or ``bench/results/tree_blocks.json`` (wall clock against ``generate`` by how verified SBD
+drafts), and stands in a table of the card. tests/unit/test_adapter_card.py checks the card is this script's output.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "sbd_viz" / "weights" / "smollm2-135m-sbd"
-BENCH = ROOT / "bench" / "adapter.json"
-CURVE = ROOT / "bench" / "adapter_training.json"
-SPEED = ROOT / "bench" / "tree_blocks.json"
+BENCH = ROOT / "bench" / "results" / "adapter.json"
+CURVE = ROOT / "bench" / "results" / "adapter_training.json"
+SPEED = ROOT / "bench" / "results" / "tree_blocks.json"
 
 
 def _tpc(row: dict) -> str:
@@ -38,10 +39,10 @@ def _most(sets: dict, kind: str) -> float:
 
 
 def _speed_page():
-    """``bench/bench_tree_blocks.py``, the speed page's script: how it names a setting and reads its counts."""
+    """``bench/scripts/bench_tree_blocks.py``, the speed page's script: how it names a setting and reads its counts."""
     import sys
 
-    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "bench" / "scripts"))
     import bench_tree_blocks
 
     return bench_tree_blocks
@@ -61,7 +62,8 @@ def _fastest(speed: dict | None) -> str:
 
 
 def speed_lines(speed: dict) -> list[str]:
-    """The card's wall-clock section from ``bench/tree_blocks.json``: each way of drafting against ``generate``."""
+    """The card's wall-clock section from ``bench/results/tree_blocks.json``: each way of drafting against
+    ``generate``."""
     page = _speed_page()
     header, t, counts = speed["header"], speed["results"]["timing"], speed["results"]["counts"]
     fast = page.speeds(t)

@@ -29,8 +29,8 @@ import sbd_viz as sv
 from sbd_viz import tasks
 from sbd_viz.tasks.asserts import CONTEXT_FAMILIES, FAMILIES, LONG_FAMILIES, SUITE_SEED
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # the run facts every bench page states
-import run_info  # noqa: E402  bench/run_info.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "scripts"))  # what every bench page states
+import run_info  # noqa: E402  bench/scripts/run_info.py
 
 GAMMAS = (0.0, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 OTHERS = (("top_k", 2.0, False), ("top_k", 4.0, False), ("confidence_threshold", 0.9, False),

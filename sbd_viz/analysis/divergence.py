@@ -9,7 +9,7 @@ sure, and wrong) or the uncounted one (the rule committed it however unsure the 
 - ``uncounted_slot``: a call's uncounted slot, for a trace decoded by the entropy-bounded rule;
 - ``first_divergence``: the first commit, in call order, that put a token other than NTP's into the output;
 - ``divergence_report``: one row per suite item whose SBD text differs from NTP's, scored, with its first
-  divergence (``bench/bench_divergence.py`` runs it on the card's suite, in documents).
+  divergence (``bench/scripts/bench_divergence.py`` runs it on the card's suite, in documents).
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ _DENSE_AND_EXPERTS = {"diffusion_gemma_text", "gemma4_text"}  # MoE layers that 
 # -- looking records up ------------------------------------------------------------------------
 def cpu_json_path() -> Path:
     """Where the measured ``"this-cpu"`` entry lives: ``$SBD_VIZ_ROOFLINE_CPU``, else ``roofline_cpu.json`` in the
-    package (measured on the project's 2-core machine by ``bench/bench_roofline.py``)."""
+    package (measured on the project's 2-core machine by ``bench/scripts/bench_roofline.py``)."""
     env = os.environ.get("SBD_VIZ_ROOFLINE_CPU")
     return Path(env) if env else Path(__file__).resolve().parent / "roofline_cpu.json"
 
@@ -149,15 +149,17 @@ def _load_cpu() -> Hardware | None:
     try:
         d = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"hardware: {path} is not valid JSON ({exc}); re-run python bench/bench_roofline.py") from exc
+        raise ValueError(
+            f"hardware: {path} is not valid JSON ({exc}); re-run python bench/scripts/bench_roofline.py"
+        ) from exc
     names = [f.name for f in fields(Hardware)][1:7]
     if not isinstance(d, dict) or any(n not in d for n in names):
-        raise ValueError(f"hardware: {path} lacks {names}; re-run python bench/bench_roofline.py")
+        raise ValueError(f"hardware: {path} lacks {names}; re-run python bench/scripts/bench_roofline.py")
     return Hardware(THIS_CPU, **{n: d[n] for n in names}, source=str(d.get("source", str(path))))
 
 
 def hardware_names() -> tuple[str, ...]:
-    """The named hardware entries; ``"this-cpu"`` only once ``bench/bench_roofline.py`` has measured it."""
+    """The named hardware entries; ``"this-cpu"`` only once ``bench/scripts/bench_roofline.py`` has measured it."""
     return tuple(HARDWARE) + ((THIS_CPU,) if cpu_json_path().is_file() else ())
 
 
@@ -174,7 +176,7 @@ def get_hardware(hardware: str | Hardware) -> Hardware:
         if hw is None:
             raise ValueError(
                 f"hardware: 'this-cpu' has not been measured on this machine ({cpu_json_path()} "
-                "does not exist); run `python bench/bench_roofline.py` to measure it, or pick one "
+                "does not exist); run `python bench/scripts/bench_roofline.py` to measure it, or pick one "
                 f"of {list(HARDWARE)}"
             )
         return hw
@@ -182,7 +184,7 @@ def get_hardware(hardware: str | Hardware) -> Hardware:
         return HARDWARE[hardware]
     raise ValueError(
         f"hardware: unknown {hardware!r}; known: {list(hardware_names())} "
-        f"(or '{THIS_CPU}' after bench/bench_roofline.py), or pass a roofline.Hardware"
+        f"(or '{THIS_CPU}' after bench/scripts/bench_roofline.py), or pass a roofline.Hardware"
     )
 
 

@@ -10,11 +10,11 @@ import html
 import json
 from pathlib import Path
 
-# each text model's examples decoded with every decoder the app offers, by bench/app_examples.py
+# each text model's examples decoded with every decoder the app offers, by bench/scripts/app_examples.py
 MEASURED = Path(__file__).resolve().parent / "example_defaults.json"
 # (prompt, apply the chat template, label): the labels say what kind of prompt it is; the page adds what
-# bench/app_examples.py measured (``example_choices``: a 135M model's decode takes seconds here, too long to measure
-# every example when the page is built)
+# bench/scripts/app_examples.py measured (``example_choices``: a 135M model's decode takes seconds here, too long to
+# measure every example when the page is built)
 EXAMPLES = [
     (
         "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.",
@@ -60,9 +60,9 @@ def examples(model) -> list[tuple[str, bool, str]]:
 
 
 def measured(model) -> dict[str, dict]:
-    """This model's examples as ``bench/app_examples.py`` measured them (``MEASURED``): prompt -> its row (the chosen
-    decoder, each decoder's calls and tokens). Empty for a model it did not measure; a row whose prompt is no longer
-    an example is not read."""
+    """This model's examples as ``bench/scripts/app_examples.py`` measured them (``MEASURED``): prompt -> its row (the
+    chosen decoder, each decoder's calls and tokens). Empty for a model it did not measure; a row whose prompt is no
+    longer an example is not read."""
     rows = json.loads(MEASURED.read_text(encoding="utf-8"))
     return {row["prompt"]: row for row in rows.get(model.name, ())}
 

@@ -519,8 +519,8 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             with gr.Column(scale=1, min_width=300):
                 labels = decoder_labels(model)
                 # each example opens with its own decoder and slider value: a text LM's the decoder measured to write
-                # the most tokens per call on it (bench/app_examples.py), the character model's SBD at the default γ
-                # (its labels are SBD's decodes at that γ, measured below)
+                # the most tokens per call on it (bench/scripts/app_examples.py), the character model's SBD at the
+                # default γ (its labels are SBD's decodes at that γ, measured below)
                 chosen: list[tuple[str, bool | None, str, str]]  # (prompt, chat template, label, decoder label)
                 if text_lm:
                     chosen = list(causal_app.example_choices(model, labels))

@@ -29,7 +29,7 @@ together, so the decoding logic exists once.
 Exactness: rows stacked at equal lengths give bit-equal logits on this CPU, but masked columns
 change how many keys a softmax reduces over, so logits can differ from the single-row forward by
 ~1e-6; an argmax or a rule's threshold flips only where two values are that close.
-``bench/bench_scale.py`` counts how often an output differs over the suite.
+``bench/scripts/bench_scale.py`` counts how often an output differs over the suite.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The live γ scrubber in a real headless Chromium: once the prompt's γ map is built, dragging the scrubber's thumb
 (or the page's γ slider) redraws its block fill, numbers and strip in the browser with no request during the drag, and
 passes through several decodes on the way; the release then sends γ once, and the full views show that γ's decode,
-answered from the map. Prints the median release-to-redraw (``bench/bench_slider_browser.py`` measures it on both
-models and writes bench/SLIDER.md); saves a screenshot to test-artifacts/scrubber.png."""
+answered from the map. Prints the median release-to-redraw (``bench/scripts/bench_slider_browser.py`` measures it on
+both models and writes bench/SLIDER.md); saves a screenshot to test-artifacts/scrubber.png."""
 
 import statistics
 

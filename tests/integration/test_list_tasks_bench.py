@@ -1,6 +1,6 @@
-"""bench/bench_list_tasks.py run for real on the shipped character model with one item per task: every registered
-decoder is run or named as skipped, the γ decoders' rows come from exact maps, and each row's numbers are the ones
-``sbd_viz.analysis.parallelism`` gives for its points."""
+"""bench/scripts/bench_list_tasks.py run for real on the shipped character model with one item per task: every
+registered decoder is run or named as skipped, the γ decoders' rows come from exact maps, and each row's numbers are the
+ones ``sbd_viz.analysis.parallelism`` gives for its points."""
 
 import json
 

@@ -1,24 +1,16 @@
-"""bench/ADAPTER_TRAINING.md is its JSON rendered (every number on it measured by the run's probe), and its rows are
-the probe's held-out sets in training order."""
+"""bench/ADAPTER_TRAINING.md's data (the page is that data rendered: tests/unit/test_bench_pages.py): its rows are the
+probe's held-out sets in training order, its decodes held out are exact; and the adapter choices', probe sets' and
+draft trees' pages' data hold what those pages claim."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from conftest import bench_script
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 def page_module():
     return bench_script("adapter_training")
-
-
-def test_the_page_is_its_json_rendered():
-    module = page_module()
-    data = json.loads(module.JSON.read_text())
-    assert module.PAGE.read_text() == module.render(data)
 
 
 def test_the_rows_go_forward_in_training_and_hold_both_held_out_sets():
@@ -36,20 +28,33 @@ def test_the_log_fit_recovers_a_known_line():
     assert abs(slope - 0.1) < 1e-9 and abs(intercept - 1.0) < 1e-9
 
 
-def test_held_out_rows_are_the_bench_runs_they_name():
-    """Each held-out row is read from a committed bench_adapter JSON (decodes, not the probe), and the page shows it."""
-    module = page_module()
-    data = json.loads(module.JSON.read_text())
+def test_held_out_rows_are_exact_decodes_in_training_order():
+    """Each held-out row is a bench_adapter run's exact decoders (decodes, not the probe): every item wrote the base's
+    greedy ids, at every step."""
+    data = json.loads(page_module().JSON.read_text())
     held = data.get("held_out", [])
     assert held, "no held-out measurement on the page"
-    page = module.PAGE.read_text()
+    assert [h["step"] for h in held] == sorted(h["step"] for h in held)
     for h in held:
-        assert module.held_out_row(h["step"], BENCH / h["source"]) == h
-        run = json.loads((BENCH / h["source"]).read_text())
-        tree = run["results"]["sets"]["code"]["tree"]
-        for setting, r in tree.items():  # the bench's own numbers, on the page under this step
-            assert (f"| {h['step']} | code | verified SBD, tree drafting, {setting} | {r['identical']}/{r['items']} | "
-                    f"{r['tokens_per_call']:.2f} |") in page
+        assert h["command"].startswith("python bench/scripts/bench_adapter.py")
+        for decoders in h["sets"].values():
+            assert decoders and all(r["identical"] == r["items"] > 0 for r in decoders.values()), h["step"]
+
+
+def test_a_held_out_row_is_read_from_a_bench_adapter_run(tmp_path):
+    run = {"header": {"command": "python bench/scripts/bench_adapter.py --chat 1"},
+           "results": {"sets": {"chat": {"lookup": {"items": 1, "identical": 1, "tokens_per_call": 1.5,
+                                                    "after_prefill": 1.6, "calls": 3},
+                                         "verified": {"block 4, γ 8": {"items": 1, "identical": 1,
+                                                                         "tokens_per_call": 1.2, "after_prefill": 1.3}},
+                                         "tree": {}}}}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    assert page_module().held_out_row(750, path) == {
+        "step": 750, "command": "python bench/scripts/bench_adapter.py --chat 1",
+        "sets": {"chat": {"prompt lookup": {"items": 1, "identical": 1, "tokens_per_call": 1.5, "after_prefill": 1.6},
+                          "verified SBD, block 4, γ 8": {"items": 1, "identical": 1, "tokens_per_call": 1.2,
+                                                         "after_prefill": 1.3}}}}
 
 
 def test_a_run_resumed_into_another_folder_reads_as_one_curve(tmp_path):
@@ -68,27 +73,28 @@ def test_a_run_resumed_into_another_folder_reads_as_one_curve(tmp_path):
 
 
 def test_the_page_is_rendered_for_the_shipped_adapter():
-    """The page names the step the package ships (its adapter.json's), measures that adapter held out with
-    ``bench/adapter.json`` (what bench/ADAPTER.md shows), or, when the package adds a sampler head to it, the adapter
-    alone with ``bench/adapter_step{step}.json``; and its curve reaches that step."""
+    """The page names the step the package ships (its adapter.json's), measures that adapter held out, and its curve
+    reaches that step; training further starts from it."""
     module = page_module()
     data = json.loads(module.JSON.read_text())
     step = data["shipped_step"]
     assert step == module.shipped_step() and data["shipped_head"] == module.shipped_head()
-    alone = f"adapter_step{step}.json" if data["shipped_head"] else "adapter.json"
-    assert [h["source"] for h in data["held_out"] if h["step"] == step] == [alone]
+    assert [h["step"] for h in data["held_out"] if h["step"] == step] == [step]
     assert data["rows"][-1]["step"] >= data["shipped_step"]
+    further = data["continued"]
+    assert further["command"].startswith("sbd-viz train --adapter ")
+    assert "--resume-from sbd_viz/weights/smollm2-135m-sbd " in further["command"]
+    assert further["rows"][0]["step"] == step
 
 
-def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
+def test_the_probe_sets_page_holds_all_four_sets():
     module = bench_script("probe_sets")
     data = json.loads(module.JSON.read_text())
-    assert module.PAGE.read_text() == module.markdown(data["header"], data["results"])
     assert set(data["results"]["sets"]) == set(module.SETS)
     assert all(s["blocks"] > 0 and 1.0 <= s["single_tpc"] <= data["results"]["block_size"]
                for s in data["results"]["sets"].values())
     shipped = json.loads((module.SHIPPED / "adapter.json").read_text())["extra"]
-    if data["results"]["adapter"] == str(module.SHIPPED.relative_to(module.BENCH.parent)):  # the shipped adapter's page
+    if data["results"]["adapter"] == str(module.SHIPPED.relative_to(module.run_info.ROOT)):  # the shipped adapter
         assert data["results"]["steps"] == shipped["steps"]
         assert data["results"]["sampler_head"] == shipped.get("sampler_head")  # measured with the head it ships
         if shipped.get("sampler_head"):
@@ -97,11 +103,11 @@ def test_the_probe_sets_page_is_its_json_rendered_with_all_four_sets():
 
 
 @pytest.mark.parametrize("option", ["rank", "loss"])
-def test_each_training_choice_page_is_its_json_rendered_with_paired_runs(option):
+def test_each_training_choice_page_compares_paired_runs(option):
     module = bench_script("adapter_choices")
     page, json_path = module.paths(option)
     data = json.loads(json_path.read_text())
-    assert page.read_text() == module.markdown(data["header"], data["results"])
+    assert page.is_file()
     assert data["results"]["option"] == option
     runs = data["results"]["runs"]
     assert len(runs) >= 2 and len({r["steps"] for r in runs.values()}) == 1  # the same steps for every run
@@ -113,10 +119,9 @@ def test_each_training_choice_page_is_its_json_rendered_with_paired_runs(option)
         assert len({r["parameters"] for r in runs.values()}) == 1
 
 
-def test_the_draft_trees_page_is_its_json_rendered_and_wider_trees_keep_more():
+def test_wider_draft_trees_keep_more():
     module = bench_script("draft_trees")
     data = json.loads(module.JSON.read_text())
-    assert module.PAGE.read_text() == module.markdown(data["header"], data["results"])
     assert module.rows_per_call((1, 1, 1)) == 20 and module.nodes((2, 2, 1)) == 2 + 4 + 4
     for result in data["results"]["sets"].values():
         for kind in ("adapter", "head"):

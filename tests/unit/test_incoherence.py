@@ -172,7 +172,7 @@ def test_bench_page_states_its_command_and_renders_again_from_its_json(tmp_path)
     out, data = tmp_path / "INCOHERENT.md", tmp_path / "incoherent.json"
     script.main(["--per-family", "1", "--gammas", "2", "--out", str(out), "--json", str(data)])
     page = out.read_text()
-    assert "`python bench/bench_incoherent.py --per-family 1 --gammas 2" in page and "load average" in page
+    assert "`python bench/scripts/bench_incoherent.py --per-family 1 --gammas 2" in page and "load average" in page
     saved = json.loads(data.read_text())
     (row,) = saved["results"]
     assert row["items"] == 14 and row["gamma"] == 2.0

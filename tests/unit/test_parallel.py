@@ -346,16 +346,6 @@ def test_sweep_decoders_frame_and_its_tradeoff(sharp):
         sv.sweep_decoders(sharp, prompts, decoders=("beam",))
 
 
-@pytest.mark.slow
-def test_remask_bench_page_renders_from_its_json(tmp_path):
-    from conftest import ROOT, bench_script
-
-    bench = bench_script("bench_remask")
-    out = tmp_path / "REMASK.md"
-    bench.main(["--from-json", str(ROOT / "bench" / "remask.json"), "--out", str(out)])
-    assert out.read_text() == (ROOT / "bench" / "REMASK.md").read_text()
-
-
 @pytest.mark.heavy
 def test_the_cli_traces_with_another_decoder_and_refuses_what_it_does_not_take(capsys, tmp_path, shipped):
     from sbd_viz import cli

@@ -289,7 +289,7 @@ def test_this_cpu_entry_comes_from_the_bench_json(tmp_path, monkeypatch):
     path = tmp_path / "roofline_cpu.json"
     monkeypatch.setenv("SBD_VIZ_ROOFLINE_CPU", str(path))
     assert "this-cpu" not in rf.hardware_names()
-    with pytest.raises(ValueError, match="bench/bench_roofline.py"):
+    with pytest.raises(ValueError, match="bench/scripts/bench_roofline.py"):
         rf.get_hardware("this-cpu")
     path.write_text(json.dumps({"peak_flops": 5e10, "attn_flops": 5e10, "bandwidth": 1e10, "weight_bytes": 4,
                                 "act_bytes": 4, "kv_bytes": 4, "source": "test"}))

@@ -1,5 +1,5 @@
-"""bench/bench_sweep_pieces.py without a model: the page from a run's numbers, and the sweeps' own counts read from
-frames' attrs."""
+"""bench/scripts/bench_sweep_pieces.py without a model: the page from a run's numbers, and the sweeps' own counts read
+from frames' attrs."""
 
 import json
 
@@ -7,7 +7,7 @@ import pandas as pd
 
 from conftest import bench_script
 
-HEADER = {"command": "python bench/bench_sweep_pieces.py --sweeps speed", "date": "2026-12-02 12:00 UTC",
+HEADER = {"command": "python bench/scripts/bench_sweep_pieces.py --sweeps speed", "date": "2026-12-02 12:00 UTC",
           "machine": "2 cores", "load_start": "1.00 2.00 3.00", "load_end": "4.00 5.00 6.00", "seconds": 60.0,
           "model": "sbd-char-5m", "block_size": 8, "per_family": 10}
 ROW = {"sweep": "speed", "items": 140, "settings": 14, "forwards_True": 600, "forwards_False": 1000,
