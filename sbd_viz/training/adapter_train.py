@@ -511,7 +511,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--resume-from",
         default=None,
-        help="an adapter folder to start from when OUT has no checkpoint (e.g. a committed resume point)",
+        help="an adapter folder to start from when OUT has no checkpoint (e.g. the shipped adapter, "
+        "sbd_viz/weights/smollm2-135m-sbd)",
     )
 
 
