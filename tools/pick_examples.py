@@ -7,7 +7,7 @@ Behaviours: *parallel* (many slots committed in one call, answer right), *right-
 (an addition whose last digit is committed before its first), *gap fill* (a commit kept in the
 output while slots to its left were still masked), *earlier lines* (a context family: the answer
 needs an assignment made lines before), *in a document* (the item after train-split lines, in the
-longest prompt-length bucket the app takes). Paste the chosen prompts into ``EXAMPLES`` in sbd_viz/app.py.
+longest prompt-length bucket the app takes). Paste the chosen prompts into ``EXAMPLES`` in sbd_viz/app/examples.py.
 """
 
 from __future__ import annotations
@@ -41,10 +41,16 @@ def main(argv=None) -> None:
     p.add_argument("--per-family", type=int, default=20)
     p.add_argument("--gamma", type=float, default=0.5)
     p.add_argument("--show", type=int, default=4, help="items listed per behaviour")
-    p.add_argument("--max-prompt-chars", type=int, default=383, help="the app's prompt limit (app.MAX_PROMPT_CHARS)")
+    p.add_argument("--max-prompt-chars", type=int, default=None,
+                   help="the longest prompt in a document, in characters (default: the app's limit for the "
+                        "model, sbd_viz.app.inputs.prompt_limit, less the room of 64 new tokens)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     model = sv.load_model(args.model)
+    if args.max_prompt_chars is None:  # the prompt and its 64 new tokens in the model's context
+        from sbd_viz.app.inputs import prompt_limit
+
+        args.max_prompt_chars = min(prompt_limit(model), (model.context_length or 512) - 64 - 1)
     def decoded(items):
         return [describe(item, sv.decode(model, item.prompt, gamma=args.gamma, max_new_tokens=64,
                                          stop=STOP)) for item in items]
