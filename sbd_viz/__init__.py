@@ -1,52 +1,61 @@
 """sbd_viz: see and measure Set Block Decoding (SBD).
 
-    import sbd_viz as sv
-    model = sv.load_model()                      # the shipped model
-    trace = sv.decode(model, "assert 48 + 37 == ", gamma=0.1)
-    trace.text, trace.nfe, trace.tokens_per_call, trace.gap_fills()
-    print(sv.trace_summary(trace))               # the text with each token's call number, the measures
-    trace.save("t.json"); sv.load_trace("t.json")  # the file, every field checked on the way back
+import sbd_viz as sv
+model = sv.load_model()                      # the shipped model
+trace = sv.decode(model, "assert 48 + 37 == ", gamma=0.1)
+trace.text, trace.nfe, trace.tokens_per_call, trace.gap_fills()
+print(sv.trace_summary(trace))               # the text with each token's call number, the measures
+trace.save("t.json"); sv.load_trace("t.json")  # the file, every field checked on the way back
 """
 
 import sys
 
-from ._version import __version__
-from .decoders.config import DecodeConfig
-from .decoders.run import Batchable, DecodeRun, Decoder, DraftAndCheck
-from .decoders.sbd import Decoding, decode_steps
-from .decoders.ntp import NTPDecoding, decode_ntp
-from .decoders import door, registry
-from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
+from . import analysis, tasks
+from ._version import __version__ as __version__
+from .analysis.counts import COUNT_LABELS, call_counts, tokens_per_call
+from .analysis.decoder_sweep import sweep_decoders
+from .analysis.divergence import divergence_report, first_divergence
+from .analysis.evaluation import evaluate
+from .analysis.gamma_ladder import Ladder, gamma_ladder
+from .analysis.gamma_map import GammaMap, Piece, gamma_map
+from .analysis.gaps import gap_fill_events, gap_fill_report, teacher_forced_ntp
+from .analysis.incoherence import failure_report, incoherence_report
+from .analysis.order import DecodeOrder, decode_order, kendall_tau, order_rows
+from .analysis.parallelism import aup, pbx
+from .analysis.suite_sweep import gap_free_ablation, sweep
+from .decoders import door
+from .decoders import registry as registry
 from .decoders.batch import BatchDecoding, decode_batch
-from .models.sbd_model import MaskTokenError, SBDModel, add_mask_token, default_model_path
+from .decoders.config import DecodeConfig
+from .decoders.ntp import NTPDecoding, decode_ntp
+from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
+from .decoders.rules import COMMIT_RULES, RULES, CommitRule
+from .decoders.run import Decoder, DecodeRun, DraftAndCheck
+from .decoders.sbd import Decoding, decode_steps
 from .models import kinds as model_kinds
-from .models.kinds import ModelKind, register_model_kind
-from .models import adapted_lm, causal_lm, packed_linear
+from .models import packed_linear
 from .models.adapted_lm import AdaptedLM
 from .models.causal_lm import CausalLM, chat_prompt
-from .decoders.rules import COMMIT_RULES, RULES, CommitRule
-from .trace.data import (Candidate, Check, Commit, Draft, GapFill, Pass, Rollback, SlotView, Step, Trace, TraceFormatError)
-from .trace.file import from_dict as trace_from_dict, from_json as trace_from_json, load as load_trace
-from .trace.words import trace_summary
-from . import tasks
-from .analysis.evaluation import evaluate
-from . import analysis
-from .analysis.gaps import gap_fill_events, gap_fill_report, teacher_forced_ntp
-from .analysis.suite_sweep import gap_free_ablation, sweep
-from .analysis import divergence
-from .analysis.divergence import divergence_report, first_divergence
-from .decoders import diffusion
 from .models.diffusion import DiffusionModel
-from .analysis.gamma_ladder import Ladder, gamma_ladder
-from .analysis.parallelism import aup, pbx
+from .models.kinds import ModelKind, register_model_kind
+from .models.sbd_model import MaskTokenError, SBDModel, add_mask_token, default_model_path
 from .tasks import lists as list_tasks
-from .analysis.gamma_map import GammaMap, Piece, gamma_map
-from .analysis.incoherence import failure_report, incoherence_report
-from .analysis.decoder_sweep import sweep_decoders
-from .analysis.order import DecodeOrder, decode_order, kendall_tau, order_rows
-from .analysis.counts import COUNT_LABELS, call_counts, tokens_per_call
-from .trace import peer_formats
-from .trace.peer_formats import (from_step_map, from_trajectory, load_step_maps, load_trajectories, save_step_maps, save_trajectories, to_step_map, to_trajectory)
+from .trace import peer_formats as peer_formats
+from .trace.data import Commit, GapFill, Step, Trace, TraceFormatError
+from .trace.file import from_dict as trace_from_dict
+from .trace.file import from_json as trace_from_json
+from .trace.file import load as load_trace
+from .trace.peer_formats import (
+    from_step_map,
+    from_trajectory,
+    load_step_maps,
+    load_trajectories,
+    save_step_maps,
+    save_trajectories,
+    to_step_map,
+    to_trajectory,
+)
+from .trace.words import trace_summary
 
 
 def load_model(path=None, dtype=None, device=None, packed=True):
@@ -63,8 +72,9 @@ def load_model(path=None, dtype=None, device=None, packed=True):
     ``dtype``: a torch dtype or its name (``"bfloat16"``, ``"float16"``; default float32, what the
     exactness tests use). ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``,
     or ``"auto"`` (CUDA if available, else the CPU); default the CPU. ``packed``: on a CPU, the model's large
-    float32 linear layers multiply by weights prepacked for oneDNN (``sbd_viz.models.packed_linear``: a call of a few rows
-    costs little more than a one-row call; ``generate`` on ``.model`` runs them too); False keeps torch's own kernels.
+    float32 linear layers multiply by weights prepacked for oneDNN (``sbd_viz.models.packed_linear``: a call of a few
+    rows costs little more than a one-row call; ``generate`` on ``.model`` runs them too); False keeps torch's own
+    kernels.
     """
     import torch
 
@@ -85,7 +95,9 @@ def load_model(path=None, dtype=None, device=None, packed=True):
     source = path if path is not None else default_model_path()  # SBD_VIZ_MODEL=smollm2-135m too (a Space)
     if not isinstance(packed, bool):
         raise ValueError(f"packed: expected True or False, got {packed!r}")
-    loaded = model_kinds.opening(source).load(source, dtype=dtype or torch.float32, device=device)
+    kind = model_kinds.opening(source)
+    assert kind.load is not None, f"the model kind {kind.name!r} opens {source!r} but says no way to load it"
+    loaded = kind.load(source, dtype=dtype or torch.float32, device=device)
     if packed:
         for part in (getattr(loaded, "model", None), getattr(loaded, "head", None)):
             if isinstance(part, torch.nn.Module):
@@ -94,8 +106,18 @@ def load_model(path=None, dtype=None, device=None, packed=True):
 
 
 # SBD's positional order, which ``sv.decode(model, prompt, rule, gamma, ...)`` has always had
-_POSITIONAL = ("rule", "gamma", "block_size", "max_new_tokens", "temperature", "seed", "stop", "gap_free", "top_n",
-               "verify")
+_POSITIONAL = (
+    "rule",
+    "gamma",
+    "block_size",
+    "max_new_tokens",
+    "temperature",
+    "seed",
+    "stop",
+    "gap_free",
+    "top_n",
+    "verify",
+)
 
 
 def decode(model, prompt, *args, decoder=None, **settings):
@@ -122,6 +144,8 @@ def commit_order(traces, labels=None):
     from .plots.order import commit_order as _commit_order
 
     return _commit_order(traces, labels)
+
+
 def save_html(trace_or_fig, path=None) -> str:
     """A self-contained offline page of a trace (its settings, measures and block-fill animation) or of a figure,
     written to ``path`` if given; returns the HTML (``sbd_viz.plots.save_html``; imports plotly only when called)."""
@@ -156,20 +180,91 @@ def explore(model, prompt, **decode_kwargs):
     return _explore(model, prompt, **decode_kwargs)
 
 
+# What a user reaches for, by what they do; the classes a decoder of one's own is built from are sbd_viz.plugin's.
 __all__ = [
-    "BatchDecoding", "Batchable", "COMMIT_RULES", "DecodeRun", "Decoder", "DecoderSpec", "DraftAndCheck", "Knob",
-    "NTPDecoding", "decoders", "register_decoder", "ModelKind", "model_kinds", "register_model_kind", "Candidate",
-    "Check", "Commit", "DecodeConfig", "Decoding", "DiffusionModel", "Draft", "GapFill", "MaskTokenError", "Pass",
-    "RULES", "Rollback",
-    "SBDModel", "CausalLM", "causal_lm", "AdaptedLM", "adapted_lm", "SlotView", "CommitRule", "Step", "Trace", "TraceFormatError", "add_mask_token", "decode",
-    "chat_prompt", "decode_batch", "decode_ntp", "decode_steps", "default_model_path", "diffusion", "evaluate", "explore", "load_model", "tasks",
-    "aup", "pbx", "list_tasks",
-    "analysis", "divergence", "divergence_report", "first_divergence", "gap_fill_events", "gap_fill_report",
-    "gap_free_ablation", "sweep", "teacher_forced_ntp", "Ladder", "gamma_ladder", "GammaMap", "Piece", "gamma_map", "failure_report",
-    "incoherence_report", "sweep_decoders",
-    "DecodeOrder", "decode_order", "kendall_tau", "order_rows", "commit_order", "COUNT_LABELS", "call_counts",
-    "tokens_per_call", "peer_formats", "from_step_map", "from_trajectory", "load_step_maps", "load_trajectories",
-    "save_step_maps", "save_trajectories", "to_step_map", "to_trajectory",
-    "incoherence_report", "sweep_decoders", "load_trace", "trace_from_json", "trace_from_dict", "trace_summary",
+    # models
+    "load_model",
+    "default_model_path",
+    "SBDModel",
+    "CausalLM",
+    "AdaptedLM",
+    "DiffusionModel",
+    "MaskTokenError",
+    "add_mask_token",
+    "chat_prompt",
+    "ModelKind",
+    "register_model_kind",
+    # decoding
+    "decode",
+    "decode_ntp",
+    "decode_batch",
+    "decoders",
+    "register_decoder",
+    "DecoderSpec",
+    "Knob",
+    "DecodeConfig",
+    "COMMIT_RULES",
+    "RULES",
+    "CommitRule",
+    "decode_steps",
+    "BatchDecoding",
+    # a decoder of one's own (sbd_viz.plugin has the rest)
+    "Decoder",
+    "Decoding",
+    "DraftAndCheck",
+    "DecodeRun",
+    "NTPDecoding",
+    # the trace
+    "Trace",
+    "Step",
+    "Commit",
+    "GapFill",
+    "TraceFormatError",
+    "load_trace",
+    "trace_from_json",
+    "trace_from_dict",
+    "trace_summary",
     "save_html",
+    "explore",
+    # measuring
+    "tasks",
+    "list_tasks",
+    "analysis",
+    "evaluate",
+    "sweep",
+    "sweep_decoders",
+    "gap_free_ablation",
+    "gamma_ladder",
+    "Ladder",
+    "gamma_map",
+    "GammaMap",
+    "Piece",
+    "gap_fill_events",
+    "gap_fill_report",
+    "teacher_forced_ntp",
+    "failure_report",
+    "incoherence_report",
+    "divergence_report",
+    "first_divergence",
+    "aup",
+    "pbx",
+    "decode_order",
+    "DecodeOrder",
+    "kendall_tau",
+    "order_rows",
+    "commit_order",
+    "COUNT_LABELS",
+    "call_counts",
+    "tokens_per_call",
+    # peers' formats
+    "to_step_map",
+    "from_step_map",
+    "save_step_maps",
+    "load_step_maps",
+    "to_trajectory",
+    "from_trajectory",
+    "save_trajectories",
+    "load_trajectories",
 ]
+
+from . import plugin as plugin  # noqa: E402 -- the public module for plugins, after the names it reads

@@ -24,6 +24,7 @@ from .decoders.door import decode, start
 from .decoders.ntp import NTP, decode_ntp
 from .decoders.registry import decoders, default_decoder, get_decoder
 from .decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES
+from .models.base import CausalModel
 from .models.checks import check_block_size
 from .models.diffusion import DiffusionModel
 from .models.sbd_model import SBDModel
@@ -148,7 +149,7 @@ class Explorer(widgets.VBox):
     figure), ``order`` (Output holding the decode-order picture), ``time_button`` and ``timing`` (the paired rounds,
     once timed), and the current ``trace``, ``ntp_trace``, ``figure`` (the full animation) and ``order_figure``."""
 
-    def __init__(self, model: SBDModel | DiffusionModel, prompt: str, **decode_kwargs):
+    def __init__(self, model: CausalModel | DiffusionModel, prompt: str, **decode_kwargs):
         if not isinstance(model, (SBDModel, DiffusionModel)):
             raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
@@ -436,7 +437,7 @@ class Explorer(widgets.VBox):
         )
 
 
-def explore(model: SBDModel | DiffusionModel, prompt: str, **decode_kwargs) -> Explorer:
+def explore(model: CausalModel | DiffusionModel, prompt: str, **decode_kwargs) -> Explorer:
     """An interactive explorer of ``prompt`` decoded by ``model``: decoder (``decoder=``: any registered one that serves
     the model, ``sv.decoders(model)``), rule, gamma, gap-free, verified, block size and length controls (each change
     re-decodes), a call scrubber with play, the block-fill view at that call, and the measures beside NTP.

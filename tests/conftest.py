@@ -472,3 +472,102 @@ def pytest_collection_modifyitems(config, items):
         module.warn(pytest.PytestCollectionWarning(
             f"tests/{path.name} is at the top of tests/, so it runs as a file of tests/unit would; move it into "
             f"one of tests/{{{','.join(TIERS)}}}: its folder is its tier"))
+
+
+# -- the model's one call, as the calls the tests are written against ----------------------------------------------
+def fused_call(model, cache, new_ids, block_ids, n_causal=0):
+    """The block call: ``new_ids`` fed as a chain, the last ``n_causal`` tokens' logits (n_causal, V) and the block's
+    (len(block_ids), V)."""
+    return fused_from(model.call)(cache, new_ids, block_ids, n_causal)
+
+
+def block_call(model, cache, new_ids, block_ids):
+    return fused_call(model, cache, new_ids, block_ids)[1]
+
+
+def tree_reply(model, cache, new_ids, parents, roots, k, blocks=None, chained=False, pick=None, widths=None):
+    """A token tree fed (``parents``), the logits at ``roots`` and a block of ``k`` masks after each root (``blocks``:
+    after those of them, by their numbers among the roots): the model's ``Reply``."""
+    from sbd_viz.models.call import ModelCall
+
+    after = list(roots) if blocks is None else [roots[j] for j in blocks]
+    return model.call(cache, ModelCall(list(new_ids), [model.mask_token_id] * k, logits_at=list(roots), parents=parents,
+                                       blocks_after=after, chained=chained, pick=pick, widths=widths))
+
+
+def token_tree_call(model, cache, new_ids, parents, roots, k, blocks=None):
+    reply = tree_reply(model, cache, new_ids, parents, roots, k, blocks)
+    return reply.causal, reply.blocks
+
+
+def tree_call(model, cache, new_ids, n_branches, k):
+    """Tree drafting's call: the chain fed, a block after each of its last ``n_branches`` tokens (chained by a
+    sampler head, if the model has one); (roots' logits, blocks)."""
+    from sbd_viz.models.token_tree import chain
+
+    reply = tree_reply(model, cache, new_ids, *chain(len(new_ids), n_branches), k, chained=True)
+    return reply.causal, reply.blocks
+
+
+def branch_call(model, cache, new_ids, n_branches, k, pick):
+    from sbd_viz.models.token_tree import chain
+
+    reply = tree_reply(model, cache, new_ids, *chain(len(new_ids), n_branches), k, chained=True, pick=pick)
+    return reply.causal, reply.blocks[0]
+
+
+def draft_tree_call(model, cache, new_ids, parents, roots, k, pick, widths, blocks=None):
+    reply = tree_reply(model, cache, new_ids, parents, roots, k, blocks, chained=True, pick=pick, widths=widths)
+    return reply.causal, (reply.blocks[0] if len(reply.blocks) else None), list(reply.tree)
+
+
+def fake_blocks(model, fake):
+    """Make ``model.call`` return each block's logits as ``fake(block (k, V), start)`` gives them, ``start`` the cache
+    position of the block's slot 0; the causal rows (the verifier) are untouched, and a picked block's token tree
+    is grown from the faked block. How the tests put drafts where they want them. Undo with ``del model.call``."""
+    from dataclasses import replace
+
+    from sbd_viz.models.token_tree import depths, grow_tree
+
+    real = model.call
+
+    def call(cache, request):
+        past = cache.get_seq_length()
+        reply = real(cache, request)
+        if not len(reply.blocks):
+            return reply
+        n = len(request.new_ids)
+        depth = depths(list(range(-1, n - 1)) if request.parents is None else list(request.parents))
+        roots = [n - 1] if request.blocks_after is None else list(request.blocks_after)
+        if request.pick is not None:
+            roots = [request.logits_at[request.pick(reply.causal)]]
+        starts = [past if r < 0 else past + depth[r] + 1 for r in roots]
+        blocks = torch.stack([fake(block.clone(), start) for block, start in zip(reply.blocks, starts)])
+        tree = tuple(grow_tree(blocks[0], request.widths)) if request.widths is not None else reply.tree
+        return replace(reply, blocks=blocks, tree=tree)
+
+    model.call = call
+    return model
+
+
+def fused_from(call):
+    """A model's ``call`` as the fused call's function: (cache, new_ids, block_ids, n_causal) -> (causal, block)."""
+    from sbd_viz.models.call import ModelCall
+
+    def fused(cache, new_ids, block_ids, n_causal=0):
+        reply = call(cache, ModelCall.fused(new_ids, block_ids, n_causal))
+        return reply.causal, (reply.blocks[0] if len(reply.blocks) else reply.blocks.reshape(0, reply.causal.shape[-1]))
+
+    return fused
+
+
+def call_from(fused):
+    """The fused call's function (cache, new_ids, block_ids, n_causal) -> (causal, block) as a model's ``call``, for a
+    fake model that answers fused calls only."""
+    from sbd_viz.models.call import Reply
+
+    def call(cache, request):
+        causal, block = fused(cache, list(request.new_ids), list(request.block_ids), request.n_causal)
+        return Reply(causal, block.reshape(int(len(request.block_ids) > 0), len(request.block_ids), -1), 0.0)
+
+    return call

@@ -8,15 +8,15 @@ and a block of mask slots; tree drafting a block after every draft. On a GPU at 
 (``bench/ROOFLINE.md``); on a CPU they are not, and this page measures by how much. The shapes, at the shipped
 block size (4):
 
-- one token: ``fused_call`` feeding one token, no block (a ``generate`` step's shape, the same weights);
-- single drafting, f fed: ``fused_call`` feeding f tokens (the last accepted one and f - 1 drafts to check) and a
+- one token: a fused call (``ModelCall.fused``) feeding one token, no block (a ``generate`` step's shape, the same weights);
+- single drafting, f fed: a fused call feeding f tokens (the last accepted one and f - 1 drafts to check) and a
   block of 4 mask slots, f = 1..4;
-- tree drafting, b branches: the call verified SBD makes (``branch_call``): b tokens fed and a block of 4 slots after
+- tree drafting, b branches: the call verified SBD makes (a ``ModelCall`` that picks one block): b tokens fed and a block of 4 slots after
   each, b = 1..4, with the sampler head (it chains the one branch verified SBD keeps, here the last: every draft
   accepted; as many chained passes as its guesses need, counted on the page), with the head choosing each draft
   over the whole vocabulary instead of among the adapter's own best tokens (``AdaptedLM.candidates = None``), and
   with it removed;
-- token tree w: the call verified SBD makes with a token tree (``draft_tree_call``, ``tree_widths=w``): the last
+- token tree w: the call verified SBD makes with a token tree (``tree_widths=w``: a picked call that drafts a tree): the last
   accepted token and a full tree of candidates fed (w1 at slot 1, w2 after each, w3 after each of those), a block of
   4 slots after each, the head growing the next tree from the picked block.
 
@@ -98,9 +98,11 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
     """(name, rows fed, the call) for every shape; each call is cut back to the prompt's cache after it."""
     import torch
 
+    from sbd_viz.plugin import ModelCall
+
     cache = model.new_cache()
     ids = model.encode(prompt)
-    model.fused_call(cache, ids[:-1], [], n_causal=1)  # the prompt but its last token: every call feeds from there
+    model.call(cache, ModelCall.fused(ids[:-1], [], n_causal=1))  # the prompt but its last token: every call feeds from there
     base = cache.get_seq_length()
     token, mask = ids[-1], model.mask_token_id
     head = model.head
@@ -109,12 +111,12 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
         model.rollback(cache, base)
 
     def one():
-        model.fused_call(cache, [token], [], n_causal=1)
+        model.call(cache, ModelCall.fused([token], [], n_causal=1))
         cut()
 
     def drafting(f):
         def call():
-            model.fused_call(cache, [token] * f, [mask] * K, n_causal=f)
+            model.call(cache, ModelCall.fused([token] * f, [mask] * K, n_causal=f))
             cut()
         return call
 
@@ -124,7 +126,9 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
             model.candidates = None if how == HEADS[1] else candidates
             try:
                 with torch.inference_mode():  # verified SBD's call: the branch after every accepted draft is kept
-                    model.branch_call(cache, [token] * b, b, K, pick=lambda roots: b - 1)
+                    fed = list(range(b))  # a chain: the last accepted token and b - 1 drafts, a block after each
+                    model.call(cache, ModelCall([token] * b, [mask] * K, logits_at=fed, blocks_after=fed,
+                                                pick=lambda roots: b - 1, chained=True))
             finally:
                 model.head, model.candidates = head, candidates
             cut()
@@ -135,8 +139,10 @@ def shapes(model, prompt: str) -> list[tuple[str, int, object]]:
 
         def call():
             with torch.inference_mode():  # the branch after the last candidate is kept
-                model.draft_tree_call(cache, [token] * len(parents), parents, list(range(len(parents))), K,
-                                      pick=lambda roots: len(parents) - 1, widths=widths)
+                fed = list(range(len(parents)))
+                model.call(cache, ModelCall([token] * len(parents), [mask] * K, logits_at=fed, parents=parents,
+                                            blocks_after=fed, pick=lambda roots: len(parents) - 1, widths=widths,
+                                            chained=True))
             cut()
         return call
 
@@ -256,7 +262,7 @@ def page(h: dict, result: dict, adapter: dict | None) -> str:
              f"was. Disturbed runs: {sum(len(r['disturbed']) for r in result['rounds'])} of "
              f"{len(result['rounds']) * sum(len(v) for v in kernels.values())}.", ""]
     if h.get("head_passes"):  # a bullet of the list above, before its closing blank line
-        lines.insert(-1, "- The sampler head chains the branch verified SBD keeps (`branch_call`), here the last: "
+        lines.insert(-1, "- The sampler head chains the branch verified SBD keeps (the call's `pick`), here the last: "
                      "every draft accepted, each slot's draft taken among the adapter's own best tokens there "
                      "(`sampler_head.CANDIDATES`). Its chained passes in one such call: " + "; ".join(
                          f"{name.split(', with')[0].removeprefix('tree drafting, ')}: {n}"

@@ -28,6 +28,7 @@ import paired  # noqa: E402
 import run_info  # noqa: E402
 
 import sbd_viz as sv  # noqa: E402
+from sbd_viz.plugin import ModelCall  # noqa: E402
 from sbd_viz.trace.labels import COUNT_LABELS  # noqa: E402
 
 DECODERS = ("jacobi", "prompt_lookup")
@@ -111,9 +112,9 @@ def call_cost(model, sizes=(1, 2, 4, 8, 11, 16), prefix=120, repeats=15):
     for _ in range(repeats):
         for k in sizes:
             cache = model.new_cache()
-            model.fused_call(cache, ids, [], 1)  # the prefix, cached
+            model.call(cache, ModelCall.fused(ids, [], 1))  # the prefix, cached
             t0 = time.perf_counter()
-            model.fused_call(cache, ids[:k], [], k)
+            model.call(cache, ModelCall.fused(ids[:k], [], k))
             times[k].append(time.perf_counter() - t0)
     return {k: min(v) for k, v in times.items()}
 

@@ -238,16 +238,18 @@ def block_calls(model, prompt: str, ks, reps: int) -> tuple[int, list[dict]]:
     """Median seconds of a 1-token NTP call and of a k-slot block call on the same cached prompt, interleaved."""
     import torch
 
+    from sbd_viz.plugin import ModelCall
+
     mask, prefix = model.mask_token_id, model.encode(prompt)
     cache = model.new_cache()
-    model.block_call(cache, prefix, [mask])  # the prompt is now cached
+    model.call(cache, ModelCall.fused(prefix, [mask]))  # the prompt is now cached
 
     @torch.inference_mode()
     def ntp():  # what each HF generate step runs: one new token against the cache
         model.model(input_ids=torch.tensor([[prefix[-1]]]), past_key_values=cache, use_cache=True)
         cache.crop(-1)
 
-    kinds = [("ntp", ntp)] + [(k, (lambda k=k: model.block_call(cache, [], [mask] * k))) for k in ks]
+    kinds = [("ntp", ntp)] + [(k, (lambda k=k: model.call(cache, ModelCall.fused([], [mask] * k)))) for k in ks]
     times: dict = {name: [] for name, _ in kinds}
     for _ in range(3):  # warm-up: a new shape's first call is slow
         for _, fn in kinds:

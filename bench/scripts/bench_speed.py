@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 import sbd_viz as sv
+from sbd_viz.plugin import ModelCall
 from sbd_viz.trace.labels import COUNT_LABELS
 from sbd_viz.tasks.asserts import LONG_FAMILIES, SHORT_FAMILIES
 
@@ -66,7 +67,7 @@ def latency_table(model: sv.SBDModel, prompt: str, k: int = 16, reps: int = 30) 
     m = model.mask_token_id
     prefix = model.encode(prompt)
     cache = model.new_cache()
-    model.block_call(cache, prefix, [m])  # prefill: the prefix is now cached
+    model.call(cache, ModelCall.fused(prefix, [m]))  # prefill: the prefix is now cached
     final = prefix[-k:] if len(prefix) >= k else (prefix * k)[:k]  # k plausible final tokens
 
     @torch.inference_mode()
@@ -75,10 +76,10 @@ def latency_table(model: sv.SBDModel, prompt: str, k: int = 16, reps: int = 30) 
         cache.crop(-1)
 
     def block():  # a later step of a block: only the k slots
-        model.block_call(cache, [], [m] * k)
+        model.call(cache, ModelCall.fused([], [m] * k))
 
     def fused():  # a block's first step: the previous block's k final tokens enter the cache + k slots
-        model.block_call(cache, final, [m] * k)
+        model.call(cache, ModelCall.fused(final, [m] * k))
         cache.crop(-k)  # take the k final tokens out again, so every rep sees the same prefix
 
     def generate_per_token():  # HF generate end to end (prefill included), per generated token

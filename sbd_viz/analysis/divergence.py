@@ -18,8 +18,8 @@ from collections.abc import Iterable
 
 from ..decoders.ntp import decode_ntp
 from ..decoders.sbd import SBD, decode
+from ..models.base import CausalModel
 from ..models.checks import check_model
-from ..models.sbd_model import SBDModel
 from ..tasks.asserts import SuiteItem, score
 from ..trace.checks import check_trace
 from ..trace.data import Step, Trace
@@ -149,7 +149,7 @@ def _describe(trace: Trace, step: Step, commit, ntp_trace: Trace) -> dict:
 
 
 def divergence_report(
-    model: SBDModel,
+    model: CausalModel,
     suite: Iterable[SuiteItem],
     max_new_tokens: int = 64,
     stop: str | Iterable[str] | None = ("\n",),

@@ -20,6 +20,7 @@ from ..decoders.door import config_for, decode
 from ..decoders.ntp import NTP, decode_ntp
 from ..decoders.registry import check_serves, default_decoder, get_decoder, split_settings
 from ..decoders.rules import DEFAULT_GAMMA, DEFAULT_RULE
+from ..models.base import CausalModel
 from ..models.checks import check_model
 from ..models.sbd_model import SBDModel
 from ..tasks.asserts import LONG_FAMILIES, SuiteItem, score
@@ -43,7 +44,7 @@ def _summarise(rows: list[dict], prefix: str = "") -> dict:
 
 
 def evaluate(
-    model: SBDModel,
+    model: CausalModel,
     suite: Iterable[SuiteItem],
     rule: str = DEFAULT_RULE,
     gamma: float = DEFAULT_GAMMA,
@@ -334,7 +335,6 @@ def training_probe(model, tok, per_family: int) -> dict:
     measures at each checkpoint (``model``, ``tok``: the transformers model and tokenizer being trained)."""
     from .. import tasks
     from ..decoders.ntp import NTP
-    from ..models.sbd_model import SBDModel
 
     sbd = SBDModel(model, tok)
     suite = tasks.load_suite(split="test", per_family=per_family)

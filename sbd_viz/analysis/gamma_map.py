@@ -1,34 +1,8 @@
 """The γ map: every distinct greedy decode of one prompt across a commit rule's knob.
 
-For greedy decoding a rule's choice at a call holds over an interval of its knob (``CommitRule.knob_interval``),
-and argmax does not depend on the knob, so a whole decode holds over the intersection of its calls' intervals:
-its γ range (``Trace.gamma_range``). Over the slider's range a prompt has only a few dozen distinct decodes, and
-``gamma_map`` finds them all by walking the knob: decode at the low end, read the trace's range, step just past
-its top (the open top itself, or the next float past a closed one; the next whole number for ``top_k``), repeat.
-The ranges come from the unrounded scores of the decode itself, so the walk never lands inside the same piece
-twice, and it checks that each new range starts where the last one ended.
-
-``gamma_map(model, prompt, rule=..., lo=None, hi=None, step=None, **settings)`` returns a ``GammaMap``:
-
-- ``pieces``: ascending ``Piece(lo, hi, trace)``, contiguous over ``[lo, hi]`` (the rule's slider range by
-  default); each piece says whether its ends are closed. Every γ in a piece decodes to its ``trace``: the same
-  output, calls and commits per call as ``sv.decode(model, prompt, rule=rule, gamma=γ, **settings)``.
-- ``step=None``: the exact map, every piece. With a ``step`` (the slider's, 0.01), only the pieces that hold a
-  multiple of ``step`` are decoded (what a slider can ask for); the stretches between them are pieces with
-  ``trace=None``: their ends are exact, but each may hold several pieces.
-- ``piece_at(γ)`` / ``trace_at(γ)``: the piece holding γ and its trace, so a slider answers without decoding.
-- ``frame()``: one row per piece: its range, calls, tokens per call, text, whether it equals NTP's, and where it
-  first leaves NTP's text.
-
-Sampling (temperature > 0) has no γ range and is refused. The decoders are SBD (plain and ``verify=True``) and
-remasking (``decoder="remask"``), whose commit rule's knob is γ.
-
-**Prefix reuse.** Neighbouring pieces share the calls before the first call whose interval ends where the lower
-piece ends. ``reuse_prefix=True`` (the default) replays those calls from the previous decode (its replies and a
-snapshot of the KV cache after each call) instead of running them; the replayed replies are the very tensors a fresh
-decode would compute, so the traces are the same. Measured on held-out prompts it runs fewer calls and takes less
-time for the exact map and for the step map alike (``bench/GAMMA_MAP.md``); ``reuse_prefix=False`` decodes each
-piece from scratch.
+``gamma_map(model, prompt, rule=..., lo=None, hi=None, step=None, **settings)`` returns a ``GammaMap`` (its
+``pieces``, ``piece_at(γ)``, ``trace_at(γ)``, ``frame()``); ``GammaMapWalk`` is the same work as a generator. How the
+walk finds every piece, the step map and prefix reuse: docs/gamma_map.md.
 """
 
 from __future__ import annotations
@@ -46,8 +20,8 @@ from ..decoders.door import start
 from ..decoders.registry import decoders, default_decoder, get_decoder
 from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES, Interval
 from ..decoders.run import serve
+from ..models.call import CacheCut
 from ..models.checks import check_model
-from ..models.sbd_model import CacheCut
 from ..trace.checks import check_prompt
 from ..trace.data import Trace
 from .divergence import first_divergence
@@ -479,11 +453,8 @@ class GammaMapWalk:
             piece = self._clip(r, trace)
             gap = self._gap(last, piece.lo, piece.lo_closed)
             if gap is not None:
-                if (
-                    self.positions is None
-                    or gap.lo > gap.hi
-                    or (gap.lo == gap.hi and not (gap.lo_closed and gap.hi_closed))
-                ):
+                empty = gap.lo > gap.hi or (gap.lo == gap.hi and not (gap.lo_closed and gap.hi_closed))
+                if self.positions is None or empty:
                     raise RuntimeError(
                         f"γ map: the decode at {gamma!r} holds {piece}, which does not start where the "
                         f"last piece ({last}) ends; decodes at the same γ are not repeatable here"

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
+from ..models.base import CausalModel
 from ..models.checks import check_model
-from ..models.sbd_model import SBDModel
 from ..tasks.asserts import SuiteItem, score
 from ..trace.checks import check_trace, check_traces
 from ..trace.data import Trace
@@ -45,7 +45,7 @@ REPORT_COLUMNS = ("trace", "prompt", "output") + EVENT_COLUMNS
 
 # -- teacher-forced NTP ----------------------------------------------------------------
 @torch.inference_mode()
-def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = None) -> dict:
+def teacher_forced_ntp(model: CausalModel, trace: Trace, ntp_trace: Trace | None = None) -> dict:
     """What NTP greedy decoding would choose at each output position of ``trace``, given its final prefix.
 
     One plain causal forward over ``prompt + output``: the logits at position ``i - 1`` are
@@ -104,7 +104,7 @@ def teacher_forced_ntp(model: SBDModel, trace: Trace, ntp_trace: Trace | None = 
 
 
 @torch.inference_mode()
-def agreement_counts(model: SBDModel, traces: list[Trace], batch_size: int = 1) -> list[tuple[int, int]]:
+def agreement_counts(model: CausalModel, traces: list[Trace], batch_size: int = 1) -> list[tuple[int, int]]:
     """Per trace: (output tokens equal to NTP greedy given the final prefix, output tokens), as
     ``teacher_forced_ntp`` counts them; ``batch_size`` traces per forward, right-padded (a causal
     token never sees the padding after it)."""
@@ -223,7 +223,7 @@ def item_correct(trace: Trace, item) -> bool | None:
     return score(item, trace.text)
 
 
-def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
+def gap_fill_events(model: CausalModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
     """Every gap-fill commit of ``trace`` (``trace.gap_fills()``, in call order), with its outcome.
 
     Each event is a dict: ``block``, ``step``, ``call``, ``slot``, ``gap``, ``position`` (index
@@ -249,7 +249,7 @@ def gap_fill_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None
 
 
 def gap_fill_report(
-    traces: Trace | Iterable[Trace], model: SBDModel | None = None, items: Sequence[SuiteItem | None] | None = None
+    traces: Trace | Iterable[Trace], model: CausalModel | None = None, items: Sequence[SuiteItem | None] | None = None
 ):
     """A tidy ``pandas.DataFrame``: one row per gap-fill event of ``traces``, most suspicious first.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from ..models.sbd_model import SBDModel
+from ..models.base import CausalModel
 from ..tasks.asserts import SuiteItem
 from ..trace.checks import check_trace, check_traces
 from ..trace.data import Step, Trace
@@ -112,7 +112,7 @@ def _events(trace: Trace, tf: dict | None, correct: bool | None) -> list[dict]:
     return events
 
 
-def incoherence_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
+def incoherence_events(model: CausalModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
     """Every incoherent commit of ``trace`` (see the module's kinds), in call order, with its outcome.
 
     Each event is a dict of ``INCOHERENCE_COLUMNS``: ``kind``, then the fields a gap-fill event has (``block``,
@@ -130,7 +130,7 @@ def incoherence_events(model: SBDModel | None, trace: Trace, item: SuiteItem | N
 
 
 def incoherence_report(
-    traces: Trace | Iterable[Trace], model: SBDModel | None = None, items: Sequence[SuiteItem | None] | None = None
+    traces: Trace | Iterable[Trace], model: CausalModel | None = None, items: Sequence[SuiteItem | None] | None = None
 ):
     """A tidy ``pandas.DataFrame``: one row per incoherent commit of ``traces``, most suspicious first.
 
@@ -142,7 +142,7 @@ def incoherence_report(
 
 
 def failure_report(
-    traces: Trace | Iterable[Trace], model: SBDModel | None = None, items: Sequence[SuiteItem | None] | None = None
+    traces: Trace | Iterable[Trace], model: CausalModel | None = None, items: Sequence[SuiteItem | None] | None = None
 ):
     """Gap fills and incoherent commits of ``traces`` in one ``pandas.DataFrame``, most suspicious first.
 
@@ -164,7 +164,7 @@ def failure_report(
     return df.sort_values("suspicion", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def failure_events(model: SBDModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
+def failure_events(model: CausalModel | None, trace: Trace, item: SuiteItem | None = None) -> list[dict]:
     """The gap fills (``kind`` ``"gap_fill"``, the events of ``analysis.gap_fill_events``) and the incoherent
     commits of one trace, judged with one teacher-forced NTP forward between them, in call and slot order (a gap
     fill before an incoherent commit of the same slot)."""

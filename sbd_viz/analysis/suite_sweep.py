@@ -21,8 +21,8 @@ from .._version import __version__
 from ..decoders.config import DecodeConfig
 from ..decoders.ntp import NTP
 from ..decoders.sbd import SBD
+from ..models.base import CausalModel
 from ..models.checks import check_block_size, check_model
-from ..models.sbd_model import SBDModel
 from ..tasks.asserts import SuiteItem
 from ..trace.checks import check_whole
 from .evaluation import STOP, Plan, is_main_process, main_decides, split_items
@@ -122,7 +122,7 @@ def _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify=(Fals
     return out
 
 
-def _tokenizer_hash(model: SBDModel) -> str:
+def _tokenizer_hash(model: CausalModel) -> str:
     vocab = sorted(model.tokenizer.get_vocab().items())
     return hashlib.sha256(json.dumps(vocab).encode()).hexdigest()[:16]
 
@@ -186,7 +186,7 @@ def _mean(flags: list[bool]) -> float:
 
 
 def _measure(
-    model: SBDModel,
+    model: CausalModel,
     items: list[SuiteItem],
     scored: bool,
     setting: dict,
@@ -336,7 +336,7 @@ class SweepStopped(RuntimeError):
 
 
 def sweep(
-    model: SBDModel,
+    model: CausalModel,
     suite_or_prompts,
     rules: Sequence[str] = ("entropy_bounded",),
     gammas: Sequence[float] = (0.0, 0.1, 0.35, 1.0),

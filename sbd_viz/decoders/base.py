@@ -1,7 +1,7 @@
 """The decode skeleton: what every decoder of this package shares, written once.
 
-- the named types that travel between a decode and the engine serving it: ``Reply`` (the model's answer to a
-  ``ModelCall``), ``Stop`` (where and why an output ends) and ``Proposal`` (a call's token choice per slot);
+- the named types a decode keeps (the request and reply are ``sbd_viz.models.call``'s): ``Stop`` (where and why an
+  output ends) and ``Proposal`` (a call's token choice per slot);
 - the stop rule: ``find_stop`` is the one place an output's end is looked for (EOS, or a stop string in the text
   *with special tokens kept*, so a stop string that is a special token, as chat models' are, is found);
   ``ends_output`` and ``live_slots`` ("generate until": slots right of a final stop token are not decoded) and
@@ -16,26 +16,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Generator
+from typing import TYPE_CHECKING
 
 import torch
 
-from ..models.sbd_model import CacheCut, ModelCall
+from ..models.call import CacheCut, Model, ModelCall, Reply
+from ..trace.data import Step
+
+if TYPE_CHECKING:  # the config module reads the rules, which read this module's Proposal
+    from .config import DecodeConfig
 
 REASONS = ("stop", "eos", "length")
-
-
-@dataclass(frozen=True)
-class Reply:
-    """The answer to a ``ModelCall``: the logits of its last ``n_causal`` causal positions (n_causal, V), of its
-    block (len(block_ids), V), float32, and the forward's wall time in seconds (a ``TreeCall`` and a
-    ``DraftTreeCall`` say what theirs hold)."""
-
-    causal: torch.Tensor
-    block: torch.Tensor
-    seconds: float
-    tree: tuple = ()  # a ``DraftTreeCall``'s drafted tree: ``sbd_viz.models.token_tree.DraftNode``s
 
 
 @dataclass(frozen=True)
@@ -61,11 +54,12 @@ class Proposal:
     tokens: torch.Tensor
     confidence: torch.Tensor
 
-    def rows(self, index) -> "Proposal":
+    def rows(self, index) -> Proposal:
         """The proposal of some of the slots (``index``: positions into the m slots)."""
         index = torch.as_tensor(index, dtype=torch.long)
-        return Proposal(self.probs[index.to(self.probs.device)], self.entropy[index], self.tokens[index],
-                        self.confidence[index])
+        return Proposal(
+            self.probs[index.to(self.probs.device)], self.entropy[index], self.tokens[index], self.confidence[index]
+        )
 
 
 def row_entropy(probs: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
@@ -150,7 +144,7 @@ class StopCriterion:
         self.model, self.n_prompt, self.stop = model, n_prompt, tuple(stop)
 
     def __call__(self, input_ids, scores, **kwargs) -> torch.Tensor:
-        new = input_ids[0, self.n_prompt:].tolist()
+        new = input_ids[0, self.n_prompt :].tolist()
         hit = bool(self.stop) and any(s in self.model.raw_text(new) for s in self.stop)
         return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
 
@@ -175,7 +169,7 @@ class Block:
     steps: int = 0  # steps recorded in this block so far
 
     @classmethod
-    def empty(cls, index: int, start: int, size: int, mask_id: int) -> "Block":
+    def empty(cls, index: int, start: int, size: int, mask_id: int) -> Block:
         return cls(index, start, [mask_id] * size, [False] * size, mask_id)
 
     @property
@@ -213,6 +207,12 @@ class BlockLoop:
     may change ``fed`` (what a call feeds as the block), ``live`` (the slots a call decodes) and ``begin_block``;
     the loop owns the blocks, the calls' causal feed, the stop rule and the output."""
 
+    # what the decode run it is mixed into holds (``DecodeRun``)
+    model: Model
+    config: DecodeConfig
+    prompt_ids: list[int]
+    record: Callable[[Step], None]
+
     def begin_block(self, block: Block) -> None:
         """A new block starts (a decoder that keeps state per block resets it here)."""
 
@@ -242,14 +242,15 @@ class BlockLoop:
             self.begin_block(block)
             checked = 0  # the block's final prefix already searched for a stop
             while live := self.live(block):
-                reply = yield ModelCall(pending, self.fed(block))
+                reply = yield ModelCall.fused(pending, self.fed(block))
                 started = time.perf_counter() - reply.seconds
                 self.record(self.read_call(block, live, reply, call, len(pending) + size, started))
                 pending, call = [], call + 1
                 block.steps += 1
                 if block.prefix > checked:  # a stop in the final prefix ends the output: later slots are dropped
-                    found = find_stop(model, generated + block.tokens[: block.prefix],
-                                      len(generated) + checked + 1, config.stop)
+                    found = find_stop(
+                        model, generated + block.tokens[: block.prefix], len(generated) + checked + 1, config.stop
+                    )
                     checked = block.prefix
                     if found:
                         return (generated + block.tokens)[: found.index], found

@@ -36,20 +36,20 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterable
 
 import torch
 
-from ..trace.checks import check_whole
+from ..models.base import CausalModel
+from ..models.call import CacheCut, ModelCall, Reply
 from ..models.checks import check_model
+from ..trace.checks import check_whole
+from ..trace.data import Trace
+from .config import DecodeConfig
 from .door import prepare
 from .registry import DecoderSpec, check_serves, decoders, default_decoder, get_decoder
-from .config import DecodeConfig
-from ..models.sbd_model import CacheCut, ModelCall, SBDModel
-from .base import Reply
 from .rules import DEFAULT_GAMMA, DEFAULT_RULE
-from ..trace.data import Trace
 
 MAX_BATCH_SIZE = 1024
 
@@ -57,7 +57,7 @@ MAX_BATCH_SIZE = 1024
 class _BatchCache:
     """The batch's KV cache (a transformers ``DynamicCache``) plus which columns each row owns."""
 
-    def __init__(self, model: SBDModel, rows: int):
+    def __init__(self, model: CausalModel, rows: int):
         self.model, self.cache = model, model.new_cache()
         self.live = torch.zeros(rows, 0, dtype=torch.bool)  # (rows, columns): the row's cached tokens
         self.columns: list[list[int]] = [[] for _ in range(rows)]  # each row's live columns, in text order
@@ -116,7 +116,7 @@ class _BatchCache:
 @dataclass
 class _Row:
     index: int  # the prompt's position in the input
-    requests: object  # the Decoding's request coroutine
+    requests: Generator[ModelCall | CacheCut, Reply | None, None]  # the Decoding's request coroutine
     request: ModelCall | None = None
     entering: bool = True  # its first request (the prompt and first block) is not answered yet
 
@@ -146,8 +146,11 @@ class BatchStats:
         return self.tokens / self.computed if self.computed else float("nan")
 
     def as_dict(self) -> dict:
-        return {**{k: getattr(self, k) for k in self.__dataclass_fields__},
-                "row_efficiency": self.row_efficiency, "token_efficiency": self.token_efficiency}
+        return {
+            **{k: getattr(self, k) for k in self.__dataclass_fields__},
+            "row_efficiency": self.row_efficiency,
+            "token_efficiency": self.token_efficiency,
+        }
 
 
 @dataclass
@@ -161,15 +164,15 @@ class BatchDecoding:
     the batch's latency, not one row's cost (``trace.meta['batch_size']`` says so).
     """
 
-    model: SBDModel
-    prompts: list[str]
+    model: CausalModel
+    prompts: Sequence[str]
     config: DecodeConfig = field(default_factory=DecodeConfig)
     batch_size: int = 8
     decoder: str | DecoderSpec | None = None  # any registered decoder with requests() (sv.decoders()); None: SBD
     # smallest prefill piece; None feeds every prompt whole; "auto": the decoding class's ``prefill_chunk`` (NTP's
     # 16), else None. SBD measured on the suite at batch 32 (2 threads): 0.93-1.05x the items/s of whole prompts:
     # its rows enter in waves and are ~32 tokens wide anyway, so pieces only add calls.
-    prefill_chunk: int | None | str = "auto"
+    prefill_chunk: int | str | None = "auto"
     own: dict = field(default_factory=dict)  # the decoder's own settings (its spec's ``own``), e.g. remask_threshold
     stats: BatchStats = field(default_factory=BatchStats, init=False)
 
@@ -187,12 +190,16 @@ class BatchDecoding:
         self._spec = spec = default_decoder(self.model) if self.decoder is None else get_decoder(self.decoder)
         check_serves(spec, self.model)
         if not spec.batchable:
-            raise ValueError(f"decoder: {spec.name!r} cannot be batched (its decoding class has no requests()); "
-                             f"batchable: {', '.join(s.name for s in decoders(self.model) if s.batchable)}")
+            raise ValueError(
+                f"decoder: {spec.name!r} cannot be batched (its decoding class has no requests()); "
+                f"batchable: {', '.join(s.name for s in decoders(self.model) if s.batchable)}"
+            )
         stray = [k for k in self.own if k not in spec.own]
         if stray:
-            raise ValueError(f"{stray[0]}: not a setting of decoder {spec.name!r}'s own "
-                             f"({', '.join(spec.own) or 'none'}); shared settings go in config")
+            raise ValueError(
+                f"{stray[0]}: not a setting of decoder {spec.name!r}'s own "
+                f"({', '.join(spec.own) or 'none'}); shared settings go in config"
+            )
         own = {**spec.own, **self.own}
         if self.prefill_chunk == "auto":
             self.prefill_chunk = getattr(spec.decoding, "prefill_chunk", None)
@@ -223,11 +230,13 @@ class BatchDecoding:
         bar = None
         if progress:
             from tqdm.auto import tqdm
+
             bar = tqdm(total=len(self.prompts), desc=f"decode_batch x{self.batch_size}", unit="prompt")
 
         def advance(r: int, reply) -> None:
             """Send ``reply`` to row r's decode and serve its requests up to its next forward (or its end)."""
             row = rows[r]
+            assert row is not None, "a row is advanced only while it decodes"
             while True:
                 try:
                     request = row.requests.send(reply)
@@ -266,42 +275,54 @@ class BatchDecoding:
                 served, rests = self._pieces(requests, [bool(row and row.entering) for row in rows])
                 replies = self._forward(cache, served)
                 for r, reply in enumerate(replies):
+                    row = rows[r]
+                    if row is None:
+                        continue
                     if rests[r] is not None:  # a prefill piece went in: the rest of the request waits
-                        rows[r].request = rests[r]
+                        row.request = rests[r]
                     elif reply is not None:
-                        rows[r].entering = False
+                        row.entering = False
                         advance(r, reply)
         if bar is not None:
             bar.close()
         self.stats.seconds = time.perf_counter() - t_start
-        return traces
+        done = [t for t in traces if t is not None]
+        assert len(done) == len(traces), "every prompt's decode ran to its end"
+        return done
 
     def _trace(self, index: int) -> Trace:
         trace = self._spec.trace(self._decodings[index])
-        meta = {**trace.meta, "batch_size": self.batch_size,
-                "wall_time": "the batched forward each step shared, plus the row's own work"}
+        meta = {
+            **trace.meta,
+            "batch_size": self.batch_size,
+            "wall_time": "the batched forward each step shared, plus the row's own work",
+        }
         return replace(trace, meta=meta)
 
-    def _pieces(self, requests: list[ModelCall | None], entering: list[bool]
-                ) -> tuple[list[ModelCall | None], list[ModelCall | None]]:
+    def _pieces(
+        self, requests: list[ModelCall | None], entering: list[bool]
+    ) -> tuple[list[ModelCall | None], list[ModelCall | None]]:
         """What each row feeds in this call, and what is left of its request (None: nothing is left).
 
         An entering row's request (its prompt and first block) wider than the call's other rows, and than
         ``prefill_chunk``, sends the head of its prompt alone, as wide as that limit; the tokens whose logits the
         row needs, and its block, stay in the rest."""
-        served, rests = list(requests), [None] * len(requests)
-        if self.prefill_chunk is None:
+        served: list[ModelCall | None] = list(requests)
+        rests: list[ModelCall | None] = [None] * len(requests)
+        chunk = self.prefill_chunk
+        if chunk is None:
             return served, rests
+        assert isinstance(chunk, int), "prefill_chunk 'auto' is resolved on construction"
         widths = [len(q.new_ids) + len(q.block_ids) if q else 0 for q in requests]
-        limit = max([self.prefill_chunk] + [w for w, e in zip(widths, entering) if not e])
+        limit = max([chunk] + [w for w, e in zip(widths, entering) if not e])
         for r, q in enumerate(requests):
             if q is None or not entering[r] or widths[r] <= limit:
                 continue
             piece = min(limit, widths[r] - limit, len(q.new_ids) - max(q.n_causal, 1))
             if piece < 1:
                 continue
-            served[r] = ModelCall(q.new_ids[:piece], [], 0)
-            rests[r] = replace(q, new_ids=q.new_ids[piece:])
+            served[r] = ModelCall.fused(q.new_ids[:piece])
+            rests[r] = ModelCall.fused(q.new_ids[piece:], q.block_ids, q.n_causal)
             self.stats.prefill_pieces += 1
         return served, rests
 
@@ -328,19 +349,16 @@ class BatchDecoding:
             positions[r, :n] = torch.arange(base, base + n)
             positions[r, blk] = torch.arange(base + n, base + n + k)
             real[r, :n] = real[r, blk] = True
-            keep[r, n - req.n_causal: n] = keep[r, blk] = True
+            keep[r, n - req.n_causal : n] = keep[r, blk] = True
             live = cache.live[r]
             allowed[r, :n, :width] = live
             allowed[r, blk, :width] = live
-            allowed[r, :n, width: width + n] = torch.ones(n, n, dtype=torch.bool).tril()
-            allowed[r, blk, width: width + n] = True  # the block sees the row's new tokens
-            allowed[r, blk, width + n_max: width + n_max + k] = True  # and itself, both ways
+            allowed[r, :n, width : width + n] = torch.ones(n, n, dtype=torch.bool).tril()
+            allowed[r, blk, width : width + n] = True  # the block sees the row's new tokens
+            allowed[r, blk, width + n_max : width + n_max + k] = True  # and itself, both ways
         # a padding position attends to itself alone: a query with no key would give NaN keys downstream
         allowed[:, :, width:] |= torch.eye(q_len, dtype=torch.bool)[None] & ~real[:, :, None]
-        mask = allowed[:, None]
-        if model._eager:
-            dtype = model.model.dtype
-            mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+        mask = model.attention_mask(allowed)  # (rows, 1, q, keys)
         device = model.device
         layers = getattr(cache.cache, "layers", [])
         saved = [(layer.keys, layer.values) for layer in layers]
@@ -349,9 +367,14 @@ class BatchDecoding:
         block_rows[:, :n_max] = False  # every row's block sits at [n_max, n_max + its size)
         try:
             with model.block_rows(rows=block_rows.to(device)):
-                out = model.model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                  position_ids=positions.to(device), past_key_values=cache.cache, use_cache=True,
-                                  logits_to_keep=keep.to(device))
+                out = model.model(
+                    input_ids=ids.to(device),
+                    attention_mask=mask.to(device),
+                    position_ids=positions.to(device),
+                    past_key_values=cache.cache,
+                    use_cache=True,
+                    logits_to_keep=keep.to(device),
+                )
         except BaseException:  # leave the cache as it was, as the single-row engine does
             for layer, (keys, values) in zip(cache.cache.layers, saved):
                 layer.keys, layer.values = keys, values
@@ -366,7 +389,8 @@ class BatchDecoding:
                 replies.append(None)
                 continue
             c, k = req.n_causal, sizes[r]
-            replies.append(Reply(logits[offset: offset + c], logits[offset + c: offset + c + k], seconds))
+            block = logits[offset + c : offset + c + k]  # (k, V)
+            replies.append(Reply(logits[offset : offset + c], block.reshape(int(k > 0), k, block.shape[-1]), seconds))
             offset += c + k
         busy = sum(q is not None and bool(q.block_ids or q.n_causal) for q in requests)  # prefill pieces are not
         self.stats.calls += 1
@@ -378,11 +402,25 @@ class BatchDecoding:
         return replies
 
 
-def decode_batch(model: SBDModel, prompts: Iterable[str], rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
-                 block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
-                 stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
-                 verify: bool = False, batch_size: int = 8, progress: bool = False,
-                 decoder: str | None = None, prefill_chunk: int | None | str = "auto", **own) -> list[Trace]:
+def decode_batch(
+    model: CausalModel,
+    prompts: Iterable[str],
+    rule: str = DEFAULT_RULE,
+    gamma: float = DEFAULT_GAMMA,
+    block_size: int | None = None,
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    seed: int = 0,
+    stop: str | Iterable[str] | None = None,
+    gap_free: bool = False,
+    top_n: int = 5,
+    verify: bool = False,
+    batch_size: int = 8,
+    progress: bool = False,
+    decoder: str | None = None,
+    prefill_chunk: int | str | None = "auto",
+    **own,
+) -> list[Trace]:
     """Decode many prompts with ``decoder``, ``batch_size`` rows per forward; one ``Trace`` per prompt, in order.
 
     ``decoder``: any registered decoder whose class has ``requests()`` (None: SBD; ``"ntp"`` is greedy NTP, one
@@ -395,8 +433,21 @@ def decode_batch(model: SBDModel, prompts: Iterable[str], rule: str = DEFAULT_RU
     ``BatchDecoding`` gives the same traces and ``stats`` (how busy the batch was).
     ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
     """
-    spec, config, own = prepare(model, decoder, max_new_tokens, stop, top_n, rule=rule, gamma=gamma,
-                                block_size=block_size, temperature=temperature, seed=seed, gap_free=gap_free,
-                                verify=verify, **own)
-    return BatchDecoding(model, list(prompts) if not isinstance(prompts, str) else prompts, config,
-                         batch_size, spec, prefill_chunk, own).run(progress=progress)
+    spec, config, own = prepare(
+        model,
+        decoder,
+        max_new_tokens,
+        stop,
+        top_n,
+        rule=rule,
+        gamma=gamma,
+        block_size=block_size,
+        temperature=temperature,
+        seed=seed,
+        gap_free=gap_free,
+        verify=verify,
+        **own,
+    )
+    return BatchDecoding(
+        model, prompts if isinstance(prompts, str) else list(prompts), config, batch_size, spec, prefill_chunk, own
+    ).run(progress=progress)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..models.sbd_model import SBDModel
+from ..models.base import CausalModel
 from ..trace.checks import check_whole
 from ..trace.data import Trace
 from .config import DecodeConfig
@@ -68,7 +68,7 @@ class LookupDecoding(DraftAndCheck):
 
     def __init__(
         self,
-        model: SBDModel,
+        model: CausalModel,
         prompt: str,
         config: DecodeConfig | None = None,
         prompt_lookup_num_tokens: int = DEFAULT_LOOKUP_TOKENS,
@@ -113,7 +113,7 @@ SPECS = (PROMPT_LOOKUP,)
 
 
 def decode_prompt_lookup(
-    model: SBDModel,
+    model: CausalModel,
     prompt: str,
     max_new_tokens: int = 64,
     stop: str | Iterable[str] | None = None,

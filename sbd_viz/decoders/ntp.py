@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import torch
 
-from ..models.sbd_model import CacheCut, ModelCall, SBDModel
+from ..models.call import CacheCut, Model, ModelCall
 from ..trace.data import Step, Trace
 from .base import Reply, Stop, StopCriterion, find_stop, generate_stops
 from .door import decode
@@ -98,7 +98,7 @@ class NTPDecoding(DecodeRun):
         generated: list[int] = []
         while len(generated) < config.max_new_tokens:
             fed = list(self.prompt_ids) if not generated else generated[-1:]
-            reply = yield ModelCall(fed, [], 1)  # reply.causal: (1, V)
+            reply = yield ModelCall.fused(fed, [], 1)  # reply.causal: (1, V)
             assert isinstance(reply, Reply)  # a model call's answer
             t0 = time.perf_counter()
             step = ntp_step(model, len(generated), reply.causal, n_prompt, len(fed), reply.seconds, config.top_n)
@@ -119,7 +119,7 @@ SPECS = (NTP,)
 
 
 def decode_ntp(
-    model: SBDModel, prompt: str, max_new_tokens: int = 64, stop: str | Iterable[str] | None = None, top_n: int = 5
+    model: Model, prompt: str, max_new_tokens: int = 64, stop: str | Iterable[str] | None = None, top_n: int = 5
 ) -> Trace:
     """The same weights decoded causally and greedily with HF ``generate``: one token per call."""
     return decode(model, prompt, NTP.name, max_new_tokens, stop, top_n)

@@ -1,19 +1,7 @@
 """SBD with low-confidence remasking (LLaDA-style): a gap fill is held provisionally and can go back to masked.
 
-SBD's block loop, with one change. A commit made while a slot to its left is still open (a gap fill) is
-*pending*: later calls of the block feed its slot as a mask again and re-read the model's probability of the
-held token there. If that confidence falls below ``remask_threshold`` the slot is *remasked* (open again; the
-commit rule may fill it anew from the next call on); once a call re-reads it with no open slot to its left and
-keeps it, it is *confirmed* and fed as its token from then on. A commit with nothing open to its left is
-confirmed at once. A slot is remasked at most once, so every block ends.
-
-Why the slot is fed masked to be re-read: the SBD objective trains the block head on masked slots only, so its
-logits at a slot fed as a token are untrained. On the shipped model (blocks of NTP's text, two held-out items a
-family, three slots kept) a right token fed as itself read a median probability of 0.004; fed masked, 0.995, and a
-random wrong token at most 0.0004. The price: a pending gap fill does not inform the other slots until confirmed.
-
-Each step records the block as a canvas (``Step.canvas``: every slot's draft, and whether it holds a token after
-the step); a remask is ``Step.renoised``. Confirmed slots show the draft they were committed with.
+``RemaskDecoding`` is the decoder, ``REMASK`` its spec (its own setting: ``remask_threshold``). How a pending gap fill
+is re-read, remasked or confirmed, and why it is fed masked: docs/decoders.md.
 """
 
 from __future__ import annotations
@@ -23,7 +11,7 @@ from dataclasses import replace
 
 import torch
 
-from ..models.sbd_model import SBDModel
+from ..models.base import CausalModel
 from ..trace.checks import check_probability
 from ..trace.data import Candidate, Commit, Draft, Step
 from .base import Block, Reply, ends_output, propose
@@ -45,7 +33,7 @@ class RemaskDecoding(Decoding):
 
     def __init__(
         self,
-        model: SBDModel,
+        model: CausalModel,
         prompt: str,
         config: DecodeConfig | None = None,
         remask_threshold: float = DEFAULT_REMASK_THRESHOLD,
@@ -86,7 +74,7 @@ class RemaskDecoding(Decoding):
 
     def read_call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float) -> Step:
         model, config, k, tokens = self.model, self.config, block.size, block.tokens
-        proposal = propose(model, reply.block, 0.0, None)  # (k, V): every slot of the block
+        proposal = propose(model, reply.blocks[0], 0.0, None)  # (k, V): every slot of the block
         probs = proposal.probs
         top_p, top_i = torch.topk(probs, min(config.top_n, probs.shape[-1]), -1)
         read = {s: self._draft(s, proposal, top_p, top_i) for s in range(k) if not block.final[s]}

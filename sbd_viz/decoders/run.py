@@ -19,17 +19,18 @@ and SBD's decoding class built on it (``sv.Decoding``) is a public base too.
 from __future__ import annotations
 
 import time
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
-from typing import Generator, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 
 from .._version import __version__
-from ..trace.checks import check_prompt
+from ..models.call import CacheCut, Model, ModelCall, Reply
 from ..models.checks import check_model
-from ..models.sbd_model import CacheCut, DraftTreeCall, ModelCall, TreeCall
+from ..trace.checks import check_prompt
 from ..trace.data import DRAFTS_CHECKED, Step, Trace
-from .base import Reply, Stop, find_stop, greedy
+from .base import Stop, find_stop, greedy
 from .config import DecodeConfig
 from .steps import checked_step
 
@@ -55,31 +56,24 @@ class Batchable(Decoder, Protocol):
     def requests(self) -> Generator[ModelCall | CacheCut, object, None]: ...
 
 
-def serve(model, cache, request: ModelCall | TreeCall | DraftTreeCall | CacheCut) -> Reply | None:
-    """Answer one request of a decode's ``requests()`` on a single-row cache."""
+def serve(model: Model, cache, request: ModelCall | CacheCut) -> Reply | None:
+    """Answer one request of a decode's ``requests()`` on a single-row cache: the model's one call, or a cut."""
     if isinstance(request, CacheCut):
         model.rollback(cache, request.length, request.keep)
         return None
-    t0 = time.perf_counter()
-    if isinstance(request, DraftTreeCall):
-        causal, block, tree = model.draft_tree_call(cache, request.new_ids, request.parents, request.roots,
-                                                    request.block_size, request.pick, request.widths,
-                                                    None if request.blocks is None else list(request.blocks))
-        return Reply(causal, block, time.perf_counter() - t0, tuple(tree))
-    if isinstance(request, TreeCall) and request.pick is not None:
-        causal, block = model.branch_call(cache, request.new_ids, request.n_branches, request.block_size, request.pick)
-    elif isinstance(request, TreeCall):
-        causal, block = model.tree_call(cache, request.new_ids, request.n_branches, request.block_size)
-    else:
-        causal, block = model.fused_call(cache, request.new_ids, request.block_ids, request.n_causal)
-    return Reply(causal, block, time.perf_counter() - t0)
+    return model.call(cache, request)
 
 
 def greedy_settings(config: DecodeConfig) -> dict:
     """The settings of ``config`` that a greedy decode reads (one token per call, temperature 0), as its trace's
     config stores them; a decoder adds its name and its own."""
-    return {"max_new_tokens": config.max_new_tokens, "stop": list(config.stop), "top_n": config.top_n,
-            "block_size": 1, "temperature": 0.0}
+    return {
+        "max_new_tokens": config.max_new_tokens,
+        "stop": list(config.stop),
+        "top_n": config.top_n,
+        "block_size": 1,
+        "temperature": 0.0,
+    }
 
 
 class DecodeRun:
@@ -90,7 +84,8 @@ class DecodeRun:
     ``trace_settings()``; a decode runs once (``steps()`` or ``requests()``), then ``trace()`` works."""
 
     def __init__(self, model, prompt: str, config: DecodeConfig | None = None):
-        self.model, self.prompt = check_model(model), check_prompt(prompt)
+        self.model: Model = check_model(model)  # what a decoder may ask of it: sbd_viz.models.call.Model
+        self.prompt = check_prompt(prompt)
         self.config = DecodeConfig() if config is None else config
         if not isinstance(self.config, DecodeConfig):
             raise TypeError(f"config: expected an sbd_viz.DecodeConfig, got {type(self.config).__name__}")
@@ -140,7 +135,9 @@ class DecodeRun:
         self.begin()
         return self._keep_output(self.loop())
 
-    def _keep_output(self, loop: Generator) -> Generator:
+    def _keep_output(
+        self, loop: Generator[ModelCall | CacheCut, object, tuple[list[int], Stop]]
+    ) -> Generator[ModelCall | CacheCut, object, None]:
         """Pass ``loop``'s requests and replies through; keep what it returns: the output ids and their ``Stop``."""
         self.output_ids, stop = yield from loop
         self.stop_reason = stop.reason
@@ -163,14 +160,27 @@ class DecodeRun:
         """The finished decode as a ``Trace``."""
         if self.stop_reason is None:
             raise RuntimeError("trace: the decode has not finished; iterate its steps (or requests) to the end first")
+        assert self.output_ids is not None  # set with stop_reason, when the decode ended
         model, out = self.model, list(self.output_ids)
-        meta = {"sbd_viz_version": __version__, "torch": torch.__version__, "dtype": str(model.model.dtype),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        return Trace(prompt=self.prompt, prompt_ids=tuple(self.prompt_ids), config=self.trace_settings(),
-                     model_id=model.name, steps=tuple(self._steps), output_ids=tuple(out),
-                     output_texts=tuple(model.output_texts(self.prompt_ids, out)), text=model.text(out),
-                     stop_reason=self.stop_reason, meta={**meta, **model.trace_meta()},
-                     gamma_range=self.gamma_range())
+        meta = {
+            "sbd_viz_version": __version__,
+            "torch": torch.__version__,
+            "dtype": str(model.dtype),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        return Trace(
+            prompt=self.prompt,
+            prompt_ids=tuple(self.prompt_ids),
+            config=self.trace_settings(),
+            model_id=model.name,
+            steps=tuple(self._steps),
+            output_ids=tuple(out),
+            output_texts=tuple(model.output_texts(self.prompt_ids, out)),
+            text=model.text(out),
+            stop_reason=self.stop_reason,
+            meta={**meta, **model.trace_meta()},
+            gamma_range=self.gamma_range(),
+        )
 
 
 class DraftAndCheck(DecodeRun):
@@ -205,7 +215,7 @@ class DraftAndCheck(DecodeRun):
             limit = config.max_new_tokens - len(generated) - 1  # a call keeps at most its drafts + 1 tokens
             drafts = [int(t) for t in self.draft(self.prompt_ids + generated, limit)][: max(limit, 0)]
             cached = n_prompt + len(generated) - len(pending)  # the cache's length before the call
-            reply = yield ModelCall(pending + drafts, [], len(drafts) + 1)
+            reply = yield ModelCall.fused(pending + drafts, [], len(drafts) + 1)
             rows = reply.causal  # (len(drafts) + 1, V)
             t0 = time.perf_counter()
             verdicts = greedy(model, rows).tolist()
@@ -213,8 +223,17 @@ class DraftAndCheck(DecodeRun):
             kept = verdicts[: agree + 1]
             found = find_stop(model, generated + kept, len(generated) + 1, config.stop)
             kept = kept[: found.index - len(generated)] if found else kept
-            step = checked_step(model, call, n_prompt + len(generated), drafts, rows, kept,
-                                len(pending) + len(drafts), 0.0, config.top_n)
+            step = checked_step(
+                model,
+                call,
+                n_prompt + len(generated),
+                drafts,
+                rows,
+                kept,
+                len(pending) + len(drafts),
+                0.0,
+                config.top_n,
+            )
             # the cache keeps the fed tokens up to the last right draft; the last kept token is fed next call
             yield CacheCut(cached + len(pending) + len(kept) - 1)
             self.record(replace(step, wall_time=reply.seconds + time.perf_counter() - t0))

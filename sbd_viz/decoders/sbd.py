@@ -8,28 +8,30 @@ rolls back at the first disagreement: the output is then exactly ``decode_ntp``'
 ``sbd_viz.decoders.verified.single``). Both loops are coroutines of cache requests (``Decoding.requests()``), so
 ``decode_batch`` serves many of them with the same logic; ``sbd_viz.decoders.steps`` builds their steps.
 Verified SBD drafts one block per call (``drafting="single"``, the default) or a block after every possible
-accepted length (``drafting="tree"``, SBD's own setting: its requests are ``TreeCall``s, which ``serve`` answers
-and ``decode_batch`` does not).
+accepted length (``drafting="tree"``, SBD's own setting: its requests are ``ModelCall``s with a block after each
+fed token, which ``serve`` answers and ``decode_batch`` does not).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Generator, Iterable
+from collections.abc import Generator, Iterable
 
 import torch
 
+from ..models.base import CausalModel
 from ..models.checks import check_block_size, check_model
-from ..models.sbd_model import MAX_BLOCK_SIZE, SBDModel
-from .rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, Interval
+from ..models.sbd_model import MAX_BLOCK_SIZE
+from ..trace.data import Step, Trace
+from . import registry
 from .base import Block, BlockLoop, Reply, propose
 from .config import DecodeConfig
+from .rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, Interval
 from .run import DecodeRun, serve
 from .steps import draft, slot_views
-from ..trace.data import Step, Trace
-from .verified.tree import TokenTreeDecode, check_tree_blocks, check_tree_widths
-from .verified.single import TreeDecode, VerifiedDecode, check_drafting
-from . import registry
+from .verified.settings import check_drafting, check_tree_blocks, check_tree_widths
+from .verified.single import VerifiedDecode
+from .verified.tree import TreeDecode
 
 # MAX_BLOCK_SIZE, DecodeConfig and serve are read from here too: SBD's largest block, its settings, its engine
 __all__ = ["MAX_BLOCK_SIZE", "SBD", "DecodeConfig", "Decoding", "decode", "decode_steps", "serve"]
@@ -48,14 +50,21 @@ class Decoding(BlockLoop, DecodeRun):
 
     ``drafting``: how a verified decode drafts, ``"single"`` or ``"tree"`` (``sbd_viz.decoders.verified.single``).
     ``tree_widths``: with ``drafting="tree"``, draft a token tree: the best ``tree_widths[s - 1]`` candidates at slot
-    s after each candidate before it (``TokenTreeDecode``); None drafts the chain of best tokens.
+    s after each candidate before it (``TreeDecode``); None drafts the chain of best tokens.
     ``tree_blocks``: with ``drafting="tree"``, the most blocks a call feeds: after the fed tokens the accepted path
     most likely ends at, by the drafter's probabilities (a path that ends elsewhere writes NTP's token there and the
     next call drafts afresh); None puts a block after every fed token.
     """
 
-    def __init__(self, model: SBDModel, prompt: str, config: DecodeConfig | None = None, drafting: str = "single",
-                 tree_widths=None, tree_blocks=None):
+    def __init__(
+        self,
+        model: CausalModel,
+        prompt: str,
+        config: DecodeConfig | None = None,
+        drafting: str = "single",
+        tree_widths=None,
+        tree_blocks=None,
+    ):
         super().__init__(model, prompt, config)
         self.drafting = check_drafting(drafting, self.config)
         self.tree_widths = check_tree_widths(tree_widths, self.drafting)
@@ -65,15 +74,24 @@ class Decoding(BlockLoop, DecodeRun):
     def loop(self):
         """Plain SBD's block loop, or with ``verify`` the verified loop (``sbd_viz.decoders.verified.single``). Returns
         the output ids and their ``Stop``."""
-        if self.config.verify and (self.tree_widths is not None or self.tree_blocks is not None):
-            # widths of all ones are the chain: tree drafting's own calls, or with tree_blocks, fewer blocks a call
-            return (yield from TokenTreeDecode(self.model, self.config, self.prompt_ids, self.record,
-                                               self.knob_intervals, self.tree_widths or (1,),
-                                               self.tree_blocks).requests())
+        if self.config.verify and self.drafting == "tree":  # the chain is a token tree of width one
+            return (
+                yield from TreeDecode(
+                    self.model,
+                    self.config,
+                    self.prompt_ids,
+                    self.record,
+                    self.knob_intervals,
+                    self.tree_widths or (1,),
+                    self.tree_blocks,
+                ).requests()
+            )
         if self.config.verify:
-            loop = TreeDecode if self.drafting == "tree" else VerifiedDecode
-            return (yield from loop(self.model, self.config, self.prompt_ids, self.record,
-                                    self.knob_intervals).requests())
+            return (
+                yield from VerifiedDecode(
+                    self.model, self.config, self.prompt_ids, self.record, self.knob_intervals
+                ).requests()
+            )
         return (yield from self._plain_requests())
 
     def _plain_requests(self):
@@ -86,19 +104,30 @@ class Decoding(BlockLoop, DecodeRun):
     def read_call(self, block: Block, live: list[int], reply: Reply, call: int, n_input: int, started: float) -> Step:
         """The rule commits among the ``live`` slots, from the call's block logits."""
         model, config = self.model, self.config
-        proposal = propose(model, reply.block[live], config.temperature, self._gen)  # (m, V) for the live slots
+        proposal = propose(model, reply.blocks[0][live], config.temperature, self._gen)  # (m, V) for the live slots
         commits, _ = draft(model, config.commit_rule, live, proposal, self.knob_intervals)
         for c in commits:
             block.write(c.slot, c.token_id)
         views = slot_views(model, live, proposal, config.top_n)
-        return Step(call=call, block=block.index, block_start=len(self.prompt_ids) + block.start,
-                    block_size=block.size, step=block.steps, masked=tuple(live), slots=views, commits=tuple(commits),
-                    wall_time=time.perf_counter() - started, n_input=n_input)
+        return Step(
+            call=call,
+            block=block.index,
+            block_start=len(self.prompt_ids) + block.start,
+            block_size=block.size,
+            step=block.steps,
+            masked=tuple(live),
+            slots=views,
+            commits=tuple(commits),
+            wall_time=time.perf_counter() - started,
+            n_input=n_input,
+        )
 
     def check_batchable(self) -> None:
         if self.drafting != "single":  # a tree call has a block per possible accepted length
-            raise ValueError(f"drafting: {self.drafting!r} is not batched (a batched forward holds one block per "
-                             "row); decode such prompts one at a time with sv.decode")
+            raise ValueError(
+                f"drafting: {self.drafting!r} is not batched (a batched forward holds one block per "
+                "row); decode such prompts one at a time with sv.decode"
+            )
 
     def trace_settings(self) -> dict:
         config = self.config.as_dict()
@@ -122,15 +151,28 @@ class Decoding(BlockLoop, DecodeRun):
         return found
 
 
-def decode_steps(model: SBDModel, prompt: str, config: DecodeConfig | None = None) -> Generator[Step, None, None]:
+def decode_steps(model: CausalModel, prompt: str, config: DecodeConfig | None = None) -> Generator[Step, None, None]:
     """Decode ``prompt`` with SBD, yielding one ``Step`` per model call (``Decoding`` also gives the trace)."""
     return Decoding(model, prompt, config).steps()
 
 
-def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float = DEFAULT_GAMMA,
-           block_size: int | None = None, max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
-           stop: str | Iterable[str] | None = None, gap_free: bool = False, top_n: int = 5,
-           verify: bool = False, drafting: str = "single", tree_widths=None, tree_blocks=None) -> Trace:
+def decode(
+    model: CausalModel,
+    prompt: str,
+    rule: str = DEFAULT_RULE,
+    gamma: float = DEFAULT_GAMMA,
+    block_size: int | None = None,
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    seed: int = 0,
+    stop: str | Iterable[str] | None = None,
+    gap_free: bool = False,
+    top_n: int = 5,
+    verify: bool = False,
+    drafting: str = "single",
+    tree_widths=None,
+    tree_blocks=None,
+) -> Trace:
     """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``.
 
     ``block_size``: slots decoded together; None takes the model's (``SBDModel.block_size``: the
@@ -140,13 +182,22 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
     causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
     temperature 0. ``drafting="tree"`` (with ``verify=True``) drafts a block after every possible accepted length
     in each call, so a rejected draft never wastes the call's drafts (``sbd_viz.decoders.verified.single``), and
-    ``tree_widths`` (e.g. ``(3, 1, 1)``) makes that draft a token tree of candidates (``TokenTreeDecode``), and
+    ``tree_widths`` (e.g. ``(3, 1, 1)``) makes that draft a token tree of candidates (``TreeDecode``), and
     ``tree_blocks`` (e.g. 1) caps the blocks a call feeds at the places its path most likely ends.
     """
     # SBD's own function, with SBD's signature; sv.decode (sbd_viz.decoders.door) is the door to every decoder
-    config = DecodeConfig(rule=rule, gamma=gamma, block_size=check_block_size(block_size, check_model(model)),
-                          max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, stop=stop or (),
-                          gap_free=gap_free, top_n=top_n, verify=verify)
+    config = DecodeConfig(
+        rule=rule,
+        gamma=gamma,
+        block_size=check_block_size(block_size, check_model(model)),
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        stop=tuple(stop or ()),
+        gap_free=gap_free,
+        top_n=top_n,
+        verify=verify,
+    )
     decoding = Decoding(model, prompt, config, drafting, tree_widths, tree_blocks)
     for _ in decoding.steps():
         pass
@@ -155,9 +206,15 @@ def decode(model: SBDModel, prompt: str, rule: str = DEFAULT_RULE, gamma: float 
 
 # verified SBD is a mode of SBD's block loop, not a decoder of its own: its traces say decoder "sbd", verify true
 SBD = registry.DecoderSpec(
-    name="sbd", label="SBD", decoding=Decoding, model="sbd", knob=registry.Knob("gamma"),
+    name="sbd",
+    label="SBD",
+    decoding=Decoding,
+    model="sbd",
+    knob=registry.Knob("gamma"),
     takes=("rule", "gamma", "block_size", "temperature", "seed", "gap_free", "verify"),
     # verified SBD's drafting: "single" or "tree", and tree drafting's token tree (sbd_viz.decoders.verified.single)
     own={"drafting": "single", "tree_widths": None, "tree_blocks": None},
-    variants={"verified SBD": {"verify": True}}, color="#0072B2")
+    variants={"verified SBD": {"verify": True}},
+    color="#0072B2",
+)
 SPECS = (SBD,)

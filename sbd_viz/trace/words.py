@@ -379,4 +379,4 @@ def _not_kept(trace: Trace, g) -> str:
     )
     if dropped is not None:
         return f"dropped in call {dropped}, with a rejected draft to its left"
-    return f"replaced by call {trace._last_commit_call.get(position)}'s commit"
+    return f"replaced by call {trace.last_commit_calls.get(position)}'s commit"

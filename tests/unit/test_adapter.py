@@ -12,6 +12,7 @@ import torch
 import transformers as tf
 
 import sbd_viz as sv
+from conftest import fused_call, block_call
 from sbd_viz.models import gated_adapter
 from sbd_viz.models.adapted_lm import AdaptedLM
 from sbd_viz.training import adapter_train
@@ -251,7 +252,7 @@ def test_a_training_block_row_gets_the_logits_a_decoding_block_call_gets():
         for r0 in range(0, int(batch.gate[b].sum()), 4):
             start = int(batch.positions[b, r0])
             cache = model.new_cache()
-            _, block = model.fused_call(cache, seq[:start], batch.block_ids[b, r0:r0 + 4].tolist())
+            _, block = fused_call(model, cache, seq[:start], batch.block_ids[b, r0:r0 + 4].tolist())
             torch.testing.assert_close(logits[b, r0:r0 + 4], block, atol=2e-4, rtol=1e-4)
             checked += 1
     assert checked >= 6

@@ -59,7 +59,7 @@ def test_each_row_gets_its_single_row_logits(arch, models, monkeypatch):
                     worst["cuts"] += 1
                     continue
                 worst["calls"] += 1
-                for got, want in ((reply.causal, expected.causal), (reply.block, expected.block)):
+                for got, want in ((reply.causal, expected.causal), (reply.blocks, expected.blocks)):
                     assert got.shape == want.shape
                     if got.numel():
                         worst["diff"] = max(worst["diff"], float((got - want).abs().max()))

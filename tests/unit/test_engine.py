@@ -8,7 +8,7 @@ import torch
 import sbd_viz as sv
 from sbd_viz.training.data import build_char_tokenizer
 
-from conftest import reference_logits, tiny_model
+from conftest import block_call, call_from, fused_call, fused_from, reference_logits, tiny_model
 
 
 def _prefill_keys(model, ids):
@@ -24,7 +24,7 @@ def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
     model = tiny_model(arch, seed=1)
     final: list[int] = []  # tokens that entered the cache, in order
     worst = {"logits": 0.0, "cache": 0.0, "calls": 0}
-    real_call = model.fused_call
+    real_call = fused_from(model.call)
 
     def checked_call(cache, new_ids, block_ids, n_causal=0):
         expected = reference_logits(model, final + list(new_ids), list(block_ids))
@@ -38,7 +38,7 @@ def test_cached_block_calls_equal_uncached_forward(arch, monkeypatch):
         return causal, got
 
     # on this model alone: a patch of the class would also see any other model's calls in this process
-    monkeypatch.setattr(model, "fused_call", checked_call)
+    monkeypatch.setattr(model, "call", call_from(checked_call))
     trace = sv.decode(model, "assert 1 + 2 == ", rule="top_k", gamma=2, block_size=5, max_new_tokens=17)
     assert worst["calls"] == trace.nfe >= 9  # blocks of 5, 5, 5, 2 at two slots per call
     assert trace.n_blocks == 4
@@ -50,15 +50,15 @@ def test_bidirectional_block_really_sees_itself(tiny):
     """Changing one committed slot changes the other slots' predictions (the mask is applied)."""
     ids = tiny.encode("assert 3 == ")
     m = tiny.mask_token_id
-    a = tiny.block_call(tiny.new_cache(), ids, [m, m, m, m])
-    b = tiny.block_call(tiny.new_cache(), ids, [m, m, m, 30])
+    a = block_call(tiny, tiny.new_cache(), ids, [m, m, m, m])
+    b = block_call(tiny, tiny.new_cache(), ids, [m, m, m, 30])
     assert float((a[0] - b[0]).abs().max()) > 1e-4
 
 
 def test_failed_call_leaves_cache_untouched(tiny, monkeypatch):
     cache = tiny.new_cache()
     m = tiny.mask_token_id
-    tiny.block_call(cache, tiny.encode("assert 1 == "), [m, m, m])
+    block_call(tiny, cache, tiny.encode("assert 1 == "), [m, m, m])
     before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
     attn = tiny.model.model.layers[1].self_attn
 
@@ -67,12 +67,12 @@ def test_failed_call_leaves_cache_untouched(tiny, monkeypatch):
 
     monkeypatch.setattr(attn, "forward", boom)
     with pytest.raises(RuntimeError, match="boom"):
-        tiny.block_call(cache, [40, 41], [m, m, m])  # layer 0 has already appended its K/V by then
+        block_call(tiny, cache, [40, 41], [m, m, m])  # layer 0 has already appended its K/V by then
     monkeypatch.undo()
     assert len(cache.layers) == len(before)
     for layer, (k, v) in zip(cache.layers, before):
         assert torch.equal(layer.keys, k) and torch.equal(layer.values, v)
-    tiny.block_call(cache, [40, 41], [m, m, m])  # and the cache still works
+    block_call(tiny, cache, [40, 41], [m, m, m])  # and the cache still works
     assert cache.get_seq_length() == len(tiny.encode("assert 1 == ")) + 2
 
 
@@ -95,7 +95,10 @@ class ScriptedModel(sv.SBDModel):
     def new_cache(self):
         return self._Cache()
 
-    def fused_call(self, cache, new_ids, block_ids, n_causal=0):
+    def call(self, cache, request):
+        return call_from(self.fused)(cache, request)
+
+    def fused(self, cache, new_ids, block_ids, n_causal=0):
         cache.n += len(new_ids)
         self.calls += 1
         vocab = self.tokenizer.get_vocab()
@@ -162,7 +165,7 @@ def test_stop_string_ends_early_and_truncates():
 def test_eos_stops():
     model, prompt = _scripted("ab_cd")
     vocab = model.tokenizer.get_vocab()
-    original = model.fused_call
+    original = model.fused
 
     def with_eos(cache, new_ids, block_ids, n_causal=0):
         causal, logits = original(cache, new_ids, block_ids, n_causal)
@@ -173,7 +176,7 @@ def test_eos_stops():
                 logits[slot, vocab["<|endoftext|>"]] = 9.0
         return causal, logits
 
-    model.fused_call = with_eos
+    model.fused = with_eos
     trace = sv.decode(model, prompt, rule="left_to_right", block_size=4, max_new_tokens=8)
     assert trace.stop_reason == "eos" and trace.text == "ab" and trace.n_tokens == 3
 
@@ -247,14 +250,14 @@ def test_bad_prompt_and_model(tiny):
 def test_slots_after_a_committed_stop_are_not_decoded():
     """Generate-until: a committed newline ends the block's useful part, even left of masked slots."""
     model, prompt = _scripted("12\n456789abcdefgh")
-    original = model.fused_call
+    original = model.fused
 
     def newline_first(cache, new_ids, block_ids, n_causal=0):
         causal, logits = original(cache, new_ids, block_ids, n_causal)
         logits[2] *= 10  # the newline slot is by far the most confident
         return causal, logits
 
-    model.fused_call = newline_first
+    model.fused = newline_first
     trace = sv.decode(model, prompt, gamma=0.0, block_size=8, max_new_tokens=16, stop="\n")
     assert trace.text == "12\n" and trace.stop_reason == "stop"
     # the first call also commits slot 7 (entropy ~1e-2 after a ~0 one fits gamma=0 by eq. 8);

@@ -23,7 +23,7 @@ MODULES = sorted(_dotted(p) for p in PACKAGE.rglob("*.py") if p.stem != "__main_
 # The house plan (docs/architecture.md's map of the package): what each folder may import, at import time and inside
 # functions alike. The package's top holds only its faces (the API, the CLI, the notebook explorer, the version),
 # which import anything; "version" is _version, which anything may read.
-FACES = {"__init__", "cli", "explorer"}
+FACES = {"__init__", "cli", "explorer", "plugin"}
 MAY_IMPORT = {"version": set(), "trace": {"trace"}, "plugins": {"plugins"}, "tasks": {"tasks"},
               "models": {"version", "trace", "plugins", "models"},
               "decoders": {"version", "trace", "plugins", "models", "decoders"},
@@ -187,7 +187,7 @@ def test_the_map_checker_sees_a_folder_import_and_one_inside_a_function():
 
 def test_the_package_top_holds_only_its_faces():
     top = {p.stem for p in PACKAGE.glob("*.py")}
-    assert top == {"__init__", "__main__", "_version", "cli", "explorer"}, top
+    assert top == {"__init__", "__main__", "_version", "cli", "explorer", "plugin"}, top
 
 
 def test_the_root_app_only_starts_the_package_app():
@@ -210,3 +210,49 @@ def test_every_module_imports_on_its_own():
             "    importlib.import_module('sbd_viz.' + name)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# a third party's private names the package reads, each because the library offers no public way
+THIRD_PARTY_PRIVATE = {
+    "_prepare_sampler": "transformers' DiffusionGemma builds its sampler there: the recording hooks in",
+    "_prepare_generation_config": "transformers' generate resolves its generation config there",
+    "_reorder_linear_weight": "torch's oneDNN prepacking of a linear layer's weight (torch.ops.mkldnn)",
+    "_linear_pointwise": "torch's oneDNN linear on prepacked weights (torch.ops.mkldnn)",
+    "_version": "a tensor's in-place version counter: whether a weight changed since it was packed",
+    "_replace": "a namedtuple's own copy-with-changes method (public, despite its underscore)",
+}
+
+
+def _classes() -> dict[str, tuple[str, set[str]]]:
+    """Each class of the package -> (its module, the private methods it defines)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                methods = {f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                           and f.name.startswith("_") and not f.name.startswith("__")}
+                found[node.name] = (_dotted(path), methods)
+    return found
+
+
+def test_no_module_reads_another_modules_private_attribute_or_overrides_its_private_hook():
+    """A module reaches its neighbours through their public names: no ``other._name`` read (but self's, its own
+    classes', and the third parties' listed above), and no subclass in one module overriding a private method of a
+    base class in another (``_plan``, ``_read``, ``_forward``: make it public, or compose)."""
+    classes, read, overridden = _classes(), [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree, module = ast.parse(path.read_text()), _dotted(path)
+        own = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__"):
+                holder = n.value.id if isinstance(n.value, ast.Name) else None
+                if holder not in ("self", "cls") and holder not in own and n.attr not in THIRD_PARTY_PRIVATE:
+                    read.append(f"{module}:{n.lineno} {holder}.{n.attr}")
+            if isinstance(n, ast.ClassDef):
+                mine = classes[n.name][1]
+                for base in n.bases:
+                    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+                    if name in classes and classes[name][0] != module and mine & classes[name][1]:
+                        overridden.append(f"{module}.{n.name} overrides {sorted(mine & classes[name][1])} of {name}")
+    assert not read, read
+    assert not overridden, overridden

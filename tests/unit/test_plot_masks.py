@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sbd_viz.plots import masks as plot_masks
-from sbd_viz.models import sbd_model as model
+from sbd_viz.models import token_tree
 from sbd_viz.training import objective
 
 
@@ -27,17 +27,17 @@ def test_training_figure_is_the_objectives_mask(n, k):
 @pytest.mark.parametrize("past, n_causal, k", [(4, 4, 4), (0, 6, 8), (7, 0, 3)])
 def test_inference_figure_is_the_block_calls_mask(past, n_causal, k):
     fig = plot_masks.attention_mask("inference", past=past, n_causal=n_causal, block_size=k)
-    assert torch.equal(allowed(fig), model.block_call_mask(past, n_causal, k))
+    assert torch.equal(allowed(fig), token_tree.block_call_mask(past, n_causal, k))
     z = torch.tensor(fig.data[0].z)
     assert (z[n_causal:, past + n_causal:] == 2).all(), "a block's slots see each other"
     assert (z[n_causal:, :past + n_causal] == 3).all(), "and all the text before the block"
 
 
 def test_the_decoder_uses_the_mask_the_figure_draws():
-    class Stub:  # SBDModel._mask reads only these two attributes
-        _eager = False
-    got = model.SBDModel._mask(Stub(), 5, 3, 4)
-    assert torch.equal(got[0, 0], model.block_call_mask(5, 3, 4))
+    """A block call's mask is the token-tree mask of a chain with its block after the last fed token (or after the
+    cache when nothing is fed): the figure's."""
+    assert torch.equal(token_tree.token_tree_mask(5, [-1, 0, 1], [2], 4), token_tree.block_call_mask(5, 3, 4))
+    assert torch.equal(token_tree.token_tree_mask(5, [], [-1], 4), token_tree.block_call_mask(5, 0, 4))
 
 
 def test_labels_and_bad_input():

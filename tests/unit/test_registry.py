@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import sbd_viz as sv
+import sbd_viz.plugin
 from sbd_viz.decoders import registry
 
 from conftest import sharp_model
@@ -118,6 +119,19 @@ PLUGIN_CHECKS = textwrap.dedent('''
     drafts["compare"] = rows
     doc = sv.decode(model, prompts[2], decoder="bigram_drafts", stop="\\n")
     drafts["doc"] = [doc.text, doc.nfe, sv.decode_ntp(model, prompts[2], stop="\\n").nfe]
+
+    # the loop of its own
+    own = out["own"] = {}
+    own["module"] = {s.name: s for s in sv.decoders()}["two_at_a_time"].decoding.__module__
+    traces = [sv.decode(model, p, decoder="two_at_a_time", max_new_tokens=12, stop="\\n") for p in prompts]
+    ntp = [sv.decode_ntp(model, p, max_new_tokens=12, stop="\\n") for p in prompts]
+    own["single"] = [[list(t.output_ids), t.nfe, [len(s.commits) for s in t.steps], list(n.output_ids[:1])]
+                     for t, n in zip(traces, ntp)]
+    own["back"] = [sv.trace_from_json(t.to_json()).output_ids == t.output_ids for t in traces]
+    own["batch"] = [list(t.output_ids) for t in sv.decode_batch(model, prompts, decoder="two_at_a_time",
+                                                                 max_new_tokens=12, stop="\\n", batch_size=2)]
+    doc = sv.decode(model, prompts[2], decoder="two_at_a_time", stop="\\n")
+    own["doc"] = [doc.text, doc.nfe]
     print(json.dumps(out))
 ''')
 
@@ -148,8 +162,9 @@ def plugin_run(installed, tmp_path_factory):
 
 
 def test_the_page_is_short_and_names_its_files():
-    assert len(DOC.read_text().splitlines()) <= 135  # two decoders (each under 25 lines of code) and a model kind
-    assert set(doc_files()) == {"my_decoders/__init__.py", "my_decoders/bigram.py", "pyproject.toml"}
+    assert len(DOC.read_text().splitlines()) <= 175  # three decoders (each under 30 lines of code) and a model kind
+    assert set(doc_files()) == {"my_decoders/__init__.py", "my_decoders/bigram.py", "my_decoders/two.py",
+                                "pyproject.toml"}
     assert '"sbd_viz.decoders"' in doc_files()["pyproject.toml"]
 
 
@@ -164,15 +179,20 @@ def test_the_pages_decoders_import_no_private_name():
         imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names]
         read = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                 and isinstance(n.value, ast.Name) and n.value.id == "sv"]
-        assert read and not [name for name in imported + read if name.startswith("_")], path
+        modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert modules <= {None, "sbd_viz", "sbd_viz.plugin"}, path  # sv, or the public module for plugins
+        from_plugin = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "sbd_viz.plugin"
+                       for a in n.names]
+        assert (read or from_plugin) and not [name for name in imported + read if name.startswith("_")], path
         assert all(hasattr(sv, name) and name in sv.__all__ for name in read), path
+        assert all(name in sv.plugin.__all__ for name in from_plugin), path
 
 
 @pytest.mark.heavy
 def test_an_installed_decoder_is_listed_after_the_built_ins(plugin_run):
     names = plugin_run["names"]
     assert names[: len(sv.decoders())] == [s.name for s in sv.decoders()]
-    assert names[len(sv.decoders()):] == ["bigram_drafts", "fixed_blocks"]  # entry points by name
+    assert names[len(sv.decoders()):] == ["bigram_drafts", "fixed_blocks", "two_at_a_time"]  # entry points by name
     assert plugin_run["module"] == "my_decoders"  # the installed package's class, not a copy
     assert plugin_run["drafts"]["module"] == "my_decoders.bigram"
 
@@ -193,6 +213,19 @@ def test_an_installed_draft_and_check_decoder_writes_greedys_text_through_every_
     assert [row[0] for row in drafts["compare"]] == ["NTP", "bigram drafts"]
     assert drafts["compare"][1][1] <= drafts["compare"][0][1]  # its calls, no more than NTP's
     assert drafts["doc"] == ["[1, 2, 3]\n", 7, 10]  # the page's numbers
+
+
+@pytest.mark.heavy
+def test_an_installed_decoder_with_a_loop_of_its_own_runs_through_every_surface(plugin_run):
+    """docs/own_decoder.md's ``DecodeRun`` written from ``sbd_viz.plugin`` alone: two tokens a call, the first NTP's
+    own; its trace reads back; decode_batch serves its requests alike."""
+    own = plugin_run["own"]
+    assert own["module"] == "my_decoders.two"
+    for ids, nfe, commits, ntp_first in own["single"]:
+        assert ids[:1] == ntp_first and all(c == 2 for c in commits[:-1]) and nfe == len(commits)
+        assert nfe <= (len(ids) + 1) // 2 + 1
+    assert all(own["back"]) and own["batch"] == [ids for ids, *_ in own["single"]]
+    assert own["doc"] == ["[[1,  ,,  2]\n", 7]  # the page's numbers
 
 
 @pytest.mark.heavy

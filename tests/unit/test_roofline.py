@@ -401,7 +401,7 @@ def test_a_verified_trace_projects_with_contiguous_calls():
 @pytest.mark.parametrize("drafting", ["single", "tree"])
 def test_a_verified_trace_projects_the_calls_the_model_was_asked_for(drafting):
     """Verified SBD, single and tree drafting: each call's rows fed, cache length and logit rows, read off the trace,
-    are the ones the model's ``tree_call``/``fused_call`` were asked for (recorded by wrapping them), call for call,
+    are the ones the model's ``call`` was asked for (recorded by wrapping it), call for call,
     rollbacks into the previous block's tail included."""
     import torch
 
@@ -410,17 +410,15 @@ def test_a_verified_trace_projects_the_calls_the_model_was_asked_for(drafting):
     model = tiny_model(seed=1)
     with torch.no_grad():
         model.model.lm_head.weight *= 32  # sharp enough to draft several slots, and to be rejected
-    asked, tree_call, fused_call = [], model.tree_call, model.fused_call
+    asked, real = [], model.call
 
-    def recording_tree(cache, new_ids, n_branches, k):
-        asked.append(rf.Call(len(new_ids) + n_branches * k, cache.get_seq_length(), n_branches * (1 + k)))
-        return tree_call(cache, new_ids, n_branches, k)
+    def recording(cache, request):  # rows fed, cache length, logit rows: a block after each root, or one
+        n, k = len(request.new_ids), len(request.block_ids)
+        blocks = (1 if request.blocks_after is None else len(request.blocks_after)) if k else 0
+        asked.append(rf.Call(n + blocks * k, cache.get_seq_length(), len(request.logits_at) + blocks * k))
+        return real(cache, request)
 
-    def recording_fused(cache, new_ids, block_ids, n_causal=0):
-        asked.append(rf.Call(len(new_ids) + len(block_ids), cache.get_seq_length(), n_causal + len(block_ids)))
-        return fused_call(cache, new_ids, block_ids, n_causal)
-
-    model.tree_call, model.fused_call = recording_tree, recording_fused
+    model.call = recording
     traces = [sv.decode(model, prompt, gamma=gamma, block_size=k, max_new_tokens=24, verify=True, drafting=drafting)
               for prompt, gamma, k in (("assert 93 + 8 == ", 2.0, 4), ("assert len([1, 2]) == ", 8.0, 6),
                                        ("assert max(3, 9) == ", 8.0, 4), ("assert 7 * 6 == ", 1.0, 8))]

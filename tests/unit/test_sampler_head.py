@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import sbd_viz as sv
+from conftest import tree_call, branch_call
 from sbd_viz import cli
 from sbd_viz.models import gated_adapter, sampler_head
 from sbd_viz.training import head_train
@@ -166,8 +167,8 @@ def test_a_tree_calls_slots_are_chained_on_each_branchs_exact_token_and_its_root
     drafts = model.encode("[1,")  # two drafts after the prompt: three branches
     fed = text + drafts
     plain = adapted()  # the same adapter without a head
-    roots, blocks = model.tree_call(model.new_cache(), fed, 3, k)
-    plain_roots, plain_blocks = plain.tree_call(plain.new_cache(), fed, 3, k)
+    roots, blocks = tree_call(model, model.new_cache(), fed, 3, k)
+    plain_roots, plain_blocks = tree_call(plain, plain.new_cache(), fed, 3, k)
     assert torch.equal(roots, plain_roots) and torch.equal(blocks[:, 0], plain_blocks[:, 0])
     assert not torch.allclose(blocks[:, 1:], plain_blocks[:, 1:])  # the head moved the drafts
     net, mask_id = model.model, model.mask_token_id
@@ -205,11 +206,11 @@ def test_a_branch_call_is_the_tree_calls_picked_branch(head):
     alone); the cache is left as ``tree_call`` leaves it; a pick that names no branch is refused."""
     model = with_head(adapted()) if head else adapted()
     fed, k = model.encode(PROMPT) + model.encode("[1,"), 4
-    roots, blocks = model.tree_call(model.new_cache(), fed, 3, k)
+    roots, blocks = tree_call(model, model.new_cache(), fed, 3, k)
     seen = []
     for j in range(3):
         cache = model.new_cache()
-        got_roots, block = model.branch_call(cache, fed, 3, k, pick=lambda r: seen.append(r) or j)
+        got_roots, block = branch_call(model, cache, fed, 3, k, pick=lambda r: seen.append(r) or j)
         assert torch.equal(seen[-1], got_roots)  # pick reads the roots' logits
         torch.testing.assert_close(got_roots, roots, atol=1e-4, rtol=1e-4)  # with a head, only they reach the
         # output layer in the forward, so its product runs on fewer rows: equal to the last bits
@@ -217,7 +218,7 @@ def test_a_branch_call_is_the_tree_calls_picked_branch(head):
         assert cache.get_seq_length() == len(fed)
     for bad in (3, -1, 1.0, True):
         with pytest.raises(ValueError, match="pick"):
-            model.branch_call(model.new_cache(), fed, 3, k, pick=lambda r: bad)
+            branch_call(model, model.new_cache(), fed, 3, k, pick=lambda r: bad)
 
 
 @pytest.mark.parametrize("block_size,gamma", [(4, 0.5), (4, 8.0), (8, 2.0)])

@@ -13,7 +13,7 @@ from sbd_viz.models.token_tree import grow_tree, token_tree_mask
 from sbd_viz.trace.words import step_text
 from sbd_viz.trace.data import TraceFormatError
 
-from conftest import reference_logits, sharp_model, tiny_model
+from conftest import draft_tree_call, fake_blocks, fused_call, reference_logits, sharp_model, tiny_model, token_tree_call
 from test_adapter import adapted, generate_reference as adapted_generate
 from test_sampler_head import head_reference, with_head
 from test_tree_drafting import MAKERS, PROMPTS, SETTINGS, _prefill, _same_cache, generate_reference
@@ -60,13 +60,13 @@ def test_each_root_of_a_token_tree_call_is_a_fused_call_of_its_own_path(name):
     parents, roots, k = [-1, 0, 0, 1, 2, 4], [0, 1, 2, 4, 5], 3
     paths = {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 1, 3], 4: [0, 2, 4], 5: [0, 2, 4, 5]}
     cache = model.new_cache()
-    model.fused_call(cache, cached, [], 1)
-    causal, blocks = model.token_tree_call(cache, fed, parents, roots, k)
+    fused_call(model, cache, cached, [], 1)
+    causal, blocks = token_tree_call(model, cache, fed, parents, roots, k)
     assert causal.shape[0] == blocks.shape[0] == len(roots) and blocks.shape[1] == k
     masks = [model.mask_token_id] * k
     for j, root in enumerate(roots):
         text = cached + [fed[i] for i in paths[root]]
-        ntp_row, block = model.fused_call(model.new_cache(), text, masks, 1)
+        ntp_row, block = fused_call(model, model.new_cache(), text, masks, 1)
         torch.testing.assert_close(causal[j], ntp_row[0], atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(blocks[j], block, atol=1e-4, rtol=1e-4)
         if name in ("llama", "gpt_neox"):
@@ -83,7 +83,7 @@ def test_rollback_keeps_a_prefix_by_cropping_and_refuses_bad_positions():
     model = sharp_model()
     ids = model.encode("assert 1 + 2 == 3")
     cache = model.new_cache()
-    model.fused_call(cache, ids, [], 1)
+    fused_call(model, cache, ids, [], 1)
     model.rollback(cache, 5, keep=(5, 6))  # a prefix: the same as cutting to 7
     assert _same_cache(cache, _prefill(model, ids[:7])) <= 1e-4
     for keep in [(4,), (6, 5), (7,), (5, 5)]:
@@ -93,12 +93,12 @@ def test_rollback_keeps_a_prefix_by_cropping_and_refuses_bad_positions():
 
 
 @pytest.mark.parametrize("parents, roots, message", [
-    ([-1, 1], [0], "^parents:"), ([0], [0], "^parents:"), ([-1, 0], [2], "^roots:"), ([-1, 0], [], "^roots:"),
+    ([-1, 1], [0], "^parents:"), ([0], [0], "^parents:"), ([-1, 0], [2], "^logits_at:"), ([-1, 0], [], "^blocks_after:"),
 ])
 def test_a_bad_tree_is_refused_by_name(parents, roots, message):
     model = sharp_model()
     with pytest.raises(ValueError, match=message):
-        model.token_tree_call(model.new_cache(), [5, 6], parents, roots, 2)
+        token_tree_call(model, model.new_cache(), [5, 6], parents, roots, 2)
 
 
 # -- the tree a block drafts ---------------------------------------------------------------------------------------
@@ -141,7 +141,7 @@ def test_with_a_head_an_alternatives_children_read_its_token():
     hidden = {}
     hook = model.model.base_model.register_forward_hook(lambda m, a, out: hidden.__setitem__("h", out[0][0, -k:]))
     try:
-        roots, block, nodes = model.draft_tree_call(model.new_cache(), fed, list(range(-1, len(fed) - 1)),
+        roots, block, nodes = draft_tree_call(model, model.new_cache(), fed, list(range(-1, len(fed) - 1)),
                                                     [len(fed) - 1], k, pick=lambda r: 0, widths=widths)
     finally:
         hook.remove()
@@ -150,7 +150,7 @@ def test_with_a_head_an_alternatives_children_read_its_token():
     second = next(n for n in nodes if n.slot == 1 and n.token_id != chain[0])
     at = nodes.index(second)
     kids = [n.token_id for n in nodes if n.parent == at]
-    _, blocks = model.token_tree_call(model.new_cache(), fed, list(range(-1, len(fed) - 1)), [len(fed) - 1], k)
+    _, blocks = token_tree_call(model, model.new_cache(), fed, list(range(-1, len(fed) - 1)), [len(fed) - 1], k)
     own = blocks[0, 2].topk(model.candidates).indices
     embed, out = model.model.get_input_embeddings().weight, model.model.get_output_embeddings().weight
     with torch.no_grad():
@@ -189,35 +189,24 @@ def test_widths_of_one_are_tree_drafting(kind):
 
 
 def second_best_drafter(model, prompt, ntp_ids, wrong_at):
-    """Make the blocks of ``model``'s token-tree calls predict NTP's own token at each generated position, but a
-    wrong one first (NTP's second) at ``wrong_at``; the roots' rows (the verifier) are untouched. Undo with
-    ``del model.token_tree_call``."""
-    real = model.token_tree_call
-    if hasattr(model, "split_rows"):  # an adapted model's picked calls take their blocks from token_tree_call here
-        model.split_rows = float("inf")
+    """Make the blocks of ``model``'s calls predict NTP's own token at each generated position, but a wrong one first
+    (NTP's second) at ``wrong_at``; the roots' rows (the verifier) are untouched. Undo with ``del model.call``."""
     n_prompt = len(model.encode(prompt))
     vocab = model.model.get_output_embeddings().weight.shape[0]
 
-    def token_tree_call(cache, new_ids, parents, roots, k, blocks_after=None):
-        past = cache.get_seq_length()
-        depth = []
-        for p in parents:
-            depth.append(0 if p < 0 else depth[p] + 1)
-        causal, blocks = real(cache, new_ids, parents, roots, k, blocks_after)
-        for j, root in enumerate(roots if blocks_after is None else [roots[i] for i in blocks_after]):
-            first = past + depth[root] + 1 - n_prompt  # generated position of the block's slot 0
-            blocks[j] = -10.0
-            for i in range(k):
-                g = first + i
-                right = ntp_ids[g] if g < len(ntp_ids) else ntp_ids[-1]
-                blocks[j, i, right] = 10.0
-                if g in wrong_at:
-                    wrong = next(t for t in range(right + 1, right + 4) if t % vocab != model.mask_token_id) % vocab
-                    blocks[j, i, wrong] = 11.0
-        return causal, blocks
+    def fake(block, start):
+        first = start - n_prompt  # generated position of the block's slot 0
+        block[:] = -10.0
+        for i in range(block.shape[0]):
+            g = first + i
+            right = ntp_ids[g] if g < len(ntp_ids) else ntp_ids[-1]
+            block[i, right] = 10.0
+            if g in wrong_at:
+                wrong = next(t for t in range(right + 1, right + 4) if t % vocab != model.mask_token_id) % vocab
+                block[i, wrong] = 11.0
+        return block
 
-    model.token_tree_call = token_tree_call
-    return model
+    return fake_blocks(model, fake)
 
 
 @pytest.mark.parametrize("kind", list(MAKERS))
@@ -236,7 +225,7 @@ def test_a_second_candidate_saves_the_calls_a_chain_loses(kind):
         chain = token_tree(model, prompt, (1, 1, 1), **settings)
         tree = token_tree(model, prompt, (2, 2, 2), **settings)
     finally:
-        del model.token_tree_call
+        del model.call
     assert chain.output_ids == tree.output_ids == ntp.output_ids
     assert tree.nfe < chain.nfe
     assert sum(s.n_input for s in tree.steps) / tree.nfe > sum(s.n_input for s in chain.steps) / chain.nfe
@@ -328,7 +317,7 @@ def test_a_picked_call_takes_the_output_layer_once_or_twice_with_the_same_result
     try:
         for split in (0, 10 ** 6):
             model.split_rows, rows[:] = split, []
-            got[split] = model.draft_tree_call(model.new_cache(), fed[-6:], parents, roots, k, pick=lambda r: 3,
+            got[split] = draft_tree_call(model, model.new_cache(), fed[-6:], parents, roots, k, pick=lambda r: 3,
                                                widths=(2, 2))
             got[split] += (sum(rows),)
     finally:

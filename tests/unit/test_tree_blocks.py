@@ -7,9 +7,10 @@ import pytest
 import torch
 
 import sbd_viz as sv
-from sbd_viz.decoders.verified.tree import TokenTreeDecode, _Node
+from sbd_viz.models.call import ModelCall
+from sbd_viz.decoders.verified.tree import TreeDecode, _Node
 
-from conftest import reference_logits, sharp_model, tiny_model
+from conftest import draft_tree_call, fused_call, reference_logits, sharp_model, tiny_model, token_tree_call
 from test_adapter import adapted
 from test_sampler_head import with_head
 from test_tree_drafting import MAKERS, PROMPTS, SETTINGS, generate_reference
@@ -35,8 +36,8 @@ def test_a_call_with_fewer_blocks_predicts_each_block_as_a_plain_forward_of_its_
     parents, roots, k = [-1, 0, 0, 1], [0, 1, 2, 3], 3
     paths = {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 1, 3]}
     cache = model.new_cache()
-    model.fused_call(cache, cached, [], 1)
-    causal, blocks = model.token_tree_call(cache, fed, parents, roots, k, blocks=[1, 3])
+    fused_call(model, cache, cached, [], 1)
+    causal, blocks = token_tree_call(model, cache, fed, parents, roots, k, blocks=[1, 3])
     assert causal.shape[0] == 4 and blocks.shape[:2] == (2, k)
     masks = [model.mask_token_id] * k
     for j, root in enumerate(roots):
@@ -45,11 +46,11 @@ def test_a_call_with_fewer_blocks_predicts_each_block_as_a_plain_forward_of_its_
             with torch.no_grad():
                 plain = model.model(input_ids=torch.tensor([text])).logits[0, -1]
         else:  # the adapter is off on the causal rows: its one-token call is the base's
-            plain = model.fused_call(model.new_cache(), text, [], 1)[0][0]
+            plain = fused_call(model, model.new_cache(), text, [], 1)[0][0]
         torch.testing.assert_close(causal[j], plain, atol=1e-4, rtol=1e-4)
     for j, root in enumerate([1, 3]):
         text = cached + [fed[i] for i in paths[root]]
-        want = reference_logits(model, text, masks) if name == "llama" else model.fused_call(
+        want = reference_logits(model, text, masks) if name == "llama" else fused_call(model, 
             model.new_cache(), text, masks, 1)[1]
         torch.testing.assert_close(blocks[j], want, atol=1e-4, rtol=1e-4)
     assert cache.get_seq_length() == len(cached) + len(fed)  # every fed token, no block's slot
@@ -59,10 +60,12 @@ def test_a_call_with_fewer_blocks_predicts_each_block_as_a_plain_forward_of_its_
 def test_bad_blocks_are_refused_by_name(blocks):
     model = sharp_model()
     if blocks is None:  # None is every root: allowed
-        assert model.token_tree_call(model.new_cache(), [5, 6, 7], [-1, 0, 1], [0, 1, 2], 2)[1].shape[0] == 3
+        assert token_tree_call(model, model.new_cache(), [5, 6, 7], [-1, 0, 1], [0, 1, 2], 2)[1].shape[0] == 3
         return
-    with pytest.raises(ValueError, match="^blocks:"):
-        model.token_tree_call(model.new_cache(), [5, 6, 7], [-1, 0, 1], [0, 1, 2], 2, blocks=blocks)
+    request = ModelCall([5, 6, 7], [model.mask_token_id] * 2, logits_at=[0, 1, 2], parents=[-1, 0, 1],
+                        blocks_after=blocks)
+    with pytest.raises(ValueError, match="^blocks_after:"):
+        model.call(model.new_cache(), request)
 
 
 @pytest.mark.parametrize("head", [True, False])
@@ -75,13 +78,13 @@ def test_a_picked_root_without_a_block_gets_none_and_with_one_its_block(head, sp
     model.split_rows = split
     fed = model.encode("assert sorted([3, 1, 2]) == [1,")[-6:]
     parents, roots, k = [-1, 0, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5], 4
-    _, every, every_tree = model.draft_tree_call(model.new_cache(), fed, parents, roots, k, pick=lambda r: 3,
+    _, every, every_tree = draft_tree_call(model, model.new_cache(), fed, parents, roots, k, pick=lambda r: 3,
                                                  widths=(2, 2))
-    causal, block, tree = model.draft_tree_call(model.new_cache(), fed, parents, roots, k, pick=lambda r: 3,
+    causal, block, tree = draft_tree_call(model, model.new_cache(), fed, parents, roots, k, pick=lambda r: 3,
                                                 widths=(2, 2), blocks=[0, 3])
     torch.testing.assert_close(block, every, atol=1e-4, rtol=1e-4)
     assert [(n.slot, n.token_id, n.parent) for n in tree] == [(n.slot, n.token_id, n.parent) for n in every_tree]
-    none = model.draft_tree_call(model.new_cache(), fed, parents, roots, k, pick=lambda r: 2, widths=(2, 2),
+    none = draft_tree_call(model, model.new_cache(), fed, parents, roots, k, pick=lambda r: 2, widths=(2, 2),
                                  blocks=[0, 3])
     assert none[1] is None and none[2] == [] and none[0].shape[0] == len(roots)
 
@@ -93,7 +96,7 @@ def test_the_blocks_go_where_the_path_most_likely_ends():
     the likeliest, in the order fed), three after a, b and c, and four or more after every fed token (None)."""
     nodes = [_Node(1, 11, -1, False, -1, 1, 0.6), _Node(2, 13, 0, False, -1, 2, 0.3),
              _Node(1, 12, -1, False, 0, 1, 0.3)]
-    decode = TokenTreeDecode(sharp_model(), sv.DecodeConfig(verify=True), [1, 2], lambda s: None, None, (2, 1),
+    decode = TreeDecode(sharp_model(), sv.DecodeConfig(verify=True), [1, 2], lambda s: None, None, (2, 1),
                              blocks=1)
     decode.nodes = nodes
     rows = {-1: 0, 0: 1, 1: 2, 2: 3}  # x, a, c, b in the order fed

@@ -9,9 +9,9 @@ import torch
 import sbd_viz as sv
 from sbd_viz.decoders.sbd import SBD, DecodeConfig, Decoding
 from sbd_viz.decoders.sbd import decode as sbd_decode
-from sbd_viz.models.sbd_model import tree_call_mask
+from sbd_viz.models.token_tree import tree_call_mask
 
-from conftest import reference_logits, sharp_model, tiny_model
+from conftest import fake_blocks, fused_call, reference_logits, sharp_model, tiny_model, token_tree_call, tree_call
 from test_adapter import adapted, plain_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny forwards: one thread is faster here
@@ -76,13 +76,13 @@ def test_each_branch_of_a_tree_call_is_a_fused_call_of_its_own_prefix(name, cach
     ids = model.encode("assert sorted([3, 1, 2]) == [1, 2, 3]")[: cached + fed]
     cache = model.new_cache()
     if cached:
-        model.fused_call(cache, ids[:cached], [], 1)
-    causal, blocks = model.tree_call(cache, ids[cached:], n_branches, k)
+        fused_call(model, cache, ids[:cached], [], 1)
+    causal, blocks = tree_call(model, cache, ids[cached:], n_branches, k)
     assert causal.shape[0] == blocks.shape[0] == n_branches and blocks.shape[1] == k
     masks = [model.mask_token_id] * k
     for j in range(n_branches):
         text = ids[: cached + fed - n_branches + j + 1]
-        ntp_row, block = model.fused_call(model.new_cache(), text, masks, 1)
+        ntp_row, block = fused_call(model, model.new_cache(), text, masks, 1)
         torch.testing.assert_close(blocks[j], block, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(causal[j], ntp_row[0], atol=1e-4, rtol=1e-4)
         if name in ("llama", "qwen3", "gpt_neox"):  # and an uncached plain forward with a bool mask (SDPA's;
@@ -99,9 +99,9 @@ def test_the_tree_call_on_an_adapted_model_has_the_bases_causal_rows_and_adapted
     base, _ = plain_llama()
     with torch.no_grad():
         want = base(input_ids=torch.tensor([ids])).logits[0, -3:]
-    causal, blocks = model.tree_call(model.new_cache(), ids, 3, 4)
+    causal, blocks = tree_call(model, model.new_cache(), ids, 3, 4)
     torch.testing.assert_close(causal, want, atol=1e-4, rtol=1e-4)
-    _, plain_blocks = zero.tree_call(zero.new_cache(), ids, 3, 4)
+    _, plain_blocks = tree_call(zero, zero.new_cache(), ids, 3, 4)
     assert (blocks - plain_blocks).abs().max() > 1e-2
 
 
@@ -109,17 +109,19 @@ def test_a_failed_tree_call_leaves_the_cache_as_it_was_and_bad_sizes_are_refused
     model = sharp_model()
     ids = model.encode("assert 1 + 2 == ")
     cache = model.new_cache()
-    model.fused_call(cache, ids, [], 1)
+    fused_call(model, cache, ids, [], 1)
     before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
     with pytest.raises(IndexError):
-        model.tree_call(cache, [5, 10 ** 6], 2, 4)  # no such token: the embedding fails inside the forward
+        tree_call(model, cache, [5, 10 ** 6], 2, 4)  # no such token: the embedding fails inside the forward
     assert cache.get_seq_length() == len(ids)
     assert all(torch.equal(layer.keys, k) and torch.equal(layer.values, v)
                for layer, (k, v) in zip(cache.layers, before))
     with pytest.raises(ValueError, match="^n_branches:"):
-        model.tree_call(cache, [5, 6], 3, 4)
-    with pytest.raises(ValueError, match="^k:"):
-        model.tree_call(cache, [5, 6], 2, 0)
+        tree_call(model, cache, [5, 6], 3, 4)
+    with pytest.raises(ValueError, match="^blocks_after:"):  # a tree call of no slots asks for no block
+        tree_call(model, cache, [5, 6], 2, 0)
+    with pytest.raises(ValueError, match="^block_ids:"):
+        tree_call(model, cache, [5, 6], 2, 65)
 
 
 # -- the text: HF's own greedy generate ------------------------------------------------------------------------
@@ -188,12 +190,9 @@ def test_tree_drafting_writes_hf_generates_text(kind, eos):
 
 # -- the drafts, controlled: an oracle that drafts NTP's text but at chosen positions -----------------------------
 def oracle_drafter(model, prompt, ntp_ids, wrong_at):
-    """Make ``model``'s block slots (single drafting's fused calls and tree drafting's tree calls, which all run
-    ``token_tree_call``) predict NTP's own token at each generated position, but a wrong one at ``wrong_at``; the
-    causal rows (the verifier) are untouched. Undo with ``del model.fused_call, model.token_tree_call``."""
-    real_fused, real_tree = model.fused_call, model.token_tree_call
-    if hasattr(model, "split_rows"):  # an adapted model's picked calls take their blocks from token_tree_call here
-        model.split_rows = float("inf")
+    """Make ``model``'s block slots (single drafting's calls and tree drafting's) predict NTP's own token at each
+    generated position, but a wrong one at ``wrong_at``; the causal rows (the verifier) are untouched. Undo with
+    ``del model.call``."""
     n_prompt = len(model.encode(prompt))
     vocab = model.model.get_output_embeddings().weight.shape[0]
 
@@ -203,25 +202,13 @@ def oracle_drafter(model, prompt, ntp_ids, wrong_at):
             tok = next(t for t in range(tok + 1, tok + 4) if t % vocab != model.mask_token_id) % vocab
         return tok
 
-    def fake(block, first):  # (k, V) -> slot i holds position first + i's token, sharply
+    def fake(block, start):  # (k, V) -> slot i holds position start + i's token, sharply
         out = torch.full_like(block, -10.0)
         for i in range(block.shape[0]):
-            out[i, token_at(first + i)] = 10.0
+            out[i, token_at(start - n_prompt + i)] = 10.0
         return out
 
-    def fused_call(cache, new_ids, block_ids, n_causal=0):
-        first = cache.get_seq_length() + len(new_ids) - n_prompt
-        causal, block = real_fused(cache, new_ids, block_ids, n_causal)
-        return causal, fake(block, first)
-
-    def token_tree_call(cache, new_ids, parents, roots, k, blocks=None):
-        past = cache.get_seq_length()  # a chain here: fed token i sits at past + i
-        causal, found = real_tree(cache, new_ids, parents, roots, k, blocks)
-        blocked = roots if blocks is None else [roots[j] for j in blocks]
-        return causal, torch.stack([fake(found[j], past + root + 1 - n_prompt) for j, root in enumerate(blocked)])
-
-    model.fused_call, model.token_tree_call = fused_call, token_tree_call
-    return model
+    return fake_blocks(model, fake)
 
 
 @pytest.mark.parametrize("kind", list(MAKERS))
@@ -237,7 +224,7 @@ def test_tree_drafting_saves_the_call_single_drafting_wastes(kind):
     try:
         one, many = single(model, prompt, **settings), tree(model, prompt, **settings)
     finally:
-        del model.fused_call, model.token_tree_call
+        del model.call
     assert one.output_ids == many.output_ids == ntp.output_ids
     wasted = [s for s in one.rollbacks() if not s.masked]  # single: a rollback that kept none of its predictions
     assert len(wasted) == 1 and wasted[0].rollback.n_discarded == k
@@ -260,7 +247,7 @@ def test_with_the_same_drafts_tree_drafting_never_takes_more_calls(wrong_at, k):
     try:
         one, many = single(model, prompt, **settings), tree(model, prompt, **settings)
     finally:
-        del model.fused_call, model.token_tree_call
+        del model.call
     assert one.output_ids == many.output_ids == ntp.output_ids
     assert many.nfe <= one.nfe
     # NTP rejects exactly the wrong drafts it sees (a wrong position the exact token writes is never drafted)
@@ -304,8 +291,7 @@ def test_the_cache_is_a_prefill_of_the_accepted_text_after_every_call(drafter):
         trace = _decode_checking_cache(model, prompt, ntp.output_ids, rule="top_k", gamma=5, block_size=5,
                                        max_new_tokens=24)
     finally:
-        model.__dict__.pop("fused_call", None)
-        model.__dict__.pop("token_tree_call", None)
+        model.__dict__.pop("call", None)
     assert trace.output_ids == ntp.output_ids
     assert trace.rollbacks()  # a draft was rejected, so the cache was cut back
 
@@ -316,14 +302,14 @@ def test_the_trace_records_every_call_as_the_views_read_it(tmp_path, monkeypatch
     prompt = "assert 1 + 2 == "
     ntp = sv.decode_ntp(model, prompt, max_new_tokens=30, top_n=1)
     fed = []
-    real = sv.SBDModel.tree_call
+    real = sv.SBDModel.call
 
-    def counted(self, cache, new_ids, n_branches, k):
+    def counted(self, cache, request):
         if self is model:  # this model's calls alone
-            fed.append(len(new_ids) + n_branches * k)
-        return real(self, cache, new_ids, n_branches, k)
+            fed.append(len(request.new_ids) + len(request.blocks_after) * len(request.block_ids))
+        return real(self, cache, request)
 
-    monkeypatch.setattr(sv.SBDModel, "tree_call", counted)
+    monkeypatch.setattr(sv.SBDModel, "call", counted)
     trace = tree(model, prompt, rule="entropy_bounded", gamma=2.0, block_size=6, max_new_tokens=30)
     assert trace.output_ids == ntp.output_ids
     assert trace.nfe == len(fed) and [s.n_input for s in trace.steps] == fed  # every row fed, every forward
@@ -355,7 +341,7 @@ def test_a_decode_whose_drafts_reach_the_end_ends_with_a_checking_only_call():
     try:
         trace = tree(model, prompt, rule="top_k", gamma=4, block_size=4, max_new_tokens=n)
     finally:
-        del model.fused_call, model.token_tree_call
+        del model.call
     assert trace.output_ids == ntp.output_ids
     # 4 tokens a call (the exact one and three drafts checked by the next), the last call only checks
     assert trace.nfe == 4 and [s.check_only for s in trace.steps] == [False, False, False, True]

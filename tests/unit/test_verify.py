@@ -9,7 +9,7 @@ import torch
 
 import sbd_viz as sv
 
-from conftest import sharp_model as sharp, tiny_model
+from conftest import fake_blocks, sharp_model as sharp, tiny_model
 
 ARCHS = ["llama", "qwen3", "gpt_neox", "mistral"]
 PROMPTS = ["assert 1 + 2 == ", "x = [3, 1", "def f(a):", "hi"]
@@ -94,7 +94,7 @@ def test_verified_text_is_ntp_greedy_text(models, arch, drafter):
                 trace = sv.decode(model, prompt, rule=rule, gamma=gamma, block_size=block_size,
                                   max_new_tokens=max_new, stop=stop, verify=True)
             finally:
-                model.__dict__.pop("fused_call", None)
+                model.__dict__.pop("call", None)
             setting = (prompt, rule, gamma, block_size, max_new, stop)
             assert trace.output_ids == ntp.output_ids, setting
             assert (trace.stop_reason, trace.text) == (ntp.stop_reason, ntp.text), setting
@@ -130,24 +130,21 @@ def oracle_drafter(model, prompt, ntp_ids, wrong_at, soft=False):
     rejections then happen exactly where the test wants them. The causal logits (the verifier) are untouched.
     ``soft``: raise the drafted token just above the model's own block logits by a margin that varies with the
     position, so the slots' entropies vary and the rules commit a varying number of slots per call."""
-    real = model.fused_call
     n_prompt = len(model.encode(prompt))
     vocab = model.model.get_output_embeddings().weight.shape[0]
     filler = model.tokenizer.convert_tokens_to_ids(" ")
 
-    def fused_call(cache, new_ids, block_ids, n_causal=0):
-        first = cache.get_seq_length() + len(new_ids) - n_prompt  # generated index of the block's first slot
-        causal, block = real(cache, new_ids, block_ids, n_causal)
+    def drafts(block, start):
+        first = start - n_prompt  # generated index of the block's first slot
         fake = block.clone() if soft else torch.full_like(block, -10.0)
-        for i in range(len(block_ids)):
+        for i in range(block.shape[0]):
             tok = ntp_ids[first + i] if first + i < len(ntp_ids) else filler
             if first + i in wrong_at:
                 tok = next(t for t in range(tok + 1, tok + 4) if t % vocab != model.mask_token_id) % vocab
             fake[i, tok] = float(block[i].max()) + (first + i) % 4 if soft else 10.0
-        return causal, fake
+        return fake
 
-    model.fused_call = fused_call
-    return model
+    return fake_blocks(model, drafts)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -170,7 +167,7 @@ def test_rejections_at_the_first_a_middle_and_the_last_slot(arch, rule, gamma, w
     oracle_drafter(model, prompt, ntp.output_ids, wrong_at=wrong_at)
     trace = _decode_checking_cache(model, prompt, ntp.output_ids, rule=rule, gamma=gamma, block_size=k,
                                    max_new_tokens=40)
-    del model.fused_call
+    del model.call
     assert trace.output_ids == ntp.output_ids
     rejected = [(c.position - len(trace.prompt_ids), c.slot) for c in trace.checks() if not c.accepted]
     assert rejected == expected
@@ -194,7 +191,7 @@ def test_rejection_in_the_final_check_continues_the_decode():
     # 10 exactly and drafts 11, and a second check accepts it
     trace = _decode_checking_cache(model, prompt, ntp.output_ids, rule="top_k", gamma=8, block_size=8,
                                    max_new_tokens=12)
-    del model.fused_call
+    del model.call
     assert trace.output_ids == ntp.output_ids and trace.stop_reason == "length"
     checks_only = [s for s in trace.steps if s.check_only]
     assert checks_only and checks_only[0].rollback is not None and checks_only[0].rollback.slot == 1
@@ -227,7 +224,7 @@ def test_verdicts_are_ntp_teacher_forced_choices(models):
             oracle_drafter(model, prompt, ntp.output_ids, NOISY, soft=True)
             trace = sv.decode(model, prompt, rule="entropy_bounded", gamma=2.0, block_size=8, max_new_tokens=30,
                               verify=True)
-            del model.fused_call
+            del model.call
             _check_verdicts(ntp, trace)
             verdicts += [c.accepted for c in trace.checks()]
     assert 0.2 < sum(verdicts) / len(verdicts) < 0.9
@@ -263,14 +260,14 @@ def _check_verdicts(ntp, trace):
 def test_nfe_counts_every_forward(models, monkeypatch):
     model = models["mistral"]
     calls = []
-    real = sv.SBDModel.fused_call
+    real = sv.SBDModel.call
 
     def counted(self, *args, **kwargs):
         if self is model:  # another test's background work (a γ map an app server builds) may call other models
             calls.append(1)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(sv.SBDModel, "fused_call", counted)
+    monkeypatch.setattr(sv.SBDModel, "call", counted)
     trace = sv.decode(model, "assert 1 + 2 == ", rule="top_k", gamma=4, block_size=4, max_new_tokens=18,
                       verify=True)
     assert trace.nfe == len(calls) == len(trace.steps)

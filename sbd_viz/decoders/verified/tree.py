@@ -1,78 +1,22 @@
-"""Verified SBD drafting a token tree (``tree_widths``): tree drafting (``sbd_viz.decoders.verified.single``) with several
-candidates a slot.
-
-A chain holds one candidate a slot, and a call that rejects it stops there. A token tree (as Medusa and EAGLE
-draft) holds the best ``tree_widths[s - 1]`` candidates at slot s after each candidate before it (a sampler head
-reads each candidate's token; ``SBDModel.draft_tree``). A call (``SBDModel.draft_tree_call``) feeds x and the
-tree's tokens, each seeing its own path (``sbd_viz.models.token_tree.token_tree_mask``), with a block after each; NTP's
-verdicts walk down the tree as far as a child holds NTP's token, and the cache keeps x and that path
-(``CacheCut.keep``). The rule with γ cuts the chain of best candidates, as in tree drafting, and the tree to the
-chain's depth; widths of all ones are tree drafting's chain, call for call. How it is recorded:
-
-- a step's commits are the chain's drafts, as in tree drafting; the other candidates are its ``alternatives``;
-- where the path leaves the chain (NTP wanted another token than the chain's draft) the chain's draft is a
-  rejection (``checks``, ``Rollback``) and the step opens its block there: the alternatives NTP took, each NTP's
-  token from its parent's row (commits with ``ntp=True``), then NTP's next token, then the new drafts. Its block
-  is longer than the block size by the alternatives it took.
-
-Fewer blocks a call (``tree_blocks``): most of a call's rows are its blocks, one after every fed token, though the
-path ends at only one of them. With ``tree_blocks=n`` a call feeds blocks after the ``n`` fed tokens the path most
-likely ends at, by the drafter's probabilities (a node's path probability less its children's; x's path is 1);
-widths of all ones make it the chain with fewer blocks. A path that ends where no block follows writes NTP's token
-there as a step of one slot with no drafts, and the next call feeds that token alone with a block after it.
-"""
+"""Verified SBD with tree drafting (``TreeDecode``): each call checks the drafted chain or token tree and drafts a
+block after every fed token (or after the ``tree_blocks`` likeliest ends of the accepted path), so a rejection
+wastes no call; the chain is a token tree of width one. How it drafts, checks and records: docs/verified_sbd.md."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from functools import partial
-from typing import Callable, Generator, NamedTuple
+from typing import NamedTuple
 
 import torch
 
-from ...models.sbd_model import CacheCut, DraftTreeCall, SBDModel
-from ..base import Reply, find_stop, greedy, propose
-from ..steps import exact_commit, slot_views
-from .single import Rows, TreeDecode
-from ...trace.data import Alternative, Check, Rollback, Step
-
-
-MAX_TREE_WIDTH = 16  # candidates at a slot: a call feeds a block after each, so wider trees cost rows fast
-
-
-def check_tree_widths(widths, drafting: str) -> tuple[int, ...] | None:
-    """``tree_widths`` (whole numbers, or their text as the CLI gives it: ``"3,1,1"``) as a decode drafting
-    ``drafting`` can run it (a tuple, or None for the chain), else a ``ValueError`` naming it."""
-    if widths is None:
-        return None
-    if isinstance(widths, str) and all(part.strip().isdigit() for part in widths.split(",")):
-        widths = [int(part) for part in widths.split(",")]
-    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__"):
-        raise ValueError(f"tree_widths: must be a list of whole numbers, one per slot after slot 0, got {widths!r}")
-    widths = tuple(widths)
-    if not widths or any(isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_TREE_WIDTH
-                         for w in widths):
-        raise ValueError(f"tree_widths: must be whole numbers in [1, {MAX_TREE_WIDTH}], one per slot after slot 0, "
-                         f"got {list(widths)!r}")
-    if drafting != "tree":
-        raise ValueError(f"tree_widths: a token tree is a way of tree drafting; pass drafting='tree', "
-                         f"got drafting={drafting!r}")
-    return widths
-
-
-def check_tree_blocks(blocks, drafting: str) -> int | None:
-    """``tree_blocks`` (a whole number >= 1, or its text as the CLI gives it) as a decode drafting ``drafting`` can
-    run it, or None (a block after every fed node), else a ``ValueError`` naming it."""
-    if blocks is None:
-        return None
-    if isinstance(blocks, str) and blocks.strip().isdigit():
-        blocks = int(blocks)
-    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
-        raise ValueError(f"tree_blocks: must be a whole number >= 1 (the most blocks a call feeds), got {blocks!r}")
-    if drafting != "tree":
-        raise ValueError(f"tree_blocks: it limits tree drafting's blocks; pass drafting='tree', "
-                         f"got drafting={drafting!r}")
-    return blocks
+from ...models.call import CacheCut, Model, ModelCall, Reply
+from ...trace.data import Alternative, Check, Commit, Rollback, SlotView, Step
+from ..base import Stop, find_stop, greedy, propose
+from ..steps import draft, exact_commit, slot_views
+from .verdicts import Rows, read_rows
 
 
 class _Node(NamedTuple):
@@ -93,7 +37,7 @@ class _Node(NamedTuple):
 class _TokenTree(NamedTuple):
     """One token-tree call's plan: the request, the nodes it checks, and the fed row of x and of each node."""
 
-    request: DraftTreeCall
+    request: ModelCall
     nodes: list[_Node]
     rows: dict[int, int]  # node (-1: x, the last accepted token) -> its fed row; a node that ends the output is
     # not fed: NTP's verdict on it is its parent's row, and no block follows it
@@ -102,7 +46,7 @@ class _TokenTree(NamedTuple):
     @property
     def n_input(self) -> int:
         n_blocks = len(self.rows) if self.blocks is None else len(self.blocks)
-        return len(self.request.new_ids) + n_blocks * self.request.block_size
+        return len(self.request.new_ids) + n_blocks * len(self.request.block_ids)
 
     def blocked(self, node: int) -> bool:
         """Whether a block follows ``node`` (-1: x) in this call."""
@@ -128,15 +72,55 @@ class _Walk(NamedTuple):
         return self.ntp < 0
 
 
-class TokenTreeDecode(TreeDecode):
-    """Tree drafting that drafts a token tree (``tree_widths``; see the module's docstring)."""
+class TreeDecode:
+    """One verified decode with tree drafting: the chain (``widths`` (1,)) or a token tree (``tree_widths``), with a
+    block after every fed token or after the ``blocks`` likeliest ends; ``requests()`` runs it. Each call's ``Step``
+    goes to ``record`` as soon as the call is done. How it drafts, checks and records: docs/verified_sbd.md."""
 
-    def __init__(self, model: SBDModel, config, prompt_ids: list[int], record: Callable[[Step], None],
-                 intervals: list | None = None, widths: tuple[int, ...] = (1,), blocks: int | None = None):
-        super().__init__(model, config, prompt_ids, record, intervals)
-        self.widths = tuple(widths)
+    def __init__(
+        self,
+        model: Model,
+        config,
+        prompt_ids: list[int],
+        record: Callable[[Step], None],
+        intervals: list | None = None,
+        widths: tuple[int, ...] = (1,),
+        blocks: int | None = None,
+    ):
+        self.model, self.config, self.prompt_ids, self.record = model, config, list(prompt_ids), record
+        self.intervals = intervals  # each draft's knob interval is appended here (``draft``), rejected ones too
+        self.n_prompt = len(prompt_ids)
+        self.rule = replace(config.commit_rule, gap_free=True)  # drafts are kept as a prefix (docs/verified_sbd.md)
+        self.widths = tuple(widths)  # candidates per slot after slot 0: (1,) is the chain
         self.max_blocks = blocks  # the most blocks a call feeds (``tree_blocks``); None: one after each fed node
-        self.nodes: list[_Node] = []
+        self.out: list[int] = []  # the accepted text (NTP's; all but its last token in the cache)
+        self.nodes: list[_Node] = []  # the tree the next call checks
+        self.drafts: list[int] = []  # the chain's unchecked drafts after ``out``
+        self.ends = False  # the drafts reach a stop or the length limit
+        self.clean = 0  # accepted tokens known to hold no stop
+        self.call = 0
+        self.n_blocks = 0
+        self.last: Step | None = None  # the step whose block holds the drafts
+
+    def requests(self) -> Generator[ModelCall | CacheCut, Reply | None, tuple[list[int], Stop]]:
+        """Yield ``ModelCall``s (send back a ``Reply``) and ``CacheCut``s (send back None); return the output ids and
+        their ``Stop``."""
+        n_max = self.config.max_new_tokens
+        while True:
+            found = find_stop(self.model, self.out, self.clean + 1, self.config.stop)
+            if found:
+                break  # the accepted text holds a stop
+            if len(self.out) >= n_max:
+                found = Stop(n_max, "length")
+                break
+            self.clean = len(self.out)
+            plan = self._plan()
+            reply = yield plan.request  # causal (roots, V), block (k, V): the block the verdicts pick
+            assert isinstance(reply, Reply), "a ModelCall is answered with a Reply"
+            started = time.perf_counter() - reply.seconds  # a step's wall time: the forward plus this decode's own work
+            yield from self._read(plan, read_rows(self.model, reply.causal), reply, started)
+            self.call += 1
+        return self.out[: found.index], found
 
     def _read(self, plan: _TokenTree, rows: Rows, reply: Reply, started: float) -> Generator[CacheCut, None, None]:
         """NTP's verdicts walk down the tree: keep x and the accepted path in the cache, record the call."""
@@ -162,9 +146,20 @@ class TokenTreeDecode(TreeDecode):
         # every block's last slot stays inside the length limit (and so inside the context check_fits allowed)
         k = min(self.config.block_size, self.config.max_new_tokens - len(self.out) - max([0] + fed))
         new_ids = x + [n.token_id for i, n in enumerate(self.nodes) if i in rows]
-        plan = _TokenTree(None, self.nodes, rows, self._blocks(rows))
-        request = DraftTreeCall(new_ids, parents, sorted(rows.values()), k, pick=partial(self._taken_root, plan),
-                                widths=self.widths, blocks=plan.blocks)
+        # the tree alone (its request comes next): what the call's pick reads
+        plan = _TokenTree(ModelCall(()), self.nodes, rows, self._blocks(rows))
+        roots = sorted(rows.values())
+        blocked = roots if plan.blocks is None else [roots[j] for j in plan.blocks]
+        request = ModelCall(
+            new_ids,
+            [self.model.mask_token_id] * k,
+            logits_at=roots,
+            parents=parents,
+            blocks_after=blocked,
+            pick=partial(self._taken_root, plan),
+            widths=self.widths,
+            chained=True,
+        )
         return plan._replace(request=request)
 
     def _blocks(self, rows: dict[int, int]) -> tuple[int, ...] | None:
@@ -191,7 +186,8 @@ class TokenTreeDecode(TreeDecode):
         below: dict[int, list[int]] = {}
         for i, n in enumerate(plan.nodes):
             below.setdefault(n.parent, []).append(i)
-        path, at = [], -1  # at: the node the path ends at (-1: x)
+        path: list[int] = []
+        at = -1  # the node the path ends at (-1: x)
         while True:
             if at >= 0 and plan.nodes[at].ends:  # the accepted text reaches a stop or the length limit
                 return _Walk(path, at, -1, None)
@@ -210,15 +206,27 @@ class TokenTreeDecode(TreeDecode):
         chain = [i for i, n in enumerate(plan.nodes) if n.alternative < 0]
         first_off = next((i for i in chain if i not in on), None)
         checks = []
+        last = self.last
         for i in on + ([] if first_off is None else [first_off]):  # an end node has no child: none after it
+            assert last is not None, "a tree's drafts were committed by the step before"
             node = plan.nodes[i]
             r = plan.root(node.parent)  # NTP's verdict on a node is its parent's row
             want = rows.ntp[r]
-            position = self.last.block_start + node.slot
-            checks.append(Check(self.last.block, node.slot, position, node.token_id,
-                                self.model.token_text(node.token_id), want, self.model.token_text(want),
-                                float(rows.probs[r, want]), float(rows.probs[r, node.token_id]),
-                                accepted=want == node.token_id))
+            position = last.block_start + node.slot
+            checks.append(
+                Check(
+                    last.block,
+                    node.slot,
+                    position,
+                    node.token_id,
+                    self.model.token_text(node.token_id),
+                    want,
+                    self.model.token_text(want),
+                    float(rows.probs[r, want]),
+                    float(rows.probs[r, node.token_id]),
+                    accepted=want == node.token_id,
+                )
+            )
         return checks
 
     def _grow(self, plan: _TokenTree, rows: Rows, reply: Reply, walk: _Walk, started: float) -> None:
@@ -228,38 +236,54 @@ class TokenTreeDecode(TreeDecode):
         next tree. An alternative NTP took is its own token there, so the block writes it as NTP's (``ntp``), and
         the chain's draft it replaced is a rejection (``Rollback``) like any other."""
         on = [i for i in walk.path if plan.nodes[i].alternative < 0]  # the path is the chain's, then off it
-        off = walk.path[len(on):]
+        off = walk.path[len(on) :]
         checks = self._tree_checks(plan, rows, walk, on)
         self.out += [plan.nodes[i].token_id for i in on]
         start = len(self.out)  # generated position of the new block's slot 0
         if walk.ends and not off:  # the chain's drafts end the output: a checking-only step of their block
             self.nodes, self.drafts, self.ends = [], [], False
             last = self.last
-            self._record(plan, started, block=last.block, block_start=last.block_start, block_size=last.block_size,
-                         step=last.step + 1, masked=(), slots=(), commits=(), checks=tuple(checks), check_only=True)
+            assert last is not None, "the drafts' block is the step before's"
+            self._record(
+                plan,
+                started,
+                block=last.block,
+                block_start=last.block_start,
+                block_size=last.block_size,
+                step=last.step + 1,
+                masked=(),
+                slots=(),
+                commits=(),
+                checks=tuple(checks),
+                check_only=True,
+            )
             return
-        commits, views = [], []
+        commits: list[Commit] = []
+        views: list[SlotView] = []
         for s, i in enumerate(off):  # each taken alternative is NTP's token from its parent's row
             r, token = plan.root(plan.nodes[i].parent), plan.nodes[i].token_id
             commits.append(exact_commit(self.model, s, token, rows.probs[r], rows.logp[r], ntp=True))
-            views += slot_views(self.model, [s], propose(self.model, reply.causal[r:r + 1], 0.0, None),
-                                self.config.top_n)
+            views += slot_views(
+                self.model, [s], propose(self.model, reply.causal[r : r + 1], 0.0, None), self.config.top_n
+            )
         self.out += [plan.nodes[i].token_id for i in off]
-        k, alternatives = 0, []
+        k = 0
+        alternatives: list[Alternative] = []
         if walk.ends:  # the alternatives end the output
             self.nodes, self.drafts, self.ends = [], [], False
         else:
             r = plan.root(walk.at)
             self.out.append(walk.ntp)
             commits.append(exact_commit(self.model, len(off), walk.ntp, rows.probs[r], rows.logp[r], ntp=True))
-            if reply.block is None:  # no block after the path's end (``tree_blocks``): NTP's token, no drafts
+            if not len(reply.blocks):  # no block after the path's end (``tree_blocks``): NTP's token, no drafts
                 k = 1
-                views += slot_views(self.model, [len(off)], propose(self.model, reply.causal[r:r + 1], 0.0, None),
-                                    self.config.top_n)
+                views += slot_views(
+                    self.model, [len(off)], propose(self.model, reply.causal[r : r + 1], 0.0, None), self.config.top_n
+                )
                 self.nodes, self.drafts, self.ends = [], [], False
             else:
-                k = plan.request.block_size
-                proposal = propose(self.model, reply.block, 0.0, None)  # (k, V)
+                k = len(plan.request.block_ids)
+                proposal = propose(self.model, reply.blocks[0], 0.0, None)  # (k, V)
                 commits += [replace(c, slot=c.slot + len(off)) for c in self._new_drafts(proposal, k)]
                 views += slot_views(self.model, range(len(off), len(off) + k), proposal, self.config.top_n)
                 self.nodes, alternatives = self._next_tree(list(reply.tree), len(off))
@@ -268,11 +292,22 @@ class TokenTreeDecode(TreeDecode):
             kept = set(walk.path)
             # the blocks after fed nodes off the accepted path
             discarded = sum(1 for i in plan.rows if i >= 0 and i not in kept and plan.blocked(i))
-            rollback = Rollback(0, self.n_prompt + start, (), discarded * plan.request.block_size)
+            rollback = Rollback(0, self.n_prompt + start, (), discarded * len(plan.request.block_ids))
         size = len(off) + k
-        self._record(plan, started, block=self.n_blocks, block_start=self.n_prompt + start, block_size=size, step=0,
-                     masked=tuple(range(size)), slots=tuple(views), commits=tuple(commits), checks=tuple(checks),
-                     rollback=rollback, alternatives=tuple(alternatives))
+        self._record(
+            plan,
+            started,
+            block=self.n_blocks,
+            block_start=self.n_prompt + start,
+            block_size=size,
+            step=0,
+            masked=tuple(range(size)),
+            slots=tuple(views),
+            commits=tuple(commits),
+            checks=tuple(checks),
+            rollback=rollback,
+            alternatives=tuple(alternatives),
+        )
         self.n_blocks += 1
 
     def _next_tree(self, tree: list, shift: int) -> tuple[list[_Node], list[Alternative]]:
@@ -305,6 +340,28 @@ class TokenTreeDecode(TreeDecode):
             number[i] = len(nodes)
             paths[i] = path
             above = 1.0 if d.parent < 0 else nodes[number[d.parent]].prob
-            nodes.append(_Node(d.slot + shift, token, -1 if d.parent < 0 else number[d.parent], ends, alt, d.slot,
-                               above * d.prob))
+            nodes.append(
+                _Node(
+                    d.slot + shift, token, -1 if d.parent < 0 else number[d.parent], ends, alt, d.slot, above * d.prob
+                )
+            )
         return nodes, alternatives
+
+    def _new_drafts(self, proposal, k: int) -> list[Commit]:
+        """The rule's prefix of slots 1..k-1, cut after a stop; sets ``drafts`` and ``ends``."""
+        self.drafts, self.ends = [], False
+        if k < 2 or find_stop(self.model, self.out, self.clean + 1, self.config.stop):
+            return []  # nothing to draft, or the exact token ended the output
+        commits, _ = draft(self.model, self.rule, list(range(1, k)), proposal.rows(range(1, k)), self.intervals)
+        tokens = [c.token_id for c in commits]
+        found = find_stop(self.model, self.out + tokens, len(self.out) + 1, self.config.stop)
+        if found:  # drafts past a stop could never be in the output
+            commits = commits[: found.index - len(self.out)]
+        self.drafts = [c.token_id for c in commits]
+        self.ends = bool(found) or len(self.out) + len(self.drafts) == self.config.max_new_tokens
+        return commits
+
+    def _record(self, plan: _TokenTree, started: float, **parts) -> None:
+        """Append the call's step (``started``: when its forward began, by ``time.perf_counter``)."""
+        self.last = Step(call=self.call, wall_time=time.perf_counter() - started, n_input=plan.n_input, **parts)
+        self.record(self.last)
