@@ -21,22 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .data import (
-    SCHEMA,
-    SCHEMA_VERSION,
-    Alternative,
-    Candidate,
-    Check,
-    Commit,
-    Draft,
-    Interval,
-    Pass,
-    Rollback,
-    SlotView,
-    Step,
-    Trace,
-    TraceFormatError,
-)
+from . import data
+from .data import SCHEMA, SCHEMA_VERSION, Interval, Step, Trace, TraceFormatError
 
 STOP_REASONS = ("stop", "eos", "length")
 DECODER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")  # a registered name, or a plug-in's 'my-decoder'
@@ -121,147 +107,91 @@ def _plain(v, where):
     return v
 
 
-def _candidate(d, where):
-    _keys(d, where, ("token_id", "text", "prob"))
-    return Candidate(
-        _int(d["token_id"], where + ".token_id"), _str(d["text"], where + ".text"), _prob(d["prob"], where + ".prob")
-    )
+def _least(lo: int) -> Callable[[Any, str], int]:
+    """The reader of a whole number >= ``lo``."""
+    return lambda v, where: _int(v, where, lo=lo)
 
 
-def _top(v, where):
-    return tuple(_candidate(c, f"{where}[{j}]") for j, c in enumerate(_list(v, where)))
+def _ints(v, where) -> tuple[int, ...]:
+    """A list of whole numbers >= 0 (slots, token ids), as a tuple."""
+    return tuple(_int(x, where) for x in _list(v, where))
 
 
-def _draft(d, where):
-    _keys(d, where, ("slot", "token_id", "text", "prob", "entropy", "top", "accepted"))
-    held = d.get("held_id")
-    draft = Draft(
-        _int(d["slot"], where + ".slot"),
-        _int(d["token_id"], where + ".token_id"),
-        _str(d["text"], where + ".text"),
-        _prob(d["prob"], where + ".prob"),
-        _num(d["entropy"], where + ".entropy"),
-        _top(d["top"], where + ".top"),
-        _bool(d["accepted"], where + ".accepted"),
-        None if held is None else _int(held, where + ".held_id"),
-        None if d.get("held_text") is None else _str(d["held_text"], where + ".held_text"),
-    )
+def _each(read: Callable[[Any, str], Any]) -> Callable[[Any, str], tuple]:
+    """The reader of a list of records, each read by ``read`` at ``where[i]``, as a tuple."""
+    return lambda v, where: tuple(read(x, f"{where}[{i}]") for i, x in enumerate(_list(v, where)))
+
+
+def _record(
+    cls: type,
+    fields: dict[str, Callable[[Any, str], Any]],
+    optional: dict[str, tuple[Callable[[Any, str], Any], Any]] | None = None,
+    facts: Callable[[Any, str], None] | None = None,
+) -> Callable[[Any, str], Any]:
+    """The reader of one record of a trace file, a ``cls``: an object holding every key of ``fields`` (each value
+    read by its reader, at ``where.key``), and maybe those of ``optional`` ({key: (reader, default)}; left out, one
+    reads as its default, and one whose default is None may be null); ``facts(record, where)`` then checks what ties
+    its fields together."""
+
+    def read(d, where):
+        _keys(d, where, tuple(fields))
+        values = {key: field(d[key], f"{where}.{key}") for key, field in fields.items()}
+        for key, (field, default) in (optional or {}).items():
+            value = d.get(key, default)
+            values[key] = None if value is None and default is None else field(value, f"{where}.{key}")
+        record = cls(**values)
+        if facts is not None:
+            facts(record, where)
+        return record
+
+    return read
+
+
+def _draft_facts(draft: data.Draft, where: str) -> None:
     _need(draft.accepted == (draft.held_id is not None), where, "must hold a token (held_id) exactly when accepted")
-    return draft
 
 
-def _commit(c, w):
-    _keys(c, w, ("slot", "token_id", "text", "prob", "entropy", "gap"))
-    return Commit(
-        _int(c["slot"], w + ".slot"),
-        _int(c["token_id"], w + ".token_id"),
-        _str(c["text"], w + ".text"),
-        _prob(c["prob"], w + ".prob"),
-        _num(c["entropy"], w + ".entropy"),
-        _int(c["gap"], w + ".gap"),
-        ntp=_bool(c.get("ntp", False), w + ".ntp"),
-    )
-
-
-def _check(c, w):
-    _keys(
-        c,
-        w,
-        (
-            "block",
-            "slot",
-            "position",
-            "token_id",
-            "text",
-            "ntp_token_id",
-            "ntp_text",
-            "ntp_prob",
-            "draft_prob",
-            "accepted",
-        ),
-    )
-    return Check(
-        _int(c["block"], w + ".block"),
-        _int(c["slot"], w + ".slot"),
-        _int(c["position"], w + ".position"),
-        _int(c["token_id"], w + ".token_id"),
-        _str(c["text"], w + ".text"),
-        _int(c["ntp_token_id"], w + ".ntp_token_id"),
-        _str(c["ntp_text"], w + ".ntp_text"),
-        _prob(c["ntp_prob"], w + ".ntp_prob"),
-        _prob(c["draft_prob"], w + ".draft_prob"),
-        _bool(c["accepted"], w + ".accepted"),
-    )
-
-
-def _rollback(d, w):
-    _keys(d, w, ("slot", "position", "dropped", "n_discarded"))
-    return Rollback(
-        _int(d["slot"], w + ".slot"),
-        _int(d["position"], w + ".position"),
-        tuple(_int(x, w + ".dropped") for x in _list(d["dropped"], w + ".dropped")),
-        _int(d["n_discarded"], w + ".n_discarded"),
-    )
-
-
-def _alternative(d, w):
-    _keys(d, w, ("slot", "token_id", "text", "prob", "parent"))
-    return Alternative(
-        _int(d["slot"], w + ".slot", lo=1),
-        _int(d["token_id"], w + ".token_id"),
-        _str(d["text"], w + ".text"),
-        _prob(d["prob"], w + ".prob"),
-        _int(d["parent"], w + ".parent", lo=-1),
-    )
-
-
-def _slot_view(v, w):
-    _keys(v, w, ("slot", "entropy", "top"))
-    return SlotView(_int(v["slot"], w + ".slot"), _num(v["entropy"], w + ".entropy"), _top(v["top"], w + ".top"))
-
-
-def _pass(p, w):
-    _keys(p, w, ("kind", "n_input", "wall_time"))
-    return Pass(
-        _str(p["kind"], w + ".kind"), _int(p["n_input"], w + ".n_input"), _num(p["wall_time"], w + ".wall_time")
-    )
-
-
-def _step(d, where):
-    _keys(d, where, ("call", "block", "block_start", "block_size", "step", "masked", "slots", "commits", "wall_time"))
-    rollback = d.get("rollback")
-    step = Step(
-        call=_int(d["call"], where + ".call"),
-        block=_int(d["block"], where + ".block"),
-        block_start=_int(d["block_start"], where + ".block_start"),
-        block_size=_int(d["block_size"], where + ".block_size", lo=1),
-        step=_int(d["step"], where + ".step"),
-        masked=tuple(_int(s, where + ".masked") for s in _list(d["masked"], where + ".masked")),
-        slots=tuple(_slot_view(v, f"{where}.slots[{i}]") for i, v in enumerate(_list(d["slots"], where + ".slots"))),
-        commits=tuple(
-            _commit(c, f"{where}.commits[{i}]") for i, c in enumerate(_list(d["commits"], where + ".commits"))
-        ),
-        wall_time=_num(d["wall_time"], where + ".wall_time"),
-        n_input=_int(d.get("n_input", 0), where + ".n_input"),
-        checks=tuple(
-            _check(c, f"{where}.checks[{i}]") for i, c in enumerate(_list(d.get("checks", []), where + ".checks"))
-        ),
-        rollback=None if rollback is None else _rollback(rollback, where + ".rollback"),
-        check_only=_bool(d.get("check_only", False), where + ".check_only"),
-        canvas=tuple(
-            _draft(v, f"{where}.canvas[{i}]") for i, v in enumerate(_list(d.get("canvas", []), where + ".canvas"))
-        ),
-        renoised=tuple(_int(s, where + ".renoised") for s in _list(d.get("renoised", []), where + ".renoised")),
-        passes=tuple(
-            _pass(p, f"{where}.passes[{i}]") for i, p in enumerate(_list(d.get("passes", []), where + ".passes"))
-        ),
-        alternatives=tuple(
-            _alternative(a, f"{where}.alternatives[{i}]")
-            for i, a in enumerate(_list(d.get("alternatives", []), where + ".alternatives"))
-        ),
-    )
-    _step_facts(step, where)
-    return step
+_candidate = _record(data.Candidate, {"token_id": _int, "text": _str, "prob": _prob})
+_slot_view = _record(data.SlotView, {"slot": _int, "entropy": _num, "top": _each(_candidate)})
+_commit = _record(
+    data.Commit,
+    {"slot": _int, "token_id": _int, "text": _str, "prob": _prob, "entropy": _num, "gap": _int},
+    {"ntp": (_bool, False)},
+)
+_check = _record(
+    data.Check,
+    {
+        "block": _int,
+        "slot": _int,
+        "position": _int,
+        "token_id": _int,
+        "text": _str,
+        "ntp_token_id": _int,
+        "ntp_text": _str,
+        "ntp_prob": _prob,
+        "draft_prob": _prob,
+        "accepted": _bool,
+    },
+)
+_rollback = _record(data.Rollback, {"slot": _int, "position": _int, "dropped": _ints, "n_discarded": _int})
+_alternative = _record(
+    data.Alternative, {"slot": _least(1), "token_id": _int, "text": _str, "prob": _prob, "parent": _least(-1)}
+)
+_draft = _record(
+    data.Draft,
+    {
+        "slot": _int,
+        "token_id": _int,
+        "text": _str,
+        "prob": _prob,
+        "entropy": _num,
+        "top": _each(_candidate),
+        "accepted": _bool,
+    },
+    {"held_id": (_int, None), "held_text": (_str, None)},
+    _draft_facts,
+)
+_pass = _record(data.Pass, {"kind": _str, "n_input": _int, "wall_time": _num})
 
 
 def _step_facts(step: Step, where: str) -> None:
@@ -335,6 +265,33 @@ def _step_facts(step: Step, where: str) -> None:
         where,
         "must have a rollback exactly when a check rejected a draft",
     )
+
+
+_step = _record(  # after _step_facts, which it runs on every step
+    Step,
+    {
+        "call": _int,
+        "block": _int,
+        "block_start": _int,
+        "block_size": _least(1),
+        "step": _int,
+        "masked": _ints,
+        "slots": _each(_slot_view),
+        "commits": _each(_commit),
+        "wall_time": _num,
+    },
+    {
+        "n_input": (_int, 0),
+        "checks": (_each(_check), []),
+        "rollback": (_rollback, None),
+        "check_only": (_bool, False),
+        "canvas": (_each(_draft), []),
+        "renoised": (_ints, []),
+        "passes": (_each(_pass), []),
+        "alternatives": (_each(_alternative), []),
+    },
+    _step_facts,
+)
 
 
 def _steps_facts(steps: tuple[Step, ...], n_prompt: int) -> None:
@@ -430,6 +387,10 @@ def _own_setting(value: Any, default: Any, low: float | None, where: str) -> Non
 def _trace_facts(trace: Trace) -> None:
     """What ties the steps to the settings and the output."""
     config = trace.config
+    covered = {s.block_start + i for s in trace.steps for i in range(s.block_size)}
+    start = len(trace.prompt_ids)
+    outside = [g for g in range(trace.n_tokens) if start + g not in covered]
+    _need(not outside, "trace.output_ids", f"token(s) {outside[:5]} lie in no step's block: no call wrote them")
     if isinstance(config.get("max_new_tokens"), int):
         _need(
             trace.n_tokens <= config["max_new_tokens"],
@@ -543,10 +504,10 @@ def _trace_from_dict(d: Any) -> Trace:
     meta = d.get("meta", {})
     _need(isinstance(meta, dict), "trace.meta", "must be an object")
     _plain(meta, "trace.meta")
-    prompt_ids = tuple(_int(t, "trace.prompt_ids") for t in _list(d["prompt_ids"], "trace.prompt_ids"))
+    prompt_ids = _ints(d["prompt_ids"], "trace.prompt_ids")
     steps = tuple(_step(s, f"steps[{i}]") for i, s in enumerate(_list(d["steps"], "trace.steps")))
     _steps_facts(steps, len(prompt_ids))
-    out_ids = tuple(_int(t, "trace.output_ids") for t in _list(d["output_ids"], "trace.output_ids"))
+    out_ids = _ints(d["output_ids"], "trace.output_ids")
     out_texts = tuple(_str(t, "trace.output_texts") for t in _list(d["output_texts"], "trace.output_texts"))
     _need(len(out_ids) == len(out_texts), "trace", "output_ids and output_texts differ in length")
     stop_reason = _str(d["stop_reason"], "trace.stop_reason")
