@@ -8,7 +8,7 @@ How DiffusionGemma's sampler works and how the recording listens: docs/decoders.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -16,6 +16,7 @@ from .._version import __version__
 from ..models.diffusion import RULE, DiffusionModel
 from ..trace.checks import check_whole
 from ..trace.data import Trace
+from .config import DecodeConfig
 from .recorder import CanvasRecorder
 from .registry import DecoderSpec, Knob
 
@@ -75,48 +76,56 @@ def generate_kwargs(
     return kwargs
 
 
-def _check(
-    model,
-    prompt,
-    gamma,
-    max_new_tokens,
-    seed,
-    max_denoising_steps,
-    block_size,
-    rule,
-    verify,
-    gap_free,
-    temperature,
-    stop,
-    top_n,
-):
+class _Settings(NamedTuple):
+    """``decode``'s arguments that are ``DecodeConfig``'s settings, in their order, for ``_check`` (which a registered
+    decode gives its ``DecodeConfig``)."""
+
+    rule: str
+    gamma: float
+    block_size: int | None
+    max_new_tokens: int
+    temperature: float | None
+    seed: int
+    stop: Any
+    gap_free: bool
+    top_n: int
+    verify: bool
+
+
+def _check(model, prompt, config: _Settings | DecodeConfig, max_denoising_steps) -> None:
+    """Refuse what DiffusionGemma cannot do: ``config`` holds ``decode``'s settings (``_Settings``) or is a registered
+    decode's ``DecodeConfig``."""
     if not isinstance(model, DiffusionModel):
         raise TypeError(f"model: expected an sbd_viz DiffusionModel (see sv.load_model), got {type(model).__name__}")
     if not isinstance(prompt, str):
         raise ValueError(f"prompt: must be a string, got {type(prompt).__name__}")
-    if verify:
+    if config.verify:
         raise ValueError("verify: DiffusionGemma has no verified decoding (no causal head to check drafts against)")
-    if gap_free:
+    if config.gap_free:
         raise ValueError("gap_free: DiffusionGemma's sampler accepts any slot of the canvas; it has no gap-free mode")
-    if rule != RULE:
-        raise ValueError(f"rule: DiffusionGemma's sampler is the {RULE!r} rule (γ = its entropy_bound), got {rule!r}")
-    if block_size not in (None, model.canvas_length):
+    if config.rule != RULE:
         raise ValueError(
-            f"block_size: model {model.name!r} writes canvases of {model.canvas_length} tokens; got {block_size!r}"
+            f"rule: DiffusionGemma's sampler is the {RULE!r} rule (γ = its entropy_bound), got {config.rule!r}"
         )
-    if temperature not in (None, 0, 0.0):
+    if config.block_size not in (None, model.canvas_length):
+        raise ValueError(
+            f"block_size: model {model.name!r} writes canvases of {model.canvas_length} tokens; "
+            f"got {config.block_size!r}"
+        )
+    if config.temperature not in (None, 0, 0.0):
         raise ValueError(
             "temperature: DiffusionGemma follows its generation config's temperature schedule "
-            f"(t_max to t_min); got {temperature!r}"
+            f"(t_max to t_min); got {config.temperature!r}"
         )
-    if stop:
+    if config.stop:
         raise ValueError("stop: DiffusionGemma stops at its end-of-text token only; got stop strings")
+    gamma = config.gamma
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma > 0:
         raise ValueError(f"gamma: must be a number > 0 (the sampler's entropy_bound, in nats), got {gamma!r}")
     for name, value in (
-        ("max_new_tokens", max_new_tokens),
-        ("seed", seed),
-        ("top_n", top_n),
+        ("max_new_tokens", config.max_new_tokens),
+        ("seed", config.seed),
+        ("top_n", config.top_n),
         ("max_denoising_steps", 1 if max_denoising_steps is None else max_denoising_steps),
     ):
         check_whole(value, name, 0 if name == "seed" else 1)
@@ -149,21 +158,8 @@ def decode(
     means something else for this model is refused. The arguments are in ``sv.decode``'s order, which calls this
     for a ``DiffusionModel``.
     """
-    _check(
-        model,
-        prompt,
-        gamma,
-        max_new_tokens,
-        seed,
-        max_denoising_steps,
-        block_size,
-        rule,
-        verify,
-        gap_free,
-        temperature,
-        stop,
-        top_n,
-    )
+    settings = _Settings(rule, gamma, block_size, max_new_tokens, temperature, seed, stop, gap_free, top_n, verify)
+    _check(model, prompt, settings, max_denoising_steps)
     prompt_ids = model.encode(prompt)
     model.check_fits(len(prompt_ids), max_new_tokens)
     kwargs = generate_kwargs(model, gamma, max_new_tokens, max_denoising_steps, adaptive_stopping)
@@ -227,23 +223,8 @@ class DiffusionDecoding:
         max_denoising_steps: int | None = None,
         adaptive_stopping: bool = True,
     ):
-        c = config
-        _check(
-            model,
-            prompt,
-            c.gamma,
-            c.max_new_tokens,
-            c.seed,
-            max_denoising_steps,
-            c.block_size,
-            c.rule,
-            c.verify,
-            c.gap_free,
-            c.temperature,
-            c.stop,
-            c.top_n,
-        )
-        model.check_fits(len(model.encode(prompt)), c.max_new_tokens)
+        _check(model, prompt, config, max_denoising_steps)
+        model.check_fits(len(model.encode(prompt)), config.max_new_tokens)
         self.model, self.prompt, self.config = model, prompt, config
         self.own: dict[str, Any] = dict(max_denoising_steps=max_denoising_steps, adaptive_stopping=adaptive_stopping)
         self._trace: Trace | None = None
