@@ -13,6 +13,7 @@ import gradio as gr
 import sbd_viz as sv
 
 from .. import plots
+from .panels import results_table
 
 COMPARE_HEADERS = [
     "decoder",
@@ -99,11 +100,10 @@ def decoders_tab(model):
     gr.Markdown(compare_note(model))
     chosen = gr.CheckboxGroup(offered, value=offered, label="decoders", elem_id="sbd-decoders")
     run = gr.Button("Run this prompt through each decoder")
-    table = gr.Dataframe(
-        headers=COMPARE_HEADERS,
-        datatype=["str", "number", "number", "number", "str", "number", "number", "number", "number"],
-        interactive=False,
-        elem_id="sbd-compare-table",
+    table = results_table(
+        COMPARE_HEADERS,
+        ["str", "number", "number", "number", "str", "number", "number", "number", "number"],
+        "sbd-compare-table",
     )
     figure = gr.Plot(
         label="each decoder's output token by token, shaded by call; calls side by side", elem_id="sbd-compare"

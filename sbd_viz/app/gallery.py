@@ -16,7 +16,7 @@ import gradio as gr
 from ..analysis.list_failures import list_failures
 from ..tasks.lists import LENGTHS, LIST_TASKS, list_suite
 from ..trace.labels import visible
-from .panels import KIND_NAMES, ColumnType
+from .panels import KIND_NAMES, ColumnType, results_table
 
 ALL_TASKS = "all tasks"
 PER_LENGTH = 1  # items per task and list length: 3 lengths x 7 tasks = 21 items, a minute or two on a CPU
@@ -156,14 +156,8 @@ def gallery_section():
             )
             run = gr.Button("Decode the list tasks at these settings", elem_id="sbd-gallery-run", scale=2)
         status = gr.Markdown(elem_id="sbd-gallery-status")
-        table = gr.Dataframe(
-            headers=GALLERY_HEADERS,
-            datatype=GALLERY_TYPES,
-            interactive=False,
-            max_height=320,
-            elem_id="sbd-gallery",
-            label="list-task failures, most suspicious first",
-        )
+        label = "list-task failures, most suspicious first"
+        table = results_table(GALLERY_HEADERS, GALLERY_TYPES, "sbd-gallery", max_height=320, label=label)
         picks = gr.State([])
     return task, run, status, table, picks
 

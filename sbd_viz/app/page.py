@@ -77,6 +77,7 @@ from .panels import (
     failure_rows,
     fresh_folder,
     ladder_headers,
+    results_table,
     stream_ladder,
     trace_file,
 )
@@ -699,13 +700,12 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 texts = gr.HTML(elem_id="sbd-texts", js_on_load=None)
         with gr.Tabs():
             with gr.Tab("Gap fills and incoherent commits"):
-                gaps = gr.Dataframe(
-                    headers=FAILURE_COLUMNS,
-                    datatype=FAILURE_TYPES,
-                    interactive=False,
+                gaps = results_table(
+                    FAILURE_COLUMNS,
+                    FAILURE_TYPES,
+                    "sbd-gaps",
                     max_height=300,
                     # a short first label: API clients name the output by it; each decode's label counts and explains
-                    elem_id="sbd-gaps",
                     label="gap fills and incoherent commits",
                     column_widths=["10%", "5%", "5%", "5%", "5%", "6%", "7%", "6%", "6%", "7%", "8%", "30%"],
                 )
@@ -730,12 +730,8 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 )
                 ladder_run = gr.Button("Decode this prompt across the chosen decoder's knob", elem_id="sbd-ladder-run")
                 ladder_status = gr.Markdown(elem_id="sbd-ladder-status")
-                ladder_table = gr.Dataframe(
-                    headers=LADDER_HEADERS,
-                    datatype=["number", "number", "number", "str", "str", "number"],
-                    interactive=False,
-                    max_height=320,
-                    elem_id="sbd-ladder",
+                ladder_table = results_table(
+                    LADDER_HEADERS, ["number", "number", "number", "str", "str", "number"], "sbd-ladder", max_height=320
                 )
                 ladder_plot = gr.Plot(label="calls against the knob")
             with gr.Tab("Compare decoders", visible=not canvas):
@@ -803,6 +799,18 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 event.then(**beside, **hidden)
             return event.then(**strip_kw, **hidden).then(**details_kw, **(api or hidden))
 
+        def heavy_run(button, handler, inputs: dict, outputs: list, api_name: str) -> None:
+            """A many-decode job's button: ``handler`` reads the controls named in ``inputs``, in the heavy line."""
+            button.click(
+                reading_controls(handler, list(inputs)),
+                inputs=list(inputs.values()),
+                outputs=outputs,
+                preprocess=False,
+                show_progress="minimal",
+                **HEAVY_QUEUE,
+                api_name=api_name,
+            )
+
         views(gamma.release(**decode_kw, api_name="decode"), api_name="details")
         for event in (
             run.click,
@@ -854,15 +862,8 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         if not canvas:
             gallery, call_picked = Gallery(h), gr.State(None)
             gallery_inputs = {**settings, "decoder": decoder, **chat_switch, "task": gallery_task}
-            gallery_run.click(
-                reading_controls(gallery.list_failures, list(gallery_inputs)),
-                inputs=list(gallery_inputs.values()),
-                outputs=[gallery_table, gallery_status, gallery_picks],
-                preprocess=False,
-                show_progress="minimal",
-                **HEAVY_QUEUE,
-                api_name="list_failures",
-            )
+            gallery_outputs = [gallery_table, gallery_status, gallery_picks]
+            heavy_run(gallery_run, gallery.list_failures, gallery_inputs, gallery_outputs, "list_failures")
             picked = gallery_table.select(
                 gallery.pick,
                 inputs=[gallery_picks],
@@ -873,30 +874,14 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 gallery.show, inputs=[call_picked, session], outputs=[show_call], **hidden
             )
         ladder_inputs = {**settings, "decoder": decoder, **chat_switch}
-        ladder_run.click(
-            reading_controls(h.ladder, list(ladder_inputs)),
-            inputs=list(ladder_inputs.values()),
-            outputs=[ladder_table, ladder_plot, ladder_status],
-            preprocess=False,
-            show_progress="minimal",
-            **HEAVY_QUEUE,
-            api_name="ladder",
-        )
+        heavy_run(ladder_run, h.ladder, ladder_inputs, [ladder_table, ladder_plot, ladder_status], "ladder")
         views(
             ladder_table.select(h.ladder_pick, inputs=[decoder], outputs=[gamma, block_size], **hidden).then(
                 **decode_kw, **hidden
             )
         )
         compare_inputs = {**settings, "chosen": chosen, "decoder": decoder, **chat_switch}
-        compare_run.click(
-            reading_controls(h.compare, list(compare_inputs)),
-            inputs=list(compare_inputs.values()),
-            outputs=[compare_plot, compare_table, compare_order],
-            preprocess=False,
-            show_progress="minimal",
-            **HEAVY_QUEUE,
-            api_name="compare",
-        )
+        heavy_run(compare_run, h.compare, compare_inputs, [compare_plot, compare_table, compare_order], "compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
         time_run.click(h.time_it, inputs=[session], outputs=[session, metrics], **HEAVY_QUEUE, api_name="time_it")
     return demo

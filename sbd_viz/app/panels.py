@@ -11,7 +11,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..analysis.gamma_ladder import Ladder
 from ..plots.animation import save_animation
@@ -67,6 +67,14 @@ LADDER_HEADERS = [
     "first divergence (call, block, slot: SBD / NTP)",
     "gap fills kept",
 ]
+
+
+def results_table(headers: list[str], types: list[ColumnType], elem_id: str, **options: Any) -> Any:
+    """A table of results, read and not edited (a ``gr.Dataframe``, inside the page being built): its columns'
+    headers and types, its element id; ``options`` are ``gr.Dataframe``'s (``max_height``, ``label``, ...)."""
+    import gradio as gr
+
+    return gr.Dataframe(headers=headers, datatype=types, interactive=False, elem_id=elem_id, **options)
 
 
 def failure_rows(events: list[dict]) -> list[list]:
