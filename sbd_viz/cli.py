@@ -65,21 +65,9 @@ def _ladder(args) -> int:
         f"{args.prompt!r} across {knob}, decoder {df.attrs['decoder']}, rule {args.rule}; NTP: "
         f"{df.attrs['ntp_calls']} calls, {df.attrs['ntp_text']!r}"
     )
-    shown = df[
-        [
-            knob,
-            "calls",
-            "tokens_per_call",
-            "same_as_ntp",
-            "divergence_call",
-            "divergence_block",
-            "divergence_slot",
-            "divergence_token",
-            "divergence_ntp_token",
-            "gap_fills",
-            "text",
-        ]
-    ].copy()
+    from .analysis.divergence import DIVERGENCE_COLUMNS
+
+    shown = df[[knob, "calls", "tokens_per_call", "same_as_ntp", *DIVERGENCE_COLUMNS, "gap_fills", "text"]].copy()
     for col in ("divergence_token", "divergence_ntp_token", "text"):
         shown[col] = shown[col].map(lambda t: "" if t is None else repr(t))
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
@@ -161,11 +149,7 @@ def _sweep(args) -> int:
         return 0
     df.to_csv(args.out, index=False)
     shown = [
-        "rule",
-        "gamma",
-        "block_size",
-        "gap_free",
-        "verify",
+        *analysis.suite_sweep.SWEEP_SETTING,
         "accuracy",
         "tokens_per_call",
         "speedup_calls",

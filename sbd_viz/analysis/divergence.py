@@ -43,6 +43,14 @@ DIVERGENCE_FIELDS = (
     "outside_budget",
     "state",
 )
+# The first divergence as the columns of a ladder's row or a map's piece: column -> ``first_divergence``'s field
+DIVERGENCE_COLUMNS = {
+    "divergence_call": "call",
+    "divergence_block": "block",
+    "divergence_slot": "slot",
+    "divergence_token": "text",
+    "divergence_ntp_token": "ntp_text",
+}
 REPORT_COLUMNS = (
     "family",
     "prompt",
@@ -117,6 +125,12 @@ def first_divergence(trace: Trace, ntp_trace: Trace) -> dict | None:
         "position": len(out),
         "ntp_text": ntp_trace.output_texts[len(out)] if len(out) < len(ref) else None,
     }
+
+
+def divergence_columns(trace: Trace, ntp_trace: Trace) -> dict:
+    """``first_divergence(trace, ntp_trace)`` as ``DIVERGENCE_COLUMNS``: each None where the text is NTP's."""
+    where = first_divergence(trace, ntp_trace) or {}
+    return {column: where.get(field) for column, field in DIVERGENCE_COLUMNS.items()}
 
 
 def _describe(trace: Trace, step: Step, commit, ntp_trace: Trace) -> dict:

@@ -19,7 +19,7 @@ from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES, CommitRule, Inte
 from ..models.checks import check_model
 from ..trace.checks import check_prompt, check_whole
 from ..trace.data import Trace
-from .divergence import first_divergence
+from .divergence import DIVERGENCE_COLUMNS, divergence_columns
 from .gamma_map import GammaMapWalk, format_end, format_range, walks_gamma
 
 REUSE_PREFIX = True  # an exact ladder's map replays shared prefixes: fewer calls, less time (bench/GAMMA_MAP.md)
@@ -32,11 +32,7 @@ LADDER_COLUMNS = (
     "speedup_calls",
     "same_as_ntp",
     "text",
-    "divergence_call",
-    "divergence_block",
-    "divergence_slot",
-    "divergence_token",
-    "divergence_ntp_token",
+    *DIVERGENCE_COLUMNS,
     "gap_fills",
 )
 
@@ -302,7 +298,6 @@ class Ladder:
 def ladder_row(gamma: float, trace: Trace, ntp: Trace, knob: str = "gamma") -> dict:
     """One ladder row: ``trace`` (decoded at ``gamma``, the value of ``knob``) measured against ``ntp``
     (``decode_ntp``, same prompt)."""
-    where = first_divergence(trace, ntp) or {}
     return {
         knob: gamma,
         "calls": trace.nfe,
@@ -311,11 +306,7 @@ def ladder_row(gamma: float, trace: Trace, ntp: Trace, knob: str = "gamma") -> d
         "speedup_calls": ntp.nfe / trace.nfe if trace.nfe else math.nan,
         "same_as_ntp": trace.text == ntp.text,
         "text": trace.text,
-        "divergence_call": where.get("call"),
-        "divergence_block": where.get("block"),
-        "divergence_slot": where.get("slot"),
-        "divergence_token": where.get("text"),
-        "divergence_ntp_token": where.get("ntp_text"),
+        **divergence_columns(trace, ntp),
         "gap_fills": len(trace.kept_gap_fills()),
     }
 

@@ -24,7 +24,7 @@ from ..models.call import CacheCut
 from ..models.checks import check_model
 from ..trace.checks import check_prompt
 from ..trace.data import Trace
-from .divergence import first_divergence
+from .divergence import DIVERGENCE_COLUMNS, divergence_columns
 
 MAP_COLUMNS = (
     "lo",
@@ -38,11 +38,7 @@ MAP_COLUMNS = (
     "tokens_per_call",
     "text",
     "same_as_ntp",
-    "divergence_call",
-    "divergence_block",
-    "divergence_slot",
-    "divergence_token",
-    "divergence_ntp_token",
+    *DIVERGENCE_COLUMNS,
 )
 
 
@@ -87,6 +83,11 @@ class Piece:
 
     def __str__(self) -> str:
         return format_range(self.lo, self.hi, self.lo_closed, self.hi_closed)
+
+
+def _ends(piece: Piece) -> dict:
+    """A piece's range as a row's or a text run's ``lo``, ``hi``, ``lo_closed`` and ``hi_closed``."""
+    return dict(lo=piece.lo, hi=piece.hi, lo_closed=piece.lo_closed, hi_closed=piece.hi_closed)
 
 
 def _meets(a: Piece, b_lo: float, b_lo_closed: bool, whole: bool) -> bool:
@@ -235,17 +236,7 @@ class GammaMap:
             if joinable and runs[-1]["text"] == p.trace.text:
                 runs[-1].update(hi=p.hi, hi_closed=p.hi_closed, pieces=runs[-1]["pieces"] + 1)
             else:
-                runs.append(
-                    dict(
-                        lo=p.lo,
-                        hi=p.hi,
-                        lo_closed=p.lo_closed,
-                        hi_closed=p.hi_closed,
-                        text=p.trace.text,
-                        same_as_ntp=p.trace.text == ntp.text,
-                        pieces=1,
-                    )
-                )
+                runs.append({**_ends(p), "text": p.trace.text, "same_as_ntp": p.trace.text == ntp.text, "pieces": 1})
             joinable = True
         return runs
 
@@ -258,21 +249,16 @@ class GammaMap:
         ntp = self.ntp_trace() if ntp is None else ntp
         rows = []
         for p in self.pieces:
-            row = dict(lo=p.lo, hi=p.hi, lo_closed=p.lo_closed, hi_closed=p.hi_closed, range=str(p), decoded=p.decoded)
+            row = {**_ends(p), "range": str(p), "decoded": p.decoded}
             if p.trace is not None:
                 t = p.trace
-                where = first_divergence(t, ntp) or {}
                 row.update(
                     calls=t.nfe,
                     tokens=t.n_tokens,
                     tokens_per_call=t.tokens_per_call,
                     text=t.text,
                     same_as_ntp=t.text == ntp.text,
-                    divergence_call=where.get("call"),
-                    divergence_block=where.get("block"),
-                    divergence_slot=where.get("slot"),
-                    divergence_token=where.get("text"),
-                    divergence_ntp_token=where.get("ntp_text"),
+                    **divergence_columns(t, ntp),
                 )
             rows.append(row)
         df = pd.DataFrame(rows, columns=list(MAP_COLUMNS))

@@ -31,12 +31,9 @@ from .pieces import PieceStore, line_of
 
 CACHE_VERSION = 1  # bump when the cached row's meaning changes: old files then simply miss
 
+SWEEP_SETTING = ("rule", "gamma", "block_size", "gap_free", "verify")  # what a row's decodes were given
 SWEEP_COLUMNS = (
-    "rule",
-    "gamma",
-    "block_size",
-    "gap_free",
-    "verify",
+    *SWEEP_SETTING,
     "accuracy",
     "calls_per_token",
     "tokens_per_call",
@@ -363,7 +360,7 @@ def sweep(
 
     ``block_sizes`` None: the model's own (``SBDModel.block_size``), as ``decode`` takes it.
 
-    Columns (``SWEEP_COLUMNS``): the setting (``rule``, ``gamma``, ``block_size``, ``gap_free``, ``verify``),
+    Columns (``SWEEP_COLUMNS``): the setting (``SWEEP_SETTING``: rule, γ, block size, gap-free, verified),
     ``accuracy`` (exact match; NaN for plain prompts), ``calls_per_token``, ``tokens_per_call``, the speedups,
     ``gap_fill_rate`` (``evaluate``'s: kept gap fills, ``Trace.kept_gap_fills``, per generated token; commits past the
     stop are not counted: they cannot change the answer), ``n_gap_fills``, ``ntp_agreement`` (fraction of all generated
