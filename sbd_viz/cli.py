@@ -14,7 +14,6 @@ def _trace(args) -> int:
     if args.ntp:
         trace = sv.decode_ntp(model, args.prompt, max_new_tokens=args.max_new_tokens, stop=args.stop)
     else:  # the one door: a setting the decoder does not take, set, is refused by name
-        own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
         trace = sv.decode(
             model,
             args.prompt,
@@ -28,7 +27,7 @@ def _trace(args) -> int:
             stop=args.stop,
             gap_free=args.gap_free,
             verify=args.verify,
-            **own,
+            **_own_given(args),
         )
     print(sv.trace_summary(trace))
     if args.out:
@@ -47,7 +46,6 @@ def _ladder(args) -> int:
     import sbd_viz as sv
 
     model = sv.load_model(args.model)
-    own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
     df = sv.gamma_ladder(
         model,
         args.prompt,
@@ -58,7 +56,7 @@ def _ladder(args) -> int:
         stop=args.stop,
         gap_free=args.gap_free,
         decoder=args.decoder,
-        **own,
+        **_own_given(args),
     )
     knob = df.attrs["knob"]  # γ, or the chosen decoder's knob (Jacobi's block_size, ...)
     print(
@@ -101,7 +99,6 @@ def _eval(args) -> int:
     suite = sv.tasks.load_suite(split=args.split, per_family=args.per_family)
     from .decoders.ntp import NTP
 
-    own = {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
     decoder = NTP.name if args.ntp else args.decoder  # --ntp: the reference alone, no speedup beside itself
     result = sv.evaluate(
         model,
@@ -114,7 +111,7 @@ def _eval(args) -> int:
         progress=True,
         measure_speedup=decoder != NTP.name,
         verify=args.verify,
-        **own,
+        **_own_given(args),
     )
     result.pop("rows")
     print(json.dumps(result, indent=1))
@@ -325,6 +322,11 @@ def _bench(args) -> int:
     return module.main(args.rest) or 0
 
 
+def _own_given(args) -> dict:
+    """The decoder's own settings given as flags (``own_flags``, from ``_add_decoder_args``): those set, by name."""
+    return {name: getattr(args, name) for name in args.own_flags if getattr(args, name) is not None}
+
+
 def _gamma(args) -> float:
     """``--gamma``, or the chosen rule's default knob."""
     from .decoders.rules import COMMIT_RULES
@@ -332,20 +334,37 @@ def _gamma(args) -> float:
     return COMMIT_RULES[args.rule].default if args.gamma is None else args.gamma
 
 
+# The options several commands share, each written once: flag -> its add_argument keywords
+_SHARED_OPTIONS: dict[str, dict] = {
+    "--model": dict(default=None, help="model folder (default: the shipped model)"),
+    "--block-size": dict(
+        type=int, default=None, help="slots decoded together (default: the model's, recorded in its folder, else 16)"
+    ),
+    "--gap-free": dict(action="store_true", help="only commit a contiguous run from the left"),
+    "--max-new-tokens": dict(type=int, default=64, help="new tokens at most (default: %(default)s)"),
+    "--stop": dict(action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'"),
+    "--split": dict(
+        default="test",
+        choices=["test", "train"],
+        help="the suite's held-out items (test) or training ones (default: %(default)s)",
+    ),
+}
+
+
+def _add_shared(p: argparse.ArgumentParser, *flags: str) -> None:
+    """The shared options ``flags`` (``_SHARED_OPTIONS``), in this order."""
+    for flag in flags:
+        p.add_argument(flag, **_SHARED_OPTIONS[flag])
+
+
 def _add_decode_args(p: argparse.ArgumentParser) -> None:
     from .decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES
 
     knobs = "; ".join(f"{name}: {rule.meaning}, default {rule.default:g}" for name, rule in COMMIT_RULES.items())
-    p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
+    _add_shared(p, "--model")
     p.add_argument("--rule", default=DEFAULT_RULE, choices=RULES, help="the commit rule (default: %(default)s)")
     p.add_argument("--gamma", type=float, default=None, help=f"the rule's knob ({knobs})")
-    p.add_argument(
-        "--block-size",
-        type=int,
-        default=None,
-        help="slots decoded together (default: the model's, recorded in its folder, else 16)",
-    )
-    p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
+    _add_shared(p, "--block-size", "--gap-free")
 
 
 def _own_settings() -> dict[str, list]:
@@ -412,10 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("trace", help="decode one prompt and print a one-screen summary")
     p.add_argument("prompt", help="the text to continue (quote it; $'\\n' for a newline)")
     _add_decode_args(p)
-    p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most (default: %(default)s)")
+    _add_shared(p, "--max-new-tokens")
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy; above 0: sampling at this temperature")
     p.add_argument("--seed", type=int, default=0, help="the sampling seed (with --temperature above 0)")
-    p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
+    _add_shared(p, "--stop")
     p.add_argument("--ntp", action="store_true", help="decode with NTP (HF generate, greedy) instead")
     _add_decoder_args(p)
     p.add_argument(
@@ -435,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
         "print the calls and the largest γ that keeps NTP's text",
     )
     p.add_argument("prompt", help="the text to continue at every γ")
-    p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
+    _add_shared(p, "--model")
     p.add_argument(
         "--rule",
         default=DEFAULT_RULE,
@@ -449,27 +468,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the knob values to try (default: nine spread over the rule's slider range, and its default)",
     )
-    p.add_argument(
-        "--block-size",
-        type=int,
-        default=None,
-        help="slots decoded together (default: the model's, recorded in its folder, else 16)",
-    )
-    p.add_argument("--gap-free", action="store_true", help="only commit a contiguous run from the left")
-    p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most (default: %(default)s)")
-    p.add_argument("--stop", action="append", default=None, help="stop string (repeatable); e.g. --stop $'\\n'")
+    _add_shared(p, "--block-size", "--gap-free", "--max-new-tokens", "--stop")
     p.add_argument("--html", help="also write the ladder figure here")
     _add_decoder_args(p)  # any decoder with a knob climbs its own ladder; --gammas are then its knob's values
     p.set_defaults(func=_ladder)
 
     p = sub.add_parser("eval", help="score a decoder on the verifiable suite")
     _add_decode_args(p)
-    p.add_argument(
-        "--split",
-        default="test",
-        choices=["test", "train"],
-        help="the suite's held-out items (test) or training ones (default: %(default)s)",
-    )
+    _add_shared(p, "--split")
     p.add_argument("--per-family", type=int, default=40, help="items of each family (default: %(default)s)")
     p.add_argument("--ntp", action="store_true", help="score greedy NTP alone (the same as --decoder ntp)")
     _add_decoder_args(p)
@@ -477,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("sweep", help="score settings on the suite beside NTP; write a CSV (cached on disk)")
-    p.add_argument("--model", default=None, help="model folder (default: the shipped model)")
+    _add_shared(p, "--model")
     p.add_argument(
         "--rules",
         nargs="+",
@@ -505,12 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run every setting verified (lossless: exactly NTP's text; only the speed varies)",
     )
-    p.add_argument(
-        "--split",
-        default="test",
-        choices=["test", "train"],
-        help="the suite's held-out items (test) or training ones (default: %(default)s)",
-    )
+    _add_shared(p, "--split")
     p.add_argument("--per-family", type=int, default=20, help="items of each family (default: %(default)s)")
     p.add_argument("--families", nargs="+", default=None, help="only these suite families (default: all)")
     p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens at most per item (default: %(default)s)")
