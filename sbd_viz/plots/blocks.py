@@ -33,6 +33,7 @@ from .style import (
     Z,
     block_size_of,
     candidates_hover,
+    cell_grid,
     cell_label,
     common_layout,
     entropy_bar,
@@ -662,19 +663,16 @@ def entropy_heatmap(trace: Trace, block: int = 0) -> go.Figure:
                     gaps.append((slot, r, (block, slot, step.call)))
     fig = go.Figure(
         [
-            go.Heatmap(
-                z=z,
+            cell_grid(
+                z,
+                hover,
+                (2, 2),
+                text,
                 customdata=entropy,
-                text=text,
-                hovertext=hover,
                 colorscale=STATE_SCALE,
                 zmin=0,
                 zmax=4,
                 showscale=False,
-                xgap=2,
-                ygap=2,
-                texttemplate="%{text}",
-                hovertemplate="%{hovertext}<extra></extra>",
                 textfont=dict(family=FONT, size=11),
             ),
             outline_trace(gaps, STATE_COLORS["gap"]),

@@ -21,6 +21,7 @@ from .style import (
     RULE_COLORS,
     STATE_COLORS,
     block_size_of,
+    cell_grid,
     cell_label,
     common_layout,
     esc,
@@ -88,32 +89,12 @@ def calls_timeline(trace: Trace, ntp_trace: Trace | None = None) -> go.Figure:
         row=1,
         col=1,
     )
-    if ntp_trace is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=list(range(ntp_trace.nfe + 1)),
-                y=_so_far(ntp_trace),
-                name="NTP run",
-                mode="lines",
-                line=grey,
-                hovertemplate="NTP, %{x} calls: %{y} tokens<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
+    if ntp_trace is not None:  # the NTP line: its run, else next-token prediction's one token per call
+        ntp_hover = "NTP, %{x} calls: %{y} tokens<extra></extra>"
+        ntp = dict(x=list(range(ntp_trace.nfe + 1)), y=_so_far(ntp_trace), name="NTP run", hovertemplate=ntp_hover)
     else:
-        fig.add_trace(
-            go.Scatter(
-                x=[0, trace.nfe],
-                y=[0, trace.nfe],
-                name="NTP: 1 token per call",
-                mode="lines",
-                line=grey,
-                hoverinfo="skip",
-            ),
-            row=1,
-            col=1,
-        )
+        ntp = dict(x=[0, trace.nfe], y=[0, trace.nfe], name="NTP: 1 token per call", hoverinfo="skip")
+    fig.add_trace(go.Scatter(mode="lines", line=grey, **ntp), row=1, col=1)
     first = "accepted (in the output)" if trace.has_canvas else "committed in order"
     fig.add_trace(
         go.Bar(
@@ -235,19 +216,8 @@ def _token_row(label: str, trace: Trace, width: int, n_lines: int, chars: int = 
             + (f" ({esc(note)})" if note else "")
             + f"<br>committed in call {call} with {size[call] - 1} other token(s)"
         )
-    return go.Heatmap(
-        z=z,
-        text=text,
-        hovertext=hover,
-        texttemplate="%{text}",
-        coloraxis="coloraxis",
-        xgap=2,
-        ygap=4,
-        hovertemplate="%{hovertext}<extra></extra>",
-        hoverongaps=False,
-        name=label,
-        textfont=dict(family=FONT, size=11),
-    )
+    font = dict(family=FONT, size=11)
+    return cell_grid(z, hover, (2, 4), text, coloraxis="coloraxis", hoverongaps=False, name=label, textfont=font)
 
 
 def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] = ("A", "B"), width: int = 16) -> go.Figure:

@@ -35,43 +35,33 @@ def closed_form_figure(panels: Sequence[dict], title: str = "") -> go.Figure:
     closed_labels = list(dict.fromkeys(c["label"] for p in panels for c in p["closed"]))
     dashes = {label: CLOSED_DASHES[i % len(CLOSED_DASHES)] for i, label in enumerate(closed_labels)}
     shown = set()
+
+    def add_line(col: int, entry: dict, hover: str, **style) -> None:  # one label's points on one panel
+        pts = sorted(entry["points"])
+        label = entry["label"]
+        fig.add_trace(
+            go.Scatter(
+                x=[x for x, _ in pts],
+                y=[y for _, y in pts],
+                mode="lines+markers",
+                name=label,
+                legendgroup=label,
+                showlegend=label not in shown,
+                hovertemplate=hover,
+                **style,
+            ),
+            row=1,
+            col=col,
+        )
+        shown.add(label)
+
     for col, p in enumerate(panels, start=1):
         for m in p["measured"]:
-            pts = sorted(m["points"])
-            fig.add_trace(
-                go.Scatter(
-                    x=[x for x, _ in pts],
-                    y=[y for _, y in pts],
-                    mode="lines+markers",
-                    name=m["label"],
-                    legendgroup=m["label"],
-                    showlegend=m["label"] not in shown,
-                    line=dict(color=colors[m["label"]], width=2, shape="hv"),
-                    marker=dict(size=5),
-                    hovertemplate="%{x:.2f} tokens/call: %{y:.0f}%",
-                ),
-                row=1,
-                col=col,
-            )
-            shown.add(m["label"])
+            line = dict(color=colors[m["label"]], width=2, shape="hv")
+            add_line(col, m, "%{x:.2f} tokens/call: %{y:.0f}%", line=line, marker=dict(size=5))
         for c in p["closed"]:
-            pts = sorted(c["points"])
-            fig.add_trace(
-                go.Scatter(
-                    x=[x for x, _ in pts],
-                    y=[y for _, y in pts],
-                    mode="lines+markers",
-                    name=c["label"],
-                    legendgroup=c["label"],
-                    showlegend=c["label"] not in shown,
-                    line=dict(color="#555555", width=1.5, dash=dashes[c["label"]]),
-                    marker=dict(size=4, symbol="circle-open"),
-                    hovertemplate="closed form, %{x:.2f} tokens/call: %{y:.1f}%",
-                ),
-                row=1,
-                col=col,
-            )
-            shown.add(c["label"])
+            line, marker = dict(color="#555555", width=1.5, dash=dashes[c["label"]]), dict(size=4, symbol="circle-open")
+            add_line(col, c, "closed form, %{x:.2f} tokens/call: %{y:.1f}%", line=line, marker=marker)
         fig.update_xaxes(type="log", title_text="tokens per call", row=1, col=col, gridcolor="#EEEEEE")
     fig.update_yaxes(range=[-3, 103], gridcolor="#EEEEEE")
     fig.update_yaxes(title_text="accuracy (%)", row=1, col=1)

@@ -23,7 +23,7 @@ from ..models.token_tree import block_call_mask
 from ..trace.checks import check_whole
 from ..trace.labels import drawable
 from ..training.objective import sbd_attention_mask
-from .style import CALL_SCALE, FIT_WIDTH, FONT, MASK_GLYPH, STATE_COLORS
+from .style import CALL_SCALE, FIT_WIDTH, FONT, MASK_GLYPH, STATE_COLORS, cell_grid
 
 KINDS = ("training", "inference")
 # The same three parts in both masks: the inference call is the training layout's last block.
@@ -139,19 +139,7 @@ def _figure(z, hover, queries, keys, title, col_lines, row_lines, meta) -> go.Fi
     for code, (_, color) in REGIONS.items():  # one flat band per code: z = 0, 1, 2, 3 on zmin 0 .. zmax 3
         scale += [[max((code - 0.5) / 3, 0.125), color], [min(1.0, (code + 0.5) / 3), color]]
     cell = min(22 if len(keys) <= 24 else 16, (FIT_WIDTH - 150) / len(keys))  # at most FIT_WIDTH wide
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            hovertext=hover,
-            colorscale=scale,
-            zmin=0,
-            zmax=3,
-            showscale=False,
-            xgap=1,
-            ygap=1,
-            hovertemplate="%{hovertext}<extra></extra>",
-        )
-    )
+    fig = go.Figure(cell_grid(z, hover, (1, 1), colorscale=scale, zmin=0, zmax=3, showscale=False))
     for label, color in REGIONS.values():  # legend entries: heatmap cells have none of their own
         fig.add_trace(
             go.Scatter(

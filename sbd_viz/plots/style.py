@@ -254,6 +254,16 @@ def entropy_bar(emax: float, length: int) -> dict:
     )
 
 
+def cell_grid(z, hover, gap: tuple[int, int], text=None, **kw: Any) -> go.Heatmap:
+    """A grid of cells (a block's slots, a run's tokens, a mask's entries) as a heatmap: each cell's own hover text
+    (``hover``, nothing beside it), ``gap`` (x, y) pixels between cells, and ``text`` written in the cells if given;
+    ``kw`` are the rest of ``go.Heatmap``'s (its colours, font, name, ...)."""
+    written = {} if text is None else dict(text=text, texttemplate="%{text}")
+    return go.Heatmap(
+        z=z, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=gap[0], ygap=gap[1], **written, **kw
+    )
+
+
 def max_entropy(trace: Trace) -> float:
     return max([v.entropy for s in trace.steps for v in s.slots] + [1e-6])
 

@@ -285,64 +285,54 @@ def tradeoff(results: Any, current: dict | None = None, x: str = "tokens_per_cal
     hit = _current_rows(df, current) if current is not None else None
     marks += [] if hit is None else [(px, py, 13.5) for px, py in zip(hit[x], hit["accuracy"])]
     _place_labels(lines, marks, xr, yr)
+
+    def add(role: str, **scatter) -> None:  # every trace names what it is in its meta: trace.meta["role"]
+        fig.add_trace(go.Scatter(meta=dict(role=role), **scatter))
+
     for line in lines:
         verified = line["role"] == "verified"
-        fig.add_trace(
-            go.Scatter(
-                x=line["x"],
-                y=line["y"],
-                name=line["name"],
-                mode="lines+markers+text",
-                meta=dict(role=line["role"]),
-                text=line["text"],
-                textposition=line["spots"],
-                textfont=dict(size=LABEL_FONT, color=line["color"]),
-                line=dict(color=line["color"], width=2, **({"dash": line["dash"]} if verified else {})),
-                marker=dict(symbol="diamond", size=10, color=line["color"])
-                if verified
-                else dict(size=9, color=line["color"]),
-                hovertext=_hover_rows(line["rows"]),
-                hovertemplate="%{hovertext}<extra></extra>",
-            )
+        add(
+            line["role"],
+            x=line["x"],
+            y=line["y"],
+            name=line["name"],
+            mode="lines+markers+text",
+            text=line["text"],
+            textposition=line["spots"],
+            textfont=dict(size=LABEL_FONT, color=line["color"]),
+            line=dict(color=line["color"], width=2, **({"dash": line["dash"]} if verified else {})),
+            marker=dict(symbol="diamond", size=10, color=line["color"])
+            if verified
+            else dict(size=9, color=line["color"]),
+            hovertext=_hover_rows(line["rows"]),
+            hovertemplate="%{hovertext}<extra></extra>",
         )
     if is_ntp.any():
         spec = _reference_spec()
-        fig.add_trace(
-            go.Scatter(
-                x=ntp[x],
-                y=ntp["accuracy"],
-                name=spec.label,
-                mode="markers",
-                meta=dict(role=_reference()),
-                marker=dict(symbol="star", size=15, color=spec.color or "#000000"),
-                hovertext=_hover_rows(ntp),
-                hovertemplate="%{hovertext}<extra></extra>",
-            )
+        add(
+            _reference(),
+            x=ntp[x],
+            y=ntp["accuracy"],
+            name=spec.label,
+            mode="markers",
+            marker=dict(symbol="star", size=15, color=spec.color or "#000000"),
+            hovertext=_hover_rows(ntp),
+            hovertemplate="%{hovertext}<extra></extra>",
         )
         accuracy = float(ntp["accuracy"].mean())
         # the accuracy line is named in the legend, not by a note on the plot (a note covered points and labels)
-        fig.add_hline(y=accuracy, line=dict(color="#777777", dash="dot", width=1))
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="lines",
-                name=f"{spec.label} accuracy",
-                meta=dict(role="ntp_accuracy"),
-                line=dict(color="#777777", dash="dot", width=1),
-            )
-        )
+        dotted = dict(color="#777777", dash="dot", width=1)
+        fig.add_hline(y=accuracy, line=dotted)
+        add("ntp_accuracy", x=[None], y=[None], mode="lines", name=f"{spec.label} accuracy", line=dotted)
     if hit is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=hit[x],
-                y=hit["accuracy"],
-                name="current setting",
-                mode="markers",
-                meta=dict(role="current"),
-                hoverinfo="skip",
-                marker=dict(symbol="circle-open", size=24, color="#000000", line=dict(width=3)),
-            )
+        add(
+            "current",
+            x=hit[x],
+            y=hit["accuracy"],
+            name="current setting",
+            mode="markers",
+            hoverinfo="skip",
+            marker=dict(symbol="circle-open", size=24, color="#000000", line=dict(width=3)),
         )
     fig.update_layout(
         **common_layout(
