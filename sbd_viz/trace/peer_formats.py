@@ -18,6 +18,7 @@ from .file import from_json as trace_from_json
 
 STEP_MAP_FORMAT = "lmdeploy step_map"
 TRAJECTORY_FORMAT = "d3LLM trajectory"
+_BLOCK_SIZE_KEYS = {STEP_MAP_FORMAT: "block_size", TRAJECTORY_FORMAT: "block_length"}  # a record's own block size
 
 
 # -- export ------------------------------------------------------------------------------------------------------
@@ -213,17 +214,19 @@ def _blocks(step_positions: list[list[int]], record: dict, n0: int, block_size, 
 
 def _build(
     record: dict,
-    *,
+    fmt: str,
+    block_size: int | None,
     prompt_ids: list[int],
     step_commits: list[list[tuple[int, int]]],
-    blocks: list[tuple[int, int]],
     text_of,
     scores,
     output_ids: list[int],
-    fmt: str,
 ) -> Trace:
-    """A trace from each step's commits ``(absolute position, token id)`` and blocks, checked by
+    """A trace from a record of the format ``fmt``: each step's commits ``(absolute position, token id)``, in the
+    record's blocks (``_blocks``: its ``step_blocks``, else cut by ``block_size`` or the record's own), checked by
     ``sv.trace_from_json``."""
+    positions = [[p for p, _ in commits] for commits in step_commits]
+    blocks = _blocks(positions, record, len(prompt_ids), block_size, _BLOCK_SIZE_KEYS[fmt])
     n0, unmeasured = len(prompt_ids), ["wall_time", "slot predictions"] + ([] if scores else ["prob", "entropy"])
     done: set[int] = set()
     steps, block, previous = [], -1, None
@@ -330,17 +333,7 @@ def from_step_map(record: dict, tokenizer=None, block_size: int | None = None) -
     scores = None
     if isinstance(probs, list) and isinstance(entropies, list) and len(probs) == len(entropies) == len(token_ids):
         scores = [{p: (probs[p - n0], entropies[p - n0]) for p in position_of[s]} for s in numbers]
-    blocks = _blocks([position_of[s] for s in numbers], record, n0, block_size, "block_size")
-    return _build(
-        record,
-        prompt_ids=prompt_ids,
-        step_commits=step_commits,
-        blocks=blocks,
-        text_of=text_of,
-        scores=scores,
-        output_ids=token_ids,
-        fmt=STEP_MAP_FORMAT,
-    )
+    return _build(record, STEP_MAP_FORMAT, block_size, prompt_ids, step_commits, text_of, scores, token_ids)
 
 
 def from_trajectory(
@@ -392,17 +385,7 @@ def from_trajectory(
     scores = None
     if isinstance(raw, list) and len(raw) == len(states):
         scores = [{n0 + p: (prob, entropy) for p, prob, entropy in step} for step in raw]
-    blocks = _blocks([[p for p, _ in c] for c in step_commits], record, n0, block_size, "block_length")
-    return _build(
-        record,
-        prompt_ids=prompt_ids,
-        step_commits=step_commits,
-        blocks=blocks,
-        text_of=text_of,
-        scores=scores,
-        output_ids=output_ids,
-        fmt=TRAJECTORY_FORMAT,
-    )
+    return _build(record, TRAJECTORY_FORMAT, block_size, prompt_ids, step_commits, text_of, scores, output_ids)
 
 
 def same_commits(a: Trace, b: Trace, kept_only: bool = False) -> bool:
