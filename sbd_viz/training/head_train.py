@@ -26,7 +26,7 @@ from .train import load_moments, restore_interrupted_save, save_moments, swap_in
 class HeadTrainConfig:
     adapter: str = option("smollm2-135m-sbd", "the frozen adapter: a shipped adapter's name or an adapter folder")
     data_from: str = option(
-        "runs/sbd-adapter",
+        adapter_train.AdapterTrainConfig.out,  # the adapter run's own default
         "the adapter run's folder: its data/ holds the base's continuations (generated there if missing)",
     )
     out: str = option(
