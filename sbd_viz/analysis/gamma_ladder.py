@@ -21,6 +21,7 @@ from ..trace.checks import check_prompt, check_whole
 from ..trace.data import Trace
 from .divergence import DIVERGENCE_COLUMNS, divergence_columns
 from .gamma_map import GammaMapWalk, format_end, format_range, walks_gamma
+from .signature import same_signature
 
 REUSE_PREFIX = True  # an exact ladder's map replays shared prefixes: fewer calls, less time (bench/GAMMA_MAP.md)
 LADDER_POINTS = 9  # default γ values spread over a rule's slider range (its ends included)
@@ -311,19 +312,8 @@ def ladder_row(gamma: float, trace: Trace, ntp: Trace, knob: str = "gamma") -> d
     }
 
 
-def gamma_ladder(
-    model,
-    prompt: str,
-    rule: str = DEFAULT_RULE,
-    gammas: Sequence[float] | None = None,
-    block_size: int | None = None,
-    max_new_tokens: int = 64,
-    stop: str | Iterable[str] | None = None,
-    gap_free: bool = False,
-    decoder=None,
-    exact: bool = True,
-    **own,
-):
+@same_signature(Ladder)
+def gamma_ladder(*args: Any, **kwargs: Any):
     """Decode ``prompt`` at each γ of a ladder and once with NTP; a ``pandas.DataFrame``, one row per γ, ascending.
 
     ``decoder``: any registered decoder with a knob (``sv.decoders()``; None: SBD); the ladder runs along its knob,
@@ -348,7 +338,7 @@ def gamma_ladder(
     changes), ``safe_ranges`` (every γ range whose text equals NTP's) and ``safe`` (the same in a sentence). Other
     decoders, and ``exact=False``, decode at each γ of the ladder only (``attrs["exact"]`` False).
     """
-    ladder = Ladder(model, prompt, rule, gammas, block_size, max_new_tokens, stop, gap_free, decoder, exact, **own)
+    ladder = Ladder(*args, **kwargs)
     for _ in ladder.rows():
         pass
     return ladder.frame()

@@ -25,6 +25,7 @@ from ..models.checks import check_model
 from ..trace.checks import check_prompt
 from ..trace.data import Trace
 from .divergence import DIVERGENCE_COLUMNS, divergence_columns
+from .signature import same_signature
 
 MAP_COLUMNS = (
     "lo",
@@ -523,17 +524,8 @@ class GammaMapWalk:
         self.map.step = None  # every piece decoded: the exact map
 
 
-def gamma_map(
-    model,
-    prompt: str,
-    rule: str = DEFAULT_RULE,
-    lo: float | None = None,
-    hi: float | None = None,
-    step: float | None = None,
-    decoder: str | None = None,
-    reuse_prefix: bool = True,
-    **settings,
-) -> GammaMap:
+@same_signature(GammaMapWalk)
+def gamma_map(*args: Any, **kwargs: Any) -> GammaMap:
     """Every distinct greedy decode of ``prompt`` over ``[lo, hi]`` of ``rule``'s knob (None: the rule's slider
     range in ``COMMIT_RULES``): a ``GammaMap`` (see docs/gamma_map.md).
 
@@ -543,8 +535,8 @@ def gamma_map(
     above 0 is refused. ``decoder``: a registered decoder whose knob is γ (None: the model's first; SBD, verified
     SBD with ``verify=True``, or remasking). ``reuse_prefix`` (default True): replay the calls a
     piece shares with the piece below it instead of running them (the traces are the same; ``bench/GAMMA_MAP.md``
-    measures what it saves)."""
-    walk = GammaMapWalk(model, prompt, rule, lo, hi, step, decoder, reuse_prefix, **settings)
+    measures what it saves). ``points`` and ``gate``: as ``GammaMapWalk``'s, whose parameters these are."""
+    walk = GammaMapWalk(*args, **kwargs)
     for _ in walk.pieces():
         pass
     return walk.map

@@ -17,6 +17,7 @@ from typing import Any
 from ..decoders.ntp import NTP
 from ..trace.checks import check_number, check_whole
 from ..trace.data import Trace
+from .signature import same_signature
 
 MODES = ("corrected", "paper")
 DEFAULT_HARDWARE = "h100-fp8"
@@ -306,7 +307,17 @@ def _time(ks) -> float:
     return sum(n * max(flops / peak, nbytes / bw) for _, flops, nbytes, peak, n, bw in ks)
 
 
-def _resolved(q, kv_len, batch, hardware, model, mode, logits):
+def _resolved(
+    q: int,
+    kv_len: int,
+    batch: int = 1,
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    model: Any = DEFAULT_MODEL,
+    mode: str = "corrected",
+    logits: int | None = None,
+) -> list[tuple]:
+    """One forward's kernels (``kernels``), each with its hardware's bandwidth: the parameters of ``forward_time``
+    and ``compute_and_memory``, checked."""
     q, kv_len, batch = _whole("q", q, 1), _whole("kv_len", kv_len, 0), _whole("batch", batch, 1)
     logits = q if logits is None else _whole("logits", logits, 0)
     if logits > q:
@@ -316,15 +327,8 @@ def _resolved(q, kv_len, batch, hardware, model, mode, logits):
     return [(*k, hw.bandwidth) for k in ks]
 
 
-def forward_time(
-    q: int,
-    kv_len: int,
-    batch: int = 1,
-    hardware: str | Hardware = DEFAULT_HARDWARE,
-    model: Any = DEFAULT_MODEL,
-    mode: str = "corrected",
-    logits: int | None = None,
-) -> float:
+@same_signature(_resolved)
+def forward_time(*args: Any, **kwargs: Any) -> float:
     """Seconds of one forward of ``q`` new tokens per sequence over a cache of ``kv_len`` tokens (eq. 15).
 
     ``batch`` sequences run together, each with the same ``q`` and ``kv_len``. Each kernel costs
@@ -333,20 +337,14 @@ def forward_time(
     code). ``logits``: rows per sequence that go through the LM head (default ``q``; an SBD block call needs its ``k``
     slots, an NTP step 1); only shapes with a ``vocab`` have one.
     """
-    return _time(_resolved(q, kv_len, batch, hardware, model, mode, logits))
+    return _time(_resolved(*args, **kwargs))
 
 
-def compute_and_memory(
-    q: int,
-    kv_len: int,
-    batch: int = 1,
-    hardware: str | Hardware = DEFAULT_HARDWARE,
-    model: Any = DEFAULT_MODEL,
-    mode: str = "corrected",
-    logits: int | None = None,
-) -> tuple[float, float]:
-    """The forward's two roofs summed over its kernels: (seconds at peak FLOP/s, seconds at full bandwidth)."""
-    ks = _resolved(q, kv_len, batch, hardware, model, mode, logits)
+@same_signature(_resolved)
+def compute_and_memory(*args: Any, **kwargs: Any) -> tuple[float, float]:
+    """The forward's two roofs summed over its kernels: (seconds at peak FLOP/s, seconds at full bandwidth);
+    arguments as ``forward_time``'s."""
+    ks = _resolved(*args, **kwargs)
     return sum(n * f / p for _, f, _, p, n, _ in ks), sum(n * b / bw for _, _, b, _, n, bw in ks)
 
 
