@@ -27,7 +27,6 @@ from .decoders.rules import COMMIT_RULES, DEFAULT_RULE, RULES
 from .models.base import CausalModel
 from .models.checks import check_block_size
 from .models.diffusion import DiffusionModel
-from .models.sbd_model import SBDModel
 from .plots.animation import save_animation
 from .trace.checks import check_trace
 from .trace.data import Trace
@@ -150,8 +149,8 @@ class Explorer(widgets.VBox):
     once timed), and the current ``trace``, ``ntp_trace``, ``figure`` (the full animation) and ``order_figure``."""
 
     def __init__(self, model: CausalModel | DiffusionModel, prompt: str, **decode_kwargs):
-        if not isinstance(model, (SBDModel, DiffusionModel)):
-            raise TypeError(f"model: expected an sbd_viz.SBDModel (see sv.load_model), got {type(model).__name__}")
+        if not isinstance(model, (CausalModel, DiffusionModel)):
+            raise TypeError(f"model: expected a model of sbd_viz (see sv.load_model), got {type(model).__name__}")
         self.canvas = isinstance(model, DiffusionModel)  # block diffusion: its own generate, no NTP
         given = {k: v for k, v in decode_kwargs.items() if k != "decoder"}  # as the caller gave them
         if decode_kwargs.get("block_size") is None:  # as decode: the model's own block size
