@@ -48,11 +48,23 @@ def add_mask_token(model, tokenizer, token: str = MASK_TOKEN) -> int:
     return mask_id
 
 
+WEIGHTS = Path(__file__).resolve().parents[1] / "weights"  # the checkpoints shipped with the package
+
+
+def shipped_folder(source) -> Path | None:
+    """The folder of the model shipped in this package under the name ``source`` (``"sbd-char-5m"``), where no local
+    path of that name exists; else None."""
+    if not isinstance(source, (str, os.PathLike)) or Path(source).exists():
+        return None
+    folder = WEIGHTS / str(source)
+    return folder if (folder / "config.json").is_file() else None
+
+
 def default_model_path() -> Path:
     """The shipped model: ``$SBD_VIZ_MODEL``, else the copy installed with the package (``sbd_viz/weights/``)."""
     if os.environ.get("SBD_VIZ_MODEL"):
         return Path(os.environ["SBD_VIZ_MODEL"])
-    path = Path(__file__).resolve().parents[1] / "weights" / DEFAULT_MODEL
+    path = WEIGHTS / DEFAULT_MODEL
     if path.is_dir():
         return path
     raise FileNotFoundError(
@@ -79,6 +91,7 @@ class SBDModel(CausalModel):
         trust_remote_code: bool = False,
         device: str | torch.device | None = None,
     ) -> SBDModel:
+        path = shipped_folder(path) or path  # a shipped model by its name, as README's models table gives it
         model, tokenizer = cls.load_folder(path, dtype, trust_remote_code, device)
         loaded = cls(model, tokenizer, name=Path(path).name)
         loaded.block_size  # noqa: B018 -- a bad recorded block size fails here, at load, not mid-decode

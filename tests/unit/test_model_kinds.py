@@ -184,3 +184,14 @@ def test_an_installed_kind_is_loaded_and_served_through_its_entry_point(tmp_path
     assert out["class"] == "tiny_kind.TinyLM"  # the installed package's class, opened by its kind
     assert out["decoders"] == ["tiny_greedy"] and out["decoder"] == "tiny_greedy" and out["same"]
     assert "tiny_greedy" not in out["shipped"] and "sbd" in out["shipped"]
+
+
+def test_a_shipped_model_loads_by_the_name_readme_gives_it(tmp_path, monkeypatch):
+    """``sv.load_model("sbd-char-5m")`` is the shipped model (its folder's weights), from any folder; a local folder
+    of that name is that folder, not the shipped one."""
+    monkeypatch.chdir(tmp_path)
+    named, default = sv.load_model("sbd-char-5m"), sv.load_model()
+    assert named.name == "sbd-char-5m" and named.fingerprint() == default.fingerprint()
+    (tmp_path / "sbd-char-5m").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a model folder"):
+        sv.load_model("sbd-char-5m")
