@@ -182,6 +182,24 @@ def _mean(flags: list[bool]) -> float:
     return sum(flags) / len(flags) if flags else float("nan")
 
 
+def _plan(
+    model, items: list, setting: dict, max_new_tokens: int, batch_size: int, speed_batch_size: int | None
+) -> Plan:
+    """A row's evaluation: SBD at ``setting`` (``SWEEP_SETTING``'s values) beside NTP on ``items``, as ``evaluate``
+    plans it."""
+    return Plan(
+        model,
+        items,
+        **setting,
+        decoder=SBD.name,
+        max_new_tokens=max_new_tokens,
+        measure_speedup=True,
+        stop=STOP,
+        batch_size=batch_size,
+        speed_batch_size=speed_batch_size,
+    )
+
+
 def _measure(
     model: CausalModel,
     items: list[SuiteItem],
@@ -201,21 +219,7 @@ def _measure(
     that row (its decode at this γ, NTP's beside it, their seconds and teacher-forced counts) instead of decoding
     again; each row measured here is added. Under ``accelerate launch`` every process decodes and teacher-forces its
     share of the items; only plain numbers are gathered."""
-    plan = Plan(
-        model,
-        items,
-        rule=setting["rule"],
-        gamma=setting["gamma"],
-        block_size=setting["block_size"],
-        gap_free=setting["gap_free"],
-        decoder=SBD.name,
-        max_new_tokens=max_new_tokens,
-        measure_speedup=True,
-        stop=STOP,
-        verify=setting["verify"],
-        batch_size=batch_size,
-        speed_batch_size=speed_batch_size,
-    )
+    plan = _plan(model, items, setting, max_new_tokens, batch_size, speed_batch_size)
     with split_items(items) as (share, gather):
         known = [pieces[i].find(setting["gamma"]) if pieces is not None else None for i in range(len(share))]
         fresh = plan.rows([item for item, k in zip(share, known) if k is None], keep_traces=True, progress=progress)
@@ -403,21 +407,8 @@ def sweep(
     items, scored = _as_items(suite_or_prompts)
     check_whole(max_new_tokens, "max_new_tokens", 1)
     settings = _settings(rules, gammas, block_sizes, gap_free, max_new_tokens, verify)
-    Plan(
-        model,
-        items[:1],
-        rule=settings[0]["rule"],
-        gamma=settings[0]["gamma"],
-        block_size=settings[0]["block_size"],
-        gap_free=False,
-        decoder=SBD.name,
-        max_new_tokens=max_new_tokens,
-        measure_speedup=True,
-        stop=STOP,
-        verify=False,
-        batch_size=batch_size,
-        speed_batch_size=speed_batch_size,
-    )  # batch_size / speed_batch_size checked up front
+    plain = {**settings[0], "gap_free": False, "verify": False}
+    _plan(model, items[:1], plain, max_new_tokens, batch_size, speed_batch_size)  # the batch sizes checked up front
     fingerprint = model.fingerprint()
     model_id = {"fingerprint": fingerprint, "tokenizer": _tokenizer_hash(model)}
     items_hash = _items_hash(items)
