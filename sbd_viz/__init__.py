@@ -138,8 +138,9 @@ def decode(model, prompt, *args, decoder=None, **settings):
     The settings are the ones the decoder's ``DecoderSpec`` takes (``rule``, ``gamma``, ``block_size``,
     ``temperature``, ``seed``, ``gap_free``, ``verify``), its own (e.g. ``remask_threshold``), and
     ``max_new_tokens``, ``stop`` and ``top_n``; any other is refused with a ``ValueError`` naming it. ``block_size``
-    None takes the model's. SBD's arguments may also be given by position, in ``sbd_viz.decoders.sbd.decode``'s
-    order. ``verify=True`` is verified SBD: every draft checked against greedy NTP, so the text is exactly NTP's.
+    None takes the model's. SBD's arguments may also be given by position, in the order ``rule``, ``gamma``,
+    ``block_size``, ``max_new_tokens``, ... (``_POSITIONAL``). ``verify=True`` is verified SBD: every draft checked
+    against greedy NTP, so the text is exactly NTP's.
     """
     if len(args) > len(_POSITIONAL):
         raise TypeError(f"decode: takes at most {len(_POSITIONAL) + 2} positional arguments ({len(args) + 2} given)")

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..decoders.door import decode
 from ..decoders.ntp import decode_ntp
-from ..decoders.sbd import SBD, decode
+from ..decoders.sbd import SBD
 from ..models.base import CausalModel
 from ..models.checks import check_model
 from ..tasks.asserts import SuiteItem, score
@@ -182,7 +183,7 @@ def divergence_report(
         if not isinstance(item, SuiteItem):
             raise TypeError(f"suite: item {i} is a {type(item).__name__}, not a tasks.SuiteItem")
         ntp = decode_ntp(model, item.prompt, max_new_tokens=max_new_tokens, stop=stop)
-        sbd = decode(model, item.prompt, max_new_tokens=max_new_tokens, stop=stop, **decode_kwargs)
+        sbd = decode(model, item.prompt, SBD.name, max_new_tokens=max_new_tokens, stop=stop, **decode_kwargs)
         where = first_divergence(sbd, ntp)
         if where is None:
             continue

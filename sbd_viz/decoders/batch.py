@@ -22,7 +22,6 @@ from ..trace.data import Trace
 from .config import DecodeConfig
 from .door import prepare
 from .registry import DecoderSpec, check_serves, decoders, default_decoder, get_decoder
-from .rules import DEFAULT_GAMMA, DEFAULT_RULE
 
 MAX_BATCH_SIZE = 1024
 
@@ -378,49 +377,25 @@ class BatchDecoding:
 def decode_batch(
     model: CausalModel,
     prompts: Iterable[str],
-    rule: str = DEFAULT_RULE,
-    gamma: float = DEFAULT_GAMMA,
-    block_size: int | None = None,
-    max_new_tokens: int = 64,
-    temperature: float = 0.0,
-    seed: int = 0,
-    stop: str | Iterable[str] | None = None,
-    gap_free: bool = False,
-    top_n: int = 5,
-    verify: bool = False,
+    decoder: str | None = None,
     batch_size: int = 8,
     progress: bool = False,
-    decoder: str | None = None,
     prefill_chunk: int | str | None = "auto",
-    **own,
+    **settings,
 ) -> list[Trace]:
     """Decode many prompts with ``decoder``, ``batch_size`` rows per forward; one ``Trace`` per prompt, in order.
 
     ``decoder``: any registered decoder whose class has ``requests()`` (None: SBD; ``"ntp"`` is greedy NTP, one
-    token per call, the batched baseline for SBD's speed); the settings are ``sv.decode``'s, and the decoder's own
-    go in ``own`` (e.g. ``remask_threshold=0.7``). A setting the decoder does not take is refused by name.
+    token per call, the batched baseline for SBD's speed); ``settings`` are ``sv.decode``'s (``rule``, ``gamma``,
+    ``block_size``, ``max_new_tokens``, ``stop``, ..., and the decoder's own, e.g. ``remask_threshold=0.7``); a
+    setting the decoder does not take is refused by name, as ``sv.decode`` refuses it.
 
     Each trace holds what ``sv.decode`` gives that prompt alone (same settings; at temperature 0 up to
     float rounding, see ``sbd_viz.decoders.batch``). A finished row's place goes to the next prompt at once.
     ``prefill_chunk`` feeds long prompts in pieces (see ``BatchDecoding``).
     ``BatchDecoding`` gives the same traces and ``stats`` (how busy the batch was).
-    ``block_size`` None takes the model's (``SBDModel.block_size``), as ``decode`` does.
     """
-    spec, config, own = prepare(
-        model,
-        decoder,
-        max_new_tokens,
-        stop,
-        top_n,
-        rule=rule,
-        gamma=gamma,
-        block_size=block_size,
-        temperature=temperature,
-        seed=seed,
-        gap_free=gap_free,
-        verify=verify,
-        **own,
-    )
+    spec, config, own = prepare(model, decoder, **settings)
     return BatchDecoding(
         model, prompts if isinstance(prompts, str) else list(prompts), config, batch_size, spec, prefill_chunk, own
     ).run(progress=progress)

@@ -15,18 +15,17 @@ fed token, which ``serve`` answers and ``decode_batch`` does not).
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Generator
 
 import torch
 
 from ..models.base import CausalModel
-from ..models.checks import check_block_size, check_model
 from ..models.sbd_model import MAX_BLOCK_SIZE
-from ..trace.data import Step, Trace
+from ..trace.data import Step
 from . import registry
 from .base import Block, BlockLoop, Reply, propose
 from .config import DecodeConfig
-from .rules import COMMIT_RULES, DEFAULT_GAMMA, DEFAULT_RULE, Interval
+from .rules import COMMIT_RULES, Interval
 from .run import DecodeRun, serve
 from .steps import draft, slot_views
 from .verified.settings import check_drafting, check_tree_blocks, check_tree_widths
@@ -34,7 +33,7 @@ from .verified.single import VerifiedDecode
 from .verified.tree import TreeDecode
 
 # MAX_BLOCK_SIZE, DecodeConfig and serve are read from here too: SBD's largest block, its settings, its engine
-__all__ = ["MAX_BLOCK_SIZE", "SBD", "DecodeConfig", "Decoding", "decode", "decode_steps", "serve"]
+__all__ = ["MAX_BLOCK_SIZE", "SBD", "DecodeConfig", "Decoding", "decode_steps", "serve"]
 
 
 class Decoding(BlockLoop, DecodeRun):
@@ -154,54 +153,6 @@ class Decoding(BlockLoop, DecodeRun):
 def decode_steps(model: CausalModel, prompt: str, config: DecodeConfig | None = None) -> Generator[Step, None, None]:
     """Decode ``prompt`` with SBD, yielding one ``Step`` per model call (``Decoding`` also gives the trace)."""
     return Decoding(model, prompt, config).steps()
-
-
-def decode(
-    model: CausalModel,
-    prompt: str,
-    rule: str = DEFAULT_RULE,
-    gamma: float = DEFAULT_GAMMA,
-    block_size: int | None = None,
-    max_new_tokens: int = 64,
-    temperature: float = 0.0,
-    seed: int = 0,
-    stop: str | Iterable[str] | None = None,
-    gap_free: bool = False,
-    top_n: int = 5,
-    verify: bool = False,
-    drafting: str = "single",
-    tree_widths=None,
-    tree_blocks=None,
-) -> Trace:
-    """Decode ``prompt`` with Set Block Decoding and return the full ``Trace``.
-
-    ``block_size``: slots decoded together; None takes the model's (``SBDModel.block_size``: the
-    one recorded in its folder, else 16).
-
-    ``verify=True`` checks every drafted token against greedy NTP on the same weights (from the
-    causal logits each call computes anyway), so the output is exactly ``decode_ntp``'s; needs
-    temperature 0. ``drafting="tree"`` (with ``verify=True``) drafts a block after every possible accepted length
-    in each call, so a rejected draft never wastes the call's drafts (``sbd_viz.decoders.verified.single``), and
-    ``tree_widths`` (e.g. ``(3, 1, 1)``) makes that draft a token tree of candidates (``TreeDecode``), and
-    ``tree_blocks`` (e.g. 1) caps the blocks a call feeds at the places its path most likely ends.
-    """
-    # SBD's own function, with SBD's signature; sv.decode (sbd_viz.decoders.door) is the door to every decoder
-    config = DecodeConfig(
-        rule=rule,
-        gamma=gamma,
-        block_size=check_block_size(block_size, check_model(model)),
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-        stop=tuple(stop or ()),
-        gap_free=gap_free,
-        top_n=top_n,
-        verify=verify,
-    )
-    decoding = Decoding(model, prompt, config, drafting, tree_widths, tree_blocks)
-    for _ in decoding.steps():
-        pass
-    return SBD.trace(decoding)
 
 
 # verified SBD is a mode of SBD's block loop, not a decoder of its own: its traces say decoder "sbd", verify true

@@ -8,7 +8,6 @@ import torch
 
 import sbd_viz as sv
 from sbd_viz.decoders.sbd import SBD, DecodeConfig, Decoding
-from sbd_viz.decoders.sbd import decode as sbd_decode
 from sbd_viz.models.token_tree import tree_call_mask
 
 from conftest import fake_blocks, fused_call, reference_logits, sharp_model, tiny_model, token_tree_call, tree_call
@@ -372,8 +371,8 @@ def test_drafting_is_a_setting_of_sbds_spec_listed_where_settings_are():
     model = sharp_model()
     plain = sv.decode(model, "hi", decoder="sbd", verify=True, max_new_tokens=8, block_size=4)
     assert "drafting" not in plain.config  # single drafting writes the file it always wrote
-    by_function = sbd_decode(model, "hi", verify=True, drafting="tree", max_new_tokens=8, block_size=4)
-    assert by_function.config["drafting"] == "tree" and by_function.output_ids == plain.output_ids
+    by_tree = sv.decode(model, "hi", verify=True, drafting="tree", max_new_tokens=8, block_size=4)
+    assert by_tree.config["drafting"] == "tree" and by_tree.output_ids == plain.output_ids
 
 
 @pytest.mark.parametrize("settings, message", [
