@@ -166,14 +166,15 @@ def pbx(points, x: float, interpolate: bool = False, relative_to: float | None =
     """ParallelBench's PBx: the largest parallelism among ``points`` (``(parallelism, accuracy %)`` pairs or
     ``Segment`` s) whose accuracy is >= ``x`` percent; 0.0 if none is. ``interpolate``: where accuracy crosses ``x``
     between the last point at or above it and the next (by parallelism), the crossing of the straight line between
-    them (the leaderboard's reading of a continuous knob). ``relative_to``: the threshold is ``x`` percent of this
-    accuracy (e.g. NTP's) instead of ``x``."""
+    them (the leaderboard's reading of a continuous knob); points of equal parallelism are ordered by accuracy,
+    highest first, as ParallelBench orders them. ``relative_to``: the threshold is ``x`` percent of this accuracy
+    (e.g. NTP's) instead of ``x``."""
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 100:
         raise ValueError(f"x: must be a percentage in [0, 100], got {x!r}")
     if relative_to is not None and not 0 <= relative_to <= 100:
         raise ValueError(f"relative_to: must be an accuracy in [0, 100], got {relative_to!r}")
     level = x if relative_to is None else x / 100.0 * relative_to
-    ordered = sorted(_points(points), key=lambda p: p[0])
+    ordered = sorted(_points(points), key=lambda p: (p[0], -p[1]))  # ParallelBench: a tie's best accuracy first
     above = [i for i, (_, y) in enumerate(ordered) if y >= level]
     if not above:
         return 0.0

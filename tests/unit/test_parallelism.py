@@ -128,6 +128,20 @@ def test_the_leaderboards_published_numbers():
     assert [pbx(top_k, x) for x in (80, 75, 70)] == [0.0, 2.0, 4.0]
 
 
+def test_points_of_equal_parallelism_are_crossed_in_parallelbenchs_order():
+    """ParallelBench orders a method's points by tokens per step, and points of equal tokens per step by accuracy,
+    highest first (its site, parallelbench/parallelbench.github.io at 7b930091, sorts each curve so in js/chart.js:
+    ``a.tps - b.tps || b.accuracy - a.accuracy``), and interpolates along that line. Its LLaDA 1.5 + DUS averages
+    (data/figures/llada15/dus.csv) hold two points at 2 tokens per step, listed worse first; the published PB75 and
+    PB70 (data/leaderboard/llada15.json) are the crossings from (1, 76.59) to the better one, (2, 57.35)."""
+    dus = [(1.0, 76.58823529411765), (2.0, 54.529411764705884), (2.0, 57.35294117647059),
+           (2.6666666666666674, 46.76470588235294), (4.0, 37.470588235294116), (6.399999999999999, 41.35294117647059)]
+    published = {80: 0.0, 75: 1.0825688073394497, 70: 1.342507645259939}
+    for order in (dus, dus[::-1], sorted(dus, key=lambda p: p[1])):
+        assert {x: pbx(order, x, interpolate=True) for x in published} == pytest.approx(published, abs=1e-12)
+    assert pbx(dus, 75) == 1.0  # without interpolation the order of a tie cannot matter
+
+
 def test_summary_and_errors():
     s = summary(curve(two_items()))
     assert list(s) == ["PB90", "PB80", "PB70", "PB60", "AUP"] and s["AUP"] == 100.0

@@ -37,11 +37,17 @@ def _drawn(trace: Trace) -> None:
 def test_step_map_round_trip_on_an_sbd_trace_with_gaps(stop_at):
     trace = hand_trace(stop_at=stop_at)
     record = _json(sv.to_step_map(trace))
-    # lmdeploy's fields: one step per generated token, numbered from 1, consecutive
-    assert record["token_ids"] == list(trace.output_ids) and len(record["step_map"]) == trace.n_tokens
-    assert record["step_map"] == [c + 1 for c in trace.token_calls()]  # every call of HAND commits a kept token
-    assert sorted(set(record["step_map"])) == list(range(1, 10))
+    # lmdeploy's fields: a step number from 1 per generated token; the token that stopped the output left out
+    shown = trace.n_tokens - bool(stop_at)
+    numbers = [c + 1 for c in trace.token_calls()]  # every call of HAND commits a token: lmdeploy numbers them all
+    assert record["token_ids"] == list(trace.output_ids[:shown]) and record["step_map"] == numbers[:shown]
+    assert (record["input_token_len"], record["generate_token_len"]) == (len(trace.prompt_ids), shown)
     assert record["finish_reason"] == ("stop" if stop_at else "length")
+    if stop_at:
+        assert record["text"] == trace.text[:-1] and record["end_token"] == {
+            "token_id": trace.output_ids[-1], "step": numbers[-1], "text": "\n", "prob": 0.8, "entropy": 0.5}
+    else:
+        assert record["text"] == trace.text and record["end_token"] is None
     back = sv.from_step_map(record)
     assert same_commits(trace, back, kept_only=True)
     assert [c for s in back.steps for c in s.commits] == [
@@ -71,23 +77,33 @@ def test_trajectory_round_trip_keeps_every_commit_even_past_the_stop(stop_at):
     _drawn(back)
 
 
-def test_a_peers_step_map_without_our_fields_imports_with_a_tokenizer_and_a_block_size():
+LMDEPLOY = ("token_ids", "step_map", "text", "finish_reason", "input_token_len", "generate_token_len")
+
+
+def test_our_step_map_without_our_fields_reads_as_lmdeploy_would():
+    """Stripped to lmdeploy's fields, a record needs a tokenizer and a block size, and its blocks are lmdeploy's:
+    aligned to the whole sequence. An SBD decode's blocks start at the first generated token, so after a prompt of 5
+    they are not lmdeploy's blocks of 4 (refused, naming the step); after a prompt of 8 they are."""
     from sbd_viz.training.data import build_char_tokenizer
 
     trace = hand_trace([("abcd", [{3}, {0, 1}, {2}]), ("efgh", [{0, 2}, {1, 3}])])
-    peer = {k: v for k, v in sv.to_step_map(trace).items() if k in ("token_ids", "step_map", "text", "finish_reason")}
+    peer = {k: v for k, v in sv.to_step_map(trace).items() if k in LMDEPLOY}
     with pytest.raises(ValueError, match="tokenizer"):
         sv.from_step_map(peer)
     with pytest.raises(ValueError, match="block_size"):
         sv.from_step_map(peer, build_char_tokenizer())
-    back = sv.from_step_map(peer, build_char_tokenizer(), block_size=4)
+    with pytest.raises(ValueError, match="step_map: step 5 commits tokens in more than one block of 4 after a prompt "
+                                         "of 5 tokens"):  # blocks [0, 3), [3, 7), [7, 11): f and h are in two
+        sv.from_step_map(peer, build_char_tokenizer(), block_size=4)
+    whole = {**peer, "input_token_len": 8}
+    back = sv.from_step_map(whole, build_char_tokenizer(), block_size=4)
     assert same_commits(trace, back, kept_only=True)
     assert back.meta["unmeasured"] == ["wall_time", "slot predictions", "prob", "entropy"]
     assert all(c.prob == 0.0 and c.entropy == 0.0 for s in back.steps for c in s.commits)
     _drawn(back)
     # a step whose tokens straddle two blocks of the given size is refused, naming the step (call 3: e and g)
-    with pytest.raises(ValueError, match="step 4 commits tokens in more than one block of 2"):
-        sv.from_step_map(peer, build_char_tokenizer(), block_size=2)
+    with pytest.raises(ValueError, match="step_map: step 4 commits tokens in more than one block of 2"):
+        sv.from_step_map(whole, build_char_tokenizer(), block_size=2)
 
 
 def test_a_peers_trajectory_with_d3llms_fields_only_imports_with_mask_id_tokenizer_and_block_size():
