@@ -1,4 +1,5 @@
-"""SBD with low-confidence remasking (LLaDA-style): a gap fill is held provisionally and can go back to masked.
+"""SBD with remasking of gap fills (ReMDM-style, not LLaDA's low-confidence remasking): a gap fill is held
+provisionally and can go back to masked.
 
 ``RemaskDecoding`` is the decoder, ``REMASK`` its spec (its own setting: ``remask_threshold``). How a pending gap fill
 is re-read, remasked or confirmed, and why it is fed masked: docs/decoders.md.
