@@ -204,13 +204,8 @@ def main(argv=None) -> int:
     print(json.dumps(result, indent=1))
     if args.quick and not args.out:
         return 0
-    out = Path(args.out) if args.out else None
-    data, page = (out, out) if out else (run_info.RESULTS, run_info.BENCH)
-    for folder in (data, page):
-        folder.mkdir(parents=True, exist_ok=True)
-    (data / "scale.json").write_text(json.dumps(result, indent=1))
-    (page / "SCALE.md").write_text(report(result))
-    print(f"wrote {page / 'SCALE.md'}")
+    page = run_info.save_run(result, "scale.json", "SCALE.md", report(result), args.out)
+    print(f"wrote {page}")
     return 0
 
 

@@ -25,7 +25,6 @@ import os
 import shlex
 import sys
 import time
-from pathlib import Path
 
 import run_info  # beside this file
 from sbd_viz.trace.labels import COUNT_LABELS
@@ -157,13 +156,8 @@ def main(argv=None) -> int:
     print(json.dumps(result, indent=1))
     if args.quick and not args.out:
         return 0
-    out = Path(args.out) if args.out else None
-    data, page = (out, out) if out else (run_info.RESULTS, run_info.BENCH)
-    for folder in (data, page):
-        folder.mkdir(parents=True, exist_ok=True)
-    (data / "verified.json").write_text(json.dumps(result, indent=1))
-    (page / "VERIFIED.md").write_text(report(result))
-    print(f"wrote {page / 'VERIFIED.md'}")
+    page = run_info.save_run(result, "verified.json", "VERIFIED.md", report(result), args.out)
+    print(f"wrote {page}")
     return 0
 
 

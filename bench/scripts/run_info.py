@@ -65,6 +65,19 @@ def earlier_model(fingerprint: str) -> list[str]:
             "(accuracy,", "tokens per call) is the earlier model's.", ""]
 
 
+def save_run(data: dict, json_name: str, page_name: str, page: str, out: str | None = None) -> Path:
+    """Save a run's ``data`` as ``bench/results/<json_name>`` and its rendered ``page`` as ``bench/<page_name>``
+    (both into the folder ``out`` instead, if given); returns the page's path."""
+    import json
+
+    data_dir, page_dir = (Path(out), Path(out)) if out else (RESULTS, BENCH)
+    for folder in (data_dir, page_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    (data_dir / json_name).write_text(json.dumps(data, indent=1))
+    (page_dir / page_name).write_text(page)
+    return page_dir / page_name
+
+
 def write_page(parser, args, argv, run, markdown) -> None:
     """The end of a page's script: decode (``run(args, argv)`` -> header, results, examples) or read a run's
     ``--json`` again (``--from-json``), render ``markdown(header, results, examples)``, write it to ``--out`` (else
