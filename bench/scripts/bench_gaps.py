@@ -13,12 +13,10 @@ columns and reads them.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
 import time
-from pathlib import Path
 
 from sbd_viz.trace.labels import COUNT_LABELS
 
@@ -138,16 +136,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=str(run_info.RESULTS / "gaps.json"), help="its data (default: %(default)s)")
     p.add_argument("--from-json", default=None, help="render the page from a run's --json, decoding nothing")
     args = p.parse_args(argv)
-    if args.from_json:
-        data = json.loads(Path(args.from_json).read_text())
-    else:
-        if args.per_family < 1:
-            p.error(f"--per-family: need at least one item a family, got {args.per_family}")
-        data = run(args, list(sys.argv[1:] if argv is None else argv))
-        Path(args.json).write_text(json.dumps(data, indent=1))
-    text = render(data)
-    Path(args.out).write_text(text)
-    print(text)
+    if not args.from_json and args.per_family < 1:
+        p.error(f"--per-family: need at least one item a family, got {args.per_family}")
+    print(run_info.page_from_data(args, argv, run, render))
     return 0
 
 

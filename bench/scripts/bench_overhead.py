@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import shlex
-import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -156,16 +153,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(run_info.BENCH / "OVERHEAD.md"), help="the page")
     p.add_argument("--json", default=str(run_info.RESULTS / "overhead.json"), help="the run's data")
     p.add_argument("--from-json", default=None, help="render the page from a run's --json (no timing)")
-    args = p.parse_args(argv)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if args.from_json:
-        data = json.loads(Path(args.from_json).read_text())
-    else:
-        data = run(args, argv)
-        Path(args.json).write_text(json.dumps(data, indent=1))
-    text = render(data)
-    Path(args.out).write_text(text)
-    print(text)
+    print(run_info.page_from_data(p.parse_args(argv), argv, run, render))
     return 0
 
 

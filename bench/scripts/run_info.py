@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -76,6 +77,21 @@ def save_run(data: dict, json_name: str, page_name: str, page: str, out: str | N
     (data_dir / json_name).write_text(json.dumps(data, indent=1))
     (page_dir / page_name).write_text(page)
     return page_dir / page_name
+
+
+def page_from_data(args, argv, run, render) -> str:
+    """The end of a script whose run is one dict: read it from ``--from-json``, else ``run(args, argv)`` and save it
+    to ``--json``; write ``render(data)`` to ``--out`` and return it."""
+    import json
+
+    if args.from_json:
+        data = json.loads(Path(args.from_json).read_text())
+    else:
+        data = run(args, list(sys.argv[1:] if argv is None else argv))
+        Path(args.json).write_text(json.dumps(data, indent=1))
+    text = render(data)
+    Path(args.out).write_text(text)
+    return text
 
 
 def write_page(parser, args, argv, run, markdown) -> None:
