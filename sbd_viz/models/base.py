@@ -198,7 +198,9 @@ class CausalModel(ModelBase):
 
     @property
     def block_size(self) -> int:
-        """``config.sbd_block_size`` as recorded in the model's folder, else ``DEFAULT_BLOCK_SIZE`` (the paper's 16)."""
+        """The block size decodes use when none is given: ``config.sbd_block_size`` as recorded in the model's folder,
+        else ``DEFAULT_BLOCK_SIZE`` (the paper's 16). A bad recorded value raises ``ValueError`` naming the config
+        key (``SBDModel.from_pretrained`` reads it, so a bad folder fails at load)."""
         recorded = self.recorded_block_size()
         return DEFAULT_BLOCK_SIZE if recorded is None else recorded
 
@@ -355,13 +357,7 @@ class CausalModel(ModelBase):
 
     def _rows(self, request: ModelCall, n: int, k: int) -> tuple[list[int], list[int]]:
         """A call's checked ``logits_at`` rows and the fed tokens its blocks follow (-1: the cache's end)."""
-        rows = list(request.logits_at)
-        if (
-            any(isinstance(r, bool) or not isinstance(r, int) for r in rows)
-            or rows != sorted(set(rows))
-            or any(not 0 <= r < n for r in rows)
-        ):
-            raise ValueError(f"logits_at: must be ascending numbers of fed tokens in [0, {n - 1}], got {rows!r}")
+        rows = _fed_numbers(request.logits_at, n, "logits_at")
         if not k:
             if request.blocks_after:
                 raise ValueError("blocks_after: the call has no block (block_ids is empty)")
@@ -370,15 +366,7 @@ class CausalModel(ModelBase):
             raise ValueError(f"block_ids: at most {MAX_BLOCK_SIZE} slots, got {k}")
         if request.blocks_after is None:
             return rows, [n - 1]
-        roots = list(request.blocks_after)
-        if (
-            not roots
-            or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < n for r in roots)
-            or roots != sorted(set(roots))
-        ):
-            raise ValueError(
-                f"blocks_after: must be ascending numbers of fed tokens in [0, {n - 1}], at least one, got {roots!r}"
-            )
+        roots = _fed_numbers(request.blocks_after, n, "blocks_after", at_least_one=True)
         if request.chained and not set(roots) <= set(rows):
             raise ValueError("blocks_after: a chained block reads its root's logits; each must be in logits_at")
         return rows, roots
@@ -415,3 +403,16 @@ class CausalModel(ModelBase):
                 layer.keys, layer.values = layer.keys[:, :, rows], layer.values[:, :, rows]
         elif length < current:  # crop(n) with n > 0 raises on transformers 5's cache; crop(0) does nothing
             cache.crop(length - current)
+
+
+def _fed_numbers(values, n: int, name: str, at_least_one: bool = False) -> list[int]:
+    """``values`` as ascending numbers of a call's ``n`` fed tokens, else a ``ValueError`` naming ``name``."""
+    numbers = list(values)
+    if (
+        (at_least_one and not numbers)
+        or any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n for v in numbers)
+        or numbers != sorted(set(numbers))
+    ):
+        least = ", at least one" if at_least_one else ""
+        raise ValueError(f"{name}: must be ascending numbers of fed tokens in [0, {n - 1}]{least}, got {numbers!r}")
+    return numbers

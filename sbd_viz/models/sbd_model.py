@@ -108,14 +108,6 @@ class SBDModel(CausalModel):
             )
         return mask_id
 
-    @property
-    def block_size(self) -> int:
-        """The block size decodes use when none is given: ``config.sbd_block_size`` as recorded in the
-        model's folder, else ``DEFAULT_BLOCK_SIZE`` (16, the paper's). A bad recorded value raises
-        ``ValueError`` naming the config key (``from_pretrained`` reads it, so a bad folder fails at load)."""
-        recorded = self.recorded_block_size()
-        return DEFAULT_BLOCK_SIZE if recorded is None else recorded
-
 
 # SBD's model kind: every SBD decoder and every causal one serves it. ``sv.load_model`` asks it last, so it opens any
 # folder no other kind opens (``from_pretrained`` names what is wrong with one that is not an SBD model).

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator
 from dataclasses import replace
-from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -146,21 +145,24 @@ class TreeDecode:
         # every block's last slot stays inside the length limit (and so inside the context check_fits allowed)
         k = min(self.config.block_size, self.config.max_new_tokens - len(self.out) - max([0] + fed))
         new_ids = x + [n.token_id for i, n in enumerate(self.nodes) if i in rows]
-        # the tree alone (its request comes next): what the call's pick reads
-        plan = _TokenTree(ModelCall(()), self.nodes, rows, self._blocks(rows))
+        blocks = self._blocks(rows)
         roots = sorted(rows.values())
-        blocked = roots if plan.blocks is None else [roots[j] for j in plan.blocks]
+
+        def pick(logits: torch.Tensor) -> int:  # the call reads the plan it is part of
+            return self._taken_root(plan, logits)
+
         request = ModelCall(
             new_ids,
             [self.model.mask_token_id] * k,
             logits_at=roots,
             parents=parents,
-            blocks_after=blocked,
-            pick=partial(self._taken_root, plan),
+            blocks_after=roots if blocks is None else [roots[j] for j in blocks],
+            pick=pick,
             widths=self.widths,
             chained=True,
         )
-        return plan._replace(request=request)
+        plan = _TokenTree(request, self.nodes, rows, blocks)
+        return plan
 
     def _blocks(self, rows: dict[int, int]) -> tuple[int, ...] | None:
         """The roots (by number, in ``rows``' order) that get a block when a call may feed at most ``max_blocks``:
