@@ -10,6 +10,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
+from pathlib import Path
 
 from ..plots.ladder_figure import SAFE_COLOR
 from ..plots.style import CALL_SCALE, MASK_GLYPH, STATE_COLORS
@@ -174,170 +175,23 @@ decodes.</div>
 <div class='legend'></div>
 </div></div>"""
 
-CSS_TEMPLATE = """
-.sbd-scrub {font-size: 13px; padding: 6px 2px}
-.sbd-scrub .empty {color: var(--body-text-color-subdued); padding: 4px 0}
-.sbd-scrub .head {font-variant-numeric: tabular-nums; margin-bottom: 2px}
-.sbd-scrub .rail {position: relative; height: 34px}
-.sbd-scrub .track {position: absolute; left: 8px; right: 8px; top: 20px; height: 12px}
-.sbd-scrub .track div {position: absolute; top: 0; bottom: 0; box-sizing: border-box; min-width: 1px}
-.sbd-scrub .track div.here {outline: 2px solid #000000; outline-offset: -2px; z-index: 1}
-.sbd-scrub input[type=range] {position: absolute; left: 0; right: 0; top: 0; width: 100%; margin: 0; height: 20px}
-.sbd-scrub .ends {display: flex; justify-content: space-between; color: var(--body-text-color-subdued);
-                  font-size: 12px}
-.sbd-scrub .fill {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; margin-top: 6px}
-.sbd-scrub .row {display: flex; align-items: center; gap: 2px; margin: 2px 0}
-.sbd-scrub .row .who {width: 62px; flex: none; font-size: 11px; color: var(--body-text-color-subdued)}
-.sbd-scrub .cell {flex: 1 1 0; min-width: 0; height: 22px; line-height: 22px; text-align: center;
-                  overflow: hidden; white-space: pre; text-overflow: ellipsis; font-size: 12px;
-                  box-sizing: border-box; border-radius: 2px}
-.sbd-scrub .cell.gap {box-shadow: inset 0 0 0 2px #000000}
-.sbd-scrub .cell.dropped {opacity: 0.35}
-.sbd-scrub .text {font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; white-space: pre-wrap;
-                  overflow-wrap: anywhere; unicode-bidi: isolate; margin-top: 4px}
-.sbd-scrub .legend {font-size: 12px; color: var(--body-text-color-subdued); margin-top: 2px}
-"""
-
-# The script: parse the value once per update (the pieces, sent once per map), then redraw from it on every move.
-# A piece's block-fill markup is built on first show and kept, so a move is a lookup and one innerHTML.
-JS = """
+# The browser part lives in two files beside this module, which the static site (sbd_viz.site) ships as they are:
+# ``scrubber.js`` (``sbdScrubber``: parse the value once per update, the pieces sent once per map, then redraw from it
+# on every move; a piece's block-fill markup is built on first show and kept, so a move is a lookup and one
+# innerHTML) and ``scrubber.css``.
+SCRIPT_FILE = Path(__file__).resolve().parent / "scrubber.js"
+STYLE_FILE = Path(__file__).resolve().parent / "scrubber.css"
+CSS_TEMPLATE = STYLE_FILE.read_text(encoding="utf-8")
+# the app's glue: Gradio's gr.HTML runs it with ``element``, ``props``, ``trigger`` and ``watch`` in scope
+JS = (
+    SCRIPT_FILE.read_text(encoding="utf-8")
+    + """
 const SLIDER = '__SLIDER__';
-let data = null, marks = [], cached = [], drawn = 0;
-const root = () => element.querySelector('.sbd-scrub');
-const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;',
-                                                          "'": '&#39;'}[c]));
-const visibleText = (s) => s.replace(/\\n/g, '⏎\\n').replace(/\\t/g, '⇥\\t');
-function holds(p, g) {
-  return (g > p.lo && g < p.hi) || (g === p.lo && p.lo_closed) || (g === p.hi && p.hi_closed);
-}
-function pieceAt(g) {
-  if (!data) return -1;
-  return data.pieces.findIndex((p) => holds(p, g));
-}
-function x(v) {
-  const span = data.hi - data.lo;
-  return span <= 0 ? 0 : 100 * (Math.min(Math.max(v, data.lo), data.hi) - data.lo) / span;
-}
-function fillHtml(p) {
-  const shades = data.shades, rows = [];
-  for (const b of p.blocks) {
-    const cells = b.cells.map((c, slot) => {
-      if (c === null) return `<div class='cell' data-call='' data-flags='' title='block ${b.block} · slot ${slot}: ` +
-        `masked' style='background:${data.colors.future}'>${data.colors.mask}</div>`;
-      const [label, call, flags] = c;
-      const [bg, ink] = shades[Math.min(call - b.first, shades.length - 1)];
-      const cls = 'cell' + (flags & 1 ? ' gap' : '') + (flags & 2 ? ' dropped' : '');
-      const title = `block ${b.block} · slot ${slot}: ${label} · call ${call} (step ${call - b.first} of the block)` +
-        (flags & 1 ? ' · gap fill' : '') + (flags & 2 ? ' · not in the output' : '') +
-        (flags & 4 ? " · NTP's token" : '');
-      return `<div class='${cls}' data-call='${call}' data-flags='${flags}' title='${esc(title)}' ` +
-             `style='background:${bg};color:${ink}'>${esc(label)}</div>`;
-    });
-    rows.push(`<div class='row'><span class='who'>block ${b.block}</span>${cells.join('')}</div>`);
-  }
-  return rows.join('');
-}
-function numbers(p) {
-  if (!p.decoded) return 'not decoded: release to decode this γ';
-  const ntp = p.ntp === null || p.ntp === undefined ? '' : p.ntp ? " · NTP's text" : ' · not NTP’s text';
-  return `${p.calls} call${p.calls === 1 ? '' : 's'} · ${p.tokens} token${p.tokens === 1 ? '' : 's'} · ` +
-         `${p.tpc.toFixed(2)} ${data.count_label} · ${p.gap_fills} gap fill${p.gap_fills === 1 ? '' : 's'}${ntp} · ` +
-         `the same decode for γ in ${p.range}`;
-}
-function track() {
-  const t = element.querySelector('.track');
-  t.innerHTML = data.pieces.map((p, i) => {
-    const left = x(p.lo), width = Math.max(x(p.hi) - left, 0);
-    let style = `left:${left}%;width:${width}%;`;
-    if (!p.decoded) style += 'background:repeating-linear-gradient(45deg,#EEEEEE 0 4px,#D0D0D0 4px 6px);';
-    else style += `background:${p.shade};` + (p.ntp ? `box-shadow:inset 0 -4px 0 ${data.colors.safe};` : '');
-    return `<div data-i='${i}' data-lo='${p.lo}' data-hi='${p.hi}' data-decoded='${p.decoded ? 1 : 0}' ` +
-           `title='γ in ${esc(p.exact)}${p.decoded ? `: ${p.calls} calls` : ': not decoded'}' style='${style}'></div>`;
-  }).join('');
-  marks = [...t.children];
-}
-function show(g) {
-  const r = root();
-  if (!data || !Number.isFinite(g)) return;
-  const i = pieceAt(g);
-  r.querySelector('.g').textContent = String(g);
-  const input = r.querySelector('input[type=range]');
-  if (Number(input.value) !== g) input.value = String(g);
-  if (String(i) !== r.dataset.piece) {
-    const p = data.pieces[i];
-    const fill = r.querySelector('.fill'), text = r.querySelector('.text');
-    if (!p) { fill.innerHTML = ''; text.textContent = ''; r.querySelector('.nums').textContent = 'outside the map'; }
-    else {
-      if (p.decoded && cached[i] === undefined) cached[i] = fillHtml(p);
-      fill.innerHTML = p.decoded ? cached[i] : '';
-      text.textContent = p.decoded ? visibleText(p.text) : '';
-      r.querySelector('.nums').textContent = numbers(p);
-    }
-    marks.forEach((m, j) => m.classList.toggle('here', j === i));
-    r.dataset.piece = String(i);
-  }
-  r.dataset.gamma = String(g);
-  r.dataset.drawn = String(++drawn);
-}
-let loads = 0;
-function load() {
-  const r = root();
-  r.dataset.loads = String(++loads);
-  try { data = props.value ? JSON.parse(props.value) : null; } catch (e) { data = null; }
-  cached = [];
-  r.dataset.piece = '';
-  r.querySelector('.empty').hidden = !!data;
-  r.querySelector('.live').hidden = !data;
-  r.dataset.pieces = data ? String(data.pieces.length) : '0';
-  r.dataset.decoded = data ? String(data.pieces.filter((p) => p.decoded).length) : '0';
-  r.dataset.complete = String(!!data && data.complete && !data.building);
-  r.dataset.bytes = String((props.value || '').length);
-  if (!data) return;
-  const input = r.querySelector('input[type=range]');
-  input.min = String(data.lo); input.max = String(data.hi); input.step = String(data.step || 'any');
-  r.querySelector('.lo').textContent = String(data.lo);
-  r.querySelector('.hi').textContent = String(data.hi);
-  const decoded = Number(r.dataset.decoded);
-  r.querySelector('.hint').textContent = `${decoded} decode${decoded === 1 ? '' : 's'} of this prompt` +
-    (data.building ? ' so far (the map is building)' : '') + ' · drag to scrub, release to show below';
-  r.querySelector('.legend').textContent = "cell shade: the block's step that committed it (lighter = earlier) · " +
-    `black outline: gap fill · faded: not in the output · ${data.colors.mask}: never committed (the decode ` +
-    'stopped first) · strip: darker = more tokens per call, ' +
-    "green: NTP's text, hatched: not decoded";
-  track();
-  const slider = document.querySelector(`#${SLIDER} input[type=range]`);
-  const g = slider ? Number(slider.value) : data.gamma;
-  show(Number.isFinite(g) && pieceAt(g) >= 0 ? g : data.gamma);
-}
-// its own range input: redraw on every move; on release, send γ to the server (the full views follow)
-element.addEventListener('input', (e) => {
-  if (e.target.matches('.sbd-scrub input[type=range]')) show(Number(e.target.value));
-});
-// (after the next frame: the picture the user let go at is painted before the request's work starts)
-element.addEventListener('change', (e) => {
-  if (!e.target.matches('.sbd-scrub input[type=range]')) return;
-  const gamma = Number(e.target.value);
-  requestAnimationFrame(() => setTimeout(() => trigger('release', {gamma}), 0));
-});
-// the page's γ slider scrubs too; its own release (Gradio's, on pointerup) still decodes, one frame later: its
-// request's work would otherwise hold the frame that shows the picture the user let go at
-const onSlider = (e) => e.target.type === 'range' && e.target.closest && e.target.closest(`#${SLIDER}`);
-document.addEventListener('input', (e) => { if (onSlider(e)) show(Number(e.target.value)); }, true);
-// the server moved the slider (a strip click, a ladder row, a rule's default): ``follow_js`` passes it on
-document.addEventListener(`sbd-scrub-${SLIDER}`, (e) => show(Number(e.detail)));
-document.addEventListener('pointerup', (e) => {
-  if (!onSlider(e) || e.sbdLater || !data) return;
-  e.stopImmediatePropagation();
-  const target = e.target;
-  requestAnimationFrame(() => setTimeout(() => {
-    const again = new PointerEvent('pointerup', {bubbles: true, pointerId: e.pointerId, pointerType: e.pointerType});
-    again.sbdLater = true;
-    target.dispatchEvent(again);
-  }, 0));
-}, true);
-load();
-watch('value', load);
+const scrub = sbdScrubber(element, {slider: SLIDER, release: (gamma) => trigger('release', {gamma})});
+scrub.load(props.value);
+watch('value', () => scrub.load(props.value));
 """
+)
 
 
 def follow_js(slider_id: str = "sbd-gamma") -> str:
