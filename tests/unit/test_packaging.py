@@ -30,6 +30,7 @@ MAY_IMPORT = {"version": set(), "trace": {"trace"}, "plugins": {"plugins"}, "tas
               "training": {"version", "trace", "models", "tasks", "training"},
               "analysis": {"version", "trace", "models", "tasks", "decoders", "training", "analysis"},
               "plots": {"version", "trace", "models", "decoders", "analysis", "training", "plots"},
+              "harness": {"version", "trace", "plugins", "models", "tasks", "decoders", "analysis", "harness", "faces"},
               "app": {"version", "trace", "plugins", "models", "tasks", "decoders", "analysis", "plots", "training",
                       "app", "faces"}}
 

@@ -1,0 +1,262 @@
+"""``SBDVizLM``: the lm-eval model ``sbd_viz``, any registered decoder on any model kind.
+
+``generate_until`` decodes each request through the one door (``sv.decode``) with the decoder and settings given in
+``--model_args`` (``model=smollm2-135m-sbd,decoder=sbd,gamma=0.5,block_size=4,verify=False``; a plugin's own settings
+too), until the task's ``until`` strings or ``max_gen_toks``; ``loglikelihood`` and ``loglikelihood_rolling`` score
+with the model's causal logits (exact NTP: what lm-eval's ``hf`` model computes on the same weights). A setting the
+decoder does not take is refused by name when the model is built, as ``sv.decode`` refuses it. Each task's calls,
+tokens and tokens per call are in the results under ``config.sbd_viz``; ``trace_dir`` keeps every generation's trace.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from collections import defaultdict
+
+import torch
+from lm_eval import utils as lm_utils
+from lm_eval.api.model import TemplateLM
+from tqdm import tqdm
+
+from ..decoders import door
+from ..models.base import CausalModel
+from .samples import TraceFolder
+from .speed import Tally, speed_lines
+
+# model_args that the task sets, not the model (refused by name if given there)
+TASK_SETTINGS = {"max_new_tokens": "max_gen_toks", "stop": "until"}
+MAX_GEN_TOKS = 256  # a request that names no max_gen_toks (lm-eval's hf model's default)
+MAX_LENGTH = 2048  # a model that records no context (lm-eval's hf model's default)
+
+
+class SBDVizLM(TemplateLM):
+    """An sbd_viz model and decoder as an lm-eval model. ``model``: what ``sv.load_model`` opens (a shipped name, a
+    folder, a Hub id at ``revision``; None: the shipped default); ``decoder``: a registered decoder (None: the model's
+    first); ``trace_dir``: a folder for every generation's trace; ``settings``: the decoder's settings. lm-eval's
+    ``batch_size``, ``max_batch_size`` and ``device`` are taken (requests are decoded one at a time)."""
+
+    backend = "causal"
+
+    def __init__(
+        self,
+        model=None,
+        decoder=None,
+        trace_dir=None,
+        revision=None,
+        dtype=None,
+        device=None,
+        packed=True,
+        batch_size=1,
+        max_batch_size=None,
+        **settings,
+    ):
+        super().__init__()
+        import sbd_viz as sv
+
+        for name, where in TASK_SETTINGS.items():
+            if name in settings:
+                raise ValueError(
+                    f"{name}: set by each task's {where} (or lm-eval's --gen_kwargs), not in model_args, "
+                    f"got {settings[name]!r}"
+                )
+        if str(device).startswith("cuda") and not torch.cuda.is_available():
+            # lm-eval's command line passes --device cuda:0 unless told: a machine without CUDA runs on its CPU
+            warnings.warn(f"sbd_viz: device {device!r} is not available here; running on the CPU", stacklevel=2)
+            device = "cpu"
+        self.sv_model = sv.load_model(model, dtype=dtype, device=device, packed=packed, revision=revision)
+        spec, _, _ = door.prepare(self.sv_model, decoder, **settings)  # refuses a setting by name, as sv.decode does
+        self.spec, self.settings = spec, dict(settings)
+        self.tokenizer = self.sv_model.tokenizer
+        self.tally = Tally()
+        self.traces = TraceFolder(trace_dir) if trace_dir is not None else None
+        self.batch_size_per_gpu = batch_size
+        self._warned_sampling = False
+
+    # -- what lm-eval reads of a model ------------------------------------------------------------------------
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        """The token an empty context is scored after: BOS, else EOS (as lm-eval's ``hf`` model)."""
+        bos = self.tokenizer.bos_token_id
+        return bos if bos is not None else self.tokenizer.eos_token_id
+
+    @property
+    def max_length(self) -> int:
+        return self.sv_model.context_length or MAX_LENGTH
+
+    @property
+    def max_gen_toks(self) -> int:
+        return MAX_GEN_TOKS
+
+    @property
+    def device(self):
+        return self.sv_model.device
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", "") or self.sv_model.name).replace("/", "__")
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        """The tokenizer's ids, its own special tokens unless told (as lm-eval's ``hf`` model with
+        ``add_bos_token`` unset): none added to a string that starts with BOS already."""
+        options = {} if add_special_tokens is None else {"add_special_tokens": add_special_tokens}
+        bos = self.tokenizer.bos_token
+        if add_special_tokens is None and bos and string.startswith(bos):
+            options["add_special_tokens"] = False
+        return list(self.tokenizer.encode(string, **options))
+
+    def get_model_info(self) -> dict:
+        """What the results carry under ``config``: the model, the decoder and its settings, and each task's speed
+        (``sbd_viz.harness.speed``); the speed table is printed too."""
+        table = self.tally.table()
+        if table:
+            print(
+                "\n".join(
+                    ["", f"sbd_viz: {self.spec.label_of(self.settings)} on {self.sv_model.name}"] + speed_lines(table)
+                ),
+                file=sys.stderr,
+            )
+        return {
+            "sbd_viz": {
+                "model": self.sv_model.name,
+                "decoder": self.spec.name,
+                "label": self.spec.label_of(self.settings),
+                "settings": dict(self.settings),
+                "tasks": table,
+            }
+        }
+
+    # -- scoring: the causal logits --------------------------------------------------------------------------
+    def _logits(self, ids: list[int]) -> torch.Tensor:
+        """The causal LM's log-probabilities after each of ``ids`` (len(ids), V), float32: the model's own forward,
+        no block rows (an adapted model's adapter stays off), as greedy NTP reads them."""
+        if not isinstance(self.sv_model, CausalModel):
+            raise NotImplementedError(
+                f"model: {self.sv_model.name!r} is a {getattr(self.sv_model, 'kind', '?')} model, which has no "
+                "causal logits to score with; run generation tasks on it"
+            )
+        with torch.inference_mode():
+            out = self.sv_model.model(input_ids=torch.tensor([ids], device=self.device))
+        return out.logits[0].float().log_softmax(-1)
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        results = []
+        for key, context_enc, continuation_enc in tqdm(requests, disable=disable_tqdm, desc="sbd_viz scoring"):
+            ids = (context_enc + continuation_enc)[-(self.max_length + 1) :][:-1]
+            n = len(continuation_enc)
+            logprobs = self._logits(ids)[len(ids) - n :]
+            target = torch.tensor(continuation_enc, device=logprobs.device)
+            answer = (float(logprobs.gather(1, target[:, None]).sum()), bool((logprobs.argmax(-1) == target).all()))
+            if key is not None:
+                self.cache_hook.add_partial("loglikelihood", key, answer)
+            results.append(answer)
+        return results
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """lm-eval's own encoding of each (context, continuation) (``TemplateLM``), scored task by task so each
+        task's scoring time is kept."""
+        out: list = [None] * len(requests)
+        for task, indices in _by_task(requests).items():
+            started = time.perf_counter()
+            scores = super().loglikelihood([requests[i] for i in indices], disable_tqdm=disable_tqdm)
+            self.tally.scoring(task, time.perf_counter() - started)
+            for i, score in zip(indices, scores):
+                out[i] = score
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """A whole text's log-likelihood in windows of the model's context, as lm-eval's ``hf`` model cuts them."""
+        out = []
+        for request in tqdm(requests, disable=disable_tqdm, desc="sbd_viz rolling"):
+            started = time.perf_counter()
+            (text,) = request.args
+            windows = [
+                (None, *lm_utils.make_disjoint_window(window))
+                for window in lm_utils.get_rolling_token_windows(
+                    token_list=self.tok_encode(text),
+                    prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length,
+                    context_len=1,
+                )
+            ]
+            total = sum(ll for ll, _ in self._loglikelihood_tokens(windows, disable_tqdm=True))
+            self.cache_hook.add_partial("loglikelihood_rolling", (text,), total)
+            self.tally.scoring(_task(request), time.perf_counter() - started)
+            out.append(total)
+        return out
+
+    # -- generation: the one door ----------------------------------------------------------------------------
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        out = []
+        for request in tqdm(requests, disable=disable_tqdm, desc=f"sbd_viz {self.spec.name}"):
+            context, gen_kwargs = request.args
+            until, max_gen = self._until(gen_kwargs)
+            started = time.perf_counter()
+            trace = door.decode(
+                self.sv_model,
+                context,
+                decoder=self.spec.name,
+                max_new_tokens=self._room(context, max_gen),
+                stop=until,
+                **self.settings,
+            )
+            self.tally.add(_task(request), trace, time.perf_counter() - started)
+            if self.traces is not None:
+                self.traces.write(_task(request), request.doc_id, context, trace)
+            text = trace.text
+            for stop in until:  # the text before the first stop string, as lm-eval's hf model returns it
+                text = text.split(stop)[0]
+            self.cache_hook.add_partial("generate_until", request.args, text)
+            out.append(text)
+        return out
+
+    def _until(self, gen_kwargs) -> tuple[list[str], int]:
+        """The request's stop strings and most new tokens; asks for sampling are noted once (the decoder's own
+        settings from model_args decide how it decodes)."""
+        kwargs = dict(gen_kwargs or {})
+        until = kwargs.pop("until", None) or []
+        until = [until] if isinstance(until, str) else [s for s in until if isinstance(s, str) and s]
+        max_gen = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
+        if (kwargs.get("do_sample") or kwargs.get("temperature")) and not self._warned_sampling:
+            self._warned_sampling = True
+            warnings.warn(
+                "sbd_viz: the task asks for sampling; the decoder decodes with its settings from model_args "
+                f"({self.settings or 'its defaults'})",
+                stacklevel=2,
+            )
+        return until, max_gen
+
+    def _room(self, context: str, max_gen: int) -> int:
+        """``max_gen`` new tokens, or fewer where the model's context ends (a block model writes whole blocks)."""
+        limit = self.sv_model.context_length
+        if limit is None:
+            return max_gen
+        left = limit - len(self.sv_model.encode(context))
+        room = max_gen
+        while room > 1 and self.sv_model.tokens_written(room) > left:
+            room -= 1
+        return room  # a context with no room left is refused by the door, naming the prompt
+
+
+def _task(request) -> str:
+    return getattr(request, "task_name", None) or "unnamed"
+
+
+def _by_task(requests) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, request in enumerate(requests):
+        groups[_task(request)].append(i)
+    return groups
