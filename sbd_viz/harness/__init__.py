@@ -24,6 +24,10 @@ TASKS = Path(__file__).resolve().parent / "tasks"  # the shipped tasks: sbd_asse
 def register() -> None:
     """Register ``sbd_viz`` in lm-eval's model registry, lazily (the class and torch load at the first look-up);
     a second call, or a registration already materialised, is left as it is."""
+    # lm-eval fills its registry with its own models only while the registry is empty: they go in first, so that
+    # registering ours does not hide them (``hf`` among them)
+    import lm_eval.models  # noqa: F401
+
     if MODEL_NAME not in model_registry:
         model_registry.register(MODEL_NAME, target="sbd_viz.harness.lm:SBDVizLM")
 
