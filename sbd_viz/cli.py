@@ -1,9 +1,10 @@
-"""The ``sbd-viz`` command: trace | ladder | eval | sweep | gaps | roofline | bench | train | app."""
+"""The ``sbd-viz`` command: trace | ladder | eval | sweep | gaps | roofline | bench | train | site | app."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 
 
@@ -567,13 +568,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="the trainer's own options (sbd-viz train --help, --adapter --help or --sampler-head --help)",
     )
 
+    p = sub.add_parser(
+        "site",
+        help="write the static site: the demo as plain files (every prompt's γ map precomputed, drawn in the page), "
+        "opened from the disk or served by any static server or static Space",
+    )
+    p.add_argument("--out", required=True, help="the folder to write (new, empty, or a site written before)")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=None,
+        metavar="MODEL",
+        help="a model to show, a name or a folder (repeatable; default: sbd-char-5m and smollm2-135m-sbd)",
+    )
+    p.add_argument(
+        "--prompt",
+        action="append",
+        default=None,
+        help="a prompt to show on every model (repeatable; default: each model's examples, the app's)",
+    )
+    p.add_argument("--per-model", type=int, default=None, help="at most this many prompts per model (default: all)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="new tokens at most (default: 64 for the character model, whose answers end at their line; 32 for a "
+        "text model, whose γ maps take a minute or so a prompt on a CPU)",
+    )
+    _add_shared(p, "--block-size")
+    p.add_argument(
+        "--step",
+        type=float,
+        default=None,
+        help="decode only the γ pieces holding a multiple of this slider step, e.g. 0.01 (default: the exact γ maps, "
+        "every piece)",
+    )
+    p.set_defaults(func=_site)
+
     p = sub.add_parser("app", help="start the Gradio app")
     p.add_argument(
         "--model",
+        action="append",
         default=None,
         metavar="MODEL",
-        help="model to serve: a folder, or a name (smollm2-135m-sbd: SmolLM2 with the shipped SBD adapter; "
-        "smollm2-135m: the base alone) (default: $SBD_VIZ_MODEL, else the shipped sbd-char-5m)",
+        help="a model to serve, on the page's model menu (repeatable; the page opens on the first that loads): a "
+        "folder, a Hub id, or a name (smollm2-135m-sbd: SmolLM2 with the shipped SBD adapter; smollm2-135m: the "
+        "base alone; sbd-char-5m: the character model) (default: $SBD_VIZ_MODEL, one or a comma-separated list, "
+        "else smollm2-135m-sbd and sbd-char-5m)",
     )
     p.add_argument("--port", type=int, default=7860, help="TCP port to serve on (default: %(default)s)")
     p.add_argument(
@@ -602,6 +643,34 @@ def _train(args) -> int:
     from .training import train
 
     train.main(args.rest, probe=training_probe)  # the trainer measures each checkpoint with the evaluation
+    return 0
+
+
+def _site(args) -> int:
+    from .site.export import MODELS, export_site
+
+    words = ["sbd-viz", "site", "--out", args.out]
+    for flag, values in (("--model", args.model), ("--prompt", args.prompt)):
+        words += [w for v in values or () for w in (flag, v)]
+    for flag, value in (
+        ("--per-model", args.per_model),
+        ("--max-new-tokens", args.max_new_tokens),
+        ("--block-size", args.block_size),
+        ("--step", args.step),
+    ):
+        words += [flag, str(value)] if value is not None else []
+    site = export_site(
+        args.out,
+        models=args.model or MODELS,
+        prompts=args.prompt,
+        per_model=args.per_model,
+        max_new_tokens=args.max_new_tokens,
+        block_size=args.block_size,
+        step=args.step,
+        command=shlex.join(words),
+        log=print,
+    )
+    print(f"site written: {site}; open {site.folder / 'index.html'}")
     return 0
 
 

@@ -28,6 +28,8 @@ CSS = """
 #sbd-texts mark {background: #F6C9A9; color: inherit; border-bottom: 2px solid #D55E00; padding: 0}
 #sbd-texts .note {font-family: var(--font); font-size: 13px; color: var(--body-text-color-subdued)}
 #sbd-anim {overflow-x: auto}
+#sbd-menu .sbd-models {font-size: 15px; padding: 4px 0} #sbd-menu .sbd-models a, #sbd-menu .sbd-models b {margin: 0 4px}
+#sbd-menu .label {color: var(--body-text-color-subdued)} #sbd-menu .failed {font-size: 13px; color: #D55E00}
 #sbd-anim .sbd-empty {padding: 40px; color: var(--body-text-color-subdued)}
 """
 

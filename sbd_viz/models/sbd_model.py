@@ -61,9 +61,11 @@ def shipped_folder(source) -> Path | None:
 
 
 def default_model_path() -> Path:
-    """The shipped model: ``$SBD_VIZ_MODEL``, else the copy installed with the package (``sbd_viz/weights/``)."""
-    if os.environ.get("SBD_VIZ_MODEL"):
-        return Path(os.environ["SBD_VIZ_MODEL"])
+    """The shipped model: ``$SBD_VIZ_MODEL`` (the first, where it lists several), else the copy installed with the
+    package (``sbd_viz/weights/``)."""
+    named = os.environ.get("SBD_VIZ_MODEL", "").split(",")[0].strip()  # the app's menu takes a list: its first
+    if named:
+        return Path(named)
     path = WEIGHTS / DEFAULT_MODEL
     if path.is_dir():
         return path

@@ -129,7 +129,7 @@ def test_installed_bench_command_says_it_needs_the_repository(installed):
 def test_installed_app_serves_the_page(installed):
     _, site, elsewhere, env = installed
     port = free_port()
-    server = subprocess.Popen([str(site / "bin" / "sbd-viz"), "app", "--port", str(port)], cwd=elsewhere, env=env,
+    server = subprocess.Popen([str(site / "bin" / "sbd-viz"), "app", "--model", "sbd-char-5m", "--port", str(port)], cwd=elsewhere, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         page = None
@@ -137,14 +137,16 @@ def test_installed_app_serves_the_page(installed):
             if server.poll() is not None:
                 break
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:  # to the model's page
                     page = r.read().decode()
-                break
+                if "gradio" in page.lower():
+                    break
+                time.sleep(0.5)  # the page says the model is loading, and looks again
             except OSError:
                 time.sleep(0.5)
         assert page is not None, f"the app did not serve:\n{server.stdout.read()[-3000:] if server.poll() else ''}"
         assert "gradio" in page.lower()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=30) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/m/sbd-char-5m/config", timeout=30) as r:
             config = json.loads(r.read().decode())
         labels = {str(c.get("props", {}).get("label", "")) for c in config["components"]}
         assert "commit rule" in labels
