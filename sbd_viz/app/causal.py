@@ -67,27 +67,36 @@ def measured(model) -> dict[str, dict]:
     return {row["prompt"]: row for row in rows.get(model.name, ())}
 
 
-def example_choices(model, offered: list[str]) -> list[tuple[str, bool, str, str]]:
+VERIFIED = "verified SBD"  # the measured run of verified SBD at the page's drafting (bench/scripts/app_examples.py)
+
+
+def example_choices(model, offered: list[str]) -> list[tuple[str, bool, str, str, bool]]:
     """The page's examples for ``model`` with the decoder each opens with: (prompt, apply the chat template, label,
-    decoder label). The decoder is the one that wrote the most tokens per call when the example was measured
-    (``measured``), and the label says what it measured; an example not measured opens with the first of
-    ``offered`` (the decoder menu) and its label alone."""
+    decoder label, verified). An SBD adapter's examples open on verified SBD (SBD with the verified switch on, at
+    the page's drafting), labelled with its numbers and plain SBD's as ``measured`` has them; a text LM without SBD
+    training opens each on the decoder that wrote the most tokens per call when it was measured. An example not
+    measured opens with the first of ``offered`` (the decoder menu; verified on an SBD model) and its label alone."""
     rows = measured(model)
+    sbd = getattr(model, "adapter", None) is not None
     out = []
     for prompt, chat, label in examples(model):
         row = rows.get(prompt)
+        if sbd:
+            runs = (row or {}).get("runs", {})
+            if row is not None and VERIFIED in runs and "SBD" in runs:
+                v, plain = runs[VERIFIED], runs["SBD"]
+                label += (
+                    f" (verified SBD: {v['tokens']} tokens in {v['calls']} calls; plain SBD {plain['calls']}, "
+                    f"NTP {row['ntp_calls']})"
+                )
+            out.append((prompt, chat, label, offered[0], True))
+            continue
         if row is None or row["decoder"] not in offered:
-            out.append((prompt, chat, label, offered[0]))
+            out.append((prompt, chat, label, offered[0], False))
             continue
         run = row["runs"][row["decoder"]]
-        out.append(
-            (
-                prompt,
-                chat,
-                f"{label} ({row['decoder']}: {run['tokens']} tokens in {run['calls']} calls, NTP {row['ntp_calls']})",
-                row["decoder"],
-            )
-        )
+        label += f" ({row['decoder']}: {run['tokens']} tokens in {run['calls']} calls, NTP {row['ntp_calls']})"
+        out.append((prompt, chat, label, row["decoder"], False))
     return out
 
 
@@ -100,8 +109,10 @@ def header(model) -> str:
             f"\n\n**`{html.escape(model.name)}`: an SBD adapter on `{html.escape(model.base_name)}`, base "
             "frozen.** The adapter is on only for the rows of the block being filled, so SBD, verified SBD and "
             "remasking fill blocks with it while NTP, Jacobi and prompt lookup run the base's own weights; "
-            "verified SBD's text is exactly the base's greedy text. The chat template is applied to the prompt "
-            "unless switched off."
+            "verified SBD's text is exactly the base's greedy text. The page opens on **verified SBD** at the "
+            "drafting measured fastest on this CPU; switch *verified* off for plain SBD, whose text can leave the "
+            "base's within a few tokens. The chat template is applied to the prompt unless switched off."
+            + (f" Base weights: {html.escape(model.weights)}." if getattr(model, "weights", None) else "")
         )
 
     return (

@@ -15,6 +15,7 @@ from ..analysis import roofline
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
 from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE
 from ..decoders.sbd import MAX_BLOCK_SIZE
+from ..decoders.verified.settings import MODES
 from .views import PROJECTION_BATCHES
 
 # The longest prompt whose answer still fits the shipped model's trained context of 512 positions at the longest
@@ -139,6 +140,13 @@ def read_settings(
         stop=STOP if _flag(stop_at_newline, "stop at the end of the line") else None,
         verify=_flag(verify, "verified"),
     )
+
+
+def read_mode(value) -> dict:
+    """The verified drafting menu's raw value (a ``MODES`` label) as its settings, or a ``gr.Error`` naming it."""
+    if value not in MODES:
+        raise refused(f"drafting: unknown {value!r}; choose from {', '.join(map(repr, MODES))}")
+    return dict(MODES[value])
 
 
 def _flag(value, field: str) -> bool:
@@ -268,7 +276,8 @@ def read_decoder(label, settings: dict, model):
 
 
 def fit_controls(spec, rule: str, value, causal: bool) -> tuple:
-    """The updates of ``CONTROLS`` for ``spec``: grey out what it does not take, and give the slider its knob;
+    """The updates of ``CONTROLS`` for ``spec``: grey out what it does not take (a switch, off), and give the slider its
+    knob;
     ``value``: the slider's new value (None: unchanged); ``causal``: a text model's page, where γ's slider shows
     only for a decoder whose knob is its own setting."""
     rule = rule if rule in COMMIT_RULES else DEFAULT_RULE
@@ -277,6 +286,9 @@ def fit_controls(spec, rule: str, value, causal: bool) -> tuple:
     if value is not None:
         slider["value"] = value
     updates = {name: gr.update(interactive=name in spec.takes) for name in CONTROLS}
+    for flag in ("gap_free", "verify"):  # a switch the decoder does not take is off: set, it would be refused
+        if flag not in spec.takes:
+            updates[flag] = gr.update(interactive=False, value=False)
     updates["gamma"] = gr.update(
         **slider,
         interactive=knob not in (None, "gamma") or (knob == "gamma" and COMMIT_RULES[rule].tunable),

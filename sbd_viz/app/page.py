@@ -30,6 +30,7 @@ from ..analysis.timing import ROUNDS as TIMING_ROUNDS
 from ..decoders import door, registry
 from ..decoders.rules import COMMIT_RULES
 from ..decoders.sbd import MAX_BLOCK_SIZE
+from ..decoders.verified.settings import MODES, fastest_mode
 from ..models.causal_lm import CausalLM
 from ..models.diffusion import DiffusionModel
 from . import causal as causal_app  # a pretrained LM (with or without an SBD adapter): free text, chat template
@@ -61,6 +62,7 @@ from .inputs import (
     read_call,
     read_decoder,
     read_knob,
+    read_mode,
     read_projection,
     read_settings,
     read_spec,
@@ -158,6 +160,8 @@ class Handlers:
         )
         if own_knob and spec is not None:
             settings[spec.knob.name] = read_knob(spec, c.gamma)
+        if settings["verify"] and spec is not None and "verify" in spec.takes:
+            settings.update(read_mode(fastest_mode(self.model) if c.draft_mode is None else c.draft_mode))
         if c.chat is True:  # a pretrained LM's chat switch: the prompt as the user's turn of its template
             settings["prompt"] = sv.chat_prompt(self.model, settings["prompt"])
         return settings
@@ -473,12 +477,14 @@ class Handlers:
 
 
 # -- the page ---------------------------------------------------------------------------------
-def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP_SESSIONS) -> gr.Blocks:
+def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP_SESSIONS, nav=None) -> gr.Blocks:
     """The app as a ``gr.Blocks``. ``model=None`` loads the shipped model.
 
     ``sweep``: ``"auto"`` shows the curve from ``sweep.json`` beside the model, or computes it in a background thread;
     a list of rows / a DataFrame shows those; ``None`` shows no curve. ``map_sessions``: how many sessions' γ maps are
-    kept (``map_builder``); 0 builds none, so every slider release decodes and no background thread takes a core."""
+    kept (``map_builder``); 0 builds none, so every slider release decodes and no background thread takes a core.
+    ``nav``: the model menu's HTML (``menu.Menu.nav_html``), asked again each time the page opens (a model may have
+    loaded or failed since); None: no menu."""
     if model is None:
         model_dir = model_dir or sv.default_model_path()
         model = sv.load_model(model_dir)
@@ -499,6 +505,9 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
 
     with gr.Blocks(title="sbd_viz · Set Block Decoding", delete_cache=(600, 1800), fill_width=True) as demo:
         session = gr.State(None, time_to_live=3600)
+        if nav is not None:
+            menu_bar = gr.HTML(nav(), elem_id="sbd-menu", padding=False)
+            demo.load(nav, outputs=[menu_bar], show_progress="hidden", api_visibility="undocumented")
         gr.Markdown(
             "# Set Block Decoding, visualised\n"
             "A language model fills a **block** of future slots, all starting as a mask, over a few model "
@@ -519,16 +528,19 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
                 labels = decoder_labels(model)
-                # each example opens with its own decoder and slider value: a text LM's the decoder measured to write
-                # the most tokens per call on it (bench/scripts/app_examples.py), the character model's SBD at the
-                # default γ (its labels are SBD's decodes at that γ, measured below)
-                chosen: list[tuple[str, bool | None, str, str]]  # (prompt, chat template, label, decoder label)
+                # each example opens with its own decoder, verified switch and slider value: an SBD model's verified
+                # SBD (its numbers measured by bench/scripts/app_examples.py for a text model, when the page is built
+                # for the character model, whose examples show plain SBD at the default γ); a text LM without SBD
+                # training the decoder measured to write the most tokens per call on it
+                # (prompt, chat template, label, decoder label, verified)
+                chosen: list[tuple[str, bool | None, str, str, bool]]
                 if text_lm:
                     chosen = list(causal_app.example_choices(model, labels))
                 else:
-                    chosen = [(p, None, example_label(model, h.suite, p), labels[0]) for p in EXAMPLES]
+                    chosen = [(p, None, example_label(model, h.suite, p), labels[0], False) for p in EXAMPLES]
                 picks = [
-                    (p, c, label, d, knob_start(registry.by_label(d), DEFAULTS["rule"])) for p, c, label, d in chosen
+                    (p, c, label, d, v, knob_start(registry.by_label(d), DEFAULTS["rule"]))
+                    for p, c, label, d, v in chosen
                 ]
                 first = registry.by_label(picks[0][3]) if not canvas else None
                 # made before the examples that set them, drawn below in their places
@@ -545,11 +557,32 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 own_knob = first is not None and knob_of(first) not in (None, "gamma")
                 gamma = gr.Slider(
                     **slider,
-                    value=knob.default if canvas else picks[0][4],
+                    value=knob.default if canvas else picks[0][5],
                     elem_id="sbd-gamma",
                     visible=not causal or own_knob,
                     render=False,
                     interactive=canvas or own_knob or knob_of(first) == "gamma",
+                )
+                verify = gr.Checkbox(
+                    picks[0][4],
+                    label="verified (lossless)",
+                    visible=not canvas and not causal,
+                    info="check every draft against NTP in the same calls: the text is exactly "
+                    "NTP's greedy text (temperature 0)",
+                    elem_id="sbd-verify",
+                    render=False,
+                )
+                # how verified SBD drafts (its MODES), at the fastest mode measured on this model
+                draft_mode = gr.Dropdown(
+                    list(MODES),
+                    value=fastest_mode(model),
+                    label="drafting (verified SBD)",
+                    info="single: one block a call; tree: a block after the drafts NTP may accept, so a rejected draft "
+                    "is redrafted in the same call; a token tree checks several candidates a slot",
+                    visible=not canvas and not causal,
+                    interactive=bool(picks[0][4]),
+                    elem_id="sbd-drafting",
+                    render=False,
                 )
                 decoder = gr.Dropdown(
                     labels,
@@ -584,15 +617,15 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 )
                 if text_lm:
                     examples = gr.Examples(
-                        [[p, c, d, v] for p, c, _, d, v in picks],
-                        inputs=[prompt, chat, decoder, gamma],
+                        [[p, c, d, v, g] for p, c, _, d, v, g in picks],
+                        inputs=[prompt, chat, decoder, verify, gamma],
                         label="examples",
                         elem_id="sbd-examples",
                         example_labels=[x[2] for x in picks],
                     )
                 else:
                     examples = gr.Examples(
-                        [[p, d, v] for p, _, _, d, v in picks],
+                        [[p, d, g] for p, _, _, d, _, g in picks],
                         inputs=[prompt, decoder, gamma],
                         label="examples",
                         example_labels=[x[2] for x in picks],
@@ -616,13 +649,8 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                     visible=not canvas and not causal,
                     info="only commit a contiguous run from the left: no gap fills",
                 )
-                verify = gr.Checkbox(
-                    DEFAULTS["verify"],
-                    label="verified (lossless)",
-                    visible=not canvas and not causal,
-                    info="check every draft against NTP in the same calls: the text is exactly "
-                    "NTP's greedy text (temperature 0)",
-                )
+                verify.render()
+                draft_mode.render()
                 decoder.render()
                 with gr.Accordion("more settings", open=False):
                     block_size = gr.Slider(
@@ -759,7 +787,8 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             verify=verify,
         )
         chat_switch = dict(chat=chat) if text_lm else {}
-        decode_inputs = {**settings, "decoder": decoder, "session": session, **chat_switch}
+        # verified SBD's drafting mode last: an API client's positional values before it keep their places
+        decode_inputs = {**settings, "decoder": decoder, "session": session, **chat_switch, "draft_mode": draft_mode}
         # preprocess=False: the handler checks the raw values itself, so errors name the field
         # (Gradio's own range check would say "Value 3 is greater than maximum value 2").
         # Two concurrency groups, each with its own line in the queue (Gradio takes the next event from any group
@@ -821,9 +850,12 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
             temperature.release,
             seed.submit,
             verify.input,
+            draft_mode.input,
         ) + ((chat.input,) if text_lm else ()):
             views(event(**decode_kw, **hidden))
         fitted = [rule, gamma, gap_free, verify, block_size, temperature, seed]  # CONTROLS' order
+        # the drafting menu counts only for verified SBD (in the browser: no request)
+        verify.change(None, inputs=[verify], outputs=[draft_mode], js="(v) => ({__type__: 'update', interactive: v})")
         views(
             decoder.select(h.decoder_changed, inputs=[decoder, rule, session], outputs=fitted, **hidden).then(
                 **decode_kw, **hidden

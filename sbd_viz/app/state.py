@@ -17,7 +17,8 @@ from .views import PROJECTION
 class Controls:
     """The main view's controls as the page sends them: raw values (a raw API call can send anything), checked by
     ``inputs.read_settings`` and ``inputs.read_decoder``. ``decoder``: the decoder menu's label (None: the model's
-    first); ``chat``: a text LM's chat-template switch."""
+    first); ``chat``: a text LM's chat-template switch; ``draft_mode``: verified SBD's drafting menu's label (None: the
+    mode measured fastest on the model, ``fastest_mode``), read only when ``verify`` is on."""
 
     prompt: Any
     rule: Any
@@ -31,6 +32,7 @@ class Controls:
     verify: Any = False
     decoder: Any = None
     chat: Any = False
+    draft_mode: Any = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import math
 
+from ..decoders.verified.settings import mode_label
 from ..trace.labels import COUNT_LABELS, visible
 from .ladder_figure import SAFE_COLOR
 from .style import CALL_SCALE, STATE_COLORS, esc
@@ -217,6 +218,9 @@ def gamma_strip(
         )
         marks.add("now")
     texts = len({p.trace.text for p in decoded})
+    # what the map swept, where γ is not all it names: verified SBD and its drafting
+    mode = mode_label(decoded[0].trace.config) if decoded else ""
+    swept = f" of verified SBD ({mode})" if mode else ""
     gaps = sum(not p.decoded for p in pieces)
     said = (
         _count(len(decoded), "piece")
@@ -234,10 +238,10 @@ def gamma_strip(
     return (
         f"<div class='sbd-strip' data-pieces='{len(pieces)}' data-decoded='{len(decoded)}' "
         f"data-complete='{str(complete).lower()}' data-seconds='{gamma_map.seconds:.3f}' "
-        f"data-widened='{widened}' style='font-size:12px;color:#555555'>"
+        f"data-widened='{widened}' data-mode='{esc(mode)}' style='font-size:12px;color:#555555'>"
         f"<div class='track' style='position:relative;height:30px;margin:4px 0'>{''.join(boxes)}</div>"
         f"<div style='display:flex;justify-content:space-between'><span>{lo:g}</span><span>{hi:g}</span></div>"
-        f"<div>γ map: {esc(said)}{esc(scale)} · click a piece to show it</div>"
+        f"<div>γ map{esc(swept)}: {esc(said)}{esc(scale)} · click a piece to show it</div>"
         f"{_legend([m for m in order if m in marks], top)}</div>"
     )
 

@@ -36,13 +36,14 @@ def _move_slider_to_its_end(page):
 
 
 def click_every_example(page, url, expected, timeout_ms):
-    """``expected``: per example, in the page's order, (prompt, decoder label, slider value)."""
+    """``expected``: per example, in the page's order, (prompt, decoder label, slider value, verified, the calls its
+    label says, or None)."""
     page.goto(url, wait_until="domcontentloaded")
     page.wait_for_selector(CARDS, timeout=timeout_ms)
     buttons = page.locator("#sbd-examples .gallery-item")
     assert buttons.count() == len(expected)
     _move_slider_to_its_end(page)  # a γ of the user's: each example brings its own back
-    for i, (prompt, decoder, value) in enumerate(expected):
+    for i, (prompt, decoder, value, verified, calls) in enumerate(expected):
         spec = sv.registry.by_label(decoder)
         on_slider = spec.knob is not None and spec.knob.name != "block_size"  # Jacobi's knob is the block size
         buttons.nth(i).click()
@@ -51,7 +52,10 @@ def click_every_example(page, url, expected, timeout_ms):
         assert page.locator("#sbd-prompt textarea").input_value() == prompt
         assert _value(page, "#sbd-decoder") == decoder, i
         assert float(_value(page, "#sbd-gamma")) == float(value), i
+        assert page.locator("#sbd-verify input").is_checked() == verified, i
         cards = page.locator(CARDS)
+        if calls is not None:  # the label's numbers are this decode's
+            assert int(cards.get_attribute("data-nfe")) == calls, i
         said = f"this decode: {cards.get_attribute('data-tokens')} tokens in {cards.get_attribute('data-nfe')} calls"
         page.locator("#sbd-gaps").get_by_text(said).wait_for(timeout=timeout_ms)  # the table of this decode
         assert page.locator("#sbd-texts td.text").count() >= 2  # the decoder's text and NTP's
@@ -68,7 +72,7 @@ def test_every_example_decodes_and_fills_every_panel_on_the_character_model(ship
 
     gamma = COMMIT_RULES[DEFAULTS["rule"]].default  # the γ its label was measured at
     with app_server(shipped, sweep=SWEEP_ROWS, map_sessions=0) as url:
-        click_every_example(page, url, [(p, "SBD", gamma) for p in EXAMPLES], timeout_ms=120000)
+        click_every_example(page, url, [(p, "SBD", gamma, False, None) for p in EXAMPLES], timeout_ms=120000)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +90,15 @@ def test_every_example_decodes_and_fills_every_panel_on_smollm2_with_the_adapter
 
     model = smollm2["smollm2-135m-sbd"]
     picks = causal.example_choices(model, decoder_labels(model))
-    assert all(label.endswith("calls, NTP " + label.rsplit("NTP ", 1)[-1]) for _, _, label, _ in picks)  # measured
-    expected = [(p, d, knob_start(sv.registry.by_label(d), "entropy_bounded")) for p, _, _, d in picks]
+    rows = causal.measured(model)
+    # each opens on verified SBD, labelled with the calls it was measured to take (and plain SBD's, NTP's)
+    runs = [rows[p]["runs"][causal.VERIFIED] for p, *_ in picks]
+    calls = [run["calls"] for run in runs]
+    assert all(f"verified SBD: {run['tokens']} tokens in {run['calls']} calls" in label
+               for (_, _, label, _, _), run in zip(picks, runs))
+    expected = [(p, d, knob_start(sv.registry.by_label(d), "entropy_bounded"), v, c)
+                for (p, _, _, d, v), c in zip(picks, calls)]
+    assert all(d == "SBD" and v for _, d, _, v, _ in expected)
     with app_server(model, map_sessions=0) as url:
         click_every_example(page, url, expected, timeout_ms=600000)
 

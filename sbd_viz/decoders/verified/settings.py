@@ -1,7 +1,10 @@
 """Verified SBD's own settings, checked: how it drafts (``drafting``: single or tree), a token tree's widths
-(``tree_widths``) and the most blocks a tree call feeds (``tree_blocks``)."""
+(``tree_widths``) and the most blocks a tree call feeds (``tree_blocks``); and its drafting modes, named, as a page
+offers them (``MODES``, ``mode_label``, ``fastest_mode``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 DRAFTING = ("single", "tree")  # how verified SBD drafts: one block per call, or a block per possible accepted length
 
@@ -62,3 +65,40 @@ def check_tree_blocks(blocks, drafting: str) -> int | None:
             f"tree_blocks: it limits tree drafting's blocks; pass drafting='tree', got drafting={drafting!r}"
         )
     return blocks
+
+
+# Verified SBD's drafting modes as a menu offers them, by the names the bench pages and the γ strip give them
+# (``mode_label``). On smollm2-135m-sbd bench/TREE_BLOCKS.md measured the first the fastest on this CPU (1.12x HF's
+# generate); the last is what a decode with verify=True does unless told otherwise.
+_MODES: list[dict[str, Any]] = [
+    dict(drafting="tree", tree_blocks=1),
+    dict(drafting="tree", tree_widths=(2, 1, 1), tree_blocks=1),
+    dict(drafting="tree"),
+    dict(drafting="single"),
+]
+
+
+def mode_label(config) -> str:
+    """How a decode with ``config`` (a trace's config, or a decode's settings) drafted, in words: ``"single
+    drafting"``, ``"tree: chain, 1 block a call"``, ``"tree: token tree 2,1,1, every block"``; "" where it is not
+    verified SBD."""
+    if not config.get("verify"):
+        return ""
+    if config.get("drafting", "single") != "tree":
+        return "single drafting"
+    widths = config.get("tree_widths")
+    tree = "token tree " + ",".join(map(str, widths)) if widths and any(w > 1 for w in widths) else "chain"
+    cap = config.get("tree_blocks")
+    return f"tree: {tree}, " + ("every block" if cap is None else f"{cap} block{'s' if cap != 1 else ''} a call")
+
+
+MODES: dict[str, dict[str, Any]] = {mode_label(dict(verify=True, **m)): m for m in _MODES}
+
+
+def fastest_mode(model) -> str:
+    """The drafting mode (a ``MODES`` label) measured fastest on ``model``: an SBD adapter with its sampler head
+    (smollm2-135m-sbd): tree drafting of the chain, one block a call (bench/TREE_BLOCKS.md); a model whose tree
+    drafting was not measured (the character model: bench/VERIFIED.md measured single drafting): single."""
+    if getattr(model, "adapter", None) is not None:
+        return mode_label(dict(verify=True, **_MODES[0]))
+    return mode_label(dict(verify=True, drafting="single"))
