@@ -8,6 +8,7 @@ print(sv.trace_summary(trace))               # the text with each token's call n
 trace.save("t.json"); sv.load_trace("t.json")  # the file, every field checked on the way back
 """
 
+import os
 import sys
 
 from . import analysis, tasks
@@ -192,6 +193,23 @@ def explore(model, prompt, **decode_kwargs):
     return _explore(model, prompt, **decode_kwargs)
 
 
+def export_site(out, models=None, **options):
+    """Write the static site to the folder ``out``: the demo as plain files, every prompt's exact γ map precomputed
+    and drawn by the app's scrubber in the page, opened from the disk or served by any static server (a static Space
+    as it is). ``models``: names, paths or loaded models (None: both shipped models, ``sbd-char-5m`` and
+    ``smollm2-135m-sbd``), each loaded by ``load_model``. ``options``: ``prompts``, ``per_model``,
+    ``max_new_tokens``, ``block_size``, ``step``, ``command``, ``log`` (see ``sbd_viz.site.export.export_site``).
+    Returns a ``sbd_viz.site.Site``: the folder, its size, its files. Imports the site's writer only when called."""
+    from .site.export import MODELS
+    from .site.export import export_site as _export_site
+
+    models = MODELS if models is None else models
+    if isinstance(models, (str, os.PathLike)):
+        models = [models]
+    loaded = [load_model(m) if isinstance(m, (str, os.PathLike)) else m for m in models]
+    return _export_site(out, loaded, **options)
+
+
 # What a user reaches for, by what they do; the classes a decoder of one's own is built from are sbd_viz.plugin's.
 __all__ = [
     # models
@@ -238,6 +256,7 @@ __all__ = [
     "trace_summary",
     "save_html",
     "explore",
+    "export_site",
     # measuring
     "tasks",
     "list_tasks",

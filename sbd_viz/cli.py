@@ -647,7 +647,7 @@ def _train(args) -> int:
 
 
 def _site(args) -> int:
-    from .site.export import MODELS, export_site
+    import sbd_viz as sv
 
     words = ["sbd-viz", "site", "--out", args.out]
     for flag, values in (("--model", args.model), ("--prompt", args.prompt)):
@@ -659,9 +659,9 @@ def _site(args) -> int:
         ("--step", args.step),
     ):
         words += [flag, str(value)] if value is not None else []
-    site = export_site(
+    site = sv.export_site(
         args.out,
-        models=args.model or MODELS,
+        models=args.model,
         prompts=args.prompt,
         per_model=args.per_model,
         max_new_tokens=args.max_new_tokens,

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import sbd_viz as sv
-
 from .. import tasks
 from ..analysis.evaluation import STOP  # an assert's answer ends at the end of its line
+from ..decoders.door import decode  # sv.decode's door: the package's face is not imported from here
 from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE
 from ..models.diffusion import DiffusionModel
 
@@ -38,7 +37,7 @@ DEFAULTS: dict[str, Any] = dict(
 
 def example_label(model, suite: dict, prompt: str) -> str:
     """What the app's default settings do with an example, measured by decoding it (labels never go stale)."""
-    trace = sv.decode(
+    trace = decode(
         model,
         prompt,
         rule=DEFAULTS["rule"],

@@ -32,7 +32,9 @@ MAY_IMPORT = {"version": set(), "trace": {"trace"}, "plugins": {"plugins"}, "tas
               "plots": {"version", "trace", "models", "decoders", "analysis", "training", "plots"},
               "harness": {"version", "trace", "plugins", "models", "tasks", "decoders", "analysis", "harness", "faces"},
               "app": {"version", "trace", "plugins", "models", "tasks", "decoders", "analysis", "plots", "training",
-                      "app", "faces"}}
+                      "app", "faces"},
+              "site": {"version", "trace", "plugins", "models", "tasks", "decoders", "analysis", "plots", "training",
+                       "app", "site", "faces"}}
 
 
 def _layer(module: str) -> str:
