@@ -14,6 +14,7 @@ import sys
 import time
 import warnings
 from collections import defaultdict
+from pathlib import Path
 
 import torch
 from lm_eval import utils as lm_utils
@@ -33,9 +34,10 @@ MAX_LENGTH = 2048  # a model that records no context (lm-eval's hf model's defau
 
 class SBDVizLM(TemplateLM):
     """An sbd_viz model and decoder as an lm-eval model. ``model``: what ``sv.load_model`` opens (a shipped name, a
-    folder, a Hub id at ``revision``; None: the shipped default); ``decoder``: a registered decoder (None: the model's
-    first); ``trace_dir``: a folder for every generation's trace; ``settings``: the decoder's settings. lm-eval's
-    ``batch_size``, ``max_batch_size`` and ``device`` are taken (requests are decoded one at a time)."""
+    folder, a Hub id at ``revision``; None: the shipped default), or a model loaded already; ``decoder``: a
+    registered decoder (None: the model's first); ``trace_dir``: a folder for every generation's trace;
+    ``settings``: the decoder's settings. lm-eval's ``batch_size``, ``max_batch_size`` and ``device`` are taken
+    (requests are decoded one at a time)."""
 
     backend = "causal"
 
@@ -65,7 +67,10 @@ class SBDVizLM(TemplateLM):
             # lm-eval's command line passes --device cuda:0 unless told: a machine without CUDA runs on its CPU
             warnings.warn(f"sbd_viz: device {device!r} is not available here; running on the CPU", stacklevel=2)
             device = "cpu"
-        self.sv_model = sv.load_model(model, dtype=dtype, device=device, packed=packed, revision=revision)
+        if model is None or isinstance(model, (str, Path)):
+            self.sv_model = sv.load_model(model, dtype=dtype, device=device, packed=packed, revision=revision)
+        else:  # a model loaded already (simple_evaluate's model_args as a dict): the door checks its kind
+            self.sv_model = model
         spec, _, _ = door.prepare(self.sv_model, decoder, **settings)  # refuses a setting by name, as sv.decode does
         self.spec, self.settings = spec, dict(settings)
         self.tokenizer = self.sv_model.tokenizer
