@@ -1,5 +1,5 @@
 // The static site's page (sbd_viz.site): a card of the gallery opens its prompt, whose data file (data/NN.js, written
-// by sbd_viz.site.export) is loaded as a <script> (Chromium refuses fetch() of a file from file://, not a script);
+// by sbd_viz.site.export) is loaded as a <script> (Chromium refuses to fetch a file from file://, not a script);
 // the app's scrubber (scrubber.js, the same file) draws its γ map, plain or verified; the failure table, the block
 // at a row's call and the decode order follow the piece the scrubber shows. The URL's #key opens a prompt directly.
 //
@@ -41,9 +41,14 @@
   function holds(p, g) {
     return (g > p.lo && g < p.hi) || (g === p.lo && p.lo_closed) || (g === p.hi && p.hi_closed);
   }
-  // a γ inside piece p: its middle, else an end it holds (a piece a float or two wide)
+  // a γ inside piece p, as short as it can be written: its middle rounded to the fewest digits that stay inside,
+  // else an end it holds (a piece a float or two wide)
   function aim(p) {
     const mid = (p.lo + p.hi) / 2;
+    for (let digits = 1; digits <= 17; digits++) {
+      const g = Number(mid.toPrecision(digits));
+      if (holds(p, g)) return g;
+    }
     return holds(p, mid) ? mid : p.lo_closed ? p.lo : p.hi;
   }
 
