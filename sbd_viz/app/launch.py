@@ -41,6 +41,17 @@ def build_page(served, menu: Menu, dtype=None, device=None):
     return blocks
 
 
+def resolve_loaders() -> None:
+    """Import what loading a model imports from transformers, in this thread, before the menu loads any model in a
+    thread of its own: transformers resolves its names lazily on first use, and a name first resolved in a loading
+    thread while another thread (a page's decode) imports from transformers failed to import (seen here: "cannot
+    import name 'AutoModelForCausalLM'"). Once resolved, a name is a plain attribute of the module."""
+    import transformers
+
+    for name in ("AutoConfig", "AutoModelForCausalLM", "AutoTokenizer", "GenerationConfig", "PreTrainedTokenizerFast"):
+        getattr(transformers, name)
+
+
 def main(model_path=None, host: str = "127.0.0.1", port: int = 7860, dtype=None, device=None) -> None:
     """Serve the models ``model_path`` names (``served_models``; ``dtype`` and ``device`` as ``sv.load_model``'s),
     each page with a queue (``queue``: two control moves and one heavy job at a time). The first model loads at
@@ -50,6 +61,7 @@ def main(model_path=None, host: str = "127.0.0.1", port: int = 7860, dtype=None,
 
     # Two decodes run at once on a 2-core machine: one thread each beats two oversubscribed ones.
     torch.set_num_threads(int(os.environ.get("SBD_VIZ_THREADS", max(1, (os.cpu_count() or 2) // 2))))
+    resolve_loaders()
     menu: Menu = Menu(served_models(model_path), lambda served: build_page(served, menu, dtype, device), queue)
     threading.Thread(target=menu.warm, daemon=True, name="load the first model").start()
     print(f"sbd_viz: serving {', '.join(m.source for m in menu.models)} on http://{host}:{port}/", flush=True)

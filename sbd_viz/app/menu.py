@@ -70,6 +70,7 @@ class Menu:
                 name, n = f"{slug(source)}-{n}", n + 1
             self.models.append(Served(source, name))
         self._build, self._prepare = build, prepare
+        self._one_at_a_time = threading.Lock()  # two models loading at once would share the cores and the memory peak
 
     def get(self, name: str) -> Served | None:
         return next((m for m in self.models if m.slug == name), None)
@@ -91,9 +92,16 @@ class Menu:
             if served.state == "ready":
                 return
 
+    def retry(self, served: Served) -> None:
+        """Let a model that failed to load be loaded again (its page's "try again")."""
+        with served.lock:
+            if served.state == "failed":
+                served.state, served.reason = "waiting", ""
+
     def _load(self, served: Served) -> None:
         try:
-            blocks = self._prepare(self._build(served))
+            with self._one_at_a_time:
+                blocks = self._prepare(self._build(served))
         except Exception as exc:  # any failure to load is said on the page, never kills the app
             LOG.warning("model %s could not load: %s", served.source, exc)
             with served.lock:
@@ -144,6 +152,7 @@ class Menu:
         if served.state == "failed":
             body = (
                 f"<h1>{name} could not load</h1><p>{html.escape(served.reason)}</p>"
+                "<p><a href='?retry=1' id='sbd-retry'>Try again</a></p>"
                 f"<p>The other models: {self.nav_html(served.slug)}</p>"
             )
             head = ""
@@ -183,6 +192,8 @@ class LazyPage:
         if scope["type"] != "http":  # a websocket before the page is ready: closed
             await send({"type": "websocket.close", "code": 1013})
             return
+        if b"retry=1" in scope.get("query_string", b""):
+            self.menu.retry(served)
         self.menu.want(served)
         body = self.menu.waiting_page(served).encode()
         status = 503 if served.state == "failed" else 200

@@ -132,3 +132,23 @@ def test_the_readme_is_a_space_that_names_the_hub_models_it_loads():
     assert front["sdk"] == "gradio" and front["app_file"] == "app.py" and front["suggested_hardware"] == "cpu-basic"
     assert "smollm2-135m-sbd" in launch.DEFAULT_MODELS
     assert set(front["models"]) == set(causal_lm.HUB_IDS.values())
+
+
+def test_a_failed_model_loads_again_when_its_page_says_try_again():
+    cached = threading.Event()  # the model's files arrive after a first, failed load
+
+    def build(served):
+        if not cached.is_set():
+            raise FileNotFoundError("owner/model: not in the Hugging Face cache")
+        return tiny_page(served)
+
+    m = menu.Menu(["owner/model"], build, queue)
+    m.warm()
+    with TestClient(menu.asgi_app(m)) as client:
+        failed = client.get("/m/model/")
+        assert failed.status_code == 503 and "href='?retry=1'" in failed.text
+        assert client.get("/m/model/").status_code == 503  # not tried again unless asked
+        cached.set()
+        assert "Loading owner/model" in client.get("/m/model/?retry=1").text
+        waiting_for(lambda: m.models[0].state == "ready", "the model loaded on the second try")
+        assert "the page of owner/model" in client.get("/m/model/config").text
