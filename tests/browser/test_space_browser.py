@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -36,33 +37,45 @@ def fresh_environment(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def space(tmp_path_factory):
-    """The Space's server, started as the Space starts it (``python app.py`` with its port in PORT): its URL."""
+def environment(tmp_path_factory):
+    """(the fresh environment's Python, a Hugging Face cache holding SmolLM2's base, a scratch folder)."""
     tmp = tmp_path_factory.mktemp("space")
     smollm2_reference()  # the base's weights as a transformers user loads them, saved once per run
     cache = tmp / "hub"
     add_snapshot(cache, REPO, SHARED / "smollm2-135m-reference")
-    python = fresh_environment(tmp / "venv")
+    return fresh_environment(tmp / "venv"), cache, tmp
+
+
+def start(python, cache, tmp):
+    """``python app.py`` as the Space starts it (its port in PORT), on the Hugging Face cache ``cache``, offline:
+    (the server, its URL, its log)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("SBD_VIZ_MODEL", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(tmp / "home"), PORT=str(port),
                GRADIO_SERVER_NAME="127.0.0.1", GRADIO_ANALYTICS_ENABLED="False")
-    log = open(tmp / "app.log", "w")
-    server = subprocess.Popen([str(python), "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log = tmp / f"app-{port}.log"
+    server = subprocess.Popen([str(python), "app.py"], cwd=ROOT, env=env, stdout=open(log, "w"),
+                              stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
+    for _ in range(600):
+        assert server.poll() is None, log.read_text()[-3000:]
+        try:
+            urllib.request.urlopen(url + "m/sbd-char-5m/", timeout=5).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    return server, url, log
+
+
+@pytest.fixture(scope="module")
+def space(environment):
+    """The Space's server on the prepared cache: its URL."""
+    server, url, _ = start(*environment)
     try:
-        for _ in range(600):
-            assert server.poll() is None, (tmp / "app.log").read_text()[-3000:]
-            try:
-                urllib.request.urlopen(url + "m/sbd-char-5m/", timeout=5).close()
-                break
-            except OSError:
-                time.sleep(0.5)
         yield url
     finally:
         server.terminate()
         server.wait(timeout=60)
-        log.close()
 
 
 def frames(page) -> str:
@@ -109,3 +122,26 @@ def test_the_space_opens_on_real_text_and_its_menu_switches_models(space, page):
     page.wait_for_url("**/m/smollm2-135m-sbd/", timeout=30000)
     page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=180000)
     assert not page.errors, page.errors
+
+
+def test_where_smollm2_cannot_load_the_space_opens_on_the_character_model_and_says_why(environment):
+    python, _, tmp = environment
+    server, url, _ = start(python, tmp / "empty-hub", tmp)  # offline, and the Hub's cache holds nothing
+    try:
+        for _ in range(600):  # the first model fails (no wheel, no cache), then / opens the next
+            with urllib.request.urlopen(url, timeout=30) as r:
+                opened = r.url
+            if opened.endswith("/m/sbd-char-5m/"):
+                break
+            time.sleep(0.5)
+        assert opened.endswith("/m/sbd-char-5m/")
+        try:
+            urllib.request.urlopen(url + "m/smollm2-135m-sbd/", timeout=30)
+            raise AssertionError("the page of a model that cannot load answered 200")
+        except urllib.error.HTTPError as error:
+            code, said = error.code, error.read().decode()
+        assert code == 503 and "smollm2-135m-sbd could not load" in said
+        assert REPO in said and "HF_HUB_OFFLINE" in said  # which Hub id, and why it was not fetched
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
