@@ -78,6 +78,10 @@ def space(environment):
         server.wait(timeout=60)
 
 
+# the cards hold the verified card: this decode is verified SBD
+VERIFIED_CARD = "() => [...document.querySelectorAll('#sbd-metrics .card .label')].some(l => l.innerText.trim() === 'verified')"
+
+
 def frames(page) -> str:
     return page.locator("#sbd-anim .sbd-anim-plot").get_attribute("data-frames")
 
@@ -111,6 +115,13 @@ def test_the_space_opens_on_real_text_and_its_menu_switches_models(space, page):
     assert float(page.locator("#sbd-gamma input[type=number]").input_value()) == 2.0
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "space.png"), full_page=False)
+    assert page.evaluate(VERIFIED_CARD)
+
+    # plain SBD is one switch away; the drafting menu counts only for verified SBD, and greys out
+    page.locator("#sbd-verify input").click()
+    page.wait_for_function(f"() => !({VERIFIED_CARD})()", timeout=180000)
+    page.wait_for_selector("#sbd-metrics .cards[data-ntp]:not([data-ntp='pending'])", timeout=180000)
+    assert not page.locator("#sbd-drafting input").is_enabled()
 
     # the menu switches to the character model, and back
     menu.locator("a[data-model='sbd-char-5m']").click()
