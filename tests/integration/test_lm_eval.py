@@ -12,6 +12,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 from conftest import sharp_model
 
 import sbd_viz as sv
+from sbd_viz.decoders import registry
 
 lm_eval = pytest.importorskip("lm_eval")
 from lm_eval import simple_evaluate  # noqa: E402
@@ -238,3 +240,25 @@ def test_lm_evals_own_command_line_runs_a_task_through_sbd_viz(local):
     assert len(samples) == len(PROMPTS) and all(s["trace"] is not None for s in samples)
     assert [s["score"] for s in samples] == sorted(s["score"] for s in samples)  # failing first
     assert sv.load_trace(samples[0]["trace"]).meta["lm_eval"]["doc_id"] == samples[0]["doc_id"]
+
+
+class _Cut(sv.NTPDecoding):
+    """A plugin's decoder with a setting of its own: greedy NTP that writes at most ``most`` tokens."""
+
+    def __init__(self, model, prompt, config, most=100):
+        super().__init__(model, prompt, dataclasses.replace(config, max_new_tokens=min(config.max_new_tokens, most)))
+
+
+def test_a_plugins_decoder_and_its_own_setting_come_through_model_args(local, runs):
+    spec = sv.DecoderSpec(name="ntp_cut", label="NTP, cut", decoding=_Cut, own={"most": 100}, exact=True,
+                          model="causal")
+    sv.register_decoder(spec)
+    try:
+        cut = evaluate(local, f"model={local['model']},decoder=ntp_cut,most=3")
+        assert cut["config"]["sbd_viz"]["settings"] == {"most": 3}
+        assert outputs(cut) == [text[:3] for text in outputs(runs["ntp"])]
+        assert speed(cut)["tokens"] == 3 * len(PROMPTS) < speed(runs["ntp"])["tokens"]
+        with pytest.raises(ValueError, match="^mots: "):
+            get_model("sbd_viz").create_from_arg_string(f"model={local['model']},decoder=ntp_cut,mots=3")
+    finally:
+        registry.REGISTRY.unregister("ntp_cut")
