@@ -22,7 +22,8 @@ REFERENCE = re.compile(r"``([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\([^`]*\))?``")
 # ``model.raw_text`` a model's method. A reference to these two modules is written in full (``sbd_viz.trace.data.Step``).
 INSTANCE_NAMES = {"trace", "model", "config"}  # a trace, a model, a model's config: instances, not modules
 # A name ending in a file's suffix is a file (``app.py``, ``train.py``), not a path of attributes.
-FILE_SUFFIXES = {"py", "json", "md", "toml", "yml", "yaml", "txt", "ipynb", "html", "gif", "png", "csv", "gguf"}
+FILE_SUFFIXES = {"py", "json", "md", "toml", "yml", "yaml", "txt", "ipynb", "html", "gif", "png", "csv", "gguf", "js",
+                 "css"}
 
 
 def _modules() -> dict[str, Path]:
