@@ -73,6 +73,7 @@ PAGES = [
     Page("TREE_BLOCKS.md", "bench_tree_blocks", "tree_blocks.json", written),
     Page("TREE_BLOCKS_2THREADS.md", "bench_tree_blocks", "tree_blocks_2threads.json", written),
     Page("VERIFIED.md", "bench_verified", "verified.json", lambda m, d: m.report(d)),
+    Page("VERIFIED_MODES.md", "bench_verified_modes", "verified_modes.json", written),
 ]
 
 
