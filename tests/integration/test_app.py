@@ -268,7 +268,7 @@ def test_a_request_past_the_models_context_is_an_error_naming_the_field(app_modu
 def test_nan_gamma_over_raw_http_is_an_error_and_the_app_keeps_serving(served, client):
     # JSON has no NaN, so gradio_client cannot send one; a raw request can (Python's parser accepts it).
     url, _ = served
-    body = json.dumps({"data": [PROMPT, "entropy_bounded", float("nan"), False, 16, MAX_NEW, 0, 0, False, False, "SBD"]})
+    body = json.dumps({"data": [PROMPT, "entropy_bounded", float("nan"), False, 16, MAX_NEW, 0, 0, False, False, "SBD", None]})
     req = urllib.request.Request(url + "gradio_api/call/decode", data=body.encode(),
                                  headers={"Content-Type": "application/json"})
     event_id = json.loads(urllib.request.urlopen(req, timeout=30).read())["event_id"]

@@ -97,8 +97,8 @@ MODES: dict[str, dict[str, Any]] = {mode_label(dict(verify=True, **m)): m for m 
 
 def fastest_mode(model) -> str:
     """The drafting mode (a ``MODES`` label) measured fastest on ``model``: an SBD adapter with its sampler head
-    (smollm2-135m-sbd): tree drafting of the chain, one block a call (bench/TREE_BLOCKS.md); a model whose tree
-    drafting was not measured (the character model: bench/VERIFIED.md measured single drafting): single."""
+    (smollm2-135m-sbd): tree drafting of the chain, one block a call (bench/TREE_BLOCKS.md); another (the character
+    model, no sampler head: bench/VERIFIED_MODES.md, where every tree mode ran slower than single drafting): single."""
     if getattr(model, "adapter", None) is not None:
         return mode_label(dict(verify=True, **_MODES[0]))
     return mode_label(dict(verify=True, drafting="single"))
