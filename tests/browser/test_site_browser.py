@@ -172,3 +172,33 @@ def test_a_prompt_opens_from_its_url(site, opened):
     assert page.locator("#view .prompt").text_content() == entries["p02"]["text"]
     assert page.locator("#site-size").text_content().startswith("This folder: ")
     assert page.refused == [] and not page.errors
+
+
+def test_it_works_from_a_static_server_too(site, page):
+    """The same folder served over HTTP by Python's static server (what a static Space is): a prompt opens and its
+    scrubber draws, every request answered by the folder's server."""
+    import functools
+    import http.server
+    import threading
+
+    from conftest import free_port
+
+    folder, entries = site
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    port = free_port()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base, refused = f"http://127.0.0.1:{port}/", []
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(base) else (
+        refused.append(r.request.url), r.abort()))
+    try:
+        page.goto(base)
+        open_card(page, "p01", entries["p01"])
+        page.wait_for_function(f"() => document.querySelector('{ROOT}').dataset.pieces === "
+                               f"'{len(entries['p01']['maps']['plain']['pieces'])}'")
+        assert page.locator(f"{ROOT} .fill .cell").count() > 0
+        assert refused == [] and not page.errors
+    finally:
+        server.shutdown()
+        server.server_close()
