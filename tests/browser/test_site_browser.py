@@ -2,7 +2,7 @@
 (built from the shipped character model, two short prompts): every prompt opens from its card and from its URL, the
 scrubber's slider reaches every piece of both maps and redraws the block fill for each, previous/next walk the
 decoded pieces, plain/verified switches the map, a gap fill's row opens the block at its call, and the decode order
-follows the piece. Saves a screenshot to test-artifacts/site.png."""
+follows the piece; the same folder works from a static server. Saves a screenshot to test-artifacts/site.png."""
 
 import json
 
