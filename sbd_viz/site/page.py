@@ -125,11 +125,19 @@ committed.</footer>
 """
 
 
+def _cell(text: str) -> str:
+    """A prompt in a Markdown table's cell: its last line, at most 60 characters, as code (a pipe escaped)."""
+    line = text.rstrip("\n").rsplit("\n", 1)[-1]
+    line = line if len(line) <= 60 else line[:57] + "…"
+    return "`" + line.replace("|", "\\|").replace("`", "'") + "`"
+
+
 def readme(entries: list[dict], size: str, command: str) -> str:
     """The folder's README: a Hugging Face Space's front matter (``sdk: static``, ``app_file: index.html``), what the
     folder is, its size, its prompts, and how to open and publish it."""
     rows = "\n".join(
-        f"| `{e['model']}` | {e['label'] or 'a prompt'} | {sum(p['decoded'] for p in e['maps']['plain']['pieces'])} "
+        f"| `{e['model']}` | {_cell(e['text'])} | {e['label'] or ''} "
+        f"| {sum(p['decoded'] for p in e['maps']['plain']['pieces'])} "
         f"| {sum(p['decoded'] for p in e['maps']['verified']['pieces'])} | {e['ntp']['calls']} |"
         for e in entries
     )
@@ -154,14 +162,14 @@ block at its call), its decode order, and the glossary.
 
 {size} Nothing is fetched from elsewhere: the page, its scripts and its data are these files.
 
-| model | prompt | decodes across γ (plain SBD) | decodes (verified SBD) | NTP's calls |
-| --- | --- | --- | --- | --- |
+| model | prompt (its last line) | what it is | decodes across γ (plain SBD) | decodes (verified SBD) | NTP's calls |
+| --- | --- | --- | --- | --- | --- |
 {rows}
 
 Open `index.html` in a browser (from the disk works), or serve the folder with any static server
 (`python -m http.server`). As a Hugging Face Space: this README's front matter makes the folder a static Space as it
-is; create a Space with the static SDK and upload the folder
-(`huggingface-cli upload OWNER/NAME {html.escape("<this folder>")} . --repo-type space`).
+is; create a Space with the static SDK and upload the folder (from inside it:
+`huggingface-cli upload OWNER/NAME . . --repo-type space`).
 
 Made with `{command}` (sbd_viz {__version__}).
 """
