@@ -593,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="new tokens at most (default: 64 for the character model, whose answers end at their line; 32 for a "
-        "text model, whose γ maps take a minute or so a prompt on a CPU)",
+        "text model, whose γ maps take minutes a prompt on a 2-core CPU)",
     )
     _add_shared(p, "--block-size")
     p.add_argument(
