@@ -208,7 +208,7 @@ class LazyPage:
 
 
 def asgi_app(menu: Menu, mount_options: dict | None = None):
-    """The server's application: ``/`` redirects to the page ``menu.opening()`` names; ``m/<name>/`` is each model's
+    """The server's application: ``/`` redirects to the page ``Menu.opening`` names; ``m/<name>/`` is each model's
     page (``LazyPage``); ``mount_options``: ``gr.mount_gradio_app``'s keyword arguments (the CSS, ...)."""
     import fastapi
     import gradio as gr

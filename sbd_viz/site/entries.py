@@ -19,8 +19,9 @@ from ..analysis.order import decode_order, kept_commits
 from ..app.panels import FAILURE_COLUMNS, failure_label, failure_rows
 from ..app.scrubber import payload
 from ..decoders.ntp import decode_ntp
-from ..decoders.registry import decoders
+from ..decoders.registry import default_decoder
 from ..decoders.rules import COMMIT_RULES, DEFAULT_RULE
+from ..decoders.verified.settings import MODES, fastest_mode
 from ..models.causal_lm import CausalLM, chat_prompt
 from ..trace.data import Trace
 from ..trace.labels import token_label
@@ -45,13 +46,17 @@ def text_model(model) -> bool:
     return isinstance(model, CausalLM)
 
 
-def check_sbd(model) -> None:
-    """A γ map needs SBD: a model no SBD decoder serves (a pretrained LM without an adapter) is refused by name."""
-    if "sbd" not in [spec.name for spec in decoders(model)]:
+def sbd_decoder(model) -> str:
+    """The decoder whose γ maps the site draws: the model's first (``default_decoder``), when it is moved by the
+    commit rule's γ and can be verified (SBD); a model without one (a pretrained LM without SBD training) is refused
+    by name."""
+    spec = default_decoder(model)
+    if spec.knob is None or spec.knob.name != "gamma" or "verify" not in spec.takes:
         raise ValueError(
             f"model: {model.name} is not decoded by SBD (a pretrained LM without SBD training), so it has no γ "
             "map to show; use an SBD model (sbd-char-5m) or one with an SBD adapter (smollm2-135m-sbd)"
         )
+    return spec.name
 
 
 def default_prompts(model) -> list[Prompt]:
@@ -140,8 +145,10 @@ def settings(model, prompt: Prompt, max_new_tokens: int | None, block_size: int 
 
 def gamma_payload(model, given: dict, ntp: Trace, verify: bool, step: float | None) -> tuple[dict, int]:
     """One γ map (plain or verified SBD) as the scrubber's payload, each decoded piece with its ``failures`` and
-    ``order``; and the model calls it ran."""
+    ``order``; and the model calls it ran. Verified SBD drafts in the mode measured fastest on ``model``
+    (``fastest_mode``), which the payload names (``mode``), as the app's page starts on it."""
     rule = given["rule"]
+    mode = fastest_mode(model) if verify else None
     built = gamma_map(
         model,
         given["prompt"],
@@ -150,10 +157,12 @@ def gamma_payload(model, given: dict, ntp: Trace, verify: bool, step: float | No
         block_size=given["block_size"],
         max_new_tokens=given["max_new_tokens"],
         stop=given["stop"],
-        decoder="sbd",
+        decoder=sbd_decoder(model),
         verify=verify,
+        **(MODES[mode] if mode else {}),
     )
     data = payload(built, COMMIT_RULES[rule].default, ntp.text)
+    data["mode"] = mode
     for row, piece in zip(data["pieces"], built.pieces):
         if piece.trace is not None:
             row.update(failures=failures(model, piece.trace), order=order(piece.trace))
@@ -170,7 +179,7 @@ def entry(
 ) -> dict:
     """``prompt`` on ``model``, every view of the site precomputed (see the module), as plain data; ``key`` names it
     in the site. ``step`` None: the exact γ maps (every piece); a number: only the pieces holding its multiples."""
-    check_sbd(model)
+    sbd_decoder(model)  # a model without SBD is refused before any call
     started = time.perf_counter()
     given = settings(model, prompt, max_new_tokens, block_size)
     ntp = decode_ntp(model, given["prompt"], max_new_tokens=given["max_new_tokens"], stop=given["stop"])

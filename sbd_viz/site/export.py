@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..app.scrubber import SCRIPT_FILE, STYLE_FILE
-from .entries import Prompt, check_sbd, default_prompts, entry, text_model
+from .entries import Prompt, default_prompts, entry, sbd_decoder, text_model
 from .page import FILES, human_size, index_html, readme, size_line
 
 MODELS = ("sbd-char-5m", "smollm2-135m-sbd")
@@ -128,7 +128,7 @@ def export_site(
         raise ValueError(f"models: {named[0]!r} is a name; load it first (sv.export_site loads names itself)")
     loaded = list(models)
     for model in loaded:
-        check_sbd(model)
+        sbd_decoder(model)
     entries: list[dict] = []
     notes: dict[str, str] = {}
     for model in loaded:

@@ -57,7 +57,8 @@ def _card(entry: dict, file: str) -> str:
     return (
         f"<button type='button' class='card' data-key='{entry['key']}' data-file='{html.escape(file, quote=True)}'>"
         f"<span class='label'>{html.escape(entry['label'] or 'a prompt')}</span>"
-        f"<code>{html.escape(shown)}</code><span class='meta'>{decoded} distinct decodes across γ · verified: "
+        f"<code>{html.escape(shown)}</code><span class='meta'>{decoded} distinct decodes across γ · verified "
+        f"({html.escape(verified.get('mode') or 'single drafting')}): "
         f"{sum(p['decoded'] for p in verified['pieces'])} · NTP: {entry['ntp']['calls']} calls</span></button>"
     )
 
@@ -80,7 +81,8 @@ VIEW = """<section id='view' hidden data-key='' data-mode='plain'>
 <p class='settings'></p>
 <div class='modes' role='radiogroup' aria-label='decoder'>
 <label><input type='radio' name='mode' value='plain' checked> plain SBD</label>
-<label><input type='radio' name='mode' value='verified'> verified SBD: every draft checked, NTP's exact text</label>
+<label><input type='radio' name='mode' value='verified'> verified SBD: every draft checked, NTP's exact text
+<span class='drafted'></span></label>
 </div>
 <div class='stepper'><button type='button' class='prev'>◀ previous decode</button>
 <span class='where'></span><button type='button' class='next'>next decode ▶</button></div>

@@ -71,6 +71,8 @@
       $('.prompt').textContent = e.text;
       $('.settings').textContent = settingsLine(e);
       $('.ntp').textContent = `NTP (one token per call, greedy): ${e.ntp.calls} calls · ${JSON.stringify(e.ntp.text)}`;
+      // the drafting the verified map swept (the mode measured fastest on the model, as the app starts on it)
+      $('.drafted').textContent = `(${e.maps.verified.mode || 'single drafting'})`;
       setMode(view.dataset.mode || 'plain');
       if (location.hash !== `#${e.key}`) history.replaceState(null, '', `#${e.key}`);
       view.scrollIntoView({block: 'start'});
