@@ -60,6 +60,7 @@ PAGES = [
     Page("GAPS.md", "bench_gaps", "gaps.json", lambda m, d: m.render(d)),
     Page("INCOHERENT.md", "bench_incoherent", "incoherent.json", written),
     Page("LIST_TASKS.md", "bench_list_tasks", "list_tasks.json", written),
+    Page("LM_EVAL.md", "bench_lm_eval", "lm_eval.json", lambda m, d: m.render(d)),
     Page("OVERHEAD.md", "bench_overhead", "overhead.json", lambda m, d: m.render(d)),
     Page("PROBE_SETS.md", "probe_sets", "probe_sets.json", written),
     Page("REAL_LM.md", "bench_real_lm", "real_lm.json", lambda m, d: m.markdown(d)),
