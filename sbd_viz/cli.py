@@ -554,6 +554,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser(
+        "lm-eval",
+        add_help=False,
+        help="lm-evaluation-harness's own command line with the model sbd_viz and the shipped tasks "
+        '(sbd_viz/harness/cli.py; needs pip install "sbd-viz[eval]"): sbd-viz lm-eval run --model sbd_viz '
+        "--model_args decoder=sbd,gamma=0.5 --tasks sbd_asserts",
+    )
+    p.set_defaults(func=lambda args: _forward("sbd_viz.harness.cli", args.rest))
+    p.add_argument(
+        "rest", nargs=argparse.REMAINDER, help="lm-eval's own arguments (sbd-viz lm-eval run --help lists them)"
+    )
+
+    p = sub.add_parser(
         "train",
         add_help=False,
         help="train an SBD model (sbd_viz/training/train.py), with --adapter a gated SBD adapter on "
