@@ -423,6 +423,32 @@ class Handlers:
             return gr.update(), gr.update(value=int(value))
         return gr.update(value=value), gr.update()
 
+    def open_trace(self, path, session: Session | None = None):
+        """A trace file (the Downloads tab's, ``sbd-viz trace --out``'s, or a sample's from ``sbd-viz lm-eval``) shown
+        as a decode of this page: its views, NTP on its prompt beside it. A file this page's model did not write is
+        refused by name: its views read the model (NTP's verdicts in the failure table)."""
+        if not isinstance(path, str) or not path:
+            raise refused("trace: no file given; choose a trace JSON file (saved by the app, sbd-viz trace --out, ...)")
+        try:
+            trace = sv.load_trace(path)
+        except (ValueError, TypeError, KeyError, OSError) as exc:
+            raise refused(f"trace: {exc}") from None
+        if trace.model_id != self.model.name:
+            raise refused(
+                f"trace: written by the model {trace.model_id!r}, and this page's model is {self.model.name!r}; open "
+                "it on that model's page (the model menu), or with sbd-viz gaps FILE --model ..."
+            )
+        cfg = trace.config
+        try:
+            label = registry.get_decoder(cfg.get("decoder")).label
+        except ValueError:  # a decoder this process has not registered (a plugin's): its name
+            label = str(cfg.get("decoder"))
+        ntp_key = (trace.prompt, cfg.get("max_new_tokens", len(trace.output_ids)), tuple(cfg.get("stop") or ()))
+        seconds = sum(s.wall_time for s in trace.steps)  # as the file recorded its calls
+        yield from self._views(
+            self._finished(session, trace.prompt, trace, seconds, label, None if self.canvas else ntp_key)
+        )
+
     def gif(self, session: Session | None):
         """The current decode's block-fill animation as a GIF, one frame per call."""
         if not decoded(session):
@@ -766,6 +792,13 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 chosen, compare_run, compare_table, compare_plot, compare_order = decoders_tab(model)
             with gr.Tab("Downloads"):
                 trace_file = gr.File(label="the full trace of the current decode (sbd_viz.load_trace reads it)")
+                trace_upload = gr.File(
+                    label="open a trace file: its decode shown above (one this page's model wrote: the app's, "
+                    "sbd-viz trace --out, a sample of sbd-viz lm-eval)",
+                    file_types=[".json"],
+                    type="filepath",
+                    elem_id="sbd-open-trace",
+                )
                 gif_run = gr.Button("Make a GIF of the animation (one frame per call)")
                 gif_file = gr.File(label="the block-fill animation as a GIF", elem_id="sbd-gif")
             with gr.Tab("Glossary"):
@@ -915,5 +948,14 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
         compare_inputs = {**settings, "chosen": chosen, "decoder": decoder, **chat_switch}
         heavy_run(compare_run, h.compare, compare_inputs, [compare_plot, compare_table, compare_order], "compare")
         gif_run.click(h.gif, inputs=[session], outputs=[gif_file], **HEAVY_QUEUE, api_name="gif")
+        views(
+            trace_upload.upload(
+                h.open_trace,
+                inputs=[trace_upload, session],
+                outputs=[session, animation, metrics, texts, show_call],
+                api_name="open_trace",
+                **MODEL_QUEUE,
+            )
+        )
         time_run.click(h.time_it, inputs=[session], outputs=[session, metrics], **HEAVY_QUEUE, api_name="time_it")
     return demo

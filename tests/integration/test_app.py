@@ -442,3 +442,39 @@ def test_closing_the_handlers_stops_the_curves_background_sweep(app_module, tmp_
     app_module.Handlers(curve.model, curve).close()
     assert not worker.is_alive()
     assert curve.df is None and "stopped" in curve.status  # it did not run to the end
+
+
+# -- a trace file opened --------------------------------------------------------------------------
+def test_a_trace_file_opens_as_a_decode_of_the_page(served, tmp_path):
+    """A trace this page's model wrote (here by the library, as ``sbd-viz trace --out`` and lm-eval's samples write
+    them) opens with every view: its own calls on the cards, its prompt, and the download gives the same decode."""
+    from gradio_client import Client, handle_file
+
+    url, model = served
+    client = Client(url, verbose=False)  # a session of its own
+    written = sv.decode(model, "assert 12 + 30 == ", gamma=1.5, max_new_tokens=MAX_NEW, stop="\n")
+    path = written.save(tmp_path / "sample.json")
+    _, metrics, texts, _ = client.predict(handle_file(str(path)), api_name="/open_trace")
+    assert nfe_of(metrics) == written.nfe and "data-prompt='assert 12 + 30 == '" in metrics
+    assert "NTP" in texts
+    shown = trace_of(client)
+    assert shown.output_ids == written.output_ids and [s.n_input for s in shown.steps] == [
+        s.n_input for s in written.steps]
+    other = decode(client, prompt="assert 1 + 1 == ")[1]  # the page decodes as before after it
+    assert "data-prompt='assert 1 + 1 == '" in other
+
+
+def test_a_trace_another_model_wrote_is_refused_by_name(served, tmp_path):
+    from gradio_client import Client, handle_file
+    from gradio_client.exceptions import AppError
+
+    url, model = served
+    client = Client(url, verbose=False)
+    data = json.loads(sv.decode(model, PROMPT, max_new_tokens=6).to_json())
+    data["model_id"] = "someone-elses-model"
+    (tmp_path / "other.json").write_text(json.dumps(data))
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(AppError, match="trace: written by the model 'someone-elses-model'"):
+        client.predict(handle_file(str(tmp_path / "other.json")), api_name="/open_trace")
+    with pytest.raises(AppError, match="^trace: "):
+        client.predict(handle_file(str(tmp_path / "broken.json")), api_name="/open_trace")
