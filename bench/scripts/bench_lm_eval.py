@@ -24,6 +24,10 @@ from pathlib import Path
 
 import run_info  # beside this file
 
+from sbd_viz.trace.labels import COUNT_LABELS
+
+COUNTED = COUNT_LABELS[(True, True)]  # the results' tokens_per_call: tokens over calls, end token and prefill counted
+
 MODELS = {
     "sbd-char-5m": ("sbd_asserts", "sbd_lists"),
     "smollm2-135m-sbd": ("sbd_asserts", "sbd_lists", "sbd_humaneval"),
@@ -176,7 +180,7 @@ def render(data: dict) -> str:
         mine = [r for r in rows if r["model"] == model]
         tasks = list(dict.fromkeys(r["task"] for r in mine))
         lines += [f"## {model} (block size {mine[0]['block_size']})", ""]
-        head = "| setting | " + " | ".join(f"{t}: score | tokens per call | = NTP" for t in tasks) + " |"
+        head = "| setting | " + " | ".join(f"{t}: score | {t}: {COUNTED} | = NTP" for t in tasks) + " |"
         lines += [head, "| --- |" + " --- | --- | --- |" * len(tasks)]
         for label in dict.fromkeys(_setting(r) for r in mine):
             cells = []

@@ -199,7 +199,7 @@ def markdown(header, results, examples) -> str:
              "token the accepted path most likely ends at, by the drafter's probabilities.", ""]
     for g in gammas:
         lines += [f"## γ {g:g}: every item", "",
-                  f"| mode | identical | {COUNTED}: long answers | short answers | all | rows a call |",
+                  f"| mode | identical | long answers: {COUNTED} | short answers: {COUNTED} | all: {COUNTED} | rows a call |",
                   "|---|---:|---:|---:|---:|---:|"]
         for mode in modes:
             name, c = method(mode, g), merged(counts, method(mode, g))
