@@ -792,9 +792,12 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 chosen, compare_run, compare_table, compare_plot, compare_order = decoders_tab(model)
             with gr.Tab("Downloads"):
                 trace_file = gr.File(label="the full trace of the current decode (sbd_viz.load_trace reads it)")
+                gr.Markdown(
+                    "A trace file this page's model wrote (this tab's download, `sbd-viz trace --out`, a sample of "
+                    "`sbd-viz lm-eval`) opens as a decode of the page, every view with it:"
+                )
                 trace_upload = gr.File(
-                    label="open a trace file: its decode shown above (one this page's model wrote: the app's, "
-                    "sbd-viz trace --out, a sample of sbd-viz lm-eval)",
+                    label="open a trace file: its decode shown above",  # short: API clients name the input by it
                     file_types=[".json"],
                     type="filepath",
                     elem_id="sbd-open-trace",
