@@ -6,7 +6,7 @@ import os
 import threading
 
 from .assets import CSS
-from .menu import Menu, asgi_app
+from .menu import Menu, asgi_app, model_sources
 from .serving import queue
 
 # What the app serves when no model is named: SmolLM2 with the shipped SBD adapter (real text; its base from the
@@ -19,8 +19,6 @@ SESSIONS = 500  # browser sessions whose state a page keeps (Gradio's default, 1
 def served_models(models=None) -> list[str]:
     """The models to serve: ``models`` (a name, folder or Hub id, or a list of them), else ``$SBD_VIZ_MODEL`` (one, or
     a comma-separated list), else ``DEFAULT_MODELS``."""
-    from .menu import model_sources
-
     if models:
         return model_sources([models] if isinstance(models, (str, os.PathLike)) else list(models))
     return model_sources(os.environ.get("SBD_VIZ_MODEL") or DEFAULT_MODELS)

@@ -29,7 +29,6 @@ class Served:
     state: str = "waiting"
     reason: str = ""
     started: float = 0.0
-    seconds: float = 0.0
     blocks: Any = None
     app: Any = None
     exits: contextlib.AsyncExitStack | None = None
@@ -72,9 +71,6 @@ class Menu:
         self._build, self._prepare = build, prepare
         self._one_at_a_time = threading.Lock()  # two models loading at once would share the cores and the memory peak
 
-    def get(self, name: str) -> Served | None:
-        return next((m for m in self.models if m.slug == name), None)
-
     def want(self, served: Served) -> None:
         """Start loading ``served`` in the background, unless it is loading, ready or failed."""
         with served.lock:
@@ -106,11 +102,9 @@ class Menu:
             LOG.warning("model %s could not load: %s", served.source, exc)
             with served.lock:
                 served.state, served.reason = "failed", f"{type(exc).__name__}: {exc}"
-                served.seconds = time.monotonic() - served.started
             return
         with served.lock:
             served.blocks, served.state = blocks, "ready"
-            served.seconds = time.monotonic() - served.started
 
     def opening(self) -> Served:
         """The model ``/`` opens on: the first that is ready, else the first still loading or waiting, else the
@@ -178,12 +172,12 @@ class LazyPage:
 
     def __init__(self, menu: Menu, served: Served, mount):
         self.menu, self.served, self._mount = menu, served, mount
-        self._started = False
 
     async def __call__(self, scope, receive, send):
         served = self.served
-        if served.state == "ready" and not self._started:
-            self._started = True  # one request starts it; the server's loop runs one coroutine at a time here
+        if served.state == "ready" and served.exits is None:  # not started yet
+            # one request starts it: the exit stack is set before the first await, and the server's loop runs one
+            # coroutine at a time until then
             served.exits = contextlib.AsyncExitStack()
             served.app = await self._mount(served.blocks, served.exits)
         if served.app is not None:

@@ -306,10 +306,8 @@ class Handlers:
         tradeoff, status = self.curve.figure(
             cfg.get("rule"), cfg.get("gamma", 0.0), cfg.get("gap_free", False), cfg.get("verify", False)
         )
-        # the count the metrics card shows; the table lists them all
-        kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
         label = (
-            failure_label(events, kept, trace)
+            failure_label(events, trace)
             if not self.canvas
             else (
                 f"{len(trace.kept_gap_fills())} gap fill(s), as the card counts them; not listed: "
@@ -444,9 +442,8 @@ class Handlers:
         except ValueError:  # a decoder this process has not registered (a plugin's): its name
             label = str(cfg.get("decoder"))
         ntp_key = (trace.prompt, cfg.get("max_new_tokens", len(trace.output_ids)), tuple(cfg.get("stop") or ()))
-        seconds = sum(s.wall_time for s in trace.steps)  # as the file recorded its calls
-        yield from self._views(
-            self._finished(session, trace.prompt, trace, seconds, label, None if self.canvas else ntp_key)
+        yield from self._views(  # its seconds as the file recorded its calls
+            self._finished(session, trace.prompt, trace, trace.wall_time, label, None if self.canvas else ntp_key)
         )
 
     def gif(self, session: Session | None):

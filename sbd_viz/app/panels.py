@@ -98,11 +98,12 @@ def failure_rows(events: list[dict]) -> list[list]:
     ]
 
 
-def failure_label(events: list[dict], kept_gap_fills: int, trace) -> str:
+def failure_label(events: list[dict], trace) -> str:
     """The table's title: gap fills as the metrics card counts them (kept in the output), then the incoherent
     commits kept, and how many more the stop discarded; and which decode it lists (``trace``'s tokens and calls, as
     the metrics card counts them)."""
     gaps = sum(e["kind"] == "gap_fill" for e in events)
+    kept_gap_fills = sum(e["kept"] for e in events if e["kind"] == "gap_fill")  # the count the metrics card shows
     incoherent = [e for e in events if e["kind"] != "gap_fill"]
     kept_incoherent = sum(e["kept"] for e in incoherent)
     n_gaps = (

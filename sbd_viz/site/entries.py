@@ -104,11 +104,10 @@ def failures(model, trace: Trace) -> dict:
     """The app's failure table for ``trace``: its ``label``, ``columns`` and ``rows`` (``app.panels``), and ``calls``:
     the block at each call a row names (``call_view``), so a row opens at its call with no model."""
     events = failure_events(model, trace)
-    kept = sum(e["kept"] for e in events if e["kind"] == "gap_fill")
     rows = failure_rows(events)
     calls = sorted({e["call"] for e in events})
     return dict(
-        label=failure_label(events, kept, trace),
+        label=failure_label(events, trace),
         columns=FAILURE_COLUMNS,
         rows=[[_number(v) if isinstance(v, float) else v for v in row] for row in rows],
         calls={str(c): call_view(trace, c) for c in calls},
