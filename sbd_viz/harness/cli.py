@@ -74,7 +74,10 @@ def samples_report(output_path, trace_dir=None, top: int | None = None) -> str:
         score = "" if math.isnan(row["score"]) else f"{row['score']:g}"
         lines.append(f"| {row['task']} | {row['doc_id']} | {score} | {row['trace'] or '(none)'} |")
     lines.append("")
-    lines.append("open one: sbd-viz gaps TRACE.json, sbd-viz roofline --trace TRACE.json, or sv.load_trace(TRACE.json)")
+    lines.append(
+        "open one: sbd-viz gaps TRACE.json, sbd-viz roofline --trace TRACE.json, sv.load_trace(TRACE.json), or the "
+        "app's Downloads tab (open a trace file) on the page of the model that wrote it"
+    )
     return "\n".join(lines)
 
 
