@@ -328,11 +328,31 @@ class WeightAverage:
             p.copy_(self.average[name].to(p.dtype))
 
 
+def _accelerator(cfg: TrainConfig):
+    """The run's Accelerator, at the run's own precision. Accelerate keeps one state per process and refuses a
+    second Accelerator at another precision: a notebook that ran lm-eval's ``hf`` model or an earlier run in the
+    other precision would make this run fail. So a run in such a process clears that state first, as accelerate's
+    own test cases do between tests. A launched run (``accelerate launch``) builds its first Accelerator here and
+    never takes that path."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    def build():
+        return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.bf16 else "no")
+
+    try:
+        return build()
+    except ValueError as e:
+        if "already been initialized" not in str(e):
+            raise
+        AcceleratorState._reset_state()  # private, but the one way accelerate offers; the process's device stays
+        return build()
+
+
 def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None) -> Path:
     """Train (or resume) into ``cfg.out``; returns the folder holding the final model. ``probe(model, tokenizer,
     per_family)`` measures each checkpoint (``sbd-viz train`` passes ``sbd_viz.analysis.evaluation.training_probe``);
     None: no probe."""
-    from accelerate import Accelerator
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
@@ -342,7 +362,7 @@ def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None
     if cfg.bf16 is None:
         cfg = replace(cfg, bf16=bf16_is_native())  # resolved here, so logs and checkpoints record the choice
     hf_logging.disable_progress_bar()  # per-save progress bars would flood the training log
-    acc = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.bf16 else "no")
+    acc = _accelerator(cfg)
     torch.set_num_threads(torch_threads(cfg.threads, acc.num_processes))
     out, ckpt = Path(cfg.out), Path(cfg.out) / "checkpoint"
     model, tok = _base_model(cfg) if cfg.base else _new_model(cfg)

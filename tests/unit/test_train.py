@@ -388,6 +388,22 @@ def test_threads_zero_keeps_omp_num_threads_and_a_number_sets_it(tmp_path, monke
         torch.set_num_threads(before)
 
 
+@pytest.mark.heavy
+@pytest.mark.parametrize("first, run", [("no", True), ("bf16", False)])
+def test_a_run_trains_at_its_own_precision_in_a_process_that_already_made_an_accelerator(tmp_path, first, run):
+    """lm-eval's ``hf`` model (or an earlier run) leaves accelerate's one state per process at some precision; a run
+    at the other precision trains at its own instead of failing (CI on a CPU with native bf16 failed so)."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state()  # a clean process's state (earlier tests here trained), as accelerate's tests do
+    Accelerator(cpu=True, mixed_precision=first)  # as another user of accelerate in this process would
+    small = dict(preset="test-1m", seq_len=32, batch_size=2, max_steps=1, warmup=1, probe_per_family=0)
+    train.train(train.TrainConfig(out=str(tmp_path), bf16=run, **small))
+    assert AcceleratorState().mixed_precision == ("bf16" if run else "no")
+    assert json.loads((tmp_path / "checkpoint" / "state.json").read_text())["config"]["bf16"] is run
+
+
 def test_bf16_flag_is_automatic_unless_given():
     import argparse
 
