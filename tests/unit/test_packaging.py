@@ -223,6 +223,7 @@ THIRD_PARTY_PRIVATE = {
     "_linear_pointwise": "torch's oneDNN linear on prepacked weights (torch.ops.mkldnn)",
     "_version": "a tensor's in-place version counter: whether a weight changed since it was packed",
     "_replace": "a namedtuple's own copy-with-changes method (public, despite its underscore)",
+    "_reset_state": "accelerate's one way to set a process's precision again (its own test cases call it)",
 }
 
 
