@@ -174,6 +174,20 @@ def test_a_prompt_opens_from_its_url(site, opened):
     assert page.refused == [] and not page.errors
 
 
+def test_a_glossary_link_scrolls_to_its_term(opened):
+    """A glossary link to a term named with γ (its href percent-encoded, as CommonMark writes it) lands on the term's
+    heading, and the open prompt's view is left as it was."""
+    page = opened
+    link = page.locator("#glossary a[href^='#%CE%B3']").first
+    target = page.evaluate("(a) => decodeURIComponent(a.getAttribute('href').slice(1))", link.element_handle())
+    page.evaluate("() => window.scrollTo(0, 0)")
+    link.click()
+    page.wait_for_function("(id) => decodeURIComponent(location.hash.slice(1)) === id", arg=target)
+    top = page.evaluate("(id) => document.getElementById(id).getBoundingClientRect().top", target)
+    assert -2 <= top < page.viewport_size["height"] / 2, (target, top)  # at the top, to a pixel
+    assert page.refused == [] and not page.errors
+
+
 def test_it_works_from_a_static_server_too(site, page):
     """The same folder served over HTTP by Python's static server (what a static Space is): a prompt opens and its
     scrubber draws, every request answered by the folder's server."""
