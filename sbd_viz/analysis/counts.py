@@ -1,7 +1,8 @@
 """Tokens per call as peers count them: with and without the end token, with and without the prefill call.
 
 ``call_counts(trace)`` returns the counts and the four ratios, each under the label ``COUNT_LABELS`` gives it, so
-every view and page names them alike; ``tokens_per_call(trace, end_token=..., prefill=...)`` one of the ratios.
+every view and page names them alike; ``tokens_per_call(trace, end_token=..., prefill=...)`` one of the ratios, and
+``counted`` its tokens and calls (what pooling over traces sums).
 What peers count, and what the end token and the prefill call are: docs/measures.md.
 """
 
@@ -27,10 +28,9 @@ def prefill_tokens(trace: Trace) -> int:
     return sum(1 for call in output_calls(trace) if call == 0)
 
 
-def tokens_per_call(trace: Trace, end_token: bool = True, prefill: bool = True) -> float:
-    """Output tokens per counted call, the end token counted or not (``end_token``), the prefill call and its
-    tokens counted or not (``prefill``); NaN when no call is left to divide by. ``end_token=True, prefill=True`` is
-    ``Trace.tokens_per_call``."""
+def counted(trace: Trace, end_token: bool = True, prefill: bool = True) -> tuple[int, int]:
+    """(output tokens, calls) as one convention counts them: the end token counted or not (``end_token``), the
+    prefill call and its tokens counted or not (``prefill``). Pooling several traces sums these, not their ratios."""
     trace = check_trace(trace)
     for name, value in (("end_token", end_token), ("prefill", prefill)):
         if not isinstance(value, bool):
@@ -44,6 +44,13 @@ def tokens_per_call(trace: Trace, end_token: bool = True, prefill: bool = True) 
         tokens -= at.count(0)  # prefill_tokens
         if has_end_token(trace) and not end_token and at[-1] == 0:
             tokens += 1  # the end token came from the prefill: it was taken off once already
+    return tokens, calls
+
+
+def tokens_per_call(trace: Trace, end_token: bool = True, prefill: bool = True) -> float:
+    """Output tokens per counted call as ``counted`` counts them; NaN when no call is left to divide by.
+    ``end_token=True, prefill=True`` is ``Trace.tokens_per_call``."""
+    tokens, calls = counted(trace, end_token, prefill)
     return tokens / calls if calls else float("nan")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..analysis.counts import COUNT_LABELS, call_counts, tokens_per_call
+from ..analysis.counts import COUNT_LABELS, call_counts, counted
 
 # the counts summed per task (call_counts' own names); the ratios are computed from the sums
 SUMMED = ("calls", "tokens", "end_tokens", "prefill_calls", "prefill_tokens")
@@ -22,8 +22,8 @@ class Tally:
     def __init__(self):
         self._counts: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(SUMMED, 0))
         # per task and convention: [tokens, calls] as that convention counts them, summed over the generations
-        self._ratios: dict[str, dict[str, list[float]]] = defaultdict(
-            lambda: {label: [0.0, 0] for label in COUNT_LABELS.values()}
+        self._ratios: dict[str, dict[str, list[int]]] = defaultdict(
+            lambda: {label: [0, 0] for label in COUNT_LABELS.values()}
         )
         self._samples: dict[str, int] = defaultdict(int)
         self._seconds: dict[str, float] = defaultdict(float)
@@ -34,10 +34,9 @@ class Tally:
         for name in SUMMED:
             self._counts[task][name] += counts[name]
         for (end, pre), label in COUNT_LABELS.items():
-            calls = trace.nfe - (0 if pre or not trace.nfe else 1)
-            if calls:
-                self._ratios[task][label][0] += tokens_per_call(trace, end_token=end, prefill=pre) * calls
-                self._ratios[task][label][1] += calls
+            tokens, calls = counted(trace, end_token=end, prefill=pre)
+            self._ratios[task][label][0] += tokens
+            self._ratios[task][label][1] += calls
         self._samples[task] += 1
         self._seconds[task] += seconds
 
