@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gradio as gr
 
@@ -115,6 +115,17 @@ PROGRESS_EVERY = 0.1  # seconds between progress views while decoding
 
 
 # -- handlers ---------------------------------------------------------------------------------
+class Pick(NamedTuple):
+    """One example of the page: what it fills in and the label it is shown by."""
+
+    prompt: str
+    chat: bool | None  # the chat template switch (None: the model has none)
+    label: str
+    decoder: str  # the decoder's label
+    verified: bool
+    start: float  # the decoder's knob (γ for SBD) at its start
+
+
 class Handlers:
     """The event handlers. They hold read-only things (the model, the suite lookup, the curve) and the γ maps, which
     one background thread builds (``map_builder``)."""
@@ -561,11 +572,9 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                     chosen = list(causal_app.example_choices(model, labels))
                 else:
                     chosen = [(p, None, example_label(model, h.suite, p), labels[0], False) for p in EXAMPLES]
-                picks = [
-                    (p, c, label, d, v, knob_start(registry.by_label(d), DEFAULTS["rule"]))
-                    for p, c, label, d, v in chosen
-                ]
-                first = registry.by_label(picks[0][3]) if not canvas else None
+                picks = [Pick(*c, knob_start(registry.by_label(c[3]), DEFAULTS["rule"])) for c in chosen]
+                opening = picks[0]  # the page opens on the first example
+                first = registry.by_label(opening.decoder) if not canvas else None
                 # made before the examples that set them, drawn below in their places
                 slider = (
                     dict(
@@ -580,14 +589,14 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 own_knob = first is not None and knob_of(first) not in (None, "gamma")
                 gamma = gr.Slider(
                     **slider,
-                    value=knob.default if canvas else picks[0][5],
+                    value=knob.default if canvas else opening.start,
                     elem_id="sbd-gamma",
                     visible=not causal or own_knob,
                     render=False,
                     interactive=canvas or own_knob or knob_of(first) == "gamma",
                 )
                 verify = gr.Checkbox(
-                    picks[0][4],
+                    opening.verified,
                     label="verified (lossless)",
                     visible=not canvas and not causal,
                     info="check every draft against NTP in the same calls: the text is exactly "
@@ -603,13 +612,13 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                     info="single: one block a call; tree: a block after the drafts NTP may accept, so a rejected draft "
                     "is redrafted in the same call; a token tree checks several candidates a slot",
                     visible=not canvas and not causal,
-                    interactive=bool(picks[0][4]),
+                    interactive=opening.verified,
                     elem_id="sbd-drafting",
                     render=False,
                 )
                 decoder = gr.Dropdown(
                     labels,
-                    value=picks[0][3],
+                    value=opening.decoder,
                     label="decoder",
                     visible=not canvas,
                     elem_id="sbd-decoder",
@@ -618,7 +627,7 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                     "decoders tab runs them all); the slider above moves its knob",
                 )
                 prompt = gr.Textbox(
-                    picks[0][0],
+                    opening.prompt,
                     label="prompt",
                     lines=2,
                     max_lines=6,
@@ -640,18 +649,18 @@ def build_demo(model=None, model_dir=None, sweep="auto", map_sessions: int = MAP
                 )
                 if text_lm:
                     examples = gr.Examples(
-                        [[p, c, d, v, g] for p, c, _, d, v, g in picks],
+                        [[x.prompt, x.chat, x.decoder, x.verified, x.start] for x in picks],
                         inputs=[prompt, chat, decoder, verify, gamma],
                         label="examples",
                         elem_id="sbd-examples",
-                        example_labels=[x[2] for x in picks],
+                        example_labels=[x.label for x in picks],
                     )
                 else:
                     examples = gr.Examples(
-                        [[p, d, g] for p, _, _, d, _, g in picks],
+                        [[x.prompt, x.decoder, x.start] for x in picks],
                         inputs=[prompt, decoder, gamma],
                         label="examples",
-                        example_labels=[x[2] for x in picks],
+                        example_labels=[x.label for x in picks],
                         elem_id="sbd-examples",
                     )
                 rule = gr.Dropdown(
