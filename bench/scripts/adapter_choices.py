@@ -154,9 +154,8 @@ def main(argv=None):
                    help="a bench/scripts/probe_sets.py JSON of that run's final adapter")
     p.add_argument("--command", default="", help="the training commands, as the page states them")
     p.add_argument("--how", default="", help="how the runs ran (together or not, threads), as the page states it")
-    p.add_argument("--out", default=None, help="the page (default: the option's page in bench/)")
-    p.add_argument("--json", default=None, help="its JSON (default: the option's JSON in bench/results/)")
-    p.add_argument("--from-json", help="render the page from this JSON, reading no run")
+    run_info.add_page_arguments(p, None, None, unset=("the option's page in bench/",
+                                                      "the option's JSON in bench/results/"))
     args = p.parse_args(argv)
     if not args.from_json and not args.run:
         p.error("--run: give at least one VALUE=FOLDER")

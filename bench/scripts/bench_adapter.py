@@ -673,9 +673,7 @@ def main(argv=None):
     p.add_argument("--tree-widths", default="4,2,1", help="tree drafting's token tree run beside its chain: candidates "
                    "per slot after slot 0, comma-separated ('' for none)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(run_info.BENCH / "ADAPTER.md"))
-    p.add_argument("--json", default=str(run_info.RESULTS / "adapter.json"))
-    p.add_argument("--from-json", default=None, help="render the page again from a run's --json (no decoding)")
+    run_info.add_page_arguments(p, run_info.BENCH / "ADAPTER.md", run_info.RESULTS / "adapter.json")
     args = p.parse_args(argv)
     args.blocks, args.gammas = numbers(args.block_sizes, int), numbers(args.gammas)
     args.tree_widths = tuple(numbers(args.tree_widths, int)) if args.tree_widths.strip() else None

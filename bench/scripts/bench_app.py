@@ -46,6 +46,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import run_info  # beside this file
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -426,10 +428,8 @@ def main(argv=None) -> None:
     p.add_argument("--load", type=int, default=0, metavar="H",
                    help="measure /decode while H heavy requests (ladders of 128 tokens) run, instead")
     p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--out", default=str(ROOT / "bench" / "APP.md"), help="the page")
-    p.add_argument("--json", default=str(ROOT / "bench" / "results" / "app.json"),
-                   help="the runs' data: a run replaces its part (the slider's, or --load's) and keeps the other")
-    p.add_argument("--from-json", default=None, help="render the page from the runs' --json, starting no app")
+    # a run replaces its own part of --json (the slider's, or --load's) and keeps the other
+    run_info.add_page_arguments(p, run_info.BENCH / "APP.md", run_info.RESULTS / "app.json")
     args = p.parse_args(argv)
     if args.from_json:
         Path(args.out).write_text(render(json.loads(Path(args.from_json).read_text())))
@@ -443,9 +443,6 @@ def main(argv=None) -> None:
 
     import sbd_viz as sv
     from sbd_viz.analysis.gamma_ladder import ladder_gammas
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import run_info
 
     model = sv.load_model(args.model)
     header = {"command": shlex.join(["python", "bench/scripts/bench_app.py", *argv]), "date": run_info.utc_now(),

@@ -320,9 +320,7 @@ def main(argv=None) -> int:
                         help="a run slower than this x its shape's fastest is disturbed (default: %(default)s)")
     parser.add_argument("--adapter-json", type=Path, default=run_info.RESULTS / "adapter.json",
                         help="the tokens per call to set beside the break-even (default: bench/results/adapter.json)")
-    parser.add_argument("--out", default=str(run_info.BENCH / "CALL_COST.md"))
-    parser.add_argument("--json", default=str(run_info.RESULTS / "call_cost.json"))
-    parser.add_argument("--from-json", default=None, help="write the page from a saved run's --json (no timing)")
+    run_info.add_page_arguments(parser, run_info.BENCH / "CALL_COST.md", run_info.RESULTS / "call_cost.json")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     run_info.write_page(parser, args, argv, run,

@@ -105,9 +105,7 @@ def main(argv=None) -> None:
     p.add_argument("--families", nargs="+", default=None, choices=list(tasks.FAMILIES), help="only these families")
     p.add_argument("--no-standalone", action="store_true", help="only the items in documents")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=None, help="write the markdown here (default: print it)")
-    p.add_argument("--json", default=None, help="also write the counts and every differing item here")
-    p.add_argument("--from-json", default=None, help="render a run's --json again, decoding nothing")
+    run_info.add_page_arguments(p, None, None)
     args = p.parse_args(argv)
     if args.from_json:
         header, results = from_json(args.from_json)

@@ -212,9 +212,7 @@ def main(argv=None) -> None:
     p.add_argument("--per-family", type=int, default=1, help="held-out items drawn per family to pick from")
     p.add_argument("--suite-seed", type=int, default=tasks.SUITE_SEED, help="which held-out draw (the card's)")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=None, help="write the markdown here (default: print it)")
-    p.add_argument("--json", default=None, help="also write the measurements here")
-    p.add_argument("--from-json", default=None, help="render a run's --json again, decoding nothing")
+    run_info.add_page_arguments(p, None, None)
     run_info.write_page(p, p.parse_args(argv), argv, run, markdown)
 
 

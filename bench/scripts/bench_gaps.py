@@ -132,9 +132,7 @@ def main(argv=None) -> int:
     p.add_argument("--gammas", nargs="+", type=float, default=list(GAMMAS), help="γ values (default: %(default)s)")
     p.add_argument("--per-family", type=int, default=20, help="held-out items of each family (default: %(default)s)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
-    p.add_argument("--out", default=str(run_info.BENCH / "GAPS.md"), help="the page (default: %(default)s)")
-    p.add_argument("--json", default=str(run_info.RESULTS / "gaps.json"), help="its data (default: %(default)s)")
-    p.add_argument("--from-json", default=None, help="render the page from a run's --json, decoding nothing")
+    run_info.add_page_arguments(p, run_info.BENCH / "GAPS.md", run_info.RESULTS / "gaps.json")
     args = p.parse_args(argv)
     if not args.from_json and args.per_family < 1:
         p.error(f"--per-family: need at least one item a family, got {args.per_family}")

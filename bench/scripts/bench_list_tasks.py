@@ -384,9 +384,7 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=lt.LIST_SEED, help="the suite's draw")
     p.add_argument("--grid-points", type=int, default=9, help="γ (or knob) values spread over the slider")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=None, help="write the markdown here (default: print it)")
-    p.add_argument("--json", default=None, help="also write the measurements here")
-    p.add_argument("--from-json", default=None, help="render a run's --json again, decoding nothing")
+    run_info.add_page_arguments(p, None, None)
     p.add_argument("--cache", default=None, help="save each finished curve in this folder, and read back the ones "
                                                  "a run with the same model and suite saved there (a stopped run "
                                                  "resumes), e.g. runs/list_tasks")

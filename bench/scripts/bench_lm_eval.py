@@ -233,9 +233,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS), help="(default: both)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
-    p.add_argument("--out", default=str(run_info.BENCH / "LM_EVAL.md"), help="the page (default: %(default)s)")
-    p.add_argument("--json", default=str(run_info.RESULTS / "lm_eval.json"), help="its data (default: %(default)s)")
-    p.add_argument("--from-json", default=None, help="render the page from a run's --json, decoding nothing")
+    run_info.add_page_arguments(p, run_info.BENCH / "LM_EVAL.md", run_info.RESULTS / "lm_eval.json")
     args = p.parse_args(argv)
     print(run_info.page_from_data(args, argv, run, render))
     return 0

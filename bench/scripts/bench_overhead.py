@@ -150,9 +150,7 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=3, help="times each prompt is decoded by each variant")
     p.add_argument("--gamma", type=float, default=0.35, help="SBD's γ (entropy-bounded rule)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
-    p.add_argument("--out", default=str(run_info.BENCH / "OVERHEAD.md"), help="the page")
-    p.add_argument("--json", default=str(run_info.RESULTS / "overhead.json"), help="the run's data")
-    p.add_argument("--from-json", default=None, help="render the page from a run's --json (no timing)")
+    run_info.add_page_arguments(p, run_info.BENCH / "OVERHEAD.md", run_info.RESULTS / "overhead.json")
     print(run_info.page_from_data(p.parse_args(argv), argv, run, render))
     return 0
 

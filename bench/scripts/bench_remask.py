@@ -176,9 +176,7 @@ def main(argv=None) -> None:
     p.add_argument("--thresholds", nargs="+", type=float, default=[0.5])
     p.add_argument("--suite-seed", type=int, default=tasks.SUITE_SEED, help="which held-out draw (the card's)")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=None, help="write the markdown here (default: print it)")
-    p.add_argument("--json", default=None, help="also write the counts and the diverging gap fills here")
-    p.add_argument("--from-json", default=None, help="render a run's --json again, decoding nothing")
+    run_info.add_page_arguments(p, None, None)
     run_info.write_page(p, p.parse_args(argv), argv, run, markdown)
 
 

@@ -277,9 +277,7 @@ def main(argv=None):
     p.add_argument("--windows", type=int, default=24, help="held-out windows for the masked-slot probe")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(run_info.BENCH / "SBD_FINETUNE.md"))
-    p.add_argument("--json", default=str(run_info.RESULTS / "sbd_finetune.json"))
-    p.add_argument("--from-json", default=None, help="render the page again from a run's --json")
+    run_info.add_page_arguments(p, run_info.BENCH / "SBD_FINETUNE.md", run_info.RESULTS / "sbd_finetune.json")
     args = p.parse_args(argv)
     for name in ("items", "new", "windows"):
         if getattr(args, name) < 1:

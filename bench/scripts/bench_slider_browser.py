@@ -31,6 +31,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import run_info  # beside this file
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRUBBER = "#sbd-scrubber"
 SCRUB_RANGE = f"{SCRUBBER} input[type=range]"
@@ -261,28 +263,23 @@ def main(argv=None) -> None:
     ap.add_argument("--moves", type=int, default=15, help="drags per slider and model")
     ap.add_argument("--models", default="char,smollm2-135m-sbd",
                     help="comma-separated: char (the shipped character model) and/or smollm2-135m-sbd")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "SLIDER.md"), help="the report to write")
-    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "slider.json"), help="the run's data")
-    ap.add_argument("--from-json", default=None, help="render the page from a run's --json (no browser)")
+    run_info.add_page_arguments(ap, run_info.BENCH / "SLIDER.md", run_info.RESULTS / "slider.json")
     ap.add_argument("--shots", default=None, metavar="DIR", help="save a screenshot of each model's scrubber there")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).parent))
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
     else:
-        from run_info import load, machine, utc_now
-
         argv = list(sys.argv[1:] if argv is None else argv)
         header = {"command": " ".join(["nice -n 10 python bench/scripts/bench_slider_browser.py",
                                        *map(shlex.quote, argv)]),
-                  "date": utc_now(), "machine": machine(), "load_start": load()}
+                  "date": run_info.utc_now(), "machine": run_info.machine(), "load_start": run_info.load()}
         models = []
         for model in args.models.split(","):
             models.append(bench_model(model.strip(), args.moves, args.shots))
             print("\n".join(model_lines(models[-1])), flush=True)
         import gradio
 
-        header.update(gradio=gradio.__version__, load_end=load())
+        header.update(gradio=gradio.__version__, load_end=run_info.load())
         data = {"header": header, "models": models}
         Path(args.json).write_text(json.dumps(data, indent=1))
     Path(args.out).write_text(render(data))

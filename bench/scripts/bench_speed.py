@@ -203,9 +203,7 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=30, help="repetitions of each single-call timing")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--note", default=None, help="a line added to the report, e.g. which checkpoint")
-    parser.add_argument("--out", default=str(run_info.BENCH / "RESULTS.md"), help="the page to write")
-    parser.add_argument("--json", default=str(run_info.RESULTS / "speed.json"), help="the run's data")
-    parser.add_argument("--from-json", default=None, help="render the page from a run's --json (no decoding)")
+    run_info.add_page_arguments(parser, run_info.BENCH / "RESULTS.md", run_info.RESULTS / "speed.json")
     args = parser.parse_args(argv)
     if args.from_json:
         text = report(json.loads(Path(args.from_json).read_text()))

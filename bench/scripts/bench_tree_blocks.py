@@ -230,9 +230,7 @@ def main(argv=None):
     p.add_argument("--guard", type=float, default=1.25,
                    help="mark a run disturbed when it took more than this x its method's fastest on the item")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=str(run_info.BENCH / "TREE_BLOCKS.md"))
-    p.add_argument("--json", default=str(run_info.RESULTS / "tree_blocks.json"))
-    p.add_argument("--from-json", default=None, help="render the page again from a run's --json (no decoding)")
+    run_info.add_page_arguments(p, run_info.BENCH / "TREE_BLOCKS.md", run_info.RESULTS / "tree_blocks.json")
     args = p.parse_args(argv)
     try:
         [parse_setting(s) for s in args.settings.split(";") if s.strip()]

@@ -159,9 +159,7 @@ def main(argv=None) -> None:
     p.add_argument("--per-family", type=int, default=40)
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=None, help="write the page here (markdown)")
-    p.add_argument("--json", default=None, help="write every count here")
-    p.add_argument("--from-json", default=None, help="only render a saved --json again (no decoding)")
+    run_info.add_page_arguments(p, None, None)
     args = p.parse_args(argv)
     bad = [k for k in args.block_sizes if not 1 <= k <= MAX_BLOCK_SIZE]
     if bad:  # refused before the first decode, not after a bucket's NTP run

@@ -146,9 +146,7 @@ def probe_arguments(p: argparse.ArgumentParser, page: Path, json_path: Path, n: 
     p.add_argument("--n", type=int, default=n, help="prompts of each set (default: %(default)s)")
     p.add_argument("--new-tokens", type=int, default=64, help="greedy tokens per prompt (default: %(default)s)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
-    p.add_argument("--out", default=str(page), help="the page (default: %(default)s)")
-    p.add_argument("--json", default=str(json_path), help="its JSON (default: %(default)s)")
-    p.add_argument("--from-json", help="render the page from this JSON, measuring nothing")
+    run_info.add_page_arguments(p, page, json_path)
 
 
 def main(argv=None):

@@ -79,6 +79,19 @@ def save_run(data: dict, json_name: str, page_name: str, page: str, out: str | N
     return page_dir / page_name
 
 
+def add_page_arguments(parser, page: str | Path | None, data: str | Path | None,
+                       unset: tuple[str, str] = ("print it", "not saved")) -> None:
+    """Add the options of every page's script: ``--out`` (the page), ``--json`` (the run's data) and ``--from-json``
+    (render the page again from a saved run), defaulting to ``page`` and ``data``. ``unset`` is what the help says
+    the script does when that default is None: (for ``--out``, for ``--json``)."""
+    # str, as the scripts' own defaults were: bench_lm_eval adds ".partial" to --json
+    out, run_json = (None if path is None else str(path) for path in (page, data))
+    parser.add_argument("--out", default=out, help=f"the page (default: {'%(default)s' if out else unset[0]})")
+    parser.add_argument("--json", default=run_json,
+                        help=f"the run's data (default: {'%(default)s' if run_json else unset[1]})")
+    parser.add_argument("--from-json", default=None, help="render the page again from a run's --json, running nothing")
+
+
 def page_from_data(args, argv, run, render) -> str:
     """The end of a script whose run is one dict: read it from ``--from-json``, else ``run(args, argv)`` and save it
     to ``--json``; write ``render(data)`` to ``--out`` and return it."""
