@@ -69,10 +69,11 @@ def samples_report(output_path, trace_dir=None, top: int | None = None) -> str:
     rows = traced_samples(output_path, trace_dir)
     if not rows:
         return f"{output_path}: no samples_*.jsonl (run lm-eval with --log_samples --output_path)"
-    lines = ["| task | doc | score | trace |", "| --- | --- | --- | --- |"]
+    lines = ["| task | doc | score | run | trace |", "| --- | --- | --- | --- | --- |"]
     for row in rows[:top]:
         score = "" if math.isnan(row["score"]) else f"{row['score']:g}"
-        lines.append(f"| {row['task']} | {row['doc_id']} | {score} | {row['trace'] or '(none)'} |")
+        run = f"{row['label']} ({row['run']})" if row["label"] else row["run"]
+        lines.append(f"| {row['task']} | {row['doc_id']} | {score} | {run} | {row['trace'] or '(none)'} |")
     lines.append("")
     lines.append(
         "open one: sbd-viz gaps TRACE.json, sbd-viz roofline --trace TRACE.json, sv.load_trace(TRACE.json), or the "

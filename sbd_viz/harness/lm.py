@@ -141,6 +141,9 @@ class SBDVizLM(TemplateLM):
                 "label": self.spec.label_of(self.settings),
                 "settings": dict(self.settings),
                 "tasks": table,
+                # where this run's traces are (trace_dir/trace_run), so runs into one folder keep their own
+                "trace_run": self.traces.run if self.traces else None,
+                "traces": str(self.traces.folder) if self.traces else None,
             }
         }
 

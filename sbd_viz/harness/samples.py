@@ -1,9 +1,11 @@
 """Each lm-eval sample's trace: written beside lm-eval's own sample records, and read back with them, failing first.
 
-The model writes one trace file per generation to ``<trace_dir>/<task>/doc<doc_id>.json`` (``doc<doc_id>_<k>.json``
-for a task's k-th repeat), its ``meta["lm_eval"]`` naming the task, the doc id and lm-eval's ``prompt_hash`` of the
-context. ``traced_samples(output_path)`` reads lm-eval's ``samples_<task>_<date>.jsonl`` files under an
-``--output_path`` and pairs each record with its trace file, the failing samples first; ``sbd-viz gaps FILE`` or
+The model writes one trace file per generation to ``<trace_dir>/<run>/<task>/doc<doc_id>.json``
+(``doc<doc_id>_<k>.json`` for a task's k-th repeat), ``<run>`` the time the model was built, so runs into one folder
+(a γ sweep) keep their own; the results name it (``config.sbd_viz.trace_run``). A trace's ``meta["lm_eval"]`` names
+the task, the doc id and lm-eval's ``prompt_hash`` of the context. ``traced_samples(output_path)`` reads lm-eval's
+``samples_<task>_<date>.jsonl`` files under an ``--output_path`` and pairs each record with its run's trace file (the
+run read from the results file of the same date), the failing samples first; ``sbd-viz gaps FILE`` or
 ``sv.load_trace(FILE)`` opens one.
 """
 
@@ -14,6 +16,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 TRACES = "sbd_viz_traces"  # the folder the runner puts beside lm-eval's output (``python -m sbd_viz.harness run``)
@@ -32,10 +35,12 @@ def trace_file(trace_dir, task: str, doc_id, repeat: int = 0) -> Path:
 
 
 class TraceFolder:
-    """Writes each generation's trace under ``folder``, one file per (task, doc id, repeat)."""
+    """Writes each generation's trace under ``folder/<run>``, one file per (task, doc id, repeat); ``run`` is the
+    time it was made, written as lm-eval writes its own (``2026-12-06T13-05-22.123456``)."""
 
     def __init__(self, folder):
-        self.folder = Path(folder)
+        self.run = datetime.now().isoformat().replace(":", "-")
+        self.folder = Path(folder) / self.run
         self._repeats: Counter = Counter()
 
     def write(self, task: str, doc_id, context: str, trace) -> Path:
@@ -45,6 +50,17 @@ class TraceFolder:
         path.parent.mkdir(parents=True, exist_ok=True)
         sample = {"task": task, "doc_id": doc_id, "repeat": repeat, "prompt_hash": prompt_hash(context)}
         return replace(trace, meta={**trace.meta, "lm_eval": sample}).save(path)
+
+
+def _run_of(samples_file: Path, date: str) -> dict:
+    """The ``config.sbd_viz`` of the results lm-eval wrote with ``samples_file`` (the same date; ``results_<date>``,
+    or ``<name>_<date>`` for an ``--output_path`` ending in .json); {} if there is none."""
+    for path in samples_file.parent.glob(f"*_{date}.json"):
+        try:
+            return json.loads(path.read_text(encoding="utf-8")).get("config", {}).get("sbd_viz") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+    return {}
 
 
 def _score(record: dict) -> float:
@@ -58,9 +74,9 @@ def _score(record: dict) -> float:
 
 def traced_samples(output_path, trace_dir=None) -> list[dict]:
     """Every sample record lm-eval wrote under ``output_path`` (``--log_samples``), each as ``{task, doc_id, score,
-    record, trace}`` (``trace``: its trace file, or None if none was written), the lowest score first (failing
-    samples first), then by task and doc id. ``trace_dir``: where the traces are (default: ``output_path``'s
-    ``sbd_viz_traces``)."""
+    record, trace, run, label}`` (``trace``: its trace file, or None if none was written; ``run``: the date lm-eval
+    gave the run; ``label``: its decoder and settings), the lowest score first (failing samples first), then by task
+    and doc id. ``trace_dir``: where the traces are (default: ``output_path``'s ``sbd_viz_traces``)."""
     root = Path(output_path)
     root = root.parent if root.suffix == ".json" else root
     traces = Path(trace_dir) if trace_dir is not None else root / TRACES
@@ -69,12 +85,13 @@ def traced_samples(output_path, trace_dir=None) -> list[dict]:
         match = SAMPLES_FILE.search(path.name)
         if match is None:
             continue
-        task = match["task"]
+        task, run = match["task"], _run_of(path, match["date"])
+        folder = traces / run["trace_run"] if run.get("trace_run") else traces
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
             record = json.loads(line)
-            found = trace_file(traces, task, record["doc_id"])
+            found = trace_file(folder, task, record["doc_id"])
             rows.append(
                 {
                     "task": task,
@@ -82,7 +99,9 @@ def traced_samples(output_path, trace_dir=None) -> list[dict]:
                     "score": _score(record),
                     "record": record,
                     "trace": found if found.is_file() else None,
+                    "run": match["date"],
+                    "label": run.get("label", ""),
                 }
             )
     # NaN (no metric) after every scored sample
-    return sorted(rows, key=lambda r: (r["score"] != r["score"], r["score"], r["task"], r["doc_id"]))
+    return sorted(rows, key=lambda r: (r["score"] != r["score"], r["score"], r["task"], r["run"], r["doc_id"]))

@@ -30,7 +30,7 @@ from lm_eval.api.registry import get_model  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 from sbd_viz.harness import TASKS  # noqa: E402 (registers the model)
-from sbd_viz.harness.cli import run_argv  # noqa: E402
+from sbd_viz.harness.cli import run_argv, samples_report  # noqa: E402
 from sbd_viz.harness.samples import traced_samples  # noqa: E402
 
 PROMPTS = [("assert 12 + 30 == ", "42"), ("assert sorted([3, 1, 2]) == ", "[1, 2, 3]"), ("assert 7 * 6 == ", "42")]
@@ -164,18 +164,44 @@ def test_a_stop_string_ends_the_generation(local, runs):
     cut = evaluate(local, f"model={local['model']},decoder=ntp,trace_dir={local['root'] / 'stopped'}",
                    gen_kwargs={"until": [stop]}, limit=1)
     assert outputs(cut) == [text[: text.index(stop)]]
-    trace = sv.load_trace(local["root"] / "stopped" / "tiny_gen" / "doc0.json")
+    trace = sv.load_trace(Path(cut["config"]["sbd_viz"]["traces"]) / "tiny_gen" / "doc0.json")
     assert trace.stop_reason == "stop" and trace.n_tokens < speed(runs["ntp"])["tokens"] / len(PROMPTS)
 
 
 def test_each_samples_trace_reads_back(local, runs):
+    run = runs["sbd_g2"]["config"]["sbd_viz"]
+    folder = local["root"] / "traces" / run["trace_run"] / "tiny_gen"
+    assert Path(run["traces"]) / "tiny_gen" == folder
     for sample in runs["sbd_g2"]["samples"]["tiny_gen"]:
-        trace = sv.load_trace(local["root"] / "traces" / "tiny_gen" / f"doc{sample['doc_id']}.json")
+        trace = sv.load_trace(folder / f"doc{sample['doc_id']}.json")
         assert trace.text.split("\n")[0] == sample["resps"][0][0] and trace.config["decoder"] == "sbd"
         assert trace.config["gamma"] == 2.0 and trace.meta["lm_eval"]["doc_id"] == sample["doc_id"]
         assert trace.meta["lm_eval"]["prompt_hash"] == sample["prompt_hash"]
-    assert sum(sv.load_trace(p).nfe for p in (local["root"] / "traces" / "tiny_gen").glob("*.json")) == speed(
-        runs["sbd_g2"])["calls"]
+    assert sum(sv.load_trace(p).nfe for p in folder.glob("*.json")) == speed(runs["sbd_g2"])["calls"]
+
+
+def test_runs_into_one_folder_keep_their_own_traces(local):
+    """A γ sweep saved into one output folder, as lm-eval's command line saves a run (its EvaluationTracker): each
+    logged sample pairs with the trace of its own run, not the last run's."""
+    from lm_eval.loggers import EvaluationTracker
+
+    out, gammas = local["root"] / "sweep", (0.0, 2.0)
+    for gamma in gammas:
+        tracker = EvaluationTracker(output_path=str(out))
+        result = evaluate(local, f"model={local['model']},decoder=sbd,gamma={gamma},trace_dir={out / 'sbd_viz_traces'}",
+                          evaluation_tracker=tracker)
+        tracker.save_results_aggregated(results=result, samples=result["samples"])
+        for task in result["configs"]:
+            tracker.save_results_samples(task_name=task, samples=result["samples"][task])
+    rows = traced_samples(out)
+    assert len(rows) == len(gammas) * len(PROMPTS) and len({r["run"] for r in rows}) == len(gammas)
+    for row in rows:
+        trace = sv.load_trace(row["trace"])
+        assert trace.text.split("\n")[0] == row["record"]["resps"][0][0]
+        assert trace.meta["lm_eval"]["prompt_hash"] == row["record"]["prompt_hash"]
+    used = sorted(sv.load_trace(r["trace"]).config["gamma"] for r in rows)
+    assert used == sorted(list(gammas) * len(PROMPTS))
+    assert "| run |" in samples_report(out) and "SBD" in samples_report(out)
 
 
 def test_log_likelihoods_equal_lm_evals_hf_model_on_the_same_weights(local):
