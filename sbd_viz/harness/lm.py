@@ -22,6 +22,7 @@ from lm_eval.api.model import TemplateLM
 from tqdm import tqdm
 
 from ..decoders import door
+from ..decoders.batch import decode_batch
 from ..models.base import CausalModel
 from .samples import TraceFolder
 from .speed import Tally, speed_lines
@@ -30,14 +31,17 @@ from .speed import Tally, speed_lines
 TASK_SETTINGS = {"max_new_tokens": "max_gen_toks", "stop": "until"}
 MAX_GEN_TOKS = 256  # a request that names no max_gen_toks (lm-eval's hf model's default)
 MAX_LENGTH = 2048  # a model that records no context (lm-eval's hf model's default)
+AUTO_BATCH = 8  # --batch_size auto: decode_batch's own default (lm-eval's hf model searches memory; a CPU need not)
 
 
 class SBDVizLM(TemplateLM):
     """An sbd_viz model and decoder as an lm-eval model. ``model``: what ``sv.load_model`` opens (a shipped name, a
     folder, a Hub id at ``revision``; None: the shipped default), or a model loaded already; ``decoder``: a
     registered decoder (None: the model's first); ``trace_dir``: a folder for every generation's trace;
-    ``settings``: the decoder's settings. lm-eval's ``batch_size``, ``max_batch_size`` and ``device`` are taken
-    (requests are decoded one at a time)."""
+    ``settings``: the decoder's settings. ``batch_size`` above 1 (or ``auto``: 8) decodes a task's requests that
+    share their stop strings and length ``batch_size`` rows a forward (``sv.decode_batch``: each text the one alone
+    gives, up to float rounding); a decoder that cannot be batched decodes one at a time, and says why once.
+    ``max_batch_size`` and ``device`` are taken."""
 
     backend = "causal"
 
@@ -71,13 +75,16 @@ class SBDVizLM(TemplateLM):
             self.sv_model = sv.load_model(model, dtype=dtype, device=device, packed=packed, revision=revision)
         else:  # a model loaded already (simple_evaluate's model_args as a dict): the door checks its kind
             self.sv_model = model
-        spec, _, _ = door.prepare(self.sv_model, decoder, **settings)  # refuses a setting by name, as sv.decode does
+        spec, config, own = door.prepare(self.sv_model, decoder, **settings)  # refuses a setting by name, as sv.decode
         self.spec, self.settings = spec, dict(settings)
+        self.batch_size = _batch_size(batch_size)
+        self.unbatched = _why_unbatched(self.sv_model, spec, config, own) if self.batch_size > 1 else None
         self.tokenizer = self.sv_model.tokenizer
         self.tally = Tally()
         self.traces = TraceFolder(trace_dir) if trace_dir is not None else None
-        self.batch_size_per_gpu = batch_size
+        self.batch_size_per_gpu = self.batch_size
         self._warned_sampling = False
+        self._warned_batch = False
 
     # -- what lm-eval reads of a model ------------------------------------------------------------------------
     @property
@@ -208,28 +215,65 @@ class SBDVizLM(TemplateLM):
 
     # -- generation: the one door ----------------------------------------------------------------------------
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        out = []
-        for request in tqdm(requests, disable=disable_tqdm, desc=f"sbd_viz {self.spec.name}"):
+        """Each request decoded until its stop strings or its most new tokens; ``batch_size`` rows a forward where
+        the decoder can be batched (requests of one task with the same stop strings and length go together)."""
+        if self.batch_size > 1 and self.unbatched and not self._warned_batch:
+            self._warned_batch = True
+            warnings.warn(f"sbd_viz: decoding one request at a time: {self.unbatched}", stacklevel=2)
+        batched = self.batch_size > 1 and not self.unbatched
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        asks = []
+        for i, request in enumerate(requests):
             context, gen_kwargs = request.args
             until, max_gen = self._until(gen_kwargs)
+            asks.append((context, until, self._room(context, max_gen)))
+            key = (_task(request), tuple(until), asks[-1][2]) if batched else (i,)
+            groups[key].append(i)
+        out: list = [None] * len(requests)
+        bar = tqdm(total=len(requests), disable=disable_tqdm, desc=f"sbd_viz {self.spec.name}")
+        for indices in groups.values():
+            _, until, room = asks[indices[0]]
             started = time.perf_counter()
-            trace = door.decode(
-                self.sv_model,
-                context,
-                decoder=self.spec.name,
-                max_new_tokens=self._room(context, max_gen),
-                stop=until,
-                **self.settings,
-            )
-            self.tally.add(_task(request), trace, time.perf_counter() - started)
-            if self.traces is not None:
-                self.traces.write(_task(request), request.doc_id, context, trace)
-            text = trace.text
-            for stop in until:  # the text before the first stop string, as lm-eval's hf model returns it
-                text = text.split(stop)[0]
-            self.cache_hook.add_partial("generate_until", request.args, text)
-            out.append(text)
+            if batched:
+                traces = decode_batch(
+                    self.sv_model,
+                    [asks[i][0] for i in indices],
+                    decoder=self.spec.name,
+                    batch_size=self.batch_size,
+                    max_new_tokens=room,
+                    stop=until,
+                    **self.settings,
+                )
+            else:
+                traces = [
+                    door.decode(
+                        self.sv_model,
+                        asks[indices[0]][0],
+                        decoder=self.spec.name,
+                        max_new_tokens=room,
+                        stop=until,
+                        **self.settings,
+                    )
+                ]
+            seconds = (time.perf_counter() - started) / len(indices)  # a batch's wall clock, shared by its rows
+            for i, trace in zip(indices, traces):
+                out[i] = self._answer(requests[i], trace, until, seconds)
+            bar.update(len(indices))
+        bar.close()
         return out
+
+    def _answer(self, request, trace, until: list[str], seconds: float) -> str:
+        """A request's text from its trace (before the first stop string, as lm-eval's hf model returns it), its
+        counts and trace kept."""
+        context, _ = request.args
+        self.tally.add(_task(request), trace, seconds)
+        if self.traces is not None:
+            self.traces.write(_task(request), request.doc_id, context, trace)
+        text = trace.text
+        for stop in until:
+            text = text.split(stop)[0]
+        self.cache_hook.add_partial("generate_until", request.args, text)
+        return text
 
     def _until(self, gen_kwargs) -> tuple[list[str], int]:
         """The request's stop strings and most new tokens; asks for sampling are noted once (the decoder's own
@@ -257,6 +301,32 @@ class SBDVizLM(TemplateLM):
         while room > 1 and self.sv_model.tokens_written(room) > left:
             room -= 1
         return room  # a context with no room left is refused by the door, naming the prompt
+
+
+def _batch_size(value) -> int:
+    """lm-eval's ``batch_size`` (an int, its text, or ``auto``/``auto:N``) as rows a forward."""
+    if isinstance(value, str) and value.strip().startswith("auto"):
+        return AUTO_BATCH
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        size = 0
+    if size < 1 or (isinstance(value, float) and value != size):
+        raise ValueError(f"batch_size: must be a whole number of at least 1, or 'auto', got {value!r}")
+    return size
+
+
+def _why_unbatched(model, spec, config, own) -> str | None:
+    """Why ``spec`` with these settings cannot decode requests side by side on ``model``; None if it can."""
+    if not isinstance(model, CausalModel):
+        return f"model {model.name!r} is not a causal model"
+    if not spec.batchable:
+        return f"decoder {spec.name!r} has no batched form"
+    try:  # the decoder's own settings may ask for calls a batch cannot make (tree drafting)
+        spec.decoding(model, "a", config, **{**spec.own, **own}).check_batchable()
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _task(request) -> str:

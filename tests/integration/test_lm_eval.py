@@ -233,6 +233,28 @@ def test_bad_model_args_are_refused_by_name(local):
         make(f"model={local['model']},decoder=sdb")
     with pytest.raises(ValueError, match=r"^max_new_tokens: set by each task's max_gen_toks"):
         make(f"model={local['model']},max_new_tokens=5")
+    for size in ("0", "two"):
+        with pytest.raises(ValueError, match=r"^batch_size: must be a whole number"):
+            make(f"model={local['model']}", {"batch_size": size})
+
+
+def test_batch_size_decodes_requests_side_by_side_with_the_same_texts_and_calls(local, runs):
+    """lm-eval's batch_size (as its command line passes it, text) decodes the task's requests in fewer forwards of
+    the model, each writing what it writes alone; a decoder that cannot be batched (tree drafting) says so and
+    decodes one at a time."""
+    model = sv.load_model(local["model"])
+    forwards = []
+    model.model.register_forward_pre_hook(lambda module, args: forwards.append(1))
+    counted = {}
+    for size in ("1", "4"):
+        forwards.clear()
+        result = evaluate(local, {"model": model, "decoder": "sbd", "gamma": 2.0}, batch_size=size)
+        counted[size] = len(forwards)
+        assert outputs(result) == outputs(runs["sbd_g2"]) and speed(result)["calls"] == speed(runs["sbd_g2"])["calls"]
+    assert counted["4"] < counted["1"], counted
+    with pytest.warns(UserWarning, match="one request at a time: drafting: 'tree' is not batched"):
+        tree = evaluate(local, {"model": model, "decoder": "sbd", "verify": True, "drafting": "tree"}, batch_size=4)
+    assert outputs(tree) == outputs(runs["ntp"])
 
 
 def test_the_runner_puts_the_shipped_tasks_on_the_include_path_and_the_traces_beside_the_samples():
