@@ -41,12 +41,20 @@ VERIFIED_GAMMAS = (0.35, 1.0)
 EXACT = ("ntp", "jacobi", "prompt_lookup")
 
 
-def settings() -> list[dict]:
-    """Every setting a model runs: the exact decoders, plain SBD at each γ, verified SBD at each of its γ."""
+def settings(model) -> list[dict]:
+    """Every setting a model runs: the exact decoders, plain SBD at each γ, verified SBD at each of its γ in single
+    drafting and in the drafting measured fastest on the model (the app's default), where that is another."""
+    from sbd_viz.decoders.verified.settings import MODES, fastest_mode
+
+    modes = dict.fromkeys(["single drafting", fastest_mode(model)])
     return (
         [{"decoder": d} for d in EXACT]
         + [{"decoder": "sbd", "gamma": g} for g in GAMMAS]
-        + [{"decoder": "sbd", "gamma": g, "verify": True} for g in VERIFIED_GAMMAS]
+        + [
+            {"decoder": "sbd", "gamma": g, "verify": True, **({} if mode == "single drafting" else MODES[mode])}
+            for mode in modes
+            for g in VERIFIED_GAMMAS
+        ]
     )
 
 
@@ -79,7 +87,7 @@ def run(args, argv) -> dict:
     for name in args.models:
         model = sv.load_model(name)
         tasks = list(MODELS[name])
-        for setting in settings():
+        for setting in settings(model):
             result = simple_evaluate(
                 model="sbd_viz",
                 model_args={"model": model, **setting},
@@ -121,9 +129,12 @@ def run(args, argv) -> dict:
 
 
 def _setting(row: dict) -> str:
+    from sbd_viz.decoders.verified.settings import mode_label
+
     if row["decoder"] != "sbd":
         return row["label"]
-    return f"{row['label']}, γ {row['gamma']:g}"
+    tree = row.get("drafting") == "tree"  # single drafting, the default, is left unnamed
+    return f"{row['label']}{f' ({mode_label(row)})' if tree else ''}, γ {row['gamma']:g}"
 
 
 def _same_as_ntp(rows: list[dict], row: dict) -> str:
@@ -173,7 +184,9 @@ def render(data: dict) -> str:
         "small samples: a score here moves by 1/n per sample, so read the scores as what each decoder did on these "
         "documents, and the tokens per call as its speed on them. HumanEval runs on SmolLM2 only (its prompts pass "
         "the character model's 512-character context). Each decoder runs at its own defaults besides γ, at the "
-        "model's block size. `= NTP` counts the samples whose text is NTP's, sample by sample.",
+        "model's block size; verified SBD in single drafting and, where another drafting was measured fastest on "
+        "the model (the app's default for it: `fastest_mode`), in that one too. `= NTP` counts the samples whose "
+        "text is NTP's, sample by sample.",
         "",
     ]
     for model in dict.fromkeys(r["model"] for r in rows):
@@ -196,7 +209,7 @@ def render(data: dict) -> str:
     scored = [r for r in verified if r["score"] == ntp_score[(r["model"], r["task"])]]
     lines.append(
         f"- Verified SBD wrote NTP's text on every sample in {len(exact)} of its {len(verified)} runs (model, task, "
-        f"γ), and scored exactly NTP's score in {len(scored)} of {len(verified)}."
+        f"drafting, γ), and scored exactly NTP's score in {len(scored)} of {len(verified)}."
     )
     others = [r for r in rows if r["decoder"] in EXACT[1:]]
     lines.append(
