@@ -211,6 +211,18 @@ def render(data: dict) -> str:
         f"- Verified SBD wrote NTP's text on every sample in {len(exact)} of its {len(verified)} runs (model, task, "
         f"drafting, γ), and scored exactly NTP's score in {len(scored)} of {len(verified)}."
     )
+    from sbd_viz.decoders.verified.settings import mode_label
+
+    for model in dict.fromkeys(r["model"] for r in verified):
+        tree = [r for r in verified if r["model"] == model and r.get("drafting") == "tree"]
+        single = [r for r in verified if r["model"] == model and r.get("drafting", "single") == "single"]
+        if tree:
+            lines.append(
+                f"- {model}: verified SBD ({mode_label(tree[0])}) wrote "
+                f"{_span(r['tokens_per_call'] for r in tree)} tokens per call, in single drafting "
+                f"{_span(r['tokens_per_call'] for r in single)} (the same tasks and γ). Tokens per call, not seconds: "
+                "a tree call feeds more rows than a single one ([TREE_BLOCKS.md](TREE_BLOCKS.md) times both)."
+            )
     others = [r for r in rows if r["decoder"] in EXACT[1:]]
     lines.append(
         f"- Jacobi and prompt lookup wrote NTP's text on every sample in {sum(_all_same(rows, r) for r in others)} "
