@@ -72,7 +72,8 @@ def samples_report(output_path, trace_dir=None, top: int | None = None) -> str:
     lines = ["| task | doc | score | run | trace |", "| --- | --- | --- | --- | --- |"]
     for row in rows[:top]:
         score = "" if math.isnan(row["score"]) else f"{row['score']:g}"
-        run = f"{row['label']} ({row['run']})" if row["label"] else row["run"]
+        setting = ", ".join([row["label"], *(f"{k}={v}" for k, v in row["settings"].items())] if row["label"] else [])
+        run = f"{setting} ({row['run']})" if setting else row["run"]
         lines.append(f"| {row['task']} | {row['doc_id']} | {score} | {run} | {row['trace'] or '(none)'} |")
     lines.append("")
     lines.append(

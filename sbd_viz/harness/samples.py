@@ -74,9 +74,10 @@ def _score(record: dict) -> float:
 
 def traced_samples(output_path, trace_dir=None) -> list[dict]:
     """Every sample record lm-eval wrote under ``output_path`` (``--log_samples``), each as ``{task, doc_id, score,
-    record, trace, run, label}`` (``trace``: its trace file, or None if none was written; ``run``: the date lm-eval
-    gave the run; ``label``: its decoder and settings), the lowest score first (failing samples first), then by task
-    and doc id. ``trace_dir``: where the traces are (default: ``output_path``'s ``sbd_viz_traces``)."""
+    record, trace, run, label, settings}`` (``trace``: its trace file, or None if none was written; ``run``: the date
+    lm-eval gave the run; ``label`` and ``settings``: its decoder and the settings model_args gave it), the lowest
+    score first (failing samples first), then by task and doc id. ``trace_dir``: where the traces are (default:
+    ``output_path``'s ``sbd_viz_traces``)."""
     root = Path(output_path)
     root = root.parent if root.suffix == ".json" else root
     traces = Path(trace_dir) if trace_dir is not None else root / TRACES
@@ -101,6 +102,7 @@ def traced_samples(output_path, trace_dir=None) -> list[dict]:
                     "trace": found if found.is_file() else None,
                     "run": match["date"],
                     "label": run.get("label", ""),
+                    "settings": run.get("settings") or {},
                 }
             )
     # NaN (no metric) after every scored sample

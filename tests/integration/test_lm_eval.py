@@ -201,7 +201,8 @@ def test_runs_into_one_folder_keep_their_own_traces(local):
         assert trace.meta["lm_eval"]["prompt_hash"] == row["record"]["prompt_hash"]
     used = sorted(sv.load_trace(r["trace"]).config["gamma"] for r in rows)
     assert used == sorted(list(gammas) * len(PROMPTS))
-    assert "| run |" in samples_report(out) and "SBD" in samples_report(out)
+    report = samples_report(out)
+    assert all(f"| SBD, gamma={g} (" in report for g in gammas), report
 
 
 def test_log_likelihoods_equal_lm_evals_hf_model_on_the_same_weights(local):
