@@ -335,18 +335,12 @@ def _accelerator(cfg: TrainConfig):
     own test cases do between tests. A launched run (``accelerate launch``) builds its first Accelerator here and
     never takes that path."""
     from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
+    from accelerate.state import AcceleratorState, is_initialized
 
-    def build():
-        return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="bf16" if cfg.bf16 else "no")
-
-    try:
-        return build()
-    except ValueError as e:
-        if "already been initialized" not in str(e):
-            raise
+    precision = "bf16" if cfg.bf16 else "no"
+    if is_initialized() and AcceleratorState().mixed_precision != precision:
         AcceleratorState._reset_state()  # private, but the one way accelerate offers; the process's device stays
-        return build()
+    return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=precision)
 
 
 def train(cfg: TrainConfig, probe: Callable[[Any, Any, int], dict] | None = None) -> Path:
