@@ -22,7 +22,7 @@ from lm_eval.api.model import TemplateLM
 from tqdm import tqdm
 
 from ..decoders import door
-from ..decoders.batch import decode_batch
+from ..decoders.batch import BatchDecoding, decode_batch
 from ..models.base import CausalModel
 from .samples import TraceFolder
 from .speed import Tally, speed_lines
@@ -317,14 +317,14 @@ def _batch_size(value) -> int:
 
 
 def _why_unbatched(model, spec, config, own) -> str | None:
-    """Why ``spec`` with these settings cannot decode requests side by side on ``model``; None if it can."""
-    if not isinstance(model, CausalModel):
+    """Why ``spec`` with these settings cannot decode requests side by side on ``model``, as ``BatchDecoding``
+    refuses it (a decoder with no batched form; settings that ask for calls a batch cannot make, as tree drafting
+    does); None if it can."""
+    if not isinstance(model, CausalModel):  # said plainly: BatchDecoding would call it "not a model of sbd_viz"
         return f"model {model.name!r} is not a causal model"
-    if not spec.batchable:
-        return f"decoder {spec.name!r} has no batched form"
-    try:  # the decoder's own settings may ask for calls a batch cannot make (tree drafting)
-        spec.decoding(model, "a", config, **{**spec.own, **own}).check_batchable()
-    except ValueError as exc:
+    try:
+        BatchDecoding(model, ["a"], config, batch_size=1, decoder=spec, own=own)
+    except (TypeError, ValueError) as exc:
         return str(exc)
     return None
 
