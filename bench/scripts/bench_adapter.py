@@ -264,15 +264,10 @@ def timing(base, reference, model, items: list[dict], args, setting: tuple[int, 
                                                       **verified)))
         return out
 
-    paired.warm_up(methods(items[0]))
-    rows = []
-    for i, item in enumerate(items):
-        ms = methods(item)
-        item_rounds = paired.rounds(ms, args.timing_rounds, args.guard, shift=i)
-        names = [name for name, _ in ms]
-        print(f"  timed {i + 1}/{len(items)} {item['id'][:40]!r}: disturbed runs "
-              f"{[len(r['disturbed']) for r in item_rounds]} of {len(names)} a round", file=sys.stderr, flush=True)
-        rows.append({"id": item["id"], "set": item["set"], "tokens": item["tokens"], "rounds": item_rounds})
+    timed = paired.time_items(items, methods, args.timing_rounds, args.guard)
+    rows = [{"id": item["id"], "set": item["set"], "tokens": item["tokens"], "rounds": rounds}
+            for item, rounds in zip(items, timed)]
+    names = [name for name, _ in methods(items[0])]  # every item runs the same methods
     return {"setting": label(k, g), "rounds": args.timing_rounds, "guard": args.guard, "methods": names,
             "items": rows}
 
@@ -660,10 +655,7 @@ def main(argv=None):
     p.add_argument("--block-sizes", default="4", help="verified and plain SBD's block sizes, comma-separated "
                    "(each one adds a verified, a tree and a plain decode an item per γ)")
     p.add_argument("--gammas", default="0.1,0.5,2", help="γ (entropy budget, nats) of verified and plain SBD")
-    p.add_argument("--timing-items", type=int, default=8, help="items timed (chat and code alternately; 0: none)")
-    p.add_argument("--timing-rounds", type=int, default=3, help="rounds per timed item")
-    p.add_argument("--guard", type=float, default=1.25,
-                   help="drop a timing round in which a method took more than this x its fastest on the item")
+    paired.add_timing_arguments(p, items=8, rounds=3, alternating="chat and code alternately")
     p.add_argument("--humaneval-gammas", default=None, help="plain SBD's γ for HumanEval pass@1 (default: --gammas; "
                    "at a block size and γ of the sweep, its decode serves both)")
     p.add_argument("--humaneval-block", type=int, default=None, help="plain SBD's block size for HumanEval "

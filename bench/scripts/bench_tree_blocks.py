@@ -125,12 +125,8 @@ def timing(base, model, items, settings, verified, args) -> dict:
             out.append((name, lambda own=own: sv.decode(model, item["prompt"], stop=stop, **verified, **own)))
         return out
 
-    paired.warm_up(methods(items[0]))
-    rows = []
-    for i, item in enumerate(items):
-        rounds = paired.rounds(methods(item), args.timing_rounds, args.guard, shift=i)
-        rows.append({"id": item["id"], "tokens": item["tokens"], "rounds": rounds})
-        print(f"  timed {i + 1}/{len(items)}", file=sys.stderr, flush=True)
+    timed = paired.time_items(items, methods, args.timing_rounds, args.guard)
+    rows = [{"id": item["id"], "tokens": item["tokens"], "rounds": rounds} for item, rounds in zip(items, timed)]
     names = [GENERATE] + [name for name, _ in settings]
     every = [r for row in rows for r in row["rounds"]]
     loads = [r["load"] for r in every]
@@ -225,10 +221,7 @@ def main(argv=None):
     p.add_argument("--gamma", type=float, default=8.0, help="verified SBD's γ (entropy budget, nats)")
     p.add_argument("--settings", default=DEFAULT_SETTINGS, help="';'-separated: 'single', or 'tree' with optional "
                    "widths ('3,1,1': a token tree) and 'B<n>' (at most n blocks a call)")
-    p.add_argument("--timing-items", type=int, default=4, help="items timed (chat and code alternately; 0: none)")
-    p.add_argument("--timing-rounds", type=int, default=3, help="rounds per timed item")
-    p.add_argument("--guard", type=float, default=1.25,
-                   help="mark a run disturbed when it took more than this x its method's fastest on the item")
+    paired.add_timing_arguments(p, items=4, rounds=3, alternating="chat and code alternately")
     p.add_argument("--threads", type=int, default=1)
     run_info.add_page_arguments(p, run_info.BENCH / "TREE_BLOCKS.md", run_info.RESULTS / "tree_blocks.json")
     args = p.parse_args(argv)

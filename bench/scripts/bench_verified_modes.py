@@ -125,12 +125,9 @@ def timing(model, items, names, settings, args) -> dict:
             out.append((name, lambda name=name: sv.decode(model, item["prompt"], **settings[name])))
         return out
 
-    paired.warm_up(methods(items[0]))
-    rows = []
-    for i, item in enumerate(items):
-        rounds = paired.rounds(methods(item), args.timing_rounds, args.guard, shift=i)
-        rows.append({"id": item["id"], "kind": item["kind"], "tokens": item["tokens"], "rounds": rounds})
-        print(f"  timed {i + 1}/{len(items)}", file=sys.stderr, flush=True)
+    timed = paired.time_items(items, methods, args.timing_rounds, args.guard)
+    rows = [{"id": item["id"], "kind": item["kind"], "tokens": item["tokens"], "rounds": rounds}
+            for item, rounds in zip(items, timed)]
     every = [r for row in rows for r in row["rounds"]]
     loads = [r["load"] for r in every]
 
@@ -303,10 +300,7 @@ def main(argv=None):
     p.add_argument("--per-family", type=int, default=10, help="test-split items of each suite family")
     p.add_argument("--gammas", default="2", help="γs beside the app's default (','-separated; '' for none)")
     p.add_argument("--new-tokens", type=int, default=64, help="new tokens an item at most")
-    p.add_argument("--timing-items", type=int, default=24, help="items timed (long and short alternately; 0: none)")
-    p.add_argument("--timing-rounds", type=int, default=7, help="rounds per timed item")
-    p.add_argument("--guard", type=float, default=1.25,
-                   help="mark a run disturbed when it took more than this x its method's fastest on the item")
+    paired.add_timing_arguments(p, items=24, rounds=7, alternating="long and short alternately")
     p.add_argument("--threads", type=int, default=1)
     run_info.add_page_arguments(p, run_info.BENCH / "VERIFIED_MODES.md", run_info.RESULTS / "verified_modes.json")
     args = p.parse_args(argv)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from typing import Callable, Sequence
 
@@ -36,6 +37,28 @@ def rounds(methods: Sequence[Method], n_rounds: int, guard: float, shift: int = 
     fastest = {name: min(r[name] for r in out) for name in names}
     for r in out:
         r["disturbed"] = [name for name in names if r[name] > guard * fastest[name]]
+    return out
+
+
+def add_timing_arguments(parser, items: int, rounds: int, alternating: str) -> None:
+    """The options of a page timed item by item (``time_items``): how many items (``alternating`` says which kinds
+    take turns), how many rounds each, and the guard that marks a disturbed run."""
+    parser.add_argument("--timing-items", type=int, default=items, help=f"items timed ({alternating}; 0: none)")
+    parser.add_argument("--timing-rounds", type=int, default=rounds, help="rounds per timed item")
+    parser.add_argument("--guard", type=float, default=1.25,
+                        help="mark a run disturbed when it took more than this x its method's fastest on the item")
+
+
+def time_items(items: Sequence, methods: Callable[[object], Sequence[Method]], n_rounds: int,
+               guard: float) -> list[list[dict]]:
+    """Each item's ``rounds`` of ``methods(item)``, after one warm-up run of the first item's methods; item i's
+    order starts rotated by i. Says on stderr how far it got and how many runs each round had disturbed."""
+    warm_up(methods(items[0]))
+    out = []
+    for i, item in enumerate(items):
+        out.append(rounds(methods(item), n_rounds, guard, shift=i))
+        print(f"  timed {i + 1}/{len(items)}: disturbed runs {[len(r['disturbed']) for r in out[-1]]} a round",
+              file=sys.stderr, flush=True)
     return out
 
 
