@@ -71,20 +71,23 @@ class Menu:
         self._build, self._prepare = build, prepare
         self._one_at_a_time = threading.Lock()  # two models loading at once would share the cores and the memory peak
 
-    def want(self, served: Served) -> None:
-        """Start loading ``served`` in the background, unless it is loading, ready or failed."""
+    def want(self, served: Served) -> threading.Thread | None:
+        """Start loading ``served`` in the background, unless it is loading, ready or failed; the loading thread,
+        if this call started one."""
         with served.lock:
             if served.state != "waiting":
-                return
+                return None
             served.state, served.started = "loading", time.monotonic()
-        threading.Thread(target=self._load, args=(served,), daemon=True, name=f"load {served.slug}").start()
+        thread = threading.Thread(target=self._load, args=(served,), daemon=True, name=f"load {served.slug}")
+        thread.start()
+        return thread
 
     def warm(self) -> None:
         """Load the first model now (the page ``/`` opens on), and the next if it fails, until one loads."""
         for served in self.models:
-            self.want(served)
-            while served.state == "loading":
-                time.sleep(0.05)
+            thread = self.want(served)
+            if thread is not None:
+                thread.join()
             if served.state == "ready":
                 return
 
