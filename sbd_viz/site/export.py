@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..app.scrubber import SCRIPT_FILE, STYLE_FILE
+from ..trace.checks import check_whole
 from .entries import Prompt, default_prompts, entry, sbd_decoder, text_model
 from .page import FILES, human_size, index_html, readme, size_line
 
@@ -80,12 +81,6 @@ def _check_prompts(prompts) -> list[str] | None:
     return list(prompts)
 
 
-def _check_count(value, name: str) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name}: must be a whole number of at least 1, or None, got {value!r}")
-    return value
-
-
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
@@ -120,7 +115,8 @@ def export_site(
     started = time.perf_counter()
     folder = _folder(out)
     prompts = _check_prompts(prompts)
-    per_model = _check_count(per_model, "per_model")
+    if per_model is not None:
+        check_whole(per_model, "per_model", 1, note=" (None: every prompt)")
     if isinstance(models, (str, Path)) or not isinstance(models, Sequence) or not models:
         raise ValueError(f"models: must be a non-empty list of loaded models, got {models!r}")
     named = [m for m in models if isinstance(m, (str, Path))]
