@@ -661,16 +661,6 @@ def _train(args) -> int:
 def _site(args) -> int:
     import sbd_viz as sv
 
-    words = ["sbd-viz", "site", "--out", args.out]
-    for flag, values in (("--model", args.model), ("--prompt", args.prompt)):
-        words += [w for v in values or () for w in (flag, v)]
-    for flag, value in (
-        ("--per-model", args.per_model),
-        ("--max-new-tokens", args.max_new_tokens),
-        ("--block-size", args.block_size),
-        ("--step", args.step),
-    ):
-        words += [flag, str(value)] if value is not None else []
     site = sv.export_site(
         args.out,
         models=args.model,
@@ -679,7 +669,7 @@ def _site(args) -> int:
         max_new_tokens=args.max_new_tokens,
         block_size=args.block_size,
         step=args.step,
-        command=shlex.join(words),
+        command=shlex.join(["sbd-viz", *args.argv]),  # as typed, for the site's README to say how it was made
         log=print,
     )
     print(f"site written: {site}; open {site.folder / 'index.html'}")
@@ -705,6 +695,7 @@ def main(argv=None) -> int:
         args.rest = argv[1:]
     else:
         args = parser.parse_args(argv)
+    args.argv = argv
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as exc:
