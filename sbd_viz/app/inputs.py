@@ -277,8 +277,7 @@ def read_decoder(label, settings: dict, model):
 
 def fit_controls(spec, rule: str, value, causal: bool) -> tuple:
     """The updates of ``CONTROLS`` for ``spec``: grey out what it does not take (a switch, off), and give the slider its
-    knob;
-    ``value``: the slider's new value (None: unchanged); ``causal``: a text model's page, where γ's slider shows
+    knob; ``value``: the slider's new value (None: unchanged); ``causal``: a text model's page, where γ's slider shows
     only for a decoder whose knob is its own setting."""
     rule = rule if rule in COMMIT_RULES else DEFAULT_RULE
     knob = knob_of(spec)
